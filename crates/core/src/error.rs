@@ -1,0 +1,89 @@
+//! The error type shared by every store and the library.
+
+/// Errand's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What went wrong. Each variant says what the caller can do about it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The input was not acceptable; the message says what to change.
+    #[error("invalid input: {0}")]
+    Invalid(String),
+
+    /// No job has this id.
+    #[error("no job with id `{0}`")]
+    NotFound(String),
+
+    /// The job exists but its state does not allow the operation.
+    #[error("job `{id}` is {state}: {hint}")]
+    InvalidState {
+        /// The job's id.
+        id: String,
+        /// The job's current state.
+        state: String,
+        /// What the state allows instead.
+        hint: String,
+    },
+
+    /// A settlement changed no row: the lease token no longer matches, the
+    /// lease expired, or the job is no longer running. The worker has lost
+    /// ownership and must not touch the job again.
+    #[error("lease lost for job `{id}` (attempt {attempt}): another owner or the sweep has it now")]
+    LeaseLost {
+        /// The job's id.
+        id: String,
+        /// The attempt the caller held.
+        attempt: u32,
+    },
+
+    /// The database schema is missing or older than this program expects.
+    #[error("the database schema is not ready: {0}; run `errand migrate` first")]
+    SchemaOutdated(String),
+
+    /// The database schema is newer than this program knows.
+    #[error(
+        "the database schema is newer than this program knows ({0}); upgrade errand before using this database"
+    )]
+    SchemaTooNew(String),
+
+    /// The database is busy beyond the configured timeout; retry later.
+    #[error("the database is busy: {0}; retry, or raise the busy timeout")]
+    Busy(String),
+
+    /// The storage is full; free space and retry. Nothing was acknowledged.
+    #[error("the database storage is full: {0}; free disk space, then retry")]
+    StorageFull(String),
+
+    /// The store was shut down or its writer stopped.
+    #[error("the store is closed: {0}")]
+    Closed(String),
+
+    /// Any other storage failure.
+    #[error("storage error: {0}")]
+    Storage(String),
+}
+
+impl Error {
+    /// Shorthand for [`Error::Invalid`].
+    pub fn invalid(msg: impl Into<String>) -> Self {
+        Error::Invalid(msg.into())
+    }
+
+    /// A stable machine-readable code for this error (used by the CLI's JSON
+    /// output and HTTP problem responses).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::Invalid(_) => "invalid",
+            Error::NotFound(_) => "not_found",
+            Error::InvalidState { .. } => "invalid_state",
+            Error::LeaseLost { .. } => "lease_lost",
+            Error::SchemaOutdated(_) => "schema_outdated",
+            Error::SchemaTooNew(_) => "schema_too_new",
+            Error::Busy(_) => "busy",
+            Error::StorageFull(_) => "storage_full",
+            Error::Closed(_) => "closed",
+            Error::Storage(_) => "storage",
+        }
+    }
+}

@@ -1,0 +1,553 @@
+//! Jobs, their states, ids, names and lease tokens.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Timestamp;
+use crate::error::Error;
+use crate::outcome::ErrorClass;
+
+/// The queue a job goes to when none is named.
+pub const DEFAULT_QUEUE: &str = "default";
+/// The attempt budget of a job when none is given.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 25;
+/// The largest payload accepted by default (1 MiB of JSON text).
+pub const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
+const MAX_ID_BYTES: usize = 200;
+const MAX_NAME_BYTES: usize = 100;
+
+/// A job's stable identity. It never changes across retries, lease expiries
+/// and replays. Callers may choose it (one business event, one job id);
+/// otherwise a time-ordered UUIDv7 is generated.
+///
+/// Accepted: 1–200 bytes of letters, digits and `-_.:@/+=`.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct JobId(String);
+
+impl JobId {
+    /// A fresh, time-ordered id (UUIDv7).
+    pub fn generate() -> Self {
+        JobId(uuid::Uuid::now_v7().to_string())
+    }
+
+    /// Validates a caller-chosen id.
+    pub fn new(id: impl Into<String>) -> Result<Self, Error> {
+        let id = id.into();
+        if id.is_empty() || id.len() > MAX_ID_BYTES {
+            return Err(Error::invalid(format!(
+                "a job id must be 1 to {MAX_ID_BYTES} bytes long (got {} bytes)",
+                id.len()
+            )));
+        }
+        if let Some(c) = id
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || "-_.:@/+=".contains(*c)))
+        {
+            return Err(Error::invalid(format!(
+                "a job id may hold only letters, digits and -_.:@/+= (found {c:?} in {:?})",
+                truncate_for_message(&id)
+            )));
+        }
+        Ok(JobId(id))
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+fn truncate_for_message(s: &str) -> String {
+    let mut out: String = s.chars().take(40).collect();
+    if out.len() < s.len() {
+        out.push('…');
+    }
+    out
+}
+
+impl TryFrom<String> for JobId {
+    type Error = Error;
+    fn try_from(s: String) -> Result<Self, Error> {
+        JobId::new(s)
+    }
+}
+
+impl From<JobId> for String {
+    fn from(id: JobId) -> String {
+        id.0
+    }
+}
+
+impl FromStr for JobId {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        JobId::new(s)
+    }
+}
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "JobId({})", self.0)
+    }
+}
+
+/// A queue or job-kind name: 1–100 bytes of letters, digits and `-_.:`,
+/// starting with a letter or digit.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Name(String);
+
+impl Name {
+    /// Validates a name; `what` ("queue", "kind") appears in the error.
+    pub fn parse(what: &str, s: impl Into<String>) -> Result<Self, Error> {
+        let s = s.into();
+        let ok_len = !s.is_empty() && s.len() <= MAX_NAME_BYTES;
+        let ok_first = s.chars().next().is_some_and(|c| c.is_ascii_alphanumeric());
+        let ok_chars = s
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c));
+        if ok_len && ok_first && ok_chars {
+            Ok(Name(s))
+        } else {
+            Err(Error::invalid(format!(
+                "{what} name {:?} is not valid: use 1 to {MAX_NAME_BYTES} letters, digits or -_.: starting with a letter or digit",
+                truncate_for_message(&s)
+            )))
+        }
+    }
+
+    /// The name as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for Name {
+    type Error = Error;
+    fn try_from(s: String) -> Result<Self, Error> {
+        Name::parse("the", s)
+    }
+}
+
+impl From<Name> for String {
+    fn from(n: Name) -> String {
+        n.0
+    }
+}
+
+impl fmt::Display for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.0)
+    }
+}
+
+/// A job's payload: JSON text, validated and size-limited when created.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Payload(String);
+
+impl Payload {
+    /// Validates JSON text against the default size limit.
+    pub fn from_json_text(text: impl Into<String>) -> Result<Self, Error> {
+        Self::from_json_text_limited(text, MAX_PAYLOAD_BYTES)
+    }
+
+    /// Validates JSON text against `limit` bytes.
+    pub fn from_json_text_limited(text: impl Into<String>, limit: usize) -> Result<Self, Error> {
+        let text = text.into();
+        if text.len() > limit {
+            return Err(Error::invalid(format!(
+                "the payload is {} bytes; the limit is {limit} bytes — store large data elsewhere and pass a reference",
+                text.len()
+            )));
+        }
+        if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(&text) {
+            return Err(Error::invalid(format!(
+                "the payload is not valid JSON: {e}"
+            )));
+        }
+        Ok(Payload(text))
+    }
+
+    /// Serializes a value as the payload.
+    pub fn from_value<T: Serialize + ?Sized>(value: &T) -> Result<Self, Error> {
+        let text = serde_json::to_string(value)
+            .map_err(|e| Error::invalid(format!("the payload cannot be serialized: {e}")))?;
+        Self::from_json_text(text)
+    }
+
+    /// Trusted constructor for text read back from storage.
+    #[doc(hidden)]
+    pub fn from_stored(text: String) -> Self {
+        Payload(text)
+    }
+
+    /// The JSON text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Deserializes the payload into `T`.
+    pub fn decode<'a, T: Deserialize<'a>>(&'a self) -> Result<T, Error> {
+        serde_json::from_str(&self.0).map_err(|e| {
+            Error::invalid(format!(
+                "the payload does not match the expected shape: {e}"
+            ))
+        })
+    }
+}
+
+impl Default for Payload {
+    fn default() -> Self {
+        Payload("{}".to_owned())
+    }
+}
+
+impl fmt::Debug for Payload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Payload({})", truncate_for_message(&self.0))
+    }
+}
+
+/// Where a job is in its life. See `docs/state-machine.md`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    /// Waiting to be claimed once `available_at` has passed.
+    Ready,
+    /// Claimed under a lease; a worker is running it.
+    Running,
+    /// Finished successfully (terminal).
+    Done,
+    /// Out of attempts, failed permanently, or its final lease expired:
+    /// kept with its history until an operator replays or purges it.
+    Dead,
+    /// No longer wanted (terminal until replayed).
+    Cancelled,
+}
+
+impl JobState {
+    /// Every state, in display order.
+    pub const ALL: [JobState; 5] = [
+        JobState::Ready,
+        JobState::Running,
+        JobState::Done,
+        JobState::Dead,
+        JobState::Cancelled,
+    ];
+
+    /// The stable lowercase name used in storage, CLI output and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Ready => "ready",
+            JobState::Running => "running",
+            JobState::Done => "done",
+            JobState::Dead => "dead",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl FromStr for JobState {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        JobState::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "unknown state {s:?}: use one of ready, running, done, dead, cancelled"
+                ))
+            })
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Proof of ownership of one attempt: 128 bits from the operating system's
+/// random source, written fresh by every claim. It is never derived from the
+/// job id, so a stale worker cannot guess the current owner's token.
+#[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct LeaseToken(String);
+
+impl LeaseToken {
+    /// A fresh token: 128 random bits as 32 lowercase hex digits.
+    pub fn generate() -> Self {
+        let bits: u128 = rand::random();
+        LeaseToken(format!("{bits:032x}"))
+    }
+
+    /// Wraps a token read from storage or received from a remote worker.
+    pub fn from_string(s: String) -> Self {
+        LeaseToken(s)
+    }
+
+    /// The token as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for LeaseToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Enough to correlate in logs, not enough to forge.
+        write!(f, "LeaseToken({}…)", &self.0.get(..6).unwrap_or(""))
+    }
+}
+
+/// When a new job becomes due.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Schedule {
+    /// Due at once.
+    #[default]
+    Now,
+    /// Due after a delay, measured on the store's clock.
+    After(Duration),
+    /// Due at a given time.
+    At(Timestamp),
+}
+
+/// A job to insert.
+#[derive(Clone, Debug)]
+pub struct NewJob {
+    /// The id; `None` generates a UUIDv7.
+    pub id: Option<JobId>,
+    /// The queue (default `default`).
+    pub queue: Name,
+    /// The job kind, which selects the handler.
+    pub kind: Name,
+    /// The payload (JSON).
+    pub payload: Payload,
+    /// When the job becomes due.
+    pub schedule: Schedule,
+    /// The attempt budget (≥ 1).
+    pub max_attempts: u32,
+    /// Higher runs first among due jobs of a queue.
+    pub priority: i16,
+}
+
+impl NewJob {
+    /// A job of `kind` with the given payload on the default queue.
+    pub fn new(kind: &str, payload: Payload) -> Result<Self, Error> {
+        Ok(NewJob {
+            id: None,
+            queue: Name(DEFAULT_QUEUE.to_owned()),
+            kind: Name::parse("kind", kind)?,
+            payload,
+            schedule: Schedule::Now,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            priority: 0,
+        })
+    }
+
+    /// Sets a caller-chosen id.
+    pub fn with_id(mut self, id: JobId) -> Self {
+        self.id = Some(id);
+        self
+    }
+
+    /// Sets the queue.
+    pub fn on_queue(mut self, queue: &str) -> Result<Self, Error> {
+        self.queue = Name::parse("queue", queue)?;
+        Ok(self)
+    }
+
+    /// Sets the schedule.
+    pub fn scheduled(mut self, schedule: Schedule) -> Self {
+        self.schedule = schedule;
+        self
+    }
+
+    /// Sets the attempt budget.
+    pub fn with_max_attempts(mut self, n: u32) -> Result<Self, Error> {
+        if n == 0 || n > 1000 {
+            return Err(Error::invalid(format!(
+                "max attempts must be between 1 and 1000 (got {n})"
+            )));
+        }
+        self.max_attempts = n;
+        Ok(self)
+    }
+
+    /// Sets the priority.
+    pub fn with_priority(mut self, p: i16) -> Self {
+        self.priority = p;
+        self
+    }
+
+    /// Checks the invariants a store relies on.
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.max_attempts == 0 || self.max_attempts > 1000 {
+            return Err(Error::invalid(format!(
+                "max attempts must be between 1 and 1000 (got {})",
+                self.max_attempts
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A job as stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Job {
+    /// Stable identity.
+    pub id: JobId,
+    /// Queue name.
+    pub queue: Name,
+    /// Kind name.
+    pub kind: Name,
+    /// Current state.
+    pub state: JobState,
+    /// JSON payload.
+    pub payload: Payload,
+    /// Higher runs first.
+    pub priority: i16,
+    /// Attempts started in the current replay cycle.
+    pub attempts: u32,
+    /// Attempt budget of a replay cycle.
+    pub max_attempts: u32,
+    /// How many times an operator replayed the job.
+    pub replays: u32,
+    /// When the job is (or was) due.
+    pub available_at: Timestamp,
+    /// When the job was inserted.
+    pub created_at: Timestamp,
+    /// When the job last changed.
+    pub updated_at: Timestamp,
+    /// End of the current lease, while running.
+    pub lease_until: Option<Timestamp>,
+    /// The last recorded error.
+    pub last_error: Option<String>,
+    /// The class of the last recorded error.
+    pub last_error_class: Option<ErrorClass>,
+    /// When the job reached done, dead or cancelled.
+    pub finished_at: Option<Timestamp>,
+}
+
+/// The fencing pair a worker presents to settle an attempt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lease {
+    /// The job.
+    pub id: JobId,
+    /// The token written by the claim.
+    pub token: LeaseToken,
+    /// The attempt number the claim started.
+    pub attempt: u32,
+}
+
+/// A job handed to a worker by a claim.
+#[derive(Clone, Debug)]
+pub struct ClaimedJob {
+    /// The job as the claim left it (`state = running`, `attempts` incremented).
+    pub job: Job,
+    /// The fencing pair to present when settling.
+    pub lease: Lease,
+}
+
+/// One attempt in a job's history.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AttemptRecord {
+    /// Which replay cycle (0 before any replay).
+    pub cycle: u32,
+    /// Attempt number within the cycle.
+    pub attempt: u32,
+    /// When the claim started it.
+    pub started_at: Timestamp,
+    /// When it was settled or found expired.
+    pub finished_at: Option<Timestamp>,
+    /// `succeeded`, `retry`, `dead`, `snoozed`, `cancelled`, `released`,
+    /// `lease_expired`, or `None` while running.
+    pub outcome: Option<String>,
+    /// The error, if the attempt failed.
+    pub error: Option<String>,
+    /// The error's class.
+    pub error_class: Option<ErrorClass>,
+}
+
+/// One operator action on a job.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AuditRecord {
+    /// When it happened.
+    pub at: Timestamp,
+    /// `replay`, `cancel`, …
+    pub action: String,
+    /// Who did it.
+    pub operator: String,
+    /// Why.
+    pub reason: Option<String>,
+}
+
+/// A job with its attempt history and audit entries.
+#[derive(Clone, Debug, Serialize)]
+pub struct JobDetail {
+    /// The job.
+    #[serde(flatten)]
+    pub job: Job,
+    /// Every attempt, oldest first.
+    pub history: Vec<AttemptRecord>,
+    /// Every operator action, oldest first.
+    pub audit: Vec<AuditRecord>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_tokens_carry_128_bits_and_differ() {
+        let a = LeaseToken::generate();
+        let b = LeaseToken::generate();
+        assert_eq!(a.as_str().len(), 32);
+        assert!(a.as_str().chars().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+        assert!(!format!("{a:?}").contains(a.as_str()));
+    }
+
+    #[test]
+    fn ids_and_names_are_validated() {
+        assert!(JobId::new("pay_01H:x-y").is_ok());
+        assert!(JobId::new("").is_err());
+        assert!(JobId::new("a b").is_err());
+        assert!(JobId::new("nul\0").is_err());
+        assert!(JobId::new("x".repeat(201)).is_err());
+        assert!(Name::parse("queue", "mail.high").is_ok());
+        assert!(Name::parse("queue", "-x").is_err());
+        assert!(Name::parse("kind", "").is_err());
+    }
+
+    #[test]
+    fn payload_must_be_json_within_the_limit() {
+        assert!(Payload::from_json_text(r#"{"a":1}"#).is_ok());
+        assert!(Payload::from_json_text("{").is_err());
+        assert!(Payload::from_json_text_limited("[1,2,3]", 3).is_err());
+    }
+
+    #[test]
+    fn states_round_trip_through_their_names() {
+        for s in JobState::ALL {
+            assert_eq!(s.as_str().parse::<JobState>().ok(), Some(s));
+        }
+        assert!("stuck".parse::<JobState>().is_err());
+    }
+}

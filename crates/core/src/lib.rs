@@ -1,0 +1,45 @@
+//! # errand-core
+//!
+//! The vocabulary of Errand, with no database or runtime dependency:
+//!
+//! * [`Job`], [`JobState`] and the validated names and ids that describe a job;
+//! * [`LeaseToken`]: the fresh, unguessable proof of ownership of one attempt;
+//! * [`RetryPolicy`]: how long a failed attempt waits before the next one;
+//! * [`Outcome`]: what a handler says about the attempt it ran;
+//! * [`Store`]: the storage contract every backend implements.
+//!
+//! ## Design decisions
+//!
+//! The storage seam is drawn at *domain operations* — claim, complete, fail,
+//! snooze, heartbeat, release, replay, cancel — not at a generic SQL executor.
+//! Each backend implements every operation atomically in its own dialect, and
+//! every transition after a claim is a single conditional statement guarded by
+//! the job id, `state = 'running'`, the lease token and `lease_until > now`.
+//! A settlement that changes no row is reported as [`Error::LeaseLost`]; the
+//! caller never overwrites another owner's state.
+//!
+//! Time is an input. Stores read the current time from a [`Clock`] (SQLite)
+//! or from the database server (PostgreSQL), and tests inject a
+//! [`ManualClock`]. Retry delays are computed from an injected uniform sample
+//! so that a test can pin the exact bounds of every policy.
+#![deny(missing_docs)]
+
+mod clock;
+mod error;
+mod job;
+mod outcome;
+mod retry;
+mod store;
+
+pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
+pub use error::{Error, Result};
+pub use job::{
+    AttemptRecord, AuditRecord, ClaimedJob, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Job, JobDetail,
+    JobId, JobState, Lease, LeaseToken, MAX_PAYLOAD_BYTES, Name, NewJob, Payload, Schedule,
+};
+pub use outcome::{ErrorClass, Outcome};
+pub use retry::RetryPolicy;
+pub use store::{
+    CancelRequest, ClaimRequest, FailResult, Failure, Inserted, JobFilter, ReplayRequest, RetryAt,
+    Store, SweepReport,
+};

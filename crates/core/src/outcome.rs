@@ -1,0 +1,117 @@
+//! What a handler says about the attempt it ran.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Timestamp;
+use crate::error::Error;
+
+/// The class of a recorded error. Operators filter and alert on it.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ErrorClass {
+    /// A failure that may succeed later (the default).
+    Retryable,
+    /// A failure that will not succeed by retrying (invalid payload,
+    /// missing entity): the job goes to `dead` at once.
+    Permanent,
+    /// The handler ran past its deadline.
+    Timeout,
+    /// The worker's lease expired before it settled the attempt (it crashed,
+    /// stalled or was partitioned away).
+    LeaseExpired,
+    /// The work was cancelled by the handler or an operator.
+    Cancelled,
+}
+
+impl ErrorClass {
+    /// The stable name used in storage and output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::Retryable => "retryable",
+            ErrorClass::Permanent => "permanent",
+            ErrorClass::Timeout => "timeout",
+            ErrorClass::LeaseExpired => "lease_expired",
+            ErrorClass::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl FromStr for ErrorClass {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        Ok(match s {
+            "retryable" => ErrorClass::Retryable,
+            "permanent" => ErrorClass::Permanent,
+            "timeout" => ErrorClass::Timeout,
+            "lease_expired" => ErrorClass::LeaseExpired,
+            "cancelled" => ErrorClass::Cancelled,
+            other => return Err(Error::Storage(format!("unknown error class {other:?}"))),
+        })
+    }
+}
+
+impl fmt::Display for ErrorClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The result of running a handler once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The work is done: acknowledge.
+    Success,
+    /// A failure that may succeed later: retry on the job's policy while
+    /// attempts remain, otherwise `dead`.
+    Retry {
+        /// What went wrong.
+        error: String,
+    },
+    /// A failure with a hint of when to try again (a provider's
+    /// Retry-After). Counts an attempt; `dead` if none remain.
+    RetryAt {
+        /// What went wrong.
+        error: String,
+        /// When to try again.
+        at: Timestamp,
+    },
+    /// Not now: run again after `delay` without spending an attempt.
+    Snooze {
+        /// How long to wait.
+        delay: Duration,
+    },
+    /// A failure that retrying cannot fix: `dead` at once.
+    Permanent {
+        /// What went wrong.
+        error: String,
+    },
+    /// The work is no longer wanted: terminal `cancelled`.
+    Cancel {
+        /// Why.
+        reason: String,
+    },
+    /// The handler ran past its deadline: a retryable failure of its own
+    /// class.
+    Timeout,
+}
+
+impl Outcome {
+    /// A retryable failure.
+    pub fn retry(error: impl fmt::Display) -> Self {
+        Outcome::Retry {
+            error: error.to_string(),
+        }
+    }
+
+    /// A permanent failure.
+    pub fn permanent(error: impl fmt::Display) -> Self {
+        Outcome::Permanent {
+            error: error.to_string(),
+        }
+    }
+}

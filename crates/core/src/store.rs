@@ -1,0 +1,189 @@
+//! The storage contract every backend implements.
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::clock::Timestamp;
+use crate::error::Result;
+use crate::job::{ClaimedJob, Job, JobDetail, JobId, JobState, Lease, Name, NewJob};
+use crate::outcome::ErrorClass;
+
+/// The result of inserting a job.
+#[derive(Clone, Debug)]
+pub struct Inserted {
+    /// The stored job: the new one, or the one that already had this id.
+    pub job: Job,
+    /// `false` when a job with this id already existed (nothing was created).
+    pub created: bool,
+}
+
+/// What to claim.
+#[derive(Clone, Debug)]
+pub struct ClaimRequest {
+    /// Queues to claim from; empty means every queue.
+    pub queues: Vec<Name>,
+    /// At most this many jobs.
+    pub limit: u32,
+    /// Length of the lease each claimed job gets.
+    pub lease: Duration,
+}
+
+/// When a failed job should run again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RetryAt {
+    /// After a delay on the store's clock.
+    After(Duration),
+    /// At a given time.
+    At(Timestamp),
+}
+
+/// A failed attempt, as the worker reports it.
+#[derive(Clone, Debug)]
+pub struct Failure {
+    /// What went wrong (recorded as `last_error` and in the history).
+    pub error: String,
+    /// The error's class.
+    pub class: ErrorClass,
+    /// When to retry if attempts remain; `None` sends the job to `dead` at once.
+    pub retry: Option<RetryAt>,
+}
+
+/// Which jobs to list.
+#[derive(Clone, Debug, Default)]
+pub struct JobFilter {
+    /// Only this state.
+    pub state: Option<JobState>,
+    /// Only this queue.
+    pub queue: Option<Name>,
+    /// Only this kind.
+    pub kind: Option<Name>,
+    /// Only jobs whose last error contains this text.
+    pub error_contains: Option<String>,
+    /// Only jobs last changed at or after this time.
+    pub updated_since: Option<Timestamp>,
+    /// Only jobs last changed before this time.
+    pub updated_before: Option<Timestamp>,
+    /// At most this many (default 100, at most 10,000).
+    pub limit: Option<u32>,
+}
+
+impl JobFilter {
+    /// The effective limit.
+    pub fn effective_limit(&self) -> u32 {
+        self.limit.unwrap_or(100).clamp(1, 10_000)
+    }
+}
+
+/// An operator's request to replay dead or cancelled jobs.
+#[derive(Clone, Debug)]
+pub struct ReplayRequest {
+    /// The jobs; all are replayed or none.
+    pub ids: Vec<JobId>,
+    /// Who asked.
+    pub operator: String,
+    /// Why.
+    pub reason: Option<String>,
+}
+
+/// An operator's request to cancel unfinished jobs.
+#[derive(Clone, Debug)]
+pub struct CancelRequest {
+    /// The jobs; all are cancelled or none.
+    pub ids: Vec<JobId>,
+    /// Who asked.
+    pub operator: String,
+    /// Why.
+    pub reason: Option<String>,
+}
+
+/// What a sweep of expired leases did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SweepReport {
+    /// Jobs whose final attempt's lease expired, now `dead`.
+    pub dead: Vec<JobId>,
+}
+
+/// Where a failed attempt left the job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailResult {
+    /// Back to `ready`, due at the given time.
+    Retrying(Timestamp),
+    /// Out of attempts or permanent: `dead`.
+    Dead,
+}
+
+impl FailResult {
+    /// Reads the decision off the job the store returned.
+    pub fn of(job: &Job) -> Self {
+        if job.state == JobState::Dead {
+            FailResult::Dead
+        } else {
+            FailResult::Retrying(job.available_at)
+        }
+    }
+}
+
+/// The storage contract.
+///
+/// Every method is atomic. Every settlement (`complete`, `fail`, `snooze`,
+/// `cancel_running`, `heartbeat`, `release`) is one conditional statement that
+/// changes the job only if it is `running`, its token equals the lease's and
+/// `lease_until > now`; otherwise it returns [`crate::Error::LeaseLost`] and
+/// changes nothing.
+#[async_trait]
+pub trait Store: Send + Sync + fmt::Debug {
+    /// Inserts a job, or returns the existing job with the same id.
+    async fn insert(&self, job: NewJob) -> Result<Inserted>;
+
+    /// Inserts many jobs atomically (all or none), each like [`Store::insert`].
+    async fn insert_many(&self, jobs: Vec<NewJob>) -> Result<Vec<Inserted>>;
+
+    /// Claims up to `limit` due jobs in one short transaction. Before
+    /// claiming, running jobs whose final attempt's lease expired go to
+    /// `dead`. A claimed job has `attempts` incremented, a fresh token and
+    /// `lease_until = now + lease`.
+    async fn claim(&self, req: &ClaimRequest) -> Result<Vec<ClaimedJob>>;
+
+    /// Acknowledges success: `running` → `done`.
+    async fn complete(&self, lease: &Lease) -> Result<Job>;
+
+    /// Records a failure: `running` → `ready` (retry due later) while attempts
+    /// remain and `failure.retry` is set, otherwise `running` → `dead`.
+    async fn fail(&self, lease: &Lease, failure: Failure) -> Result<Job>;
+
+    /// Re-schedules after `delay` without spending an attempt.
+    async fn snooze(&self, lease: &Lease, delay: Duration) -> Result<Job>;
+
+    /// The handler cancelled its own job: `running` → `cancelled`.
+    async fn cancel_running(&self, lease: &Lease, reason: &str) -> Result<Job>;
+
+    /// Extends the lease to `now + extend`; returns the new `lease_until`.
+    async fn heartbeat(&self, lease: &Lease, extend: Duration) -> Result<Timestamp>;
+
+    /// Gives the job back (`running` → `ready`, due now) without spending
+    /// an attempt, as a draining worker does.
+    async fn release(&self, lease: &Lease) -> Result<Job>;
+
+    /// Moves running jobs whose final attempt's lease expired to `dead`.
+    async fn sweep_expired(&self) -> Result<SweepReport>;
+
+    /// Replays dead or cancelled jobs: `ready`, attempts reset, `replays`
+    /// incremented, id kept, an audit row written. Refuses (changing
+    /// nothing) if any job is in another state.
+    async fn replay(&self, req: &ReplayRequest) -> Result<Vec<Job>>;
+
+    /// Cancels ready or running jobs, with an audit row. Refuses (changing
+    /// nothing) if any job is already finished.
+    async fn cancel(&self, req: &CancelRequest) -> Result<Vec<Job>>;
+
+    /// One job, or [`crate::Error::NotFound`].
+    async fn get(&self, id: &JobId) -> Result<Job>;
+
+    /// One job with its attempt history and audit entries.
+    async fn detail(&self, id: &JobId) -> Result<JobDetail>;
+
+    /// Jobs matching the filter, oldest first.
+    async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>>;
+}

@@ -1,0 +1,12 @@
+-- Claims one job if it is (still) due: one conditional statement.
+UPDATE errand_jobs
+SET state        = 'running',
+    attempts     = attempts + 1,
+    lease_token  = :token,
+    lease_until  = :lease_until,
+    updated_at   = :now
+WHERE id = :id
+  AND attempts < max_attempts
+  AND ((state = 'ready' AND available_at <= :now)
+       OR (state = 'running' AND lease_until <= :now))
+RETURNING *

@@ -1,0 +1,1 @@
+SELECT * FROM errand_jobs WHERE id = :id

@@ -1,0 +1,9 @@
+SELECT * FROM errand_jobs
+WHERE (:state IS NULL OR state = :state)
+  AND (:queue IS NULL OR queue = :queue)
+  AND (:kind IS NULL OR kind = :kind)
+  AND (:error IS NULL OR instr(last_error, :error) > 0)
+  AND (:since IS NULL OR updated_at >= :since)
+  AND (:before IS NULL OR updated_at < :before)
+ORDER BY created_at, id
+LIMIT :limit

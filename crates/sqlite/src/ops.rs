@@ -1,0 +1,583 @@
+//! The queue operations, each run inside a write transaction on the writer
+//! thread (or inside a caller's own transaction, for enqueue).
+//!
+//! Every transition of a job is one conditional `UPDATE … RETURNING`; the
+//! history and audit rows that follow it are written in the same
+//! transaction only when the transition took place.
+
+use std::time::Duration;
+
+use errand_core::{
+    AttemptRecord, AuditRecord, ClaimRequest, ClaimedJob, Error, ErrorClass, Failure, Inserted,
+    Job, JobFilter, JobId, JobState, Lease, LeaseToken, Name, NewJob, Payload, Result, RetryAt,
+    Schedule, Timestamp,
+};
+use rusqlite::{Connection, OptionalExtension, Row, named_params};
+
+use crate::map_err;
+
+const INSERT: &str = include_str!("../queries/insert.sql");
+const GET: &str = include_str!("../queries/get.sql");
+const EXPIRE_FINAL: &str = include_str!("../queries/expire_final.sql");
+const CANDIDATES_EXPIRED: &str = include_str!("../queries/candidates_expired.sql");
+const CANDIDATES_READY: &str = include_str!("../queries/candidates_ready.sql");
+const CLAIM: &str = include_str!("../queries/claim.sql");
+const COMPLETE: &str = include_str!("../queries/complete.sql");
+const FAIL: &str = include_str!("../queries/fail.sql");
+const SNOOZE: &str = include_str!("../queries/snooze.sql");
+const CANCEL_RUNNING: &str = include_str!("../queries/cancel_running.sql");
+const HEARTBEAT: &str = include_str!("../queries/heartbeat.sql");
+const REPLAY: &str = include_str!("../queries/replay.sql");
+const CANCEL: &str = include_str!("../queries/cancel.sql");
+const ATTEMPT_START: &str = include_str!("../queries/attempt_start.sql");
+const ATTEMPT_FINISH: &str = include_str!("../queries/attempt_finish.sql");
+const AUDIT: &str = include_str!("../queries/audit.sql");
+const HISTORY: &str = include_str!("../queries/history.sql");
+const AUDIT_OF: &str = include_str!("../queries/audit_of.sql");
+const LIST: &str = include_str!("../queries/list.sql");
+
+fn conversion(col: usize, msg: String) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(
+        col,
+        rusqlite::types::Type::Text,
+        Box::<dyn std::error::Error + Send + Sync>::from(msg),
+    )
+}
+
+fn u32_col(row: &Row<'_>, name: &str) -> rusqlite::Result<u32> {
+    let v: i64 = row.get(name)?;
+    u32::try_from(v).map_err(|_| conversion(0, format!("{name} out of range: {v}")))
+}
+
+fn ts_col(row: &Row<'_>, name: &str) -> rusqlite::Result<Timestamp> {
+    row.get::<_, i64>(name).map(Timestamp::from_millis)
+}
+
+fn opt_ts_col(row: &Row<'_>, name: &str) -> rusqlite::Result<Option<Timestamp>> {
+    Ok(row.get::<_, Option<i64>>(name)?.map(Timestamp::from_millis))
+}
+
+fn class_col(row: &Row<'_>, name: &str) -> rusqlite::Result<Option<ErrorClass>> {
+    match row.get::<_, Option<String>>(name)? {
+        None => Ok(None),
+        Some(s) => s
+            .parse()
+            .map(Some)
+            .map_err(|e: Error| conversion(0, e.to_string())),
+    }
+}
+
+/// Maps a row of `errand_jobs` to a [`Job`].
+pub(crate) fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Job> {
+    let text = |name: &str| row.get::<_, String>(name);
+    let id = JobId::new(text("id")?).map_err(|e| conversion(0, e.to_string()))?;
+    let queue = Name::parse("queue", text("queue")?).map_err(|e| conversion(1, e.to_string()))?;
+    let kind = Name::parse("kind", text("kind")?).map_err(|e| conversion(2, e.to_string()))?;
+    let state: JobState = text("state")?
+        .parse()
+        .map_err(|e: Error| conversion(3, e.to_string()))?;
+    let priority: i64 = row.get("priority")?;
+    Ok(Job {
+        id,
+        queue,
+        kind,
+        state,
+        payload: Payload::from_stored(text("payload")?),
+        priority: i16::try_from(priority)
+            .map_err(|_| conversion(5, "priority out of range".into()))?,
+        attempts: u32_col(row, "attempts")?,
+        max_attempts: u32_col(row, "max_attempts")?,
+        replays: u32_col(row, "replays")?,
+        available_at: ts_col(row, "available_at")?,
+        created_at: ts_col(row, "created_at")?,
+        updated_at: ts_col(row, "updated_at")?,
+        lease_until: opt_ts_col(row, "lease_until")?,
+        last_error: row.get("last_error")?,
+        last_error_class: class_col(row, "last_error_class")?,
+        finished_at: opt_ts_col(row, "finished_at")?,
+    })
+}
+
+fn due_time(schedule: Schedule, now: Timestamp) -> Timestamp {
+    match schedule {
+        Schedule::Now => now,
+        Schedule::After(d) => now.plus(d),
+        Schedule::At(t) => t,
+    }
+}
+
+/// Inserts `job` on `conn` (inside whatever transaction the caller has
+/// open), or returns the existing job with the same id.
+pub fn insert(conn: &Connection, job: &NewJob, now: Timestamp) -> Result<Inserted> {
+    job.validate()?;
+    let id = job.id.clone().unwrap_or_else(JobId::generate);
+    let inserted = conn
+        .prepare_cached(INSERT)
+        .map_err(map_err)?
+        .query_row(
+            named_params! {
+                ":id": id.as_str(),
+                ":queue": job.queue.as_str(),
+                ":kind": job.kind.as_str(),
+                ":payload": job.payload.as_str(),
+                ":priority": job.priority,
+                ":max_attempts": job.max_attempts,
+                ":available_at": due_time(job.schedule, now).as_millis(),
+                ":now": now.as_millis(),
+            },
+            job_from_row,
+        )
+        .optional()
+        .map_err(map_err)?;
+    match inserted {
+        Some(job) => Ok(Inserted { job, created: true }),
+        None => Ok(Inserted {
+            job: get(conn, &id)?,
+            created: false,
+        }),
+    }
+}
+
+/// One job by id.
+pub(crate) fn get(conn: &Connection, id: &JobId) -> Result<Job> {
+    conn.prepare_cached(GET)
+        .map_err(map_err)?
+        .query_row(named_params! {":id": id.as_str()}, job_from_row)
+        .optional()
+        .map_err(map_err)?
+        .ok_or_else(|| Error::NotFound(id.to_string()))
+}
+
+fn finish_attempt(
+    conn: &Connection,
+    id: &str,
+    now: Timestamp,
+    outcome: &str,
+    error: Option<&str>,
+    class: Option<ErrorClass>,
+) -> Result<()> {
+    conn.prepare_cached(ATTEMPT_FINISH)
+        .map_err(map_err)?
+        .execute(named_params! {
+            ":id": id,
+            ":now": now.as_millis(),
+            ":outcome": outcome,
+            ":error": error,
+            ":class": class.map(ErrorClass::as_str),
+        })
+        .map_err(map_err)?;
+    Ok(())
+}
+
+/// Running jobs whose final attempt's lease expired go to `dead`.
+pub(crate) fn expire_final(conn: &Connection, now: Timestamp) -> Result<Vec<JobId>> {
+    let ids: Vec<String> = conn
+        .prepare_cached(EXPIRE_FINAL)
+        .map_err(map_err)?
+        .query_map(named_params! {":now": now.as_millis()}, |r| r.get(0))
+        .map_err(map_err)?
+        .collect::<rusqlite::Result<_>>()
+        .map_err(map_err)?;
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        finish_attempt(
+            conn,
+            &id,
+            now,
+            "lease_expired",
+            Some("lease expired before the attempt was settled"),
+            Some(ErrorClass::LeaseExpired),
+        )?;
+        out.push(JobId::new(id)?);
+    }
+    Ok(out)
+}
+
+fn queue_params(req: &ClaimRequest) -> (bool, String) {
+    let names: Vec<&str> = req.queues.iter().map(Name::as_str).collect();
+    let json = serde_json::to_string(&names).unwrap_or_else(|_| "[]".to_owned());
+    (names.is_empty(), json)
+}
+
+fn candidate_ids(
+    conn: &Connection,
+    sql: &str,
+    all: bool,
+    queues: &str,
+    now: Timestamp,
+    limit: u32,
+) -> Result<Vec<String>> {
+    if limit == 0 {
+        return Ok(Vec::new());
+    }
+    conn.prepare_cached(sql)
+        .map_err(map_err)?
+        .query_map(
+            named_params! {":now": now.as_millis(), ":all_queues": all, ":queues": queues, ":limit": limit},
+            |r| r.get(0),
+        )
+        .map_err(map_err)?
+        .collect::<rusqlite::Result<_>>()
+        .map_err(map_err)
+}
+
+/// Claims up to `req.limit` due jobs.
+pub(crate) fn claim(
+    conn: &Connection,
+    req: &ClaimRequest,
+    now: Timestamp,
+) -> Result<Vec<ClaimedJob>> {
+    if req.lease.is_zero() {
+        return Err(Error::invalid("a lease must be longer than zero"));
+    }
+    expire_final(conn, now)?;
+    let (all, queues) = queue_params(req);
+    let limit = req.limit.min(10_000);
+    let mut ids = candidate_ids(conn, CANDIDATES_EXPIRED, all, &queues, now, limit)?;
+    let expired = ids.len();
+    let rest = limit.saturating_sub(u32::try_from(expired).unwrap_or(u32::MAX));
+    ids.extend(candidate_ids(
+        conn,
+        CANDIDATES_READY,
+        all,
+        &queues,
+        now,
+        rest,
+    )?);
+    let lease_until = now.plus(req.lease);
+    let mut claimed = Vec::with_capacity(ids.len());
+    for (n, id) in ids.iter().enumerate() {
+        if n < expired {
+            finish_attempt(
+                conn,
+                id,
+                now,
+                "lease_expired",
+                Some("lease expired before the attempt was settled"),
+                Some(ErrorClass::LeaseExpired),
+            )?;
+        }
+        let token = LeaseToken::generate();
+        let job = conn
+            .prepare_cached(CLAIM)
+            .map_err(map_err)?
+            .query_row(
+                named_params! {
+                    ":id": id,
+                    ":token": token.as_str(),
+                    ":lease_until": lease_until.as_millis(),
+                    ":now": now.as_millis(),
+                },
+                job_from_row,
+            )
+            .optional()
+            .map_err(map_err)?;
+        let Some(job) = job else { continue };
+        conn.prepare_cached(ATTEMPT_START)
+            .map_err(map_err)?
+            .execute(named_params! {
+                ":id": id,
+                ":cycle": job.replays,
+                ":attempt": job.attempts,
+                ":now": now.as_millis(),
+            })
+            .map_err(map_err)?;
+        claimed.push(ClaimedJob {
+            lease: Lease {
+                id: job.id.clone(),
+                token,
+                attempt: job.attempts,
+            },
+            job,
+        });
+    }
+    Ok(claimed)
+}
+
+/// Runs a fenced `UPDATE … RETURNING *`; no row means the lease is lost.
+fn fenced(
+    conn: &Connection,
+    sql: &str,
+    lease: &Lease,
+    now: Timestamp,
+    extra: &[(&str, &dyn rusqlite::ToSql)],
+) -> Result<Job> {
+    let now_ms = now.as_millis();
+    let id = lease.id.as_str();
+    let token = lease.token.as_str();
+    let mut params: Vec<(&str, &dyn rusqlite::ToSql)> =
+        vec![(":id", &id), (":token", &token), (":now", &now_ms)];
+    params.extend_from_slice(extra);
+    conn.prepare_cached(sql)
+        .map_err(map_err)?
+        .query_row(params.as_slice(), job_from_row)
+        .optional()
+        .map_err(map_err)?
+        .ok_or_else(|| Error::LeaseLost {
+            id: lease.id.to_string(),
+            attempt: lease.attempt,
+        })
+}
+
+/// Fenced acknowledgment.
+pub fn complete(conn: &Connection, lease: &Lease, now: Timestamp) -> Result<Job> {
+    let job = fenced(conn, COMPLETE, lease, now, &[])?;
+    finish_attempt(conn, lease.id.as_str(), now, "succeeded", None, None)?;
+    Ok(job)
+}
+
+/// Fenced failure.
+pub(crate) fn fail(
+    conn: &Connection,
+    lease: &Lease,
+    failure: &Failure,
+    now: Timestamp,
+) -> Result<Job> {
+    let retry_at: Option<i64> = failure.retry.map(|r| match r {
+        RetryAt::After(d) => now.plus(d).as_millis(),
+        RetryAt::At(t) => t.as_millis(),
+    });
+    let class = failure.class.as_str();
+    let job = fenced(
+        conn,
+        FAIL,
+        lease,
+        now,
+        &[
+            (":retry_at", &retry_at),
+            (":error", &failure.error),
+            (":class", &class),
+        ],
+    )?;
+    let outcome = if job.state == JobState::Dead {
+        "dead"
+    } else {
+        "retry"
+    };
+    finish_attempt(
+        conn,
+        lease.id.as_str(),
+        now,
+        outcome,
+        Some(&failure.error),
+        Some(failure.class),
+    )?;
+    Ok(job)
+}
+
+/// Fenced snooze (`release` is a snooze due now).
+pub(crate) fn snooze(
+    conn: &Connection,
+    lease: &Lease,
+    delay: Duration,
+    now: Timestamp,
+    outcome: &str,
+) -> Result<Job> {
+    let at = now.plus(delay).as_millis();
+    let job = fenced(conn, SNOOZE, lease, now, &[(":available_at", &at)])?;
+    finish_attempt(conn, lease.id.as_str(), now, outcome, None, None)?;
+    Ok(job)
+}
+
+/// Fenced cancel by the handler.
+pub(crate) fn cancel_running(
+    conn: &Connection,
+    lease: &Lease,
+    reason: &str,
+    now: Timestamp,
+) -> Result<Job> {
+    let job = fenced(conn, CANCEL_RUNNING, lease, now, &[(":reason", &reason)])?;
+    finish_attempt(
+        conn,
+        lease.id.as_str(),
+        now,
+        "cancelled",
+        Some(reason),
+        Some(ErrorClass::Cancelled),
+    )?;
+    Ok(job)
+}
+
+/// Fenced lease extension.
+pub(crate) fn heartbeat(
+    conn: &Connection,
+    lease: &Lease,
+    extend: Duration,
+    now: Timestamp,
+) -> Result<Timestamp> {
+    let until = now.plus(extend).as_millis();
+    conn.prepare_cached(HEARTBEAT)
+        .map_err(map_err)?
+        .query_row(
+            named_params! {":id": lease.id.as_str(), ":token": lease.token.as_str(), ":now": now.as_millis(), ":lease_until": until},
+            |r| r.get::<_, i64>(0),
+        )
+        .optional()
+        .map_err(map_err)?
+        .map(Timestamp::from_millis)
+        .ok_or_else(|| Error::LeaseLost {
+            id: lease.id.to_string(),
+            attempt: lease.attempt,
+        })
+}
+
+fn audit(
+    conn: &Connection,
+    id: &JobId,
+    action: &str,
+    operator: &str,
+    reason: Option<&str>,
+    now: Timestamp,
+) -> Result<()> {
+    conn.prepare_cached(AUDIT)
+        .map_err(map_err)?
+        .execute(named_params! {
+            ":id": id.as_str(), ":action": action, ":operator": operator,
+            ":reason": reason, ":now": now.as_millis(),
+        })
+        .map_err(map_err)?;
+    Ok(())
+}
+
+fn check_operator(operator: &str) -> Result<()> {
+    if operator.trim().is_empty() || operator.len() > 200 || operator.chars().any(char::is_control)
+    {
+        return Err(Error::invalid(
+            "the operator name must be 1 to 200 printable characters (pass --by NAME)",
+        ));
+    }
+    Ok(())
+}
+
+fn refused(conn: &Connection, id: &JobId, hint: &str) -> Error {
+    match get(conn, id) {
+        Ok(job) => Error::InvalidState {
+            id: id.to_string(),
+            state: job.state.to_string(),
+            hint: hint.to_owned(),
+        },
+        Err(e) => e,
+    }
+}
+
+/// Operator replay of dead or cancelled jobs, all or none.
+pub(crate) fn replay(
+    conn: &Connection,
+    ids: &[JobId],
+    operator: &str,
+    reason: Option<&str>,
+    now: Timestamp,
+) -> Result<Vec<Job>> {
+    check_operator(operator)?;
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        let job = conn
+            .prepare_cached(REPLAY)
+            .map_err(map_err)?
+            .query_row(
+                named_params! {":id": id.as_str(), ":now": now.as_millis()},
+                job_from_row,
+            )
+            .optional()
+            .map_err(map_err)?
+            .ok_or_else(|| refused(conn, id, "only dead or cancelled jobs can be replayed"))?;
+        audit(conn, id, "replay", operator, reason, now)?;
+        out.push(job);
+    }
+    Ok(out)
+}
+
+/// Operator cancel of unfinished jobs, all or none.
+pub(crate) fn cancel(
+    conn: &Connection,
+    ids: &[JobId],
+    operator: &str,
+    reason: Option<&str>,
+    now: Timestamp,
+) -> Result<Vec<Job>> {
+    check_operator(operator)?;
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        let job = conn
+            .prepare_cached(CANCEL)
+            .map_err(map_err)?
+            .query_row(
+                named_params! {":id": id.as_str(), ":operator": operator, ":now": now.as_millis()},
+                job_from_row,
+            )
+            .optional()
+            .map_err(map_err)?
+            .ok_or_else(|| refused(conn, id, "only ready or running jobs can be cancelled"))?;
+        finish_attempt(
+            conn,
+            id.as_str(),
+            now,
+            "cancelled",
+            Some("cancelled by an operator"),
+            Some(ErrorClass::Cancelled),
+        )?;
+        audit(conn, id, "cancel", operator, reason, now)?;
+        out.push(job);
+    }
+    Ok(out)
+}
+
+/// A job's attempt history and audit entries.
+pub(crate) fn history(
+    conn: &Connection,
+    id: &JobId,
+) -> Result<(Vec<AttemptRecord>, Vec<AuditRecord>)> {
+    let attempts = conn
+        .prepare_cached(HISTORY)
+        .map_err(map_err)?
+        .query_map(named_params! {":id": id.as_str()}, |r| {
+            Ok(AttemptRecord {
+                cycle: u32_col(r, "cycle")?,
+                attempt: u32_col(r, "attempt")?,
+                started_at: ts_col(r, "started_at")?,
+                finished_at: opt_ts_col(r, "finished_at")?,
+                outcome: r.get("outcome")?,
+                error: r.get("error")?,
+                error_class: class_col(r, "error_class")?,
+            })
+        })
+        .map_err(map_err)?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(map_err)?;
+    let audit = conn
+        .prepare_cached(AUDIT_OF)
+        .map_err(map_err)?
+        .query_map(named_params! {":id": id.as_str()}, |r| {
+            Ok(AuditRecord {
+                at: ts_col(r, "at")?,
+                action: r.get("action")?,
+                operator: r.get("operator")?,
+                reason: r.get("reason")?,
+            })
+        })
+        .map_err(map_err)?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(map_err)?;
+    Ok((attempts, audit))
+}
+
+/// Jobs matching `filter`.
+pub(crate) fn list(conn: &Connection, filter: &JobFilter) -> Result<Vec<Job>> {
+    conn.prepare_cached(LIST)
+        .map_err(map_err)?
+        .query_map(
+            named_params! {
+                ":state": filter.state.map(JobState::as_str),
+                ":queue": filter.queue.as_ref().map(Name::as_str),
+                ":kind": filter.kind.as_ref().map(Name::as_str),
+                ":error": filter.error_contains.as_deref(),
+                ":since": filter.updated_since.map(Timestamp::as_millis),
+                ":before": filter.updated_before.map(Timestamp::as_millis),
+                ":limit": filter.effective_limit(),
+            },
+            job_from_row,
+        )
+        .map_err(map_err)?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(map_err)
+}

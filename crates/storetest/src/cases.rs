@@ -1,0 +1,745 @@
+//! The conformance cases, one rule each.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use errand_core::{
+    CancelRequest, ClaimRequest, Error, ErrorClass, Failure, JobFilter, JobId, JobState,
+    ManualClock, Name, ReplayRequest, RetryAt, Schedule, Store,
+};
+
+use crate::{assert_lease_lost, claim_one, claim_req, forged, get, job, retry_after};
+
+const LEASE: Duration = Duration::from_secs(1);
+const MS: Duration = Duration::from_millis(1);
+
+fn id(s: &str) -> JobId {
+    JobId::new(s).unwrap()
+}
+
+/// Stable identity: the id given is the id kept; a new job is ready with no
+/// attempts.
+pub async fn insert_returns_a_ready_job_with_a_stable_id(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
+    let ins = store.insert(job("a")).await.unwrap();
+    assert!(ins.created);
+    assert_eq!(ins.job.id, id("a"));
+    assert_eq!(ins.job.state, JobState::Ready);
+    assert_eq!(ins.job.attempts, 0);
+    assert_eq!(ins.job.replays, 0);
+    assert_eq!(ins.job.available_at, clock.now_ts());
+    let generated = store
+        .insert(errand_core::NewJob::new("test", Default::default()).unwrap())
+        .await
+        .unwrap();
+    let again = store
+        .insert(errand_core::NewJob::new("test", Default::default()).unwrap())
+        .await
+        .unwrap();
+    assert_ne!(generated.job.id, again.job.id, "generated ids must differ");
+}
+
+/// Inserting an existing id returns the existing job and creates nothing,
+/// even with a different payload.
+pub async fn inserting_an_existing_id_returns_the_existing_job_and_creates_nothing(
+    store: Arc<dyn Store>,
+    _clock: ManualClock,
+) {
+    let first = store.insert(job("pay-1")).await.unwrap();
+    let mut other = job("pay-1");
+    other.payload = errand_core::Payload::from_json_text(r#"{"different":true}"#).unwrap();
+    let second = store.insert(other).await.unwrap();
+    assert!(!second.created);
+    assert_eq!(second.job, first.job);
+    let all = store.list(&JobFilter::default()).await.unwrap();
+    assert_eq!(all.len(), 1);
+    // Also after the job has moved on.
+    let c = claim_one(store.as_ref(), LEASE).await;
+    store.complete(&c.lease).await.unwrap();
+    let third = store.insert(job("pay-1")).await.unwrap();
+    assert!(!third.created);
+    assert_eq!(third.job.state, JobState::Done);
+}
+
+/// `insert_many` inserts each job once and reports which were created.
+pub async fn insert_many_is_all_or_nothing_per_call(store: Arc<dyn Store>, _clock: ManualClock) {
+    store.insert(job("m1")).await.unwrap();
+    let res = store
+        .insert_many(vec![job("m1"), job("m2"), job("m3")])
+        .await
+        .unwrap();
+    let created: Vec<bool> = res.iter().map(|r| r.created).collect();
+    assert_eq!(created, vec![false, true, true]);
+    let mut bad = job("m4");
+    bad.max_attempts = 0;
+    assert!(store.insert_many(vec![job("m5"), bad]).await.is_err());
+    assert!(matches!(
+        store.get(&id("m5")).await,
+        Err(Error::NotFound(_))
+    ));
+}
+
+/// A claim increments attempts, writes a fresh 128-bit token and
+/// `lease_until = now + lease`.
+pub async fn claim_increments_attempts_and_writes_a_fresh_token_and_lease(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
+    store.insert(job("a")).await.unwrap();
+    let c1 = claim_one(store.as_ref(), LEASE).await;
+    assert_eq!(c1.job.state, JobState::Running);
+    assert_eq!(c1.job.attempts, 1);
+    assert_eq!(c1.lease.attempt, 1);
+    assert_eq!(c1.job.lease_until, Some(clock.now_ts().plus(LEASE)));
+    assert_eq!(c1.lease.token.as_str().len(), 32);
+    clock.advance(LEASE);
+    let c2 = claim_one(store.as_ref(), LEASE).await;
+    assert_eq!(c2.job.attempts, 2);
+    assert_ne!(c1.lease.token, c2.lease.token);
+    assert_eq!(get(store.as_ref(), "a").await.attempts, 2);
+}
+
+/// A job not yet due is never claimed, by a millisecond.
+pub async fn a_job_not_yet_due_is_never_claimed(store: Arc<dyn Store>, clock: ManualClock) {
+    store
+        .insert(job("later").scheduled(Schedule::After(Duration::from_secs(10))))
+        .await
+        .unwrap();
+    let at = clock.now_ts().plus(Duration::from_secs(30));
+    store
+        .insert(job("at").scheduled(Schedule::At(at)))
+        .await
+        .unwrap();
+    assert!(store.claim(&claim_req(10, LEASE)).await.unwrap().is_empty());
+    clock.advance(Duration::from_secs(10) - MS);
+    assert!(store.claim(&claim_req(10, LEASE)).await.unwrap().is_empty());
+    clock.advance(MS);
+    let got = store.claim(&claim_req(10, LEASE)).await.unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].job.id, id("later"));
+    clock.set(at.minus(MS));
+    assert!(
+        store
+            .claim(&claim_req(10, LEASE))
+            .await
+            .unwrap()
+            .iter()
+            .all(|c| c.job.id != id("at"))
+    );
+    clock.set(at);
+    let got = store
+        .claim(&claim_req(10, Duration::from_secs(60)))
+        .await
+        .unwrap();
+    assert!(got.iter().any(|c| c.job.id == id("at")));
+}
+
+/// A claim never returns more than its limit.
+pub async fn claim_never_returns_more_than_its_limit(store: Arc<dyn Store>, _clock: ManualClock) {
+    for i in 0..10 {
+        store.insert(job(&format!("j{i}"))).await.unwrap();
+    }
+    assert_eq!(store.claim(&claim_req(3, LEASE)).await.unwrap().len(), 3);
+    assert_eq!(store.claim(&claim_req(0, LEASE)).await.unwrap().len(), 0);
+    assert_eq!(store.claim(&claim_req(100, LEASE)).await.unwrap().len(), 7);
+    assert!(
+        store
+            .claim(&claim_req(100, LEASE))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// Concurrent claims never hand out the same attempt twice.
+pub async fn two_concurrent_claims_never_hold_the_same_attempt(
+    store: Arc<dyn Store>,
+    _clock: ManualClock,
+) {
+    for i in 0..50 {
+        store.insert(job(&format!("c{i}"))).await.unwrap();
+    }
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let s = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            loop {
+                let got = s.claim(&claim_req(3, LEASE)).await.unwrap();
+                if got.is_empty() {
+                    return mine;
+                }
+                mine.extend(got.into_iter().map(|c| (c.job.id, c.lease.attempt)));
+            }
+        }));
+    }
+    let mut seen = HashSet::new();
+    for t in tasks {
+        for pair in t.await.unwrap() {
+            assert!(seen.insert(pair.clone()), "attempt claimed twice: {pair:?}");
+        }
+    }
+    assert_eq!(seen.len(), 50);
+    assert!(seen.iter().all(|(_, attempt)| *attempt == 1));
+}
+
+/// Claims take only the named queues, and higher priority first.
+pub async fn claims_respect_queues_and_priority(store: Arc<dyn Store>, _clock: ManualClock) {
+    store.insert(job("low")).await.unwrap();
+    store.insert(job("high").with_priority(5)).await.unwrap();
+    store
+        .insert(job("other").on_queue("mail").unwrap())
+        .await
+        .unwrap();
+    let req = ClaimRequest {
+        queues: vec![Name::parse("queue", "default").unwrap()],
+        limit: 1,
+        lease: LEASE,
+    };
+    let first = store.claim(&req).await.unwrap();
+    assert_eq!(first[0].job.id, id("high"));
+    let second = store.claim(&req).await.unwrap();
+    assert_eq!(second[0].job.id, id("low"));
+    assert!(store.claim(&req).await.unwrap().is_empty());
+    let mail = ClaimRequest {
+        queues: vec![Name::parse("queue", "mail").unwrap()],
+        ..req
+    };
+    assert_eq!(store.claim(&mail).await.unwrap()[0].job.id, id("other"));
+}
+
+/// Claimed at t0, reclaimed at exactly t0 + lease: the old token's ack is
+/// refused and the new owner's state is untouched.
+pub async fn ack_with_the_old_token_after_a_reclaim_at_exactly_the_lease_end_is_refused(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
+    store.insert(job("a")).await.unwrap();
+    let old = claim_one(store.as_ref(), LEASE).await;
+    clock.advance(LEASE);
+    let new = claim_one(store.as_ref(), LEASE).await;
+    assert_eq!(new.lease.attempt, 2);
+    assert_lease_lost(store.complete(&old.lease).await);
+    let j = get(store.as_ref(), "a").await;
+    assert_eq!(j.state, JobState::Running);
+    assert_eq!(j.attempts, 2);
+    assert_eq!(j.lease_until, Some(clock.now_ts().plus(LEASE)));
+    let done = store.complete(&new.lease).await.unwrap();
+    assert_eq!(done.state, JobState::Done);
+}
+
+/// A matching token whose lease expired (not yet reclaimed) is refused: the
+/// token alone is not proof of ownership.
+pub async fn a_matching_token_whose_lease_expired_unreclaimed_is_refused(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
+    store.insert(job("a")).await.unwrap();
+    let c = claim_one(store.as_ref(), LEASE).await;
+    clock.advance(LEASE - MS);
+    // Still valid a millisecond before the end: a forged token is refused.
+    assert_lease_lost(store.complete(&forged(&c.lease)).await);
+    clock.advance(MS);
+    assert_lease_lost(store.complete(&c.lease).await);
+    assert_lease_lost(store.fail(&c.lease, retry_after("late", LEASE)).await);
+    assert_lease_lost(store.snooze(&c.lease, LEASE).await);
+    assert_lease_lost(store.release(&c.lease).await);
+    assert_lease_lost(store.cancel_running(&c.lease, "late").await);
+    let j = get(store.as_ref(), "a").await;
+    assert_eq!(j.state, JobState::Running);
+    assert_eq!(j.attempts, 1);
+    assert_eq!(j.last_error, None);
+}
+
+/// A stale worker's failure report does not overwrite the new owner.
+pub async fn a_stale_fail_is_refused(store: Arc<dyn Store>, clock: ManualClock) {
+    store.insert(job("a")).await.unwrap();
+    let old = claim_one(store.as_ref(), LEASE).await;
+    clock.advance(Duration::from_secs(2));
+    let new = claim_one(store.as_ref(), LEASE).await;
+    let permanent = Failure {
+        error: "stale".into(),
+        class: ErrorClass::Permanent,
+        retry: None,
+    };
+    assert_lease_lost(store.fail(&old.lease, permanent).await);
+    let j = get(store.as_ref(), "a").await;
+    assert_eq!(j.state, JobState::Running);
+    assert_eq!(j.last_error, None);
+    store.complete(&new.lease).await.unwrap();
+}
+
+/// Heartbeat extends a live lease from now; after expiry it is lease lost.
+pub async fn heartbeat_extends_a_live_lease_and_refuses_an_expired_one(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
+    store.insert(job("a")).await.unwrap();
+    let c = claim_one(store.as_ref(), LEASE).await;
+    clock.advance(Duration::from_millis(900));
+    let until = store.heartbeat(&c.lease, LEASE).await.unwrap();
+    assert_eq!(until, clock.now_ts().plus(LEASE));
+    clock.advance(Duration::from_millis(900));
+    // Past the original lease, inside the renewed one: nobody can reclaim.
+    assert!(store.claim(&claim_req(1, LEASE)).await.unwrap().is_empty());
+    assert_lease_lost(store.heartbeat(&forged(&c.lease), LEASE).await);
+    clock.advance(Duration::from_millis(100));
+    assert_lease_lost(store.heartbeat(&c.lease, LEASE).await);
+}
+
+/// A running job whose final attempt's lease expired becomes dead (reason:
+/// lease expired) at the next claim, instead of staying running.
+pub async fn an_expired_final_attempt_dies_at_the_next_claim(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
+    store
+        .insert(job("a").with_max_attempts(1).unwrap())
+        .await
+        .unwrap();
+    let c = claim_one(store.as_ref(), LEASE).await;
+    clock.advance(LEASE);
+    assert!(store.claim(&claim_req(5, LEASE)).await.unwrap().is_empty());
+    let j = get(store.as_ref(), "a").await;
+    assert_eq!(j.state, JobState::Dead);
+    assert_eq!(j.last_error_class, Some(ErrorClass::LeaseExpired));
+    assert!(j.last_error.unwrap_or_default().contains("lease expired"));
+    assert_eq!(j.finished_at, Some(clock.now_ts()));
+    assert_eq!(j.lease_until, None);
+    assert_lease_lost(store.complete(&c.lease).await);
+}
+
+/// The maintenance sweep kills expired final attempts — and leaves live
+/// leases and expired non-final attempts alone.
+pub async fn the_sweep_kills_expired_final_attempts_and_nothing_else(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
+    store
+        .insert(job("final").with_max_attempts(1).unwrap())
+        .await
+        .unwrap();
+    store
+        .insert(job("more").with_max_attempts(3).unwrap())
+        .await
+        .unwrap();
+    store.claim(&claim_req(2, LEASE)).await.unwrap();
+    store
+        .insert(job("live").with_max_attempts(1).unwrap())
+        .await
+        .unwrap();
+    clock.advance(LEASE - MS);
+    store
+        .claim(&claim_req(1, Duration::from_secs(60)))
+        .await
+        .unwrap();
+    assert!(store.sweep_expired().await.unwrap().dead.is_empty());
+    clock.advance(MS);
+    let report = store.sweep_expired().await.unwrap();
+    assert_eq!(report.dead, vec![id("final")]);
+    assert_eq!(get(store.as_ref(), "final").await.state, JobState::Dead);
+    assert_eq!(get(store.as_ref(), "more").await.state, JobState::Running);
+    assert_eq!(get(store.as_ref(), "live").await.state, JobState::Running);
+    assert!(store.sweep_expired().await.unwrap().dead.is_empty());
+}
+
+/// A retryable failure returns the job to ready with a persisted future due
+/// time; it is not claimable a millisecond before.
+pub async fn a_retryable_failure_persists_its_due_time(store: Arc<dyn Store>, clock: ManualClock) {
+    store.insert(job("a")).await.unwrap();
+    let c = claim_one(store.as_ref(), LEASE).await;
+    let delay = Duration::from_millis(375);
+    let j = store
+        .fail(&c.lease, retry_after("receipt_unavailable", delay))
+        .await
+        .unwrap();
+    assert_eq!(j.state, JobState::Ready);
+    assert_eq!(j.available_at, clock.now_ts().plus(delay));
+    assert_eq!(j.last_error.as_deref(), Some("receipt_unavailable"));
+    assert_eq!(j.last_error_class, Some(ErrorClass::Retryable));
+    assert_eq!(j.lease_until, None);
+    assert_eq!(get(store.as_ref(), "a").await, j);
+    clock.advance(delay - MS);
+    assert!(store.claim(&claim_req(1, LEASE)).await.unwrap().is_empty());
+    clock.advance(MS);
+    assert_eq!(claim_one(store.as_ref(), LEASE).await.lease.attempt, 2);
+}
+
+/// Spending the last attempt on a retryable failure goes dead with the last
+/// error; dead keeps the payload and attempts.
+pub async fn exhaustion_goes_dead_with_the_last_error(store: Arc<dyn Store>, clock: ManualClock) {
+    let original = store
+        .insert(job("a").with_max_attempts(2).unwrap())
+        .await
+        .unwrap();
+    let c = claim_one(store.as_ref(), LEASE).await;
+    store
+        .fail(&c.lease, retry_after("first", MS))
+        .await
+        .unwrap();
+    clock.advance(MS);
+    let c = claim_one(store.as_ref(), LEASE).await;
+    let j = store
+        .fail(&c.lease, retry_after("second", MS))
+        .await
+        .unwrap();
+    assert_eq!(j.state, JobState::Dead);
+    assert_eq!(j.attempts, 2);
+    assert_eq!(j.last_error.as_deref(), Some("second"));
+    assert_eq!(j.payload, original.job.payload);
+    assert!(j.finished_at.is_some());
+    clock.advance(Duration::from_secs(3600));
+    assert!(store.claim(&claim_req(1, LEASE)).await.unwrap().is_empty());
+}
+
+/// A permanent failure goes dead at once with attempts left.
+pub async fn a_permanent_failure_goes_dead_at_once(store: Arc<dyn Store>, _clock: ManualClock) {
+    store.insert(job("a")).await.unwrap();
+    let c = claim_one(store.as_ref(), LEASE).await;
+    let f = Failure {
+        error: "invalid payload".into(),
+        class: ErrorClass::Permanent,
+        retry: None,
+    };
+    let j = store.fail(&c.lease, f).await.unwrap();
+    assert_eq!(j.state, JobState::Dead);
+    assert_eq!(j.attempts, 1);
+    assert_eq!(j.last_error_class, Some(ErrorClass::Permanent));
+}
+
+/// Retry-at uses the given time and counts an attempt.
+pub async fn retry_at_a_given_time_counts_an_attempt(store: Arc<dyn Store>, clock: ManualClock) {
+    store.insert(job("a")).await.unwrap();
+    let c = claim_one(store.as_ref(), LEASE).await;
+    let at = clock.now_ts().plus(Duration::from_secs(120));
+    let f = Failure {
+        error: "429 retry-after 120".into(),
+        class: ErrorClass::Retryable,
+        retry: Some(RetryAt::At(at)),
+    };
+    let j = store.fail(&c.lease, f).await.unwrap();
+    assert_eq!(j.available_at, at);
+    assert_eq!(j.attempts, 1);
+    clock.set(at);
+    assert_eq!(claim_one(store.as_ref(), LEASE).await.lease.attempt, 2);
+}
+
+/// Snooze re-schedules without spending an attempt.
+pub async fn snooze_spends_no_attempt(store: Arc<dyn Store>, clock: ManualClock) {
+    store
+        .insert(job("a").with_max_attempts(1).unwrap())
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        let c = claim_one(store.as_ref(), LEASE).await;
+        assert_eq!(c.lease.attempt, 1);
+        let j = store
+            .snooze(&c.lease, Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(j.state, JobState::Ready);
+        assert_eq!(j.attempts, 0);
+        assert_eq!(j.available_at, clock.now_ts().plus(Duration::from_secs(5)));
+        clock.advance(Duration::from_secs(5));
+    }
+    let c = claim_one(store.as_ref(), LEASE).await;
+    store.complete(&c.lease).await.unwrap();
+}
+
+/// Release (draining) gives the attempt back and is due at once.
+pub async fn release_gives_the_attempt_back_and_is_due_at_once(
+    store: Arc<dyn Store>,
+    _clock: ManualClock,
+) {
+    store.insert(job("a")).await.unwrap();
+    let c = claim_one(store.as_ref(), LEASE).await;
+    let j = store.release(&c.lease).await.unwrap();
+    assert_eq!((j.state, j.attempts), (JobState::Ready, 0));
+    assert_lease_lost(store.complete(&c.lease).await);
+    assert_eq!(claim_one(store.as_ref(), LEASE).await.lease.attempt, 1);
+}
+
+/// A handler's cancel is terminal `cancelled`, not dead; its ack is refused.
+pub async fn a_cancelled_running_job_is_terminal_and_refuses_its_ack(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
+    store.insert(job("a")).await.unwrap();
+    let c = claim_one(store.as_ref(), LEASE).await;
+    let j = store
+        .cancel_running(&c.lease, "order withdrawn")
+        .await
+        .unwrap();
+    assert_eq!(j.state, JobState::Cancelled);
+    assert_eq!(j.last_error_class, Some(ErrorClass::Cancelled));
+    assert_lease_lost(store.complete(&c.lease).await);
+    clock.advance(Duration::from_secs(3600));
+    assert!(store.claim(&claim_req(1, LEASE)).await.unwrap().is_empty());
+}
+
+fn replay_req(ids: &[&str]) -> ReplayRequest {
+    ReplayRequest {
+        ids: ids.iter().map(|s| id(s)).collect(),
+        operator: "ops@example".into(),
+        reason: Some("provider restored".into()),
+    }
+}
+
+/// Replay applies to dead (and cancelled) jobs only; it resets attempts,
+/// increments replays, keeps the id, and writes an audit row.
+pub async fn replay_only_from_dead_or_cancelled_and_is_audited(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
+    store
+        .insert(job("a").with_max_attempts(1).unwrap())
+        .await
+        .unwrap();
+    // Ready: refused.
+    assert!(matches!(
+        store.replay(&replay_req(&["a"])).await,
+        Err(Error::InvalidState { .. })
+    ));
+    let c = claim_one(store.as_ref(), LEASE).await;
+    // Running: refused.
+    let err = store.replay(&replay_req(&["a"])).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidState { state, .. } if state == "running"),
+        "{err}"
+    );
+    store.fail(&c.lease, retry_after("down", MS)).await.unwrap();
+    assert_eq!(get(store.as_ref(), "a").await.state, JobState::Dead);
+    clock.advance(Duration::from_secs(7));
+    let replayed = store.replay(&replay_req(&["a"])).await.unwrap();
+    assert_eq!(replayed.len(), 1);
+    let j = &replayed[0];
+    assert_eq!(j.id, id("a"));
+    assert_eq!((j.state, j.attempts, j.replays), (JobState::Ready, 0, 1));
+    assert_eq!(j.available_at, clock.now_ts());
+    assert_eq!(j.finished_at, None);
+    let detail = store.detail(&id("a")).await.unwrap();
+    assert_eq!(detail.audit.len(), 1);
+    assert_eq!(detail.audit[0].action, "replay");
+    assert_eq!(detail.audit[0].operator, "ops@example");
+    assert_eq!(detail.audit[0].reason.as_deref(), Some("provider restored"));
+    assert_eq!(detail.audit[0].at, clock.now_ts());
+    // Done: refused.
+    let c = claim_one(store.as_ref(), LEASE).await;
+    assert_eq!(c.lease.attempt, 1);
+    store.complete(&c.lease).await.unwrap();
+    let err = store.replay(&replay_req(&["a"])).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidState { state, .. } if state == "done"),
+        "{err}"
+    );
+    // Cancelled: allowed.
+    store.insert(job("b")).await.unwrap();
+    store
+        .cancel(&CancelRequest {
+            ids: vec![id("b")],
+            operator: "ops".into(),
+            reason: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        store.replay(&replay_req(&["b"])).await.unwrap()[0].replays,
+        1
+    );
+    // An operator name is required.
+    let mut nameless = replay_req(&["a"]);
+    nameless.operator = " ".into();
+    assert!(matches!(
+        store.replay(&nameless).await,
+        Err(Error::Invalid(_))
+    ));
+}
+
+/// A replay naming one job that may not be replayed changes nothing.
+pub async fn replay_of_several_jobs_is_all_or_nothing(store: Arc<dyn Store>, _clock: ManualClock) {
+    for name in ["d1", "d2"] {
+        store
+            .insert(job(name).with_max_attempts(1).unwrap())
+            .await
+            .unwrap();
+        let c = claim_one(store.as_ref(), LEASE).await;
+        store
+            .fail(
+                &c.lease,
+                Failure {
+                    error: "x".into(),
+                    class: ErrorClass::Permanent,
+                    retry: None,
+                },
+            )
+            .await
+            .unwrap();
+    }
+    store.insert(job("ready")).await.unwrap();
+    assert!(
+        store
+            .replay(&replay_req(&["d1", "ready", "d2"]))
+            .await
+            .is_err()
+    );
+    assert_eq!(get(store.as_ref(), "d1").await.state, JobState::Dead);
+    assert_eq!(get(store.as_ref(), "d1").await.replays, 0);
+    assert!(store.detail(&id("d1")).await.unwrap().audit.is_empty());
+    assert!(matches!(
+        store.replay(&replay_req(&["d1", "missing"])).await,
+        Err(Error::NotFound(_))
+    ));
+    assert_eq!(
+        store
+            .replay(&replay_req(&["d1", "d2"]))
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+/// Operator cancel: ready and running jobs only; a cancelled running job's
+/// worker cannot settle it afterwards.
+pub async fn operator_cancel_refuses_finished_jobs_and_fences_the_worker(
+    store: Arc<dyn Store>,
+    _clock: ManualClock,
+) {
+    let req = |s: &str| CancelRequest {
+        ids: vec![id(s)],
+        operator: "ops".into(),
+        reason: Some("dup".into()),
+    };
+    store.insert(job("r")).await.unwrap();
+    store.insert(job("x")).await.unwrap();
+    let c = claim_one(store.as_ref(), LEASE).await;
+    let j = store.cancel(&req(c.job.id.as_str())).await.unwrap();
+    assert_eq!(j[0].state, JobState::Cancelled);
+    assert_lease_lost(store.complete(&c.lease).await);
+    let other = if c.job.id.as_str() == "r" { "x" } else { "r" };
+    let c2 = claim_one(store.as_ref(), LEASE).await;
+    assert_eq!(c2.job.id.as_str(), other);
+    store.complete(&c2.lease).await.unwrap();
+    assert!(matches!(
+        store.cancel(&req(other)).await,
+        Err(Error::InvalidState { .. })
+    ));
+    let detail = store.detail(&id(c.job.id.as_str())).await.unwrap();
+    assert_eq!(detail.audit[0].action, "cancel");
+}
+
+/// Unknown ids are reported as not found, and change nothing.
+pub async fn unknown_ids_are_not_found(store: Arc<dyn Store>, _clock: ManualClock) {
+    assert!(matches!(
+        store.get(&id("nope")).await,
+        Err(Error::NotFound(_))
+    ));
+    assert!(matches!(
+        store.detail(&id("nope")).await,
+        Err(Error::NotFound(_))
+    ));
+    assert!(matches!(
+        store.replay(&replay_req(&["nope"])).await,
+        Err(Error::NotFound(_))
+    ));
+    let cancel = CancelRequest {
+        ids: vec![id("nope")],
+        operator: "ops".into(),
+        reason: None,
+    };
+    assert!(matches!(
+        store.cancel(&cancel).await,
+        Err(Error::NotFound(_))
+    ));
+}
+
+/// Every attempt leaves a history row with its outcome and error.
+pub async fn history_records_every_attempt(store: Arc<dyn Store>, clock: ManualClock) {
+    store
+        .insert(job("a").with_max_attempts(3).unwrap())
+        .await
+        .unwrap();
+    let c = claim_one(store.as_ref(), LEASE).await;
+    store.fail(&c.lease, retry_after("boom", MS)).await.unwrap();
+    clock.advance(MS);
+    claim_one(store.as_ref(), LEASE).await;
+    clock.advance(LEASE); // the worker "crashed"
+    let c = claim_one(store.as_ref(), LEASE).await;
+    store.complete(&c.lease).await.unwrap();
+    let h = store.detail(&id("a")).await.unwrap().history;
+    let summary: Vec<(u32, Option<&str>)> = h
+        .iter()
+        .map(|r| (r.attempt, r.outcome.as_deref()))
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            (1, Some("retry")),
+            (2, Some("lease_expired")),
+            (3, Some("succeeded"))
+        ]
+    );
+    assert_eq!(h[0].error.as_deref(), Some("boom"));
+    assert_eq!(h[1].error_class, Some(ErrorClass::LeaseExpired));
+    assert!(h.iter().all(|r| r.finished_at.is_some() && r.cycle == 0));
+}
+
+/// Listing filters by state, queue and kind.
+pub async fn list_filters_by_state_queue_and_kind(store: Arc<dyn Store>, _clock: ManualClock) {
+    store.insert(job("a")).await.unwrap();
+    store
+        .insert(job("b").on_queue("mail").unwrap())
+        .await
+        .unwrap();
+    let c = claim_one(store.as_ref(), LEASE).await;
+    let by_state = store
+        .list(&JobFilter {
+            state: Some(JobState::Running),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(by_state.len(), 1);
+    assert_eq!(by_state[0].id, c.job.id);
+    let by_queue = store
+        .list(&JobFilter {
+            queue: Some(Name::parse("queue", "mail").unwrap()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        by_queue.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
+        vec!["b"]
+    );
+    let by_kind = store
+        .list(&JobFilter {
+            kind: Some(Name::parse("kind", "other").unwrap()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(by_kind.is_empty());
+    let limited = store
+        .list(&JobFilter {
+            limit: Some(1),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(limited.len(), 1);
+}
+
+/// Reads the manual clock as a timestamp.
+trait NowTs {
+    fn now_ts(&self) -> errand_core::Timestamp;
+}
+
+impl NowTs for ManualClock {
+    fn now_ts(&self) -> errand_core::Timestamp {
+        errand_core::Clock::now(self)
+    }
+}

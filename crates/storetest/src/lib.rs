@@ -1,0 +1,131 @@
+//! # errand-storetest
+//!
+//! One body of tests that every [`Store`] must pass. A backend's test file
+//! invokes [`conformance_tests!`] with an async function that builds a fresh,
+//! empty store driven by the given [`ManualClock`]:
+//!
+//! ```ignore
+//! async fn make(clock: ManualClock) -> Arc<dyn Store> { /* … */ }
+//! errand_storetest::conformance_tests!(make);
+//! ```
+//!
+//! Each case states one rule of the delivery contract (SPEC §1) and fails if
+//! the store breaks it. Time never passes by itself: cases move the clock.
+#![deny(missing_docs)]
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed rule.
+
+pub mod cases;
+
+use std::time::Duration;
+
+use errand_core::{
+    ClaimRequest, ClaimedJob, ErrorClass, Failure, Job, JobId, Lease, NewJob, Payload, RetryAt,
+    Store, Timestamp,
+};
+
+/// The instant every case starts at (2026-11-30T00:00:00Z).
+pub const T0: Timestamp = Timestamp::from_millis(1_796_083_200_000);
+
+/// Generates one `#[tokio::test]` per conformance case. `$make` is an async
+/// function `fn(ManualClock) -> Arc<dyn Store>` returning a fresh store.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($make:path) => {
+        $crate::conformance_tests!(@cases $make;
+            insert_returns_a_ready_job_with_a_stable_id,
+            inserting_an_existing_id_returns_the_existing_job_and_creates_nothing,
+            insert_many_is_all_or_nothing_per_call,
+            claim_increments_attempts_and_writes_a_fresh_token_and_lease,
+            a_job_not_yet_due_is_never_claimed,
+            claim_never_returns_more_than_its_limit,
+            two_concurrent_claims_never_hold_the_same_attempt,
+            claims_respect_queues_and_priority,
+            ack_with_the_old_token_after_a_reclaim_at_exactly_the_lease_end_is_refused,
+            a_matching_token_whose_lease_expired_unreclaimed_is_refused,
+            a_stale_fail_is_refused,
+            heartbeat_extends_a_live_lease_and_refuses_an_expired_one,
+            an_expired_final_attempt_dies_at_the_next_claim,
+            the_sweep_kills_expired_final_attempts_and_nothing_else,
+            a_retryable_failure_persists_its_due_time,
+            exhaustion_goes_dead_with_the_last_error,
+            a_permanent_failure_goes_dead_at_once,
+            retry_at_a_given_time_counts_an_attempt,
+            snooze_spends_no_attempt,
+            release_gives_the_attempt_back_and_is_due_at_once,
+            a_cancelled_running_job_is_terminal_and_refuses_its_ack,
+            replay_only_from_dead_or_cancelled_and_is_audited,
+            replay_of_several_jobs_is_all_or_nothing,
+            operator_cancel_refuses_finished_jobs_and_fences_the_worker,
+            unknown_ids_are_not_found,
+            history_records_every_attempt,
+            list_filters_by_state_queue_and_kind,
+        );
+    };
+    (@cases $make:path; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let clock = ::errand_core::ManualClock::new($crate::T0);
+                let store = $make(clock.clone()).await;
+                $crate::cases::$case(store, clock).await;
+            }
+        )*
+    };
+}
+
+/// A job of kind `test` with a small payload.
+pub fn job(id: &str) -> NewJob {
+    NewJob::new(
+        "test",
+        Payload::from_json_text(format!(r#"{{"n":"{id}"}}"#)).unwrap(),
+    )
+    .unwrap()
+    .with_id(JobId::new(id).unwrap())
+}
+
+/// A claim of up to `limit` jobs from every queue with the given lease.
+pub fn claim_req(limit: u32, lease: Duration) -> ClaimRequest {
+    ClaimRequest {
+        queues: Vec::new(),
+        limit,
+        lease,
+    }
+}
+
+/// Claims exactly one job (panics otherwise).
+pub async fn claim_one(store: &dyn Store, lease: Duration) -> ClaimedJob {
+    let mut got = store.claim(&claim_req(1, lease)).await.unwrap();
+    assert_eq!(got.len(), 1, "expected exactly one claimed job");
+    got.remove(0)
+}
+
+/// A retryable failure due after `d`.
+pub fn retry_after(error: &str, d: Duration) -> Failure {
+    Failure {
+        error: error.to_owned(),
+        class: ErrorClass::Retryable,
+        retry: Some(RetryAt::After(d)),
+    }
+}
+
+/// Asserts that `result` is a lease-lost error.
+pub fn assert_lease_lost<T: std::fmt::Debug>(result: errand_core::Result<T>) {
+    match result {
+        Err(errand_core::Error::LeaseLost { .. }) => {}
+        other => panic!("expected LeaseLost, got {other:?}"),
+    }
+}
+
+/// Fetches a job.
+pub async fn get(store: &dyn Store, id: &str) -> Job {
+    store.get(&JobId::new(id).unwrap()).await.unwrap()
+}
+
+/// A lease with a wrong token for `id`.
+pub fn forged(lease: &Lease) -> Lease {
+    Lease {
+        id: lease.id.clone(),
+        token: errand_core::LeaseToken::generate(),
+        attempt: lease.attempt,
+    }
+}
