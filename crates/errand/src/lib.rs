@@ -1,0 +1,130 @@
+//! # errand
+//!
+//! Durable background jobs for Rust services. A service commits an
+//! obligation in the same transaction as its business rows; a worker claims
+//! it under a short fenced lease, runs it, and settles it. Failures come back
+//! later on a persisted, jittered, bounded schedule; exhausted jobs wait as
+//! dead letters until an operator replays them.
+//!
+//! ## The pieces
+//!
+//! * [`connect`] opens a store from a `--db` string (a path, `sqlite://PATH`).
+//! * [`Client`] enqueues jobs; [`errand_sqlite::enqueue_in`] enqueues inside a
+//!   transaction the application already has open (the outbox pattern), and
+//!   [`SqliteStore::write`] runs application writes in the store's own write
+//!   transaction.
+//! * [`Worker`] claims and runs jobs with a [`Handler`]: [`Worker::run_once`]
+//!   handles at most one job (for a shell or a scheduler).
+//! * [`ExecHandler`] runs an external command per job (`errand work --exec`).
+//!
+//! ## Design decisions
+//!
+//! Delivery is at-least-once. A handler gets the stable job id and the
+//! attempt number so it can make its effect idempotent (for example a sink
+//! table keyed by the job id); that is the only way a repeated attempt
+//! becomes harmless. The worker never holds a database transaction while a
+//! handler runs, renews its lease while the handler works, and settles with
+//! the lease token: a settlement refused by the fence is reported as
+//! [`WorkOutcome::LeaseLost`] and never retried against another owner.
+#![deny(missing_docs)]
+
+mod client;
+mod exec;
+mod worker;
+
+use std::sync::Arc;
+
+pub use errand_core::{
+    self as core, AttemptRecord, AuditRecord, CancelRequest, ClaimRequest, ClaimedJob, Clock,
+    Error, ErrorClass, Failure, Inserted, Job, JobDetail, JobFilter, JobId, JobState, Lease,
+    ManualClock, Name, NewJob, Outcome, Payload, ReplayRequest, Result, RetryAt, RetryPolicy,
+    Schedule, Store, SweepReport, SystemClock, Timestamp,
+};
+pub use errand_sqlite::{self as sqlite, SqliteOptions, SqliteStore, Synchronous};
+
+pub use client::Client;
+pub use exec::{EXIT_PERMANENT, EXIT_TEMPFAIL, ExecHandler};
+pub use worker::{
+    Handler, JobContext, Sampler, WorkOutcome, WorkReport, Worker, WorkerConfig, handler_fn,
+};
+
+/// Which database a `--db` string names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DbTarget {
+    /// A SQLite file.
+    Sqlite(std::path::PathBuf),
+    /// A PostgreSQL URL.
+    Postgres(String),
+}
+
+impl DbTarget {
+    /// Parses a file path, `sqlite://PATH` or `postgres://…`.
+    pub fn parse(db: &str) -> Result<Self> {
+        let db = db.trim();
+        if db.is_empty() {
+            return Err(Error::invalid(
+                "the database is empty: pass --db PATH, sqlite://PATH or postgres://…",
+            ));
+        }
+        if db.starts_with("postgres://") || db.starts_with("postgresql://") {
+            return Ok(DbTarget::Postgres(db.to_owned()));
+        }
+        if let Some(path) = db.strip_prefix("sqlite://") {
+            if path.is_empty() {
+                return Err(Error::invalid(
+                    "sqlite:// needs a path, like sqlite://./errand.db",
+                ));
+            }
+            return Ok(DbTarget::Sqlite(path.into()));
+        }
+        if let Some((scheme, _)) = db.split_once("://") {
+            return Err(Error::invalid(format!(
+                "unknown database scheme `{scheme}://`: use a file path, sqlite://PATH or postgres://…"
+            )));
+        }
+        Ok(DbTarget::Sqlite(db.into()))
+    }
+}
+
+/// Opens the store a `--db` string names. `create_and_migrate` creates the
+/// file and applies migrations (what `errand migrate` does); otherwise the
+/// database must exist with an up-to-date schema.
+pub fn connect(db: &str, create_and_migrate: bool) -> Result<Arc<dyn Store>> {
+    match DbTarget::parse(db)? {
+        DbTarget::Sqlite(path) => {
+            let options = SqliteOptions {
+                create: create_and_migrate,
+                migrate: create_and_migrate,
+                ..SqliteOptions::default()
+            };
+            Ok(Arc::new(SqliteStore::open(path, options)?))
+        }
+        DbTarget::Postgres(_) => Err(Error::invalid(
+            "this build of errand stores jobs in SQLite only; the PostgreSQL backend is not available yet — pass a file path",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn db_strings_name_their_backend() {
+        assert_eq!(
+            DbTarget::parse("./e.db").ok(),
+            Some(DbTarget::Sqlite("./e.db".into()))
+        );
+        assert_eq!(
+            DbTarget::parse("sqlite:///tmp/e.db").ok(),
+            Some(DbTarget::Sqlite("/tmp/e.db".into()))
+        );
+        assert!(matches!(
+            DbTarget::parse("postgres://u@h/db"),
+            Ok(DbTarget::Postgres(_))
+        ));
+        assert!(DbTarget::parse("mysql://x").is_err());
+        assert!(DbTarget::parse("sqlite://").is_err());
+        assert!(DbTarget::parse("  ").is_err());
+    }
+}

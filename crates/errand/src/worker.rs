@@ -1,0 +1,420 @@
+//! Claiming, running and settling jobs.
+
+use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use errand_core::{
+    ClaimRequest, ClaimedJob, Error, ErrorClass, Failure, Job, JobId, JobState, Lease, Name,
+    Outcome, Result, RetryAt, RetryPolicy, Store, Timestamp,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// A source of uniform samples in `[0, 1)` for retry jitter. Tests inject a
+/// fixed one so delays are exact.
+pub type Sampler = Arc<dyn Fn() -> f64 + Send + Sync>;
+
+/// How a worker claims and settles.
+#[derive(Clone)]
+pub struct WorkerConfig {
+    /// Queues to claim from; empty means every queue.
+    pub queues: Vec<Name>,
+    /// Lease length of each claim.
+    pub lease: Duration,
+    /// Delay policy for retryable failures and timeouts.
+    pub retry: RetryPolicy,
+    /// Jitter source.
+    pub sampler: Sampler,
+    /// Renew the lease every third of its length while the handler runs.
+    pub heartbeat: bool,
+}
+
+impl fmt::Debug for WorkerConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WorkerConfig")
+            .field("queues", &self.queues)
+            .field("lease", &self.lease)
+            .field("retry", &self.retry)
+            .field("heartbeat", &self.heartbeat)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            queues: Vec::new(),
+            lease: Duration::from_secs(30),
+            retry: RetryPolicy::default(),
+            sampler: Arc::new(rand::random::<f64>),
+            heartbeat: true,
+        }
+    }
+}
+
+/// What a handler sees of the job it runs.
+#[derive(Clone, Debug)]
+pub struct JobContext {
+    /// The job as claimed (`attempts` is this attempt's number).
+    pub job: Job,
+    /// The fencing pair of this attempt.
+    pub lease: Lease,
+}
+
+impl JobContext {
+    /// The stable job id: key idempotent effects on it.
+    pub fn id(&self) -> &JobId {
+        &self.job.id
+    }
+
+    /// This attempt's number (1 for the first).
+    pub fn attempt(&self) -> u32 {
+        self.lease.attempt
+    }
+
+    /// Decodes the payload.
+    pub fn payload<T: DeserializeOwned>(&self) -> Result<T> {
+        serde_json::from_str(self.job.payload.as_str()).map_err(|e| {
+            Error::invalid(format!(
+                "the payload of job `{}` does not match the expected shape: {e}",
+                self.job.id
+            ))
+        })
+    }
+}
+
+/// Runs one attempt of a job and says how it went.
+#[async_trait]
+pub trait Handler: Send + Sync + 'static {
+    /// Runs the job. A panic is caught and recorded as a retryable failure.
+    async fn handle(&self, ctx: JobContext) -> Outcome;
+}
+
+/// A handler made from an async closure.
+pub struct FnHandler<F, Fut> {
+    f: F,
+    _fut: PhantomData<fn() -> Fut>,
+}
+
+impl<F, Fut> fmt::Debug for FnHandler<F, Fut> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("FnHandler")
+    }
+}
+
+/// Wraps an async closure `Fn(JobContext) -> Outcome` as a [`Handler`].
+pub fn handler_fn<F, Fut>(f: F) -> FnHandler<F, Fut>
+where
+    F: Fn(JobContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Outcome> + Send + 'static,
+{
+    FnHandler {
+        f,
+        _fut: PhantomData,
+    }
+}
+
+#[async_trait]
+impl<F, Fut> Handler for FnHandler<F, Fut>
+where
+    F: Fn(JobContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Outcome> + Send + 'static,
+{
+    async fn handle(&self, ctx: JobContext) -> Outcome {
+        (self.f)(ctx).await
+    }
+}
+
+/// How an attempt ended, as the worker reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkOutcome {
+    /// Nothing was due.
+    Idle,
+    /// Succeeded and acknowledged.
+    Acknowledged,
+    /// Failed; due again at `available_at`.
+    RetryScheduled,
+    /// Failed for good (out of attempts, or permanent).
+    Dead,
+    /// Re-scheduled without spending an attempt.
+    Snoozed,
+    /// Cancelled by the handler.
+    Cancelled,
+    /// The settlement was refused: the lease had expired or another worker
+    /// owned the job.
+    LeaseLost,
+}
+
+impl WorkOutcome {
+    /// The stable name used in output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkOutcome::Idle => "idle",
+            WorkOutcome::Acknowledged => "acknowledged",
+            WorkOutcome::RetryScheduled => "retry_scheduled",
+            WorkOutcome::Dead => "dead",
+            WorkOutcome::Snoozed => "snoozed",
+            WorkOutcome::Cancelled => "cancelled",
+            WorkOutcome::LeaseLost => "lease_lost",
+        }
+    }
+}
+
+/// The report of one worker cycle.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct WorkReport {
+    /// How it ended.
+    pub outcome: WorkOutcome,
+    /// The job, unless idle.
+    pub job_id: Option<JobId>,
+    /// The attempt number, unless idle.
+    pub attempt: Option<u32>,
+    /// Whether the job was acknowledged as done.
+    pub acknowledged: bool,
+    /// When the job is due again (retry or snooze).
+    pub available_at: Option<Timestamp>,
+    /// The recorded error, if the attempt failed.
+    pub error: Option<String>,
+}
+
+impl WorkReport {
+    fn idle() -> Self {
+        WorkReport {
+            outcome: WorkOutcome::Idle,
+            job_id: None,
+            attempt: None,
+            acknowledged: false,
+            available_at: None,
+            error: None,
+        }
+    }
+}
+
+impl fmt::Display for WorkReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (Some(id), Some(attempt)) = (&self.job_id, self.attempt) else {
+            return f.write_str("idle");
+        };
+        write!(
+            f,
+            "job {id} attempt {attempt} acknowledged={}",
+            self.acknowledged
+        )?;
+        match self.outcome {
+            WorkOutcome::Acknowledged | WorkOutcome::Idle => Ok(()),
+            WorkOutcome::RetryScheduled => write!(
+                f,
+                " retry_scheduled available_at={}",
+                self.available_at
+                    .map(|t| t.to_rfc3339())
+                    .unwrap_or_default()
+            ),
+            WorkOutcome::Snoozed => write!(
+                f,
+                " snoozed available_at={}",
+                self.available_at
+                    .map(|t| t.to_rfc3339())
+                    .unwrap_or_default()
+            ),
+            other => write!(f, " {}", other.as_str()),
+        }?;
+        if let Some(e) = &self.error {
+            write!(f, " error={e:?}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Claims jobs and runs them with a handler.
+#[derive(Clone, Debug)]
+pub struct Worker {
+    store: Arc<dyn Store>,
+    config: WorkerConfig,
+}
+
+impl Worker {
+    /// A worker over `store`.
+    pub fn new(store: Arc<dyn Store>, config: WorkerConfig) -> Self {
+        Worker { store, config }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &WorkerConfig {
+        &self.config
+    }
+
+    /// Claims at most one due job, runs it and settles it.
+    pub async fn run_once(&self, handler: Arc<dyn Handler>) -> Result<WorkReport> {
+        let req = ClaimRequest {
+            queues: self.config.queues.clone(),
+            limit: 1,
+            lease: self.config.lease,
+        };
+        match self.store.claim(&req).await?.pop() {
+            None => Ok(WorkReport::idle()),
+            Some(claimed) => self.run_claimed(handler, claimed).await,
+        }
+    }
+
+    /// Runs a claimed job (renewing its lease meanwhile) and settles it.
+    pub async fn run_claimed(
+        &self,
+        handler: Arc<dyn Handler>,
+        claimed: ClaimedJob,
+    ) -> Result<WorkReport> {
+        let lease = claimed.lease.clone();
+        let heartbeat = self.config.heartbeat.then(|| {
+            let (store, lease, every) = (self.store.clone(), lease.clone(), self.config.lease);
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(every / 3).await;
+                    match store.heartbeat(&lease, every).await {
+                        Ok(_) => {}
+                        Err(Error::LeaseLost { .. }) => {
+                            tracing::warn!(job = %lease.id, attempt = lease.attempt, "lease lost while the handler runs");
+                            return;
+                        }
+                        Err(e) => tracing::warn!(job = %lease.id, error = %e, "heartbeat failed; will retry"),
+                    }
+                }
+            })
+        });
+        let ctx = JobContext {
+            job: claimed.job,
+            lease: lease.clone(),
+        };
+        let outcome = match tokio::spawn(async move { handler.handle(ctx).await }).await {
+            Ok(outcome) => outcome,
+            Err(e) if e.is_panic() => Outcome::Retry {
+                error: format!("handler panicked: {}", panic_message(e.into_panic())),
+            },
+            Err(e) => Outcome::Retry {
+                error: format!("handler task failed: {e}"),
+            },
+        };
+        if let Some(task) = heartbeat {
+            task.abort();
+        }
+        self.settle(&lease, outcome).await
+    }
+
+    /// Records a handler's outcome against the lease.
+    pub async fn settle(&self, lease: &Lease, outcome: Outcome) -> Result<WorkReport> {
+        let mut report = WorkReport {
+            outcome: WorkOutcome::Acknowledged,
+            job_id: Some(lease.id.clone()),
+            attempt: Some(lease.attempt),
+            acknowledged: false,
+            available_at: None,
+            error: None,
+        };
+        let result = match outcome {
+            Outcome::Success => self.store.complete(lease).await.map(|_| {
+                report.acknowledged = true;
+            }),
+            Outcome::Retry { error } => {
+                self.fail(lease, error, ErrorClass::Retryable, None, &mut report)
+                    .await
+            }
+            Outcome::Timeout => {
+                let error = "the handler ran past its deadline".to_owned();
+                self.fail(lease, error, ErrorClass::Timeout, None, &mut report)
+                    .await
+            }
+            Outcome::RetryAt { error, at } => {
+                self.fail(
+                    lease,
+                    error,
+                    ErrorClass::Retryable,
+                    Some(RetryAt::At(at)),
+                    &mut report,
+                )
+                .await
+            }
+            Outcome::Permanent { error } => {
+                report.error = Some(error.clone());
+                let failure = Failure {
+                    error,
+                    class: ErrorClass::Permanent,
+                    retry: None,
+                };
+                self.store
+                    .fail(lease, failure)
+                    .await
+                    .map(|_| report.outcome = WorkOutcome::Dead)
+            }
+            Outcome::Snooze { delay } => self.store.snooze(lease, delay).await.map(|job| {
+                report.outcome = WorkOutcome::Snoozed;
+                report.available_at = Some(job.available_at);
+            }),
+            Outcome::Cancel { reason } => {
+                report.error = Some(reason.clone());
+                self.store
+                    .cancel_running(lease, &reason)
+                    .await
+                    .map(|_| report.outcome = WorkOutcome::Cancelled)
+            }
+        };
+        match result {
+            Ok(()) => Ok(report),
+            Err(Error::LeaseLost { .. }) => {
+                report.outcome = WorkOutcome::LeaseLost;
+                report.acknowledged = false;
+                report.available_at = None;
+                Ok(report)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn fail(
+        &self,
+        lease: &Lease,
+        error: String,
+        class: ErrorClass,
+        at: Option<RetryAt>,
+        report: &mut WorkReport,
+    ) -> Result<()> {
+        let retry = at.unwrap_or_else(|| {
+            RetryAt::After(
+                self.config
+                    .retry
+                    .delay_for(lease.attempt, (self.config.sampler)()),
+            )
+        });
+        report.error = Some(error.clone());
+        let job = self
+            .store
+            .fail(
+                lease,
+                Failure {
+                    error,
+                    class,
+                    retry: Some(retry),
+                },
+            )
+            .await?;
+        if job.state == JobState::Dead {
+            report.outcome = WorkOutcome::Dead;
+        } else {
+            report.outcome = WorkOutcome::RetryScheduled;
+            report.available_at = Some(job.available_at);
+        }
+        Ok(())
+    }
+}
+
+fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-text panic payload".to_owned()
+    }
+}

@@ -1,0 +1,146 @@
+#![allow(clippy::unwrap_used)]
+//! Transactional enqueue: the job commits with the caller's rows or not at all.
+
+mod common;
+
+use std::sync::Arc;
+
+use errand::{Error, JobFilter, JobId, NewJob, Payload, Store, sqlite};
+
+fn receipt(id: &str) -> NewJob {
+    NewJob::new("receipt", Payload::from_json_text("{}").unwrap())
+        .unwrap()
+        .with_id(JobId::new(id).unwrap())
+}
+
+fn app_table(conn: &sqlite::rusqlite::Connection) {
+    conn.execute_batch("CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY)")
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_committed_caller_transaction_commits_the_job() {
+    let f = common::fixture();
+    let mut conn = sqlite::rusqlite::Connection::open(&f.path).unwrap();
+    app_table(&conn);
+    let tx = conn.transaction().unwrap();
+    tx.execute("INSERT INTO orders VALUES ('o1')", []).unwrap();
+    let ins = sqlite::enqueue_in(&tx, &receipt("o1"), f.store.now()).unwrap();
+    assert!(ins.created);
+    tx.commit().unwrap();
+    let store: Arc<dyn Store> = Arc::new(f.store.clone());
+    assert_eq!(
+        store
+            .get(&JobId::new("o1").unwrap())
+            .await
+            .unwrap()
+            .id
+            .as_str(),
+        "o1"
+    );
+}
+
+#[tokio::test]
+async fn a_rolled_back_caller_transaction_leaves_no_job() {
+    let f = common::fixture();
+    let mut conn = sqlite::rusqlite::Connection::open(&f.path).unwrap();
+    app_table(&conn);
+    let tx = conn.transaction().unwrap();
+    tx.execute("INSERT INTO orders VALUES ('o2')", []).unwrap();
+    sqlite::enqueue_in(&tx, &receipt("o2"), f.store.now()).unwrap();
+    tx.rollback().unwrap();
+    let store: Arc<dyn Store> = Arc::new(f.store.clone());
+    assert!(matches!(
+        store.get(&JobId::new("o2").unwrap()).await,
+        Err(Error::NotFound(_))
+    ));
+    assert!(store.list(&JobFilter::default()).await.unwrap().is_empty());
+    let orders: i64 = conn
+        .query_row("SELECT count(*) FROM orders", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(orders, 0);
+}
+
+#[tokio::test]
+async fn writes_in_the_store_transaction_commit_or_roll_back_with_the_job() {
+    let f = common::fixture();
+    f.store
+        .write(|c, _| {
+            c.execute_batch("CREATE TABLE orders (id TEXT PRIMARY KEY)")
+                .map_err(|e| Error::Storage(e.to_string()))
+        })
+        .await
+        .unwrap();
+    // Committed together.
+    f.store
+        .write(|c, now| {
+            c.execute("INSERT INTO orders VALUES ('o3')", [])
+                .map_err(|e| Error::Storage(e.to_string()))?;
+            sqlite::enqueue_in(c, &receipt("o3"), now)
+        })
+        .await
+        .unwrap();
+    // An error after the enqueue undoes both, and only this operation.
+    let failed: Result<(), Error> = f
+        .store
+        .write(|c, now| {
+            c.execute("INSERT INTO orders VALUES ('o4')", [])
+                .map_err(|e| Error::Storage(e.to_string()))?;
+            sqlite::enqueue_in(c, &receipt("o4"), now)?;
+            Err(Error::invalid("insufficient funds"))
+        })
+        .await;
+    assert!(failed.is_err());
+    let store: Arc<dyn Store> = Arc::new(f.store.clone());
+    assert!(store.get(&JobId::new("o3").unwrap()).await.is_ok());
+    assert!(matches!(
+        store.get(&JobId::new("o4").unwrap()).await,
+        Err(Error::NotFound(_))
+    ));
+    let orders = f
+        .store
+        .read(|c| {
+            c.query_row("SELECT group_concat(id) FROM orders", [], |r| {
+                r.get::<_, String>(0)
+            })
+            .map_err(|e| Error::Storage(e.to_string()))
+        })
+        .await
+        .unwrap();
+    assert_eq!(orders, "o3");
+}
+
+#[tokio::test]
+async fn a_failing_operation_does_not_undo_others_committed_in_the_same_batch() {
+    let f = common::fixture();
+    let store = f.store.clone();
+    let mut tasks = Vec::new();
+    for i in 0..40 {
+        let s = store.clone();
+        tasks.push(tokio::spawn(async move {
+            s.write(move |c, now| {
+                sqlite::enqueue_in(c, &receipt(&format!("b{i}")), now)?;
+                if i % 2 == 1 {
+                    Err(Error::invalid("odd"))
+                } else {
+                    Ok(())
+                }
+            })
+            .await
+        }));
+    }
+    let mut ok = 0;
+    for t in tasks {
+        if t.await.unwrap().is_ok() {
+            ok += 1;
+        }
+    }
+    assert_eq!(ok, 20);
+    let store: Arc<dyn Store> = Arc::new(f.store.clone());
+    let jobs = store.list(&JobFilter::default()).await.unwrap();
+    assert_eq!(jobs.len(), 20);
+    assert!(
+        jobs.iter()
+            .all(|j| j.id.as_str()[1..].parse::<u32>().unwrap() % 2 == 0)
+    );
+}

@@ -1,0 +1,273 @@
+#![allow(clippy::unwrap_used)]
+//! The one-shot worker: handler outcomes, retry scheduling and the exec handler.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use errand::{
+    ErrorClass, ExecHandler, Handler, JobId, JobState, NewJob, Outcome, Payload, RetryPolicy,
+    Store, WorkOutcome, Worker, WorkerConfig, handler_fn,
+};
+
+fn config(u: f64) -> WorkerConfig {
+    WorkerConfig {
+        lease: Duration::from_secs(1),
+        retry: RetryPolicy::EqualJitter {
+            base: Duration::from_millis(250),
+            max: Duration::from_secs(30),
+        },
+        sampler: Arc::new(move || u),
+        heartbeat: false,
+        ..WorkerConfig::default()
+    }
+}
+
+async fn setup(max_attempts: u32) -> (common::Fixture, Arc<dyn Store>) {
+    let f = common::fixture();
+    let store: Arc<dyn Store> = Arc::new(f.store.clone());
+    let job = NewJob::new(
+        "receipt",
+        Payload::from_json_text(r#"{"to":"a@example"}"#).unwrap(),
+    )
+    .unwrap()
+    .with_id(JobId::new("job-1").unwrap())
+    .with_max_attempts(max_attempts)
+    .unwrap();
+    store.insert(job).await.unwrap();
+    (f, store)
+}
+
+fn always(outcome: Outcome) -> Arc<dyn Handler> {
+    Arc::new(handler_fn(move |_ctx| {
+        let o = outcome.clone();
+        async move { o }
+    }))
+}
+
+async fn job(store: &Arc<dyn Store>) -> errand::Job {
+    store.get(&JobId::new("job-1").unwrap()).await.unwrap()
+}
+
+#[tokio::test]
+async fn equal_jitter_delays_are_persisted_within_bounds_and_grow() {
+    for u in [0.0, 0.5, 0.999_999] {
+        let (f, store) = setup(4).await;
+        let worker = Worker::new(store.clone(), config(u));
+        let fail = always(Outcome::retry("receipt_unavailable"));
+        let mut last = Duration::ZERO;
+        for attempt in 1..=3u32 {
+            let start = errand::Clock::now(&f.clock);
+            let report = worker.run_once(fail.clone()).await.unwrap();
+            assert_eq!(report.outcome, WorkOutcome::RetryScheduled);
+            assert_eq!(report.attempt, Some(attempt));
+            let j = job(&store).await;
+            assert_eq!(j.state, JobState::Ready);
+            let delay = j.available_at.since(start);
+            let cap = Duration::from_millis(250 * 2u64.pow(attempt - 1));
+            assert!(
+                delay >= cap / 2 && delay < cap,
+                "attempt {attempt} u {u}: {delay:?} not in [{:?}, {cap:?})",
+                cap / 2
+            );
+            assert_eq!(report.available_at, Some(j.available_at));
+            assert!(delay > last, "delays must grow: {last:?} then {delay:?}");
+            last = delay;
+            // Not claimable a millisecond early.
+            f.clock.advance(delay - Duration::from_millis(1));
+            assert_eq!(
+                worker.run_once(fail.clone()).await.unwrap().outcome,
+                WorkOutcome::Idle
+            );
+            f.clock.advance(Duration::from_millis(1));
+        }
+        let report = worker.run_once(fail.clone()).await.unwrap();
+        assert_eq!(report.outcome, WorkOutcome::Dead);
+        let j = job(&store).await;
+        assert_eq!((j.state, j.attempts), (JobState::Dead, 4));
+        assert_eq!(j.last_error.as_deref(), Some("receipt_unavailable"));
+    }
+}
+
+#[tokio::test]
+async fn success_acknowledges() {
+    let (_f, store) = setup(3).await;
+    let report = Worker::new(store.clone(), config(0.5))
+        .run_once(always(Outcome::Success))
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, WorkOutcome::Acknowledged);
+    assert!(report.acknowledged);
+    assert_eq!(report.to_string(), "job job-1 attempt 1 acknowledged=true");
+    assert_eq!(job(&store).await.state, JobState::Done);
+}
+
+#[tokio::test]
+async fn permanent_goes_dead_at_once_and_cancel_is_terminal() {
+    let (_f, store) = setup(5).await;
+    let w = Worker::new(store.clone(), config(0.5));
+    let report = w
+        .run_once(always(Outcome::permanent("no such reservation")))
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, WorkOutcome::Dead);
+    let j = job(&store).await;
+    assert_eq!(
+        (j.state, j.attempts, j.last_error_class),
+        (JobState::Dead, 1, Some(ErrorClass::Permanent))
+    );
+
+    let (_f, store) = setup(5).await;
+    let w = Worker::new(store.clone(), config(0.5));
+    let report = w
+        .run_once(always(Outcome::Cancel {
+            reason: "withdrawn".into(),
+        }))
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, WorkOutcome::Cancelled);
+    assert_eq!(job(&store).await.state, JobState::Cancelled);
+}
+
+#[tokio::test]
+async fn snooze_spends_no_attempt_and_retry_at_uses_the_hint() {
+    let (f, store) = setup(5).await;
+    let w = Worker::new(store.clone(), config(0.5));
+    let r = w
+        .run_once(always(Outcome::Snooze {
+            delay: Duration::from_secs(9),
+        }))
+        .await
+        .unwrap();
+    assert_eq!(r.outcome, WorkOutcome::Snoozed);
+    let j = job(&store).await;
+    assert_eq!(j.attempts, 0);
+    assert_eq!(
+        j.available_at,
+        errand::Clock::now(&f.clock).plus(Duration::from_secs(9))
+    );
+    f.clock.advance(Duration::from_secs(9));
+    let at = errand::Clock::now(&f.clock).plus(Duration::from_secs(120));
+    let r = w
+        .run_once(always(Outcome::RetryAt {
+            error: "429".into(),
+            at,
+        }))
+        .await
+        .unwrap();
+    assert_eq!(r.outcome, WorkOutcome::RetryScheduled);
+    assert_eq!(r.available_at, Some(at));
+    assert_eq!(job(&store).await.attempts, 1);
+}
+
+#[tokio::test]
+async fn a_timeout_is_a_retryable_failure_of_its_own_class() {
+    let (_f, store) = setup(5).await;
+    let r = Worker::new(store.clone(), config(0.5))
+        .run_once(always(Outcome::Timeout))
+        .await
+        .unwrap();
+    assert_eq!(r.outcome, WorkOutcome::RetryScheduled);
+    assert_eq!(
+        job(&store).await.last_error_class,
+        Some(ErrorClass::Timeout)
+    );
+}
+
+#[tokio::test]
+async fn a_panicking_handler_is_a_retryable_failure_with_its_message() {
+    let (_f, store) = setup(5).await;
+    let h: Arc<dyn Handler> = Arc::new(handler_fn(|_ctx| async { panic!("kaboom in handler") }));
+    let r = Worker::new(store.clone(), config(0.5))
+        .run_once(h)
+        .await
+        .unwrap();
+    assert_eq!(r.outcome, WorkOutcome::RetryScheduled);
+    assert!(
+        job(&store)
+            .await
+            .last_error
+            .unwrap()
+            .contains("kaboom in handler")
+    );
+}
+
+#[tokio::test]
+async fn a_settlement_after_the_lease_expired_reports_lease_lost() {
+    let (f, store) = setup(5).await;
+    let clock = f.clock.clone();
+    let h: Arc<dyn Handler> = Arc::new(handler_fn(move |_ctx| {
+        let clock = clock.clone();
+        async move {
+            clock.advance(Duration::from_secs(1)); // the handler outlived its lease
+            Outcome::Success
+        }
+    }));
+    let r = Worker::new(store.clone(), config(0.5))
+        .run_once(h)
+        .await
+        .unwrap();
+    assert_eq!(r.outcome, WorkOutcome::LeaseLost);
+    assert!(!r.acknowledged);
+    assert_eq!(job(&store).await.state, JobState::Running);
+}
+
+#[tokio::test]
+async fn idle_when_nothing_is_due() {
+    let f = common::fixture();
+    let store: Arc<dyn Store> = Arc::new(f.store.clone());
+    let r = Worker::new(store, config(0.5))
+        .run_once(always(Outcome::Success))
+        .await
+        .unwrap();
+    assert_eq!(r.outcome, WorkOutcome::Idle);
+    assert_eq!(r.to_string(), "idle");
+}
+
+#[tokio::test]
+async fn exec_passes_the_job_and_maps_exit_codes() {
+    let (f, store) = setup(5).await;
+    let out = f.path.with_file_name("seen.txt");
+    let cmd = format!(
+        "cat > {0}; echo \"$ERRAND_JOB_ID $ERRAND_ATTEMPT $ERRAND_KIND $ERRAND_QUEUE\" >> {0}; echo 'provider said no' >&2; exit 75",
+        out.display()
+    );
+    let w = Worker::new(store.clone(), config(0.5));
+    let r = w.run_once(Arc::new(ExecHandler::new(cmd))).await.unwrap();
+    assert_eq!(r.outcome, WorkOutcome::RetryScheduled);
+    let seen = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(seen, "{\"to\":\"a@example\"}job-1 1 receipt default\n");
+    assert_eq!(
+        job(&store).await.last_error.as_deref(),
+        Some("provider said no")
+    );
+
+    f.clock.advance(Duration::from_secs(60));
+    let r = w
+        .run_once(Arc::new(ExecHandler::new("exit 65")))
+        .await
+        .unwrap();
+    assert_eq!(r.outcome, WorkOutcome::Dead);
+    let j = job(&store).await;
+    assert_eq!(j.last_error_class, Some(ErrorClass::Permanent));
+    assert!(j.last_error.unwrap().contains("65"));
+}
+
+#[tokio::test]
+async fn exec_success_and_signals() {
+    let (f, store) = setup(5).await;
+    let w = Worker::new(store.clone(), config(0.5));
+    let r = w
+        .run_once(Arc::new(ExecHandler::new("kill -9 $$")))
+        .await
+        .unwrap();
+    assert_eq!(r.outcome, WorkOutcome::RetryScheduled);
+    assert!(job(&store).await.last_error.unwrap().contains("signal 9"));
+    f.clock.advance(Duration::from_secs(60));
+    let r = w
+        .run_once(Arc::new(ExecHandler::new("cat >/dev/null")))
+        .await
+        .unwrap();
+    assert_eq!(r.outcome, WorkOutcome::Acknowledged);
+}
