@@ -1,1 +1,485 @@
-fn main() {}
+//! `errand`: the operator's command line.
+//!
+//! Every command takes `--db` (or `ERRAND_DB`): a file path or
+//! `sqlite://PATH` (default `./errand.db`). Output is human-readable, or JSON
+//! with `--json`. Exit codes are a stable interface; see `docs/cli.md`.
+
+use std::io::Read;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use errand::{
+    CancelRequest, Error, ExecHandler, Job, JobFilter, JobId, JobState, Name, NewJob, Payload,
+    ReplayRequest, RetryPolicy, Schedule, Store, Timestamp, WorkOutcome, Worker, WorkerConfig,
+};
+
+mod exit;
+mod output;
+mod serve_loop;
+
+use exit::Failure;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "errand",
+    version,
+    about = "Durable background jobs: enqueue, inspect, replay and run them"
+)]
+struct Cli {
+    /// The database: a file path, sqlite://PATH (PostgreSQL is not available in this build).
+    #[arg(long, global = true, env = "ERRAND_DB", default_value = "./errand.db")]
+    db: String,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Create or upgrade the schema; safe to run repeatedly.
+    Migrate(JsonFlag),
+    /// Insert a job (an existing --id returns that job and creates nothing).
+    Enqueue(EnqueueArgs),
+    /// List jobs, oldest first.
+    Jobs(JobsArgs),
+    /// Show one job with its attempt history and audit entries.
+    Show(ShowArgs),
+    /// Replay dead or cancelled jobs (by id, or by filter with a bound).
+    Replay(ReplayArgs),
+    /// Cancel jobs that are not finished.
+    Cancel(CancelArgs),
+    /// Run jobs with an external command.
+    Work(WorkArgs),
+}
+
+#[derive(Args, Debug)]
+struct JsonFlag {
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct EnqueueArgs {
+    /// Job kind (selects the handler).
+    #[arg(long)]
+    kind: String,
+    /// Queue name.
+    #[arg(long, default_value = errand::core::DEFAULT_QUEUE)]
+    queue: String,
+    /// Payload as JSON text, or `-` to read it from stdin.
+    #[arg(long, default_value = "{}")]
+    payload: String,
+    /// A caller-chosen id (one business event, one job).
+    #[arg(long)]
+    id: Option<String>,
+    /// Run after this delay (e.g. 250ms, 5s, 15m).
+    #[arg(long, conflicts_with = "run_at", value_parser = parse_duration)]
+    delay: Option<Duration>,
+    /// Run at this RFC 3339 time.
+    #[arg(long)]
+    run_at: Option<String>,
+    /// Attempt budget.
+    #[arg(long, default_value_t = errand::core::DEFAULT_MAX_ATTEMPTS)]
+    max_attempts: u32,
+    /// Higher runs first.
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    priority: i16,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct JobsArgs {
+    /// Only this state: ready, running, done, dead, cancelled.
+    #[arg(long)]
+    state: Option<String>,
+    /// Only this queue.
+    #[arg(long)]
+    queue: Option<String>,
+    /// Only this kind.
+    #[arg(long)]
+    kind: Option<String>,
+    /// At most this many (1–10000).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    limit: u32,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct ShowArgs {
+    /// The job id.
+    id: String,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct ReplayArgs {
+    /// Job ids (all are replayed or none).
+    ids: Vec<String>,
+    /// Filter: jobs in this queue.
+    #[arg(long)]
+    queue: Option<String>,
+    /// Filter: jobs of this kind.
+    #[arg(long)]
+    kind: Option<String>,
+    /// Filter: jobs whose last error contains this text.
+    #[arg(long)]
+    error: Option<String>,
+    /// Filter: jobs that died at or after this RFC 3339 time.
+    #[arg(long)]
+    since: Option<String>,
+    /// Filter: jobs that died before this RFC 3339 time.
+    #[arg(long)]
+    until: Option<String>,
+    /// Filter: replay cancelled jobs instead of dead ones.
+    #[arg(long)]
+    cancelled: bool,
+    /// With filters: replay at most this many.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    limit: u32,
+    /// Show what would be replayed without changing anything.
+    #[arg(long)]
+    dry_run: bool,
+    /// Who is replaying (recorded in the audit log); default: the OS user.
+    #[arg(long)]
+    by: Option<String>,
+    /// Why (recorded in the audit log).
+    #[arg(long)]
+    reason: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct CancelArgs {
+    /// Job ids (all are cancelled or none).
+    #[arg(required = true)]
+    ids: Vec<String>,
+    /// Who is cancelling (recorded in the audit log); default: the OS user.
+    #[arg(long)]
+    by: Option<String>,
+    /// Why (recorded in the audit log).
+    #[arg(long)]
+    reason: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct WorkArgs {
+    /// Claim only from this queue (repeatable); default: every queue.
+    #[arg(long)]
+    queue: Vec<String>,
+    /// Handle at most one job, then exit.
+    #[arg(long)]
+    once: bool,
+    /// Jobs run at once in service mode.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    concurrency: u32,
+    /// Lease length; renewed every third of it while the command runs.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    lease: Duration,
+    /// Equal-jitter retry base.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    retry_base: Duration,
+    /// Equal-jitter retry cap.
+    #[arg(long, default_value = "1h", value_parser = parse_duration)]
+    retry_max: Duration,
+    /// How often an idle service-mode worker looks for due jobs.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    poll: Duration,
+    /// The command run for each job (with `sh -c`).
+    #[arg(long)]
+    exec: String,
+    /// Print JSON (one object per job handled).
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s)
+        .map_err(|e| format!("`{s}` is not a duration ({e}); write it like 250ms, 5s or 15m"))?;
+    if d.is_zero() {
+        return Err(format!("`{s}` must be longer than zero"));
+    }
+    Ok(d)
+}
+
+fn operator(by: Option<String>) -> String {
+    by.or_else(|| std::env::var("USER").ok())
+        .or_else(|| std::env::var("LOGNAME").ok())
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+fn name(what: &str, s: Option<String>) -> Result<Option<Name>, Error> {
+    s.map(|s| Name::parse(what, s)).transpose()
+}
+
+fn time_arg(flag: &str, s: Option<String>) -> Result<Option<Timestamp>, Error> {
+    s.map(|s| Timestamp::parse_rfc3339(&s).map_err(|e| Error::invalid(format!("--{flag}: {e}"))))
+        .transpose()
+}
+
+fn ids(raw: Vec<String>) -> Result<Vec<JobId>, Error> {
+    raw.into_iter().map(JobId::new).collect()
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("ERRAND_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("errand: cannot start the async runtime: {e}");
+            return ExitCode::from(exit::RUNTIME);
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(failure) => failure.report(),
+    }
+}
+
+async fn run(cli: Cli) -> Result<ExitCode, Failure> {
+    if let Command::Migrate(args) = &cli.command {
+        errand::connect(&cli.db, true)?;
+        if args.json {
+            output::json(&serde_json::json!({
+                "migrated": true,
+                "schema_version": errand::sqlite::SCHEMA_VERSION,
+                "db": cli.db,
+            }))?;
+        } else {
+            println!(
+                "schema is at version {} ({})",
+                errand::sqlite::SCHEMA_VERSION,
+                cli.db
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let store = errand::connect(&cli.db, false)?;
+    match cli.command {
+        Command::Migrate(_) => Ok(ExitCode::SUCCESS),
+        Command::Enqueue(args) => enqueue(store, args).await,
+        Command::Jobs(args) => jobs(store, args).await,
+        Command::Show(args) => show(store, args).await,
+        Command::Replay(args) => replay(store, args).await,
+        Command::Cancel(args) => cancel(store, args).await,
+        Command::Work(args) => work(store, args).await,
+    }
+}
+
+async fn enqueue(store: Arc<dyn Store>, a: EnqueueArgs) -> Result<ExitCode, Failure> {
+    let text = if a.payload == "-" {
+        let mut buf = String::new();
+        std::io::stdin()
+            .take(errand::core::MAX_PAYLOAD_BYTES as u64 + 1)
+            .read_to_string(&mut buf)
+            .context("reading the payload from stdin")?;
+        buf
+    } else {
+        a.payload
+    };
+    let schedule = match (a.delay, time_arg("run-at", a.run_at)?) {
+        (Some(d), _) => Schedule::After(d),
+        (None, Some(t)) => Schedule::At(t),
+        (None, None) => Schedule::Now,
+    };
+    let mut job = NewJob::new(&a.kind, Payload::from_json_text(text)?)?
+        .on_queue(&a.queue)?
+        .scheduled(schedule)
+        .with_max_attempts(a.max_attempts)?
+        .with_priority(a.priority);
+    if let Some(id) = a.id {
+        job = job.with_id(JobId::new(id)?);
+    }
+    let inserted = store.insert(job).await?;
+    if a.json {
+        let mut v = serde_json::to_value(&inserted.job).context("encoding the job")?;
+        if let Some(obj) = v.as_object_mut() {
+            obj.insert("created".into(), inserted.created.into());
+        }
+        output::json(&v)?;
+    } else {
+        let verb = if inserted.created {
+            "enqueued"
+        } else {
+            "exists"
+        };
+        println!("{verb} {}", output::job_line(&inserted.job));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn jobs(store: Arc<dyn Store>, a: JobsArgs) -> Result<ExitCode, Failure> {
+    let filter = JobFilter {
+        state: a.state.map(|s| s.parse::<JobState>()).transpose()?,
+        queue: name("queue", a.queue)?,
+        kind: name("kind", a.kind)?,
+        limit: Some(a.limit),
+        ..JobFilter::default()
+    };
+    let list = store.list(&filter).await?;
+    if a.json {
+        output::json(&list)?;
+    } else {
+        output::job_table(&list);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn show(store: Arc<dyn Store>, a: ShowArgs) -> Result<ExitCode, Failure> {
+    let detail = store.detail(&JobId::new(a.id)?).await?;
+    if a.json {
+        output::json(&detail)?;
+    } else {
+        output::detail(&detail);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn replay(store: Arc<dyn Store>, a: ReplayArgs) -> Result<ExitCode, Failure> {
+    let has_filter = a.queue.is_some()
+        || a.kind.is_some()
+        || a.error.is_some()
+        || a.since.is_some()
+        || a.until.is_some()
+        || a.cancelled;
+    if a.ids.is_empty() == !has_filter {
+        return Err(Error::invalid(
+            "name the jobs to replay either by id or by filter (--queue, --kind, --error, --since, --until, --cancelled), not both and not neither",
+        )
+        .into());
+    }
+    let targets: Vec<Job> = if has_filter {
+        let filter = JobFilter {
+            state: Some(if a.cancelled {
+                JobState::Cancelled
+            } else {
+                JobState::Dead
+            }),
+            queue: name("queue", a.queue)?,
+            kind: name("kind", a.kind)?,
+            error_contains: a.error,
+            updated_since: time_arg("since", a.since)?,
+            updated_before: time_arg("until", a.until)?,
+            limit: Some(a.limit),
+        };
+        store.list(&filter).await?
+    } else {
+        let mut jobs = Vec::new();
+        for id in ids(a.ids)? {
+            jobs.push(store.get(&id).await?);
+        }
+        jobs
+    };
+    if a.dry_run {
+        if a.json {
+            output::json(&serde_json::json!({"dry_run": true, "jobs": targets}))?;
+        } else if targets.is_empty() {
+            println!("nothing matches; nothing would be replayed");
+        } else {
+            for j in &targets {
+                let ok = matches!(j.state, JobState::Dead | JobState::Cancelled);
+                let verdict = if ok { "would replay" } else { "would refuse" };
+                println!("{verdict} {}", output::job_line(j));
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if targets.is_empty() {
+        if a.json {
+            output::json(&serde_json::json!({"dry_run": false, "jobs": []}))?;
+        } else {
+            println!("nothing matches; nothing replayed");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let req = ReplayRequest {
+        ids: targets.into_iter().map(|j| j.id).collect(),
+        operator: operator(a.by),
+        reason: a.reason,
+    };
+    let replayed = store.replay(&req).await?;
+    if a.json {
+        output::json(&serde_json::json!({"dry_run": false, "jobs": replayed}))?;
+    } else {
+        for j in &replayed {
+            println!(
+                "replayed {} (replays={}) by {}",
+                j.id, j.replays, req.operator
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn cancel(store: Arc<dyn Store>, a: CancelArgs) -> Result<ExitCode, Failure> {
+    let req = CancelRequest {
+        ids: ids(a.ids)?,
+        operator: operator(a.by),
+        reason: a.reason,
+    };
+    let cancelled = store.cancel(&req).await?;
+    if a.json {
+        output::json(&cancelled)?;
+    } else {
+        for j in &cancelled {
+            println!("cancelled {} by {}", j.id, req.operator);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn work(store: Arc<dyn Store>, a: WorkArgs) -> Result<ExitCode, Failure> {
+    let config = WorkerConfig {
+        queues: a
+            .queue
+            .into_iter()
+            .map(|q| Name::parse("queue", q))
+            .collect::<Result<_, _>>()?,
+        lease: a.lease,
+        retry: RetryPolicy::EqualJitter {
+            base: a.retry_base,
+            max: a.retry_max,
+        },
+        ..WorkerConfig::default()
+    };
+    let worker = Worker::new(store, config);
+    let handler = Arc::new(ExecHandler::new(a.exec));
+    if a.once {
+        let report = worker.run_once(handler).await?;
+        output::report(&report, a.json)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    serve_loop::run(worker, handler, a.concurrency, a.poll, a.json).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Whether a report means the worker found something to do.
+fn busy(outcome: WorkOutcome) -> bool {
+    outcome != WorkOutcome::Idle
+}

@@ -5,17 +5,45 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::Error;
 
 /// A point in time: milliseconds since the Unix epoch, UTC.
 ///
 /// Stored as an integer in every backend so that comparisons are exact and
-/// cheap. Formatted as RFC 3339 with millisecond precision.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
+/// cheap. Formatted — in JSON too — as RFC 3339 with millisecond precision;
+/// JSON input may be RFC 3339 text or integer milliseconds.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Timestamp(i64);
+
+impl Serialize for Timestamp {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_rfc3339())
+    }
+}
+
+impl<'de> Deserialize<'de> for Timestamp {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Timestamp;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an RFC 3339 time or integer milliseconds since the Unix epoch")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Timestamp, E> {
+                Ok(Timestamp(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Timestamp, E> {
+                i64::try_from(v).map(Timestamp).map_err(E::custom)
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Timestamp, E> {
+                Timestamp::parse_rfc3339(v).map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
 
 impl Timestamp {
     /// The Unix epoch.
@@ -177,6 +205,18 @@ mod tests {
         let b = Timestamp::parse_rfc3339("2026-11-30T10:00:00Z").ok();
         assert_eq!(a, b);
         assert!(Timestamp::parse_rfc3339("yesterday").is_err());
+    }
+
+    #[test]
+    fn json_is_rfc3339_and_accepts_milliseconds_too() {
+        let t = Timestamp::from_millis(1_796_083_200_000);
+        let text = serde_json::to_string(&t).unwrap();
+        assert_eq!(text, r#""2026-11-30T00:00:00.000Z""#);
+        assert_eq!(serde_json::from_str::<Timestamp>(&text).unwrap(), t);
+        assert_eq!(
+            serde_json::from_str::<Timestamp>("1796083200000").unwrap(),
+            t
+        );
     }
 
     #[test]

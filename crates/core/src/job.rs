@@ -158,9 +158,25 @@ impl fmt::Debug for Name {
 }
 
 /// A job's payload: JSON text, validated and size-limited when created.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(transparent)]
+/// It serializes as the JSON value itself, not as a string.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Payload(String);
+
+impl Serialize for Payload {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match serde_json::value::RawValue::from_string(self.0.clone()) {
+            Ok(raw) => raw.serialize(s),
+            Err(e) => Err(serde::ser::Error::custom(e)),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Payload {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = Box::<serde_json::value::RawValue>::deserialize(d)?;
+        Payload::from_json_text(raw.get().to_owned()).map_err(serde::de::Error::custom)
+    }
+}
 
 impl Payload {
     /// Validates JSON text against the default size limit.
@@ -541,6 +557,14 @@ mod tests {
         assert!(Payload::from_json_text(r#"{"a":1}"#).is_ok());
         assert!(Payload::from_json_text("{").is_err());
         assert!(Payload::from_json_text_limited("[1,2,3]", 3).is_err());
+    }
+
+    #[test]
+    fn payload_serializes_as_json_not_as_a_string() {
+        let p = Payload::from_json_text(r#"{"to":"x"}"#).unwrap();
+        assert_eq!(serde_json::to_string(&p).unwrap(), r#"{"to":"x"}"#);
+        let back: Payload = serde_json::from_str(r#"{"to":"x"}"#).unwrap();
+        assert_eq!(back, p);
     }
 
     #[test]

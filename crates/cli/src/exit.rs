@@ -1,0 +1,63 @@
+//! Exit codes: a stable interface for scripts (see `docs/cli.md`).
+
+use std::process::ExitCode;
+
+use errand::Error;
+
+/// A storage or runtime failure.
+pub const RUNTIME: u8 = 1;
+/// Bad input (clap uses 2 for bad flags too).
+pub const INVALID: u8 = 2;
+/// No job with that id.
+pub const NOT_FOUND: u8 = 3;
+/// The job's state does not allow the operation.
+pub const REFUSED: u8 = 4;
+/// The schema is missing, outdated or newer than this program.
+pub const SCHEMA: u8 = 5;
+
+/// A failed command: an Errand error or anything else.
+#[derive(Debug)]
+pub enum Failure {
+    /// An error from the library, with its own exit code.
+    Errand(Error),
+    /// Anything else.
+    Other(anyhow::Error),
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        Failure::Errand(e)
+    }
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Self {
+        Failure::Other(e)
+    }
+}
+
+impl Failure {
+    /// Prints the error to stderr and returns its exit code.
+    pub fn report(self) -> ExitCode {
+        match self {
+            Failure::Errand(e) => {
+                eprintln!("errand: {e}");
+                ExitCode::from(code(&e))
+            }
+            Failure::Other(e) => {
+                eprintln!("errand: {e:#}");
+                ExitCode::from(RUNTIME)
+            }
+        }
+    }
+}
+
+fn code(e: &Error) -> u8 {
+    match e {
+        Error::Invalid(_) => INVALID,
+        Error::NotFound(_) => NOT_FOUND,
+        Error::InvalidState { .. } | Error::LeaseLost { .. } => REFUSED,
+        Error::SchemaOutdated(_) | Error::SchemaTooNew(_) => SCHEMA,
+        _ => RUNTIME,
+    }
+}

@@ -1,0 +1,127 @@
+//! Human and JSON output.
+
+use anyhow::Context;
+use errand::{Job, JobDetail, WorkReport};
+use serde::Serialize;
+
+/// Prints `v` as one line of JSON.
+pub fn json<T: Serialize + ?Sized>(v: &T) -> anyhow::Result<()> {
+    println!(
+        "{}",
+        serde_json::to_string(v).context("encoding JSON output")?
+    );
+    Ok(())
+}
+
+fn opt_time(t: Option<errand::Timestamp>) -> String {
+    t.map_or_else(|| "-".to_owned(), |t| t.to_rfc3339())
+}
+
+/// One job on one line.
+pub fn job_line(j: &Job) -> String {
+    format!(
+        "{} state={} queue={} kind={} attempts={}/{} replays={} available_at={}",
+        j.id, j.state, j.queue, j.kind, j.attempts, j.max_attempts, j.replays, j.available_at
+    )
+}
+
+/// A table of jobs.
+pub fn job_table(jobs: &[Job]) {
+    if jobs.is_empty() {
+        println!("no jobs");
+        return;
+    }
+    let idw = jobs
+        .iter()
+        .map(|j| j.id.as_str().len())
+        .max()
+        .unwrap_or(2)
+        .max(2);
+    println!(
+        "{:idw$}  {:9}  {:12}  {:16}  {:8}  {:7}  {:24}  {:24}  LAST_ERROR",
+        "ID", "STATE", "QUEUE", "KIND", "ATTEMPTS", "REPLAYS", "AVAILABLE_AT", "LEASE_UNTIL"
+    );
+    for j in jobs {
+        println!(
+            "{:idw$}  {:9}  {:12}  {:16}  {:8}  {:7}  {:24}  {:24}  {}",
+            j.id.as_str(),
+            j.state.as_str(),
+            j.queue.as_str(),
+            j.kind.as_str(),
+            format!("{}/{}", j.attempts, j.max_attempts),
+            j.replays,
+            j.available_at.to_rfc3339(),
+            opt_time(j.lease_until),
+            j.last_error.as_deref().unwrap_or("-").replace('\n', " ")
+        );
+    }
+}
+
+/// One job in full.
+pub fn detail(d: &JobDetail) {
+    let j = &d.job;
+    println!("id:           {}", j.id);
+    println!("state:        {}", j.state);
+    println!("queue:        {}", j.queue);
+    println!("kind:         {}", j.kind);
+    println!("priority:     {}", j.priority);
+    println!("attempts:     {} of {}", j.attempts, j.max_attempts);
+    println!("replays:      {}", j.replays);
+    println!("available_at: {}", j.available_at);
+    println!("lease_until:  {}", opt_time(j.lease_until));
+    println!("created_at:   {}", j.created_at);
+    println!("updated_at:   {}", j.updated_at);
+    println!("finished_at:  {}", opt_time(j.finished_at));
+    println!(
+        "last_error:   {}{}",
+        j.last_error.as_deref().unwrap_or("-"),
+        j.last_error_class
+            .map(|c| format!(" ({c})"))
+            .unwrap_or_default()
+    );
+    println!("payload:      {}", j.payload.as_str());
+    println!("history:");
+    if d.history.is_empty() {
+        println!("  (no attempts yet)");
+    }
+    for h in &d.history {
+        println!(
+            "  cycle {} attempt {}: started {} finished {} outcome {}{}",
+            h.cycle,
+            h.attempt,
+            h.started_at,
+            opt_time(h.finished_at),
+            h.outcome.as_deref().unwrap_or("running"),
+            h.error
+                .as_deref()
+                .map(|e| format!(" error {e:?}"))
+                .unwrap_or_default()
+        );
+    }
+    println!("audit:");
+    if d.audit.is_empty() {
+        println!("  (no operator actions)");
+    }
+    for a in &d.audit {
+        println!(
+            "  {} {} by {}{}",
+            a.at,
+            a.action,
+            a.operator,
+            a.reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
+        );
+    }
+}
+
+/// A worker cycle's report.
+pub fn report(r: &WorkReport, as_json: bool) -> anyhow::Result<()> {
+    if as_json {
+        json(r)
+    } else {
+        println!("{r}");
+        Ok(())
+    }
+}

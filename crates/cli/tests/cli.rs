@@ -1,0 +1,583 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The `errand` command as scripts use it: flags, JSON shapes, exit codes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+struct Db {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+fn db() -> Db {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.db");
+    let d = Db { _dir: dir, path };
+    let out = errand(&d.path, &["migrate"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    d
+}
+
+fn errand(db: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_errand"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .env_remove("ERRAND_DB")
+        .output()
+        .expect("run errand")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn json(o: &Output) -> Value {
+    assert!(
+        o.status.success(),
+        "exit {:?}: {}",
+        o.status.code(),
+        stderr(o)
+    );
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&o.stdout)))
+}
+
+fn job(db: &Path, id: &str) -> Value {
+    json(&errand(db, &["show", id, "--json"]))
+}
+
+#[test]
+fn migrate_is_safe_to_repeat_and_sqlite_urls_work() {
+    let d = db();
+    assert!(errand(&d.path, &["migrate"]).status.success());
+    let url = format!("sqlite://{}", d.path.display());
+    let out = Command::new(env!("CARGO_BIN_EXE_errand"))
+        .args(["jobs", "--json"])
+        .env("ERRAND_DB", &url)
+        .output()
+        .unwrap();
+    assert_eq!(json(&out), serde_json::json!([]));
+}
+
+#[test]
+fn enqueue_prints_the_job_and_an_existing_id_creates_nothing() {
+    let d = db();
+    let first = json(&errand(
+        &d.path,
+        &[
+            "enqueue",
+            "--kind",
+            "email",
+            "--id",
+            "pay-1",
+            "--payload",
+            r#"{"to":"a@example"}"#,
+            "--queue",
+            "mail",
+            "--max-attempts",
+            "3",
+            "--priority",
+            "-2",
+            "--json",
+        ],
+    ));
+    assert_eq!(first["id"], "pay-1");
+    assert_eq!(first["state"], "ready");
+    assert_eq!(first["created"], true);
+    assert_eq!(first["payload"]["to"], "a@example");
+    assert_eq!(first["max_attempts"], 3);
+    assert_eq!(first["priority"], -2);
+    let again = json(&errand(
+        &d.path,
+        &["enqueue", "--kind", "other", "--id", "pay-1", "--json"],
+    ));
+    assert_eq!(again["created"], false);
+    assert_eq!(again["kind"], "email");
+    let list = json(&errand(&d.path, &["jobs", "--json"]));
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    for field in [
+        "id",
+        "queue",
+        "kind",
+        "state",
+        "attempts",
+        "max_attempts",
+        "replays",
+        "available_at",
+        "last_error",
+    ] {
+        assert!(list[0].get(field).is_some(), "jobs --json lacks {field}");
+    }
+}
+
+#[test]
+fn delayed_jobs_are_not_run_early() {
+    let d = db();
+    json(&errand(
+        &d.path,
+        &[
+            "enqueue", "--kind", "k", "--id", "later", "--delay", "1h", "--json",
+        ],
+    ));
+    json(&errand(
+        &d.path,
+        &[
+            "enqueue",
+            "--kind",
+            "k",
+            "--id",
+            "at",
+            "--run-at",
+            "2999-01-01T00:00:00Z",
+            "--json",
+        ],
+    ));
+    let out = errand(&d.path, &["work", "--once", "--exec", "true", "--json"]);
+    assert_eq!(json(&out)["outcome"], "idle");
+    assert_eq!(
+        job(&d.path, "at")["available_at"],
+        "2999-01-01T00:00:00.000Z"
+    );
+}
+
+#[test]
+fn work_once_maps_exit_codes_and_records_the_stderr_tail() {
+    let d = db();
+    json(&errand(
+        &d.path,
+        &[
+            "enqueue",
+            "--kind",
+            "send",
+            "--id",
+            "j1",
+            "--payload",
+            r#"{"n":1}"#,
+            "--json",
+        ],
+    ));
+    let seen = d.path.with_file_name("seen");
+    let cmd = format!(
+        "cat > {0}; echo \" $ERRAND_JOB_ID $ERRAND_ATTEMPT $ERRAND_KIND $ERRAND_QUEUE\" >> {0}; echo 'first line' >&2; echo 'provider timed out' >&2; exit 75",
+        seen.display()
+    );
+    let r = json(&errand(
+        &d.path,
+        &[
+            "work",
+            "--once",
+            "--retry-base",
+            "10s",
+            "--retry-max",
+            "1m",
+            "--exec",
+            &cmd,
+            "--json",
+        ],
+    ));
+    assert_eq!(r["outcome"], "retry_scheduled");
+    assert_eq!(r["job_id"], "j1");
+    assert_eq!(r["attempt"], 1);
+    assert_eq!(
+        std::fs::read_to_string(&seen).unwrap(),
+        "{\"n\":1} j1 1 send default\n"
+    );
+    let j = job(&d.path, "j1");
+    assert_eq!(j["state"], "ready");
+    assert_eq!(j["last_error"], "first line\nprovider timed out");
+    assert_eq!(j["history"][0]["outcome"], "retry");
+    // The retry is persisted in the future (equal jitter: at least 5 s).
+    let out = errand(&d.path, &["work", "--once", "--exec", "true", "--json"]);
+    assert_eq!(json(&out)["outcome"], "idle");
+
+    json(&errand(
+        &d.path,
+        &["enqueue", "--kind", "send", "--id", "j2", "--json"],
+    ));
+    let r = json(&errand(
+        &d.path,
+        &[
+            "work",
+            "--once",
+            "--exec",
+            "echo bad payload >&2; exit 65",
+            "--json",
+        ],
+    ));
+    assert_eq!(
+        (r["job_id"].as_str(), r["outcome"].as_str()),
+        (Some("j2"), Some("dead"))
+    );
+    let j = job(&d.path, "j2");
+    assert_eq!(
+        (j["state"].as_str(), j["last_error_class"].as_str()),
+        (Some("dead"), Some("permanent"))
+    );
+
+    json(&errand(
+        &d.path,
+        &["enqueue", "--kind", "send", "--id", "j3", "--json"],
+    ));
+    let r = json(&errand(
+        &d.path,
+        &["work", "--once", "--exec", "cat >/dev/null", "--json"],
+    ));
+    assert_eq!(
+        (r["job_id"].as_str(), r["outcome"].as_str()),
+        (Some("j3"), Some("acknowledged"))
+    );
+    assert_eq!(job(&d.path, "j3")["state"], "done");
+    let text = errand(&d.path, &["work", "--once", "--exec", "true"]);
+    assert_eq!(String::from_utf8_lossy(&text.stdout).trim(), "idle");
+}
+
+#[test]
+fn replay_refuses_jobs_that_are_not_dead_and_changes_nothing() {
+    let d = db();
+    json(&errand(
+        &d.path,
+        &["enqueue", "--kind", "k", "--id", "r1", "--json"],
+    ));
+    let out = errand(&d.path, &["replay", "r1", "--by", "ops"]);
+    assert_eq!(out.status.code(), Some(4));
+    assert!(
+        stderr(&out).contains("only dead or cancelled jobs can be replayed"),
+        "{}",
+        stderr(&out)
+    );
+    let j = job(&d.path, "r1");
+    assert_eq!(
+        (j["replays"].as_i64(), j["audit"].as_array().map(Vec::len)),
+        (Some(0), Some(0))
+    );
+    let out = errand(&d.path, &["replay", "missing"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(stderr(&out).contains("no job with id `missing`"));
+}
+
+#[test]
+fn replay_resets_the_budget_keeps_the_id_and_is_audited() {
+    let d = db();
+    json(&errand(
+        &d.path,
+        &[
+            "enqueue",
+            "--kind",
+            "k",
+            "--id",
+            "d1",
+            "--max-attempts",
+            "1",
+            "--json",
+        ],
+    ));
+    json(&errand(
+        &d.path,
+        &[
+            "work",
+            "--once",
+            "--exec",
+            "echo down >&2; exit 1",
+            "--json",
+        ],
+    ));
+    assert_eq!(job(&d.path, "d1")["state"], "dead");
+    let r = json(&errand(
+        &d.path,
+        &[
+            "replay",
+            "d1",
+            "--by",
+            "alice",
+            "--reason",
+            "provider back",
+            "--json",
+        ],
+    ));
+    assert_eq!(r["jobs"][0]["id"], "d1");
+    let j = job(&d.path, "d1");
+    assert_eq!(
+        (
+            j["state"].as_str(),
+            j["attempts"].as_i64(),
+            j["replays"].as_i64()
+        ),
+        (Some("ready"), Some(0), Some(1))
+    );
+    assert_eq!(j["audit"][0]["operator"], "alice");
+    assert_eq!(j["audit"][0]["reason"], "provider back");
+    assert_eq!(j["audit"][0]["action"], "replay");
+    let r = json(&errand(
+        &d.path,
+        &["work", "--once", "--exec", "true", "--json"],
+    ));
+    assert_eq!(
+        (r["attempt"].as_i64(), r["outcome"].as_str()),
+        (Some(1), Some("acknowledged"))
+    );
+    let out = errand(&d.path, &["replay", "d1"]);
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "a done job must not be replayed"
+    );
+}
+
+#[test]
+fn bulk_replay_takes_filters_a_bound_and_a_dry_run() {
+    let d = db();
+    for i in 0..4 {
+        let id = format!("b{i}");
+        let kind = if i < 3 { "mail" } else { "sms" };
+        json(&errand(
+            &d.path,
+            &[
+                "enqueue",
+                "--kind",
+                kind,
+                "--id",
+                &id,
+                "--max-attempts",
+                "1",
+                "--json",
+            ],
+        ));
+        json(&errand(
+            &d.path,
+            &[
+                "work",
+                "--once",
+                "--exec",
+                "echo smtp refused >&2; exit 1",
+                "--json",
+            ],
+        ));
+    }
+    let dry = json(&errand(
+        &d.path,
+        &[
+            "replay",
+            "--kind",
+            "mail",
+            "--error",
+            "smtp",
+            "--dry-run",
+            "--json",
+        ],
+    ));
+    assert_eq!(dry["jobs"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        job(&d.path, "b0")["state"],
+        "dead",
+        "a dry run changes nothing"
+    );
+    let r = json(&errand(
+        &d.path,
+        &[
+            "replay", "--kind", "mail", "--limit", "2", "--by", "ops", "--json",
+        ],
+    ));
+    assert_eq!(r["jobs"].as_array().unwrap().len(), 2);
+    let dead = json(&errand(&d.path, &["jobs", "--state", "dead", "--json"]));
+    assert_eq!(dead.as_array().unwrap().len(), 2);
+    let out = errand(&d.path, &["replay", "b3", "--kind", "sms"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "ids and filters together are refused"
+    );
+}
+
+#[test]
+fn cancel_refuses_finished_jobs() {
+    let d = db();
+    json(&errand(
+        &d.path,
+        &["enqueue", "--kind", "k", "--id", "c1", "--json"],
+    ));
+    let r = json(&errand(&d.path, &["cancel", "c1", "--by", "ops", "--json"]));
+    assert_eq!(r[0]["state"], "cancelled");
+    let out = errand(&d.path, &["cancel", "c1"]);
+    assert_eq!(out.status.code(), Some(4));
+    assert_eq!(
+        json(&errand(
+            &d.path,
+            &["work", "--once", "--exec", "true", "--json"]
+        ))["outcome"],
+        "idle"
+    );
+}
+
+#[test]
+fn bad_input_gets_a_clear_error_a_nonzero_exit_and_writes_nothing() {
+    let d = db();
+    let cases: &[(&[&str], i32, &str)] = &[
+        (
+            &["enqueue", "--kind", "k", "--payload", "{nope"],
+            2,
+            "not valid JSON",
+        ),
+        (&["enqueue", "--kind", "bad kind!"], 2, "kind name"),
+        (
+            &["enqueue", "--kind", "k", "--id", "has space"],
+            2,
+            "job id",
+        ),
+        (
+            &["enqueue", "--kind", "k", "--max-attempts", "0"],
+            2,
+            "max attempts",
+        ),
+        (
+            &["enqueue", "--kind", "k", "--delay", "soon"],
+            2,
+            "not a duration",
+        ),
+        (
+            &["enqueue", "--kind", "k", "--run-at", "tomorrow"],
+            2,
+            "RFC 3339",
+        ),
+        (&["jobs", "--state", "stuck"], 2, "unknown state"),
+        (&["show", "nope"], 3, "no job"),
+        (&["cancel", "nope"], 3, "no job"),
+    ];
+    for (args, code, needle) in cases {
+        let out = errand(&d.path, args);
+        assert_eq!(out.status.code(), Some(*code), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
+    }
+    assert_eq!(
+        json(&errand(&d.path, &["jobs", "--json"])),
+        serde_json::json!([])
+    );
+    let big = format!("[\"{}\"]", "x".repeat(1024 * 1024 + 10));
+    let out = Command::new(env!("CARGO_BIN_EXE_errand"))
+        .arg("--db")
+        .arg(&d.path)
+        .args(["enqueue", "--kind", "k", "--payload", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(big.as_bytes())?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("limit"), "{}", stderr(&out));
+    assert_eq!(
+        json(&errand(&d.path, &["jobs", "--json"])),
+        serde_json::json!([])
+    );
+}
+
+#[test]
+fn a_missing_path_or_a_foreign_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope.db");
+    let out = errand(&missing, &["jobs"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("errand migrate"), "{}", stderr(&out));
+    assert!(!missing.exists(), "a read command must not create the file");
+
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, "just some text, not a database\n".repeat(200)).unwrap();
+    for args in [&["jobs"][..], &["migrate"][..]] {
+        let out = errand(&text, args);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("not a SQLite database"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    assert!(
+        std::fs::read_to_string(&text)
+            .unwrap()
+            .starts_with("just some text")
+    );
+
+    let out = errand(dir.path(), &["jobs"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("directory"));
+
+    let empty = dir.path().join("empty.db");
+    errand::sqlite::rusqlite::Connection::open(&empty)
+        .unwrap()
+        .execute_batch("CREATE TABLE t(x)")
+        .unwrap();
+    let out = errand(&empty, &["jobs"]);
+    assert_eq!(out.status.code(), Some(5));
+    assert!(
+        stderr(&out).contains("run `errand migrate`"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_newer_schema_is_refused_by_every_command() {
+    let d = db();
+    errand::sqlite::rusqlite::Connection::open(&d.path)
+        .unwrap()
+        .execute(
+            "INSERT INTO errand_schema_history (version, name, applied_on, checksum) VALUES (999, 'future', '2030-01-01', '0')",
+            [],
+        )
+        .unwrap();
+    for args in [
+        &["jobs"][..],
+        &["migrate"][..],
+        &["enqueue", "--kind", "k"][..],
+    ] {
+        let out = errand(&d.path, args);
+        assert_eq!(out.status.code(), Some(5), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("newer"), "{}", stderr(&out));
+    }
+}
+
+#[test]
+fn two_worker_processes_never_run_the_same_job() {
+    for trial in 0..5 {
+        let d = db();
+        json(&errand(
+            &d.path,
+            &["enqueue", "--kind", "k", "--id", "only", "--json"],
+        ));
+        let sink = d.path.with_file_name("effects");
+        let cmd = format!(
+            "echo \"$ERRAND_JOB_ID $ERRAND_ATTEMPT\" >> {}",
+            sink.display()
+        );
+        let spawn = || {
+            Command::new(env!("CARGO_BIN_EXE_errand"))
+                .arg("--db")
+                .arg(&d.path)
+                .args(["work", "--once", "--json", "--exec", &cmd])
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (a, b) = (spawn(), spawn());
+        let outcomes: Vec<String> = [a, b]
+            .into_iter()
+            .map(|c| {
+                json(&c.wait_with_output().unwrap())["outcome"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect();
+        let mut sorted = outcomes.clone();
+        sorted.sort();
+        assert_eq!(sorted, vec!["acknowledged", "idle"], "trial {trial}");
+        assert_eq!(std::fs::read_to_string(&sink).unwrap(), "only 1\n");
+        assert_eq!(job(&d.path, "only")["attempts"], 1);
+    }
+}
