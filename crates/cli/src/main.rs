@@ -368,7 +368,7 @@ async fn replay(store: Arc<dyn Store>, a: ReplayArgs) -> Result<ExitCode, Failur
         || a.since.is_some()
         || a.until.is_some()
         || a.cancelled;
-    if a.ids.is_empty() == !has_filter {
+    if a.ids.is_empty() != has_filter {
         return Err(Error::invalid(
             "name the jobs to replay either by id or by filter (--queue, --kind, --error, --since, --until, --cancelled), not both and not neither",
         )

@@ -209,12 +209,12 @@ mod tests {
 
     #[test]
     fn json_is_rfc3339_and_accepts_milliseconds_too() {
-        let t = Timestamp::from_millis(1_796_083_200_000);
+        let t = Timestamp::from_millis(1_795_996_800_000);
         let text = serde_json::to_string(&t).unwrap();
         assert_eq!(text, r#""2026-11-30T00:00:00.000Z""#);
         assert_eq!(serde_json::from_str::<Timestamp>(&text).unwrap(), t);
         assert_eq!(
-            serde_json::from_str::<Timestamp>("1796083200000").unwrap(),
+            serde_json::from_str::<Timestamp>("1795996800000").unwrap(),
             t
         );
     }

@@ -29,14 +29,19 @@ CREATE TABLE errand_jobs (
     CHECK ((state IN ('done', 'dead', 'cancelled')) = (finished_at IS NOT NULL))
 ) STRICT;
 
--- The due set: ready jobs by queue, priority and due time.
+-- The due set: ready jobs by priority and due time, across all queues and
+-- per queue. Partial, so finished rows never enter it.
 CREATE INDEX errand_jobs_due
+    ON errand_jobs (priority DESC, available_at, id)
+    WHERE state = 'ready';
+
+CREATE INDEX errand_jobs_due_by_queue
     ON errand_jobs (queue, priority DESC, available_at, id)
     WHERE state = 'ready';
 
 -- Live leases, for reclaiming expired ones and for the sweep.
 CREATE INDEX errand_jobs_leases
-    ON errand_jobs (lease_until)
+    ON errand_jobs (lease_until, id)
     WHERE state = 'running';
 
 -- Operator listings by state.

@@ -1,7 +1,6 @@
--- Due ready jobs, highest priority first, then oldest due.
-SELECT id FROM errand_jobs
+-- Due ready jobs in every queue, highest priority first, then oldest due.
+SELECT id FROM errand_jobs INDEXED BY errand_jobs_due
 WHERE state = 'ready'
   AND available_at <= :now
-  AND (:all_queues OR queue IN (SELECT value FROM json_each(:queues)))
 ORDER BY priority DESC, available_at, id
 LIMIT :limit

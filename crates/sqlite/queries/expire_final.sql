@@ -1,5 +1,5 @@
 -- Running jobs whose lease expired on their final attempt die visibly.
-UPDATE errand_jobs
+UPDATE errand_jobs INDEXED BY errand_jobs_leases
 SET state            = 'dead',
     lease_token      = NULL,
     lease_until      = NULL,

@@ -297,10 +297,10 @@ impl Inner {
             None => open_connection(&self.path, &self.options, false)?,
         };
         let out = f(&conn);
-        if let Ok(mut v) = self.readers.lock() {
-            if v.len() < 4 {
-                v.push(conn);
-            }
+        if let Ok(mut v) = self.readers.lock()
+            && v.len() < 4
+        {
+            v.push(conn);
         }
         out
     }

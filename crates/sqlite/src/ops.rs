@@ -21,6 +21,8 @@ const GET: &str = include_str!("../queries/get.sql");
 const EXPIRE_FINAL: &str = include_str!("../queries/expire_final.sql");
 const CANDIDATES_EXPIRED: &str = include_str!("../queries/candidates_expired.sql");
 const CANDIDATES_READY: &str = include_str!("../queries/candidates_ready.sql");
+const CANDIDATES_EXPIRED_IN: &str = include_str!("../queries/candidates_expired_in.sql");
+const CANDIDATES_READY_IN: &str = include_str!("../queries/candidates_ready_in.sql");
 const CLAIM: &str = include_str!("../queries/claim.sql");
 const COMPLETE: &str = include_str!("../queries/complete.sql");
 const FAIL: &str = include_str!("../queries/fail.sql");
@@ -193,32 +195,45 @@ pub(crate) fn expire_final(conn: &Connection, now: Timestamp) -> Result<Vec<JobI
     Ok(out)
 }
 
-fn queue_params(req: &ClaimRequest) -> (bool, String) {
+/// The queues of a claim as a JSON array, or `None` for every queue.
+fn queue_param(req: &ClaimRequest) -> Option<String> {
+    if req.queues.is_empty() {
+        return None;
+    }
     let names: Vec<&str> = req.queues.iter().map(Name::as_str).collect();
-    let json = serde_json::to_string(&names).unwrap_or_else(|_| "[]".to_owned());
-    (names.is_empty(), json)
+    serde_json::to_string(&names).ok()
 }
 
+/// Runs a candidate query: `sql.0` for every queue, `sql.1` for the named ones.
 fn candidate_ids(
     conn: &Connection,
-    sql: &str,
-    all: bool,
-    queues: &str,
+    sql: (&str, &str),
+    queues: Option<&str>,
     now: Timestamp,
     limit: u32,
 ) -> Result<Vec<String>> {
     if limit == 0 {
         return Ok(Vec::new());
     }
-    conn.prepare_cached(sql)
-        .map_err(map_err)?
-        .query_map(
-            named_params! {":now": now.as_millis(), ":all_queues": all, ":queues": queues, ":limit": limit},
-            |r| r.get(0),
-        )
-        .map_err(map_err)?
-        .collect::<rusqlite::Result<_>>()
-        .map_err(map_err)
+    let now = now.as_millis();
+    let rows = match queues {
+        None => conn
+            .prepare_cached(sql.0)
+            .map_err(map_err)?
+            .query_map(named_params! {":now": now, ":limit": limit}, |r| r.get(0))
+            .map_err(map_err)?
+            .collect::<rusqlite::Result<_>>(),
+        Some(q) => conn
+            .prepare_cached(sql.1)
+            .map_err(map_err)?
+            .query_map(
+                named_params! {":now": now, ":limit": limit, ":queues": q},
+                |r| r.get(0),
+            )
+            .map_err(map_err)?
+            .collect::<rusqlite::Result<_>>(),
+    };
+    rows.map_err(map_err)
 }
 
 /// Claims up to `req.limit` due jobs.
@@ -231,16 +246,17 @@ pub(crate) fn claim(
         return Err(Error::invalid("a lease must be longer than zero"));
     }
     expire_final(conn, now)?;
-    let (all, queues) = queue_params(req);
+    let queues = queue_param(req);
     let limit = req.limit.min(10_000);
-    let mut ids = candidate_ids(conn, CANDIDATES_EXPIRED, all, &queues, now, limit)?;
+    let expired_sql = (CANDIDATES_EXPIRED, CANDIDATES_EXPIRED_IN);
+    let mut ids = candidate_ids(conn, expired_sql, queues.as_deref(), now, limit)?;
     let expired = ids.len();
     let rest = limit.saturating_sub(u32::try_from(expired).unwrap_or(u32::MAX));
+    let ready_sql = (CANDIDATES_READY, CANDIDATES_READY_IN);
     ids.extend(candidate_ids(
         conn,
-        CANDIDATES_READY,
-        all,
-        &queues,
+        ready_sql,
+        queues.as_deref(),
         now,
         rest,
     )?);

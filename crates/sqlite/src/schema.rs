@@ -39,12 +39,12 @@ pub fn schema_version(conn: &Connection) -> Result<Option<i64>> {
 /// Applies every pending migration. Safe to run repeatedly; refuses a
 /// database whose schema is newer than this build.
 pub fn migrate(conn: &mut Connection) -> Result<()> {
-    if let Some(v) = schema_version(conn)? {
-        if v > SCHEMA_VERSION {
-            return Err(Error::SchemaTooNew(format!(
-                "database schema version {v}, this program knows up to {SCHEMA_VERSION}"
-            )));
-        }
+    if let Some(v) = schema_version(conn)?
+        && v > SCHEMA_VERSION
+    {
+        return Err(Error::SchemaTooNew(format!(
+            "database schema version {v}, this program knows up to {SCHEMA_VERSION}"
+        )));
     }
     embedded::migrations::runner()
         .set_migration_table_name(HISTORY_TABLE)

@@ -24,7 +24,7 @@ use errand_core::{
 };
 
 /// The instant every case starts at (2026-11-30T00:00:00Z).
-pub const T0: Timestamp = Timestamp::from_millis(1_796_083_200_000);
+pub const T0: Timestamp = Timestamp::from_millis(1_795_996_800_000);
 
 /// Generates one `#[tokio::test]` per conformance case. `$make` is an async
 /// function `fn(ManualClock) -> Arc<dyn Store>` returning a fresh store.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use errand::{ManualClock, SqliteOptions, SqliteStore, Timestamp};
 
-pub const T0: Timestamp = Timestamp::from_millis(1_796_083_200_000);
+pub const T0: Timestamp = Timestamp::from_millis(1_795_996_800_000);
 
 #[derive(Debug)]
 pub struct Fixture {

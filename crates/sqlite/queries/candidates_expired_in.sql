@@ -1,0 +1,8 @@
+-- Reclaimable jobs in the named queues (:queues is a JSON array of names).
+SELECT id FROM errand_jobs INDEXED BY errand_jobs_leases
+WHERE state = 'running'
+  AND lease_until <= :now
+  AND attempts < max_attempts
+  AND queue IN (SELECT value FROM json_each(:queues))
+ORDER BY lease_until, id
+LIMIT :limit
