@@ -581,3 +581,111 @@ fn two_worker_processes_never_run_the_same_job() {
         assert_eq!(job(&d.path, "only")["attempts"], 1);
     }
 }
+
+fn wait_for_state(db: &Path, id: &str, state: &str) {
+    for _ in 0..200 {
+        if job(db, id)["state"] == state {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    panic!("job {id} never reached {state}");
+}
+
+#[test]
+fn sigterm_drains_the_service_worker_after_its_running_job() {
+    let d = db();
+    json(&errand(
+        &d.path,
+        &["enqueue", "--kind", "k", "--id", "slow", "--json"],
+    ));
+    json(&errand(
+        &d.path,
+        &[
+            "enqueue", "--kind", "k", "--id", "next", "--delay", "2s", "--json",
+        ],
+    ));
+    let child = Command::new(env!("CARGO_BIN_EXE_errand"))
+        .arg("--db")
+        .arg(&d.path)
+        .args(["work", "--poll", "50ms", "--json", "--exec", "sleep 0.7"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_state(&d.path, "slow", "running");
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "exit {:?}", out.status);
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "only the in-flight job is finished: {lines:?}"
+    );
+    assert_eq!(lines[0]["outcome"], "acknowledged");
+    assert_eq!(job(&d.path, "slow")["state"], "done");
+    assert_eq!(
+        job(&d.path, "next")["state"],
+        "ready",
+        "nothing is claimed after the signal"
+    );
+}
+
+#[test]
+fn a_sigkilled_worker_leaves_a_lease_that_another_worker_reclaims() {
+    let d = db();
+    json(&errand(
+        &d.path,
+        &["enqueue", "--kind", "k", "--id", "crash", "--json"],
+    ));
+    let sink = d.path.with_file_name("effects");
+    let cmd = format!("echo \"$ERRAND_ATTEMPT\" >> {}; sleep 5", sink.display());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_errand"))
+        .arg("--db")
+        .arg(&d.path)
+        .args(["work", "--once", "--lease", "1s", "--exec", &cmd])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_state(&d.path, "crash", "running");
+    while !sink.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let kill = Command::new("kill")
+        .args(["-KILL", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let status = child.wait().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(9));
+    // Still running under the dead worker's lease; nobody may take it yet.
+    assert_eq!(job(&d.path, "crash")["state"], "running");
+    assert_eq!(
+        json(&errand(
+            &d.path,
+            &["work", "--once", "--json", "--exec", "true"]
+        ))["outcome"],
+        "idle"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let r = json(&errand(
+        &d.path,
+        &["work", "--once", "--json", "--exec", "true"],
+    ));
+    assert_eq!(
+        (r["outcome"].as_str(), r["attempt"].as_i64()),
+        (Some("acknowledged"), Some(2))
+    );
+    let j = job(&d.path, "crash");
+    assert_eq!(j["history"][0]["outcome"], "lease_expired");
+    assert_eq!(j["state"], "done");
+}
