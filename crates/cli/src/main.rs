@@ -33,6 +33,16 @@ struct Cli {
     #[arg(long, global = true, env = "ERRAND_DB", default_value = "./errand.db")]
     db: String,
 
+    /// SQLite durability: `full` (default; survives power loss) or `normal`
+    /// (survives a process crash; the last commits may be lost on power loss).
+    #[arg(
+        long,
+        global = true,
+        env = "ERRAND_SQLITE_SYNCHRONOUS",
+        default_value = "full"
+    )]
+    synchronous: errand::Synchronous,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -264,7 +274,11 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> Result<ExitCode, Failure> {
     if let Command::Migrate(args) = &cli.command {
-        errand::connect(&cli.db, true)?;
+        let options = errand::ConnectOptions {
+            create_and_migrate: true,
+            synchronous: cli.synchronous,
+        };
+        errand::connect(&cli.db, &options)?;
         if args.json {
             output::json(&serde_json::json!({
                 "migrated": true,
@@ -280,7 +294,11 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let store = errand::connect(&cli.db, false)?;
+    let options = errand::ConnectOptions {
+        create_and_migrate: false,
+        synchronous: cli.synchronous,
+    };
+    let store = errand::connect(&cli.db, &options)?;
     match cli.command {
         Command::Migrate(_) => Ok(ExitCode::SUCCESS),
         Command::Enqueue(args) => enqueue(store, args).await,

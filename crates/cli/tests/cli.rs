@@ -442,6 +442,11 @@ fn bad_input_gets_a_clear_error_a_nonzero_exit_and_writes_nothing() {
             "RFC 3339",
         ),
         (&["jobs", "--state", "stuck"], 2, "unknown state"),
+        (
+            &["jobs", "--synchronous", "sometimes"],
+            2,
+            "synchronous must be",
+        ),
         (&["show", "nope"], 3, "no job"),
         (&["cancel", "nope"], 3, "no job"),
     ];

@@ -86,15 +86,25 @@ impl DbTarget {
     }
 }
 
-/// Opens the store a `--db` string names. `create_and_migrate` creates the
-/// file and applies migrations (what `errand migrate` does); otherwise the
-/// database must exist with an up-to-date schema.
-pub fn connect(db: &str, create_and_migrate: bool) -> Result<Arc<dyn Store>> {
+/// How [`connect`] opens a store.
+#[derive(Clone, Debug, Default)]
+pub struct ConnectOptions {
+    /// Create the database and apply pending migrations (what `errand
+    /// migrate` does). Otherwise the database must exist with an up-to-date
+    /// schema.
+    pub create_and_migrate: bool,
+    /// SQLite only: how durable each commit is (default `FULL`).
+    pub synchronous: Synchronous,
+}
+
+/// Opens the store a `--db` string names.
+pub fn connect(db: &str, options: &ConnectOptions) -> Result<Arc<dyn Store>> {
     match DbTarget::parse(db)? {
         DbTarget::Sqlite(path) => {
             let options = SqliteOptions {
-                create: create_and_migrate,
-                migrate: create_and_migrate,
+                create: options.create_and_migrate,
+                migrate: options.create_and_migrate,
+                synchronous: options.synchronous,
                 ..SqliteOptions::default()
             };
             Ok(Arc::new(SqliteStore::open(path, options)?))

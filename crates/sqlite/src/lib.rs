@@ -407,3 +407,57 @@ impl Store for SqliteStore {
         self.read(move |c| ops::list(c, &filter)).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pragma(store: &SqliteStore, name: &'static str) -> String {
+        store
+            .read_blocking(|c| {
+                c.query_row(&format!("PRAGMA {name}"), [], |r| {
+                    r.get::<_, rusqlite::types::Value>(0)
+                })
+                .map(|v| format!("{v:?}"))
+                .map_err(map_err)
+            })
+            .unwrap()
+    }
+
+    #[test]
+    fn wal_and_the_chosen_synchronous_level_are_applied() {
+        let dir = tempfile::tempdir().unwrap();
+        for (sync, level) in [
+            (Synchronous::Full, "Integer(2)"),
+            (Synchronous::Normal, "Integer(1)"),
+        ] {
+            let path = dir.path().join(format!("{sync:?}.db"));
+            let options = SqliteOptions {
+                create: true,
+                migrate: true,
+                synchronous: sync,
+                ..Default::default()
+            };
+            let store = SqliteStore::open(&path, options).unwrap();
+            assert_eq!(pragma(&store, "synchronous"), level);
+            assert_eq!(pragma(&store, "journal_mode"), "Text(\"wal\")");
+            assert_eq!(pragma(&store, "busy_timeout"), "Integer(5000)");
+        }
+    }
+
+    #[test]
+    fn an_unmigrated_database_names_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bare.db");
+        let err = SqliteStore::open(
+            &path,
+            SqliteOptions {
+                create: true,
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+        assert!(matches!(err, Error::SchemaOutdated(_)));
+        assert!(err.to_string().contains("errand migrate"));
+    }
+}
