@@ -159,12 +159,8 @@ struct ReplayArgs {
     /// Show what would be replayed without changing anything.
     #[arg(long)]
     dry_run: bool,
-    /// Who is replaying (recorded in the audit log); default: the OS user.
-    #[arg(long)]
-    by: Option<String>,
-    /// Why (recorded in the audit log).
-    #[arg(long)]
-    reason: Option<String>,
+    #[command(flatten)]
+    operator: OperatorArgs,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -175,15 +171,22 @@ struct CancelArgs {
     /// Job ids (all are cancelled or none).
     #[arg(required = true)]
     ids: Vec<String>,
-    /// Who is cancelling (recorded in the audit log); default: the OS user.
+    #[command(flatten)]
+    operator: OperatorArgs,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Who acts and why, for the audit log.
+#[derive(Args, Debug)]
+struct OperatorArgs {
+    /// Who is acting (recorded in the audit log); default: the OS user.
     #[arg(long)]
     by: Option<String>,
     /// Why (recorded in the audit log).
     #[arg(long)]
     reason: Option<String>,
-    /// Print JSON.
-    #[arg(long)]
-    json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -438,8 +441,8 @@ async fn replay(store: Arc<dyn Store>, a: ReplayArgs) -> Result<ExitCode, Failur
     }
     let req = ReplayRequest {
         ids: targets.into_iter().map(|j| j.id).collect(),
-        operator: operator(a.by),
-        reason: a.reason,
+        operator: operator(a.operator.by),
+        reason: a.operator.reason,
     };
     let replayed = store.replay(&req).await?;
     if a.json {
@@ -458,8 +461,8 @@ async fn replay(store: Arc<dyn Store>, a: ReplayArgs) -> Result<ExitCode, Failur
 async fn cancel(store: Arc<dyn Store>, a: CancelArgs) -> Result<ExitCode, Failure> {
     let req = CancelRequest {
         ids: ids(a.ids)?,
-        operator: operator(a.by),
-        reason: a.reason,
+        operator: operator(a.operator.by),
+        reason: a.operator.reason,
     };
     let cancelled = store.cancel(&req).await?;
     if a.json {
