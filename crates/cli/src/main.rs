@@ -29,9 +29,13 @@ use exit::Failure;
     about = "Durable background jobs: enqueue, inspect, replay and run them"
 )]
 struct Cli {
-    /// The database: a file path, sqlite://PATH (PostgreSQL is not available in this build).
+    /// The database: a file path, sqlite://PATH or postgres://USER@HOST:PORT/DB.
     #[arg(long, global = true, env = "ERRAND_DB", default_value = "./errand.db")]
     db: String,
+
+    /// PostgreSQL: the schema holding Errand's tables.
+    #[arg(long, global = true, env = "ERRAND_SCHEMA", default_value = "errand")]
+    schema: String,
 
     /// SQLite durability: `full` (default; survives power loss) or `normal`
     /// (survives a process crash; the last commits may be lost on power loss).
@@ -276,32 +280,26 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> Result<ExitCode, Failure> {
+    let mut options = errand::ConnectOptions {
+        create_and_migrate: false,
+        synchronous: cli.synchronous,
+        schema: Some(cli.schema.clone()),
+    };
     if let Command::Migrate(args) = &cli.command {
-        let options = errand::ConnectOptions {
-            create_and_migrate: true,
-            synchronous: cli.synchronous,
+        options.create_and_migrate = true;
+        errand::connect(&cli.db, &options).await?;
+        let version = match errand::DbTarget::parse(&cli.db)? {
+            errand::DbTarget::Sqlite(_) => errand::sqlite::SCHEMA_VERSION,
+            errand::DbTarget::Postgres(_) => errand::postgres::SCHEMA_VERSION,
         };
-        errand::connect(&cli.db, &options)?;
         if args.json {
-            output::json(&serde_json::json!({
-                "migrated": true,
-                "schema_version": errand::sqlite::SCHEMA_VERSION,
-                "db": cli.db,
-            }))?;
+            output::json(&serde_json::json!({"migrated": true, "schema_version": version}))?;
         } else {
-            println!(
-                "schema is at version {} ({})",
-                errand::sqlite::SCHEMA_VERSION,
-                cli.db
-            );
+            println!("schema is at version {version}");
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let options = errand::ConnectOptions {
-        create_and_migrate: false,
-        synchronous: cli.synchronous,
-    };
-    let store = errand::connect(&cli.db, &options)?;
+    let store = errand::connect(&cli.db, &options).await?;
     match cli.command {
         Command::Migrate(_) => Ok(ExitCode::SUCCESS),
         Command::Enqueue(args) => enqueue(store, args).await,

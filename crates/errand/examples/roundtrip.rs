@@ -14,6 +14,33 @@ use std::time::{Duration, Instant};
 
 use errand::{ClaimRequest, NewJob, Payload, SqliteOptions, SqliteStore, Store, Synchronous};
 
+/// The machine's bound: one-row commits in a loop on a bare WAL database.
+fn raw_commits(
+    path: &std::path::Path,
+    sync: Synchronous,
+    n: usize,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let conn = errand::sqlite::rusqlite::Connection::open(path)?;
+    let level = if sync == Synchronous::Full {
+        "FULL"
+    } else {
+        "NORMAL"
+    };
+    conn.execute_batch(&format!(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = {level}; CREATE TABLE t (x INTEGER)"
+    ))?;
+    let start = Instant::now();
+    for i in 0..n {
+        conn.execute("INSERT INTO t VALUES (?1)", [i as i64])?;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "baseline: one-row autocommit inserts, synchronous={level}: {:.0} commits/s",
+        n as f64 / secs
+    );
+    Ok(())
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
@@ -25,6 +52,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .transpose()?
         .unwrap_or_default();
     let dir = tempfile::tempdir()?;
+    raw_commits(&dir.path().join("raw.db"), sync, jobs)?;
     let store = SqliteStore::open(
         dir.path().join("bench.db"),
         SqliteOptions {

@@ -8,7 +8,8 @@
 //!
 //! ## The pieces
 //!
-//! * [`connect`] opens a store from a `--db` string (a path, `sqlite://PATH`).
+//! * [`connect`] opens a store from a `--db` string (a path, `sqlite://PATH`,
+//!   `postgres://…`).
 //! * [`Client`] enqueues jobs; [`errand_sqlite::enqueue_in`] enqueues inside a
 //!   transaction the application already has open (the outbox pattern), and
 //!   [`SqliteStore::write`] runs application writes in the store's own write
@@ -40,6 +41,7 @@ pub use errand_core::{
     ManualClock, Name, NewJob, Outcome, Payload, ReplayRequest, Result, RetryAt, RetryPolicy,
     Schedule, Store, SweepReport, SystemClock, Timestamp,
 };
+pub use errand_postgres::{self as postgres, PgOptions, PgStore};
 pub use errand_sqlite::{self as sqlite, SqliteOptions, SqliteStore, Synchronous};
 
 pub use client::Client;
@@ -95,10 +97,12 @@ pub struct ConnectOptions {
     pub create_and_migrate: bool,
     /// SQLite only: how durable each commit is (default `FULL`).
     pub synchronous: Synchronous,
+    /// PostgreSQL only: the schema holding Errand's tables (default `errand`).
+    pub schema: Option<String>,
 }
 
 /// Opens the store a `--db` string names.
-pub fn connect(db: &str, options: &ConnectOptions) -> Result<Arc<dyn Store>> {
+pub async fn connect(db: &str, options: &ConnectOptions) -> Result<Arc<dyn Store>> {
     match DbTarget::parse(db)? {
         DbTarget::Sqlite(path) => {
             let options = SqliteOptions {
@@ -109,9 +113,15 @@ pub fn connect(db: &str, options: &ConnectOptions) -> Result<Arc<dyn Store>> {
             };
             Ok(Arc::new(SqliteStore::open(path, options)?))
         }
-        DbTarget::Postgres(_) => Err(Error::invalid(
-            "this build of errand stores jobs in SQLite only; the PostgreSQL backend is not available yet — pass a file path",
-        )),
+        DbTarget::Postgres(url) => {
+            let defaults = PgOptions::default();
+            let pg = PgOptions {
+                schema: options.schema.clone().unwrap_or(defaults.schema),
+                migrate: options.create_and_migrate,
+                ..defaults
+            };
+            Ok(Arc::new(PgStore::connect(&url, pg).await?))
+        }
     }
 }
 

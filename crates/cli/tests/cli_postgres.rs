@@ -1,0 +1,200 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The `errand` command against PostgreSQL (`--db postgres://…`), each test
+//! in its own schema. Needs `ERRAND_TEST_POSTGRES_URL`; says SKIPPED without it.
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn url() -> Option<String> {
+    let url = std::env::var("ERRAND_TEST_POSTGRES_URL")
+        .ok()
+        .filter(|s| !s.is_empty());
+    if url.is_none() {
+        eprintln!("SKIPPED: set ERRAND_TEST_POSTGRES_URL to run the PostgreSQL CLI tests");
+        assert!(
+            std::env::var("CI").is_err(),
+            "ERRAND_TEST_POSTGRES_URL must be set under CI"
+        );
+    }
+    url
+}
+
+struct Schema {
+    url: String,
+    name: String,
+}
+
+impl Schema {
+    fn new(tag: &str) -> Self {
+        let name = format!("errand_cli_{tag}_{}", std::process::id());
+        let s = Schema {
+            url: url().expect("checked by the caller"),
+            name,
+        };
+        s.psql(&format!("DROP SCHEMA IF EXISTS {} CASCADE", s.name));
+        s
+    }
+
+    fn errand(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_errand"))
+            .args(["--db", &self.url, "--schema", &self.name])
+            .args(args)
+            .output()
+            .expect("run errand")
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let out = self.errand(args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("JSON output")
+    }
+
+    fn psql(&self, sql: &str) {
+        let status = Command::new("psql")
+            .args([self.url.as_str(), "-q", "-c", sql])
+            .stderr(std::process::Stdio::null())
+            .status();
+        assert!(status.is_ok_and(|s| s.success()), "psql failed: {sql}");
+    }
+}
+
+impl Drop for Schema {
+    fn drop(&mut self) {
+        let _ = Command::new("psql")
+            .args([
+                self.url.as_str(),
+                "-q",
+                "-c",
+                &format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name),
+            ])
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
+
+#[test]
+fn the_commands_work_on_postgres() {
+    if url().is_none() {
+        return;
+    }
+    let s = Schema::new("roundtrip");
+    let out = s.errand(&["jobs"]);
+    assert_eq!(out.status.code(), Some(5), "a missing schema names the fix");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("errand migrate"));
+    assert!(s.errand(&["migrate"]).status.success());
+    assert!(
+        s.errand(&["migrate"]).status.success(),
+        "migrate is safe to repeat"
+    );
+
+    let j = s.json(&[
+        "enqueue",
+        "--kind",
+        "mail",
+        "--id",
+        "p1",
+        "--payload",
+        r#"{"to":"x"}"#,
+        "--max-attempts",
+        "2",
+        "--json",
+    ]);
+    assert_eq!(
+        (j["state"].as_str(), j["created"].as_bool()),
+        (Some("ready"), Some(true))
+    );
+    assert_eq!(
+        s.json(&["enqueue", "--kind", "mail", "--id", "p1", "--json"])["created"],
+        false
+    );
+
+    let r = s.json(&[
+        "work",
+        "--once",
+        "--retry-base",
+        "1ms",
+        "--retry-max",
+        "2ms",
+        "--exec",
+        "echo no relay >&2; exit 75",
+        "--json",
+    ]);
+    assert_eq!(r["outcome"], "retry_scheduled");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let r = s.json(&[
+        "work",
+        "--once",
+        "--exec",
+        "echo still no relay >&2; exit 75",
+        "--json",
+    ]);
+    assert_eq!(
+        (r["outcome"].as_str(), r["attempt"].as_i64()),
+        (Some("dead"), Some(2))
+    );
+    let shown = s.json(&["show", "p1", "--json"]);
+    assert_eq!(shown["last_error"], "still no relay");
+    assert_eq!(shown["history"].as_array().map(Vec::len), Some(2));
+
+    let r = s.json(&[
+        "replay",
+        "p1",
+        "--by",
+        "ops",
+        "--reason",
+        "relay fixed",
+        "--json",
+    ]);
+    assert_eq!(r["jobs"][0]["replays"], 1);
+    let r = s.json(&["work", "--once", "--exec", "cat > /dev/null", "--json"]);
+    assert_eq!(
+        (r["outcome"].as_str(), r["attempt"].as_i64()),
+        (Some("acknowledged"), Some(1))
+    );
+    let out = s.errand(&["replay", "p1"]);
+    assert_eq!(out.status.code(), Some(4), "a done job is not replayed");
+    let listed = s.json(&["jobs", "--state", "done", "--json"]);
+    assert_eq!(listed.as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn a_newer_postgres_schema_is_refused() {
+    if url().is_none() {
+        return;
+    }
+    let s = Schema::new("newer");
+    assert!(s.errand(&["migrate"]).status.success());
+    s.psql(&format!(
+        "INSERT INTO {}.errand_schema_history (version, name, applied_on, checksum) VALUES (99, 'future', '', '0')",
+        s.name
+    ));
+    for args in [&["jobs"][..], &["migrate"][..]] {
+        let out = s.errand(args);
+        assert_eq!(out.status.code(), Some(5), "{args:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("newer"));
+    }
+}
+
+#[test]
+fn bad_postgres_urls_are_refused_clearly() {
+    let run = |db: &str| {
+        Command::new(env!("CARGO_BIN_EXE_errand"))
+            .args(["--db", db, "jobs"])
+            .output()
+            .expect("run errand")
+    };
+    let out = run("postgres://nobody@127.0.0.1:1/none");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("cannot connect to PostgreSQL at 127.0.0.1:1/none")
+    );
+    let out = run("postgres://a@b:notaport/x");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("malformed"));
+}

@@ -1,0 +1,472 @@
+//! The queue operations in PostgreSQL's dialect.
+
+use std::error::Error as StdError;
+use std::time::Duration;
+
+use deadpool_postgres::GenericClient;
+use errand_core::{
+    AttemptRecord, AuditRecord, ClaimRequest, ClaimedJob, Error, ErrorClass, Failure, Inserted,
+    Job, JobDetail, JobFilter, JobId, JobState, Lease, LeaseToken, Name, NewJob, Payload, Result,
+    RetryAt, Schedule, Timestamp,
+};
+use time::OffsetDateTime;
+use tokio_postgres::Row;
+use tokio_postgres::types::{FromSql, ToSql, Type};
+
+use crate::map_err;
+
+/// The store's SQL with the schema name filled in.
+#[derive(Debug)]
+pub struct Queries {
+    pub(crate) insert: String,
+    pub(crate) get: String,
+    pub(crate) expire_final: String,
+    pub(crate) claim: String,
+    pub(crate) complete: String,
+    pub(crate) fail: String,
+    pub(crate) snooze: String,
+    pub(crate) cancel_running: String,
+    pub(crate) heartbeat: String,
+    pub(crate) replay: String,
+    pub(crate) cancel: String,
+    pub(crate) history: String,
+    pub(crate) audit_of: String,
+    pub(crate) list: String,
+}
+
+impl Queries {
+    /// Fills `quoted_schema` into every query.
+    pub fn new(quoted_schema: &str) -> Self {
+        let q = |sql: &str| sql.replace("__SCHEMA__", quoted_schema);
+        Queries {
+            insert: q(include_str!("../queries/insert.sql")),
+            get: q(include_str!("../queries/get.sql")),
+            expire_final: q(include_str!("../queries/expire_final.sql")),
+            claim: q(include_str!("../queries/claim.sql")),
+            complete: q(include_str!("../queries/complete.sql")),
+            fail: q(include_str!("../queries/fail.sql")),
+            snooze: q(include_str!("../queries/snooze.sql")),
+            cancel_running: q(include_str!("../queries/cancel_running.sql")),
+            heartbeat: q(include_str!("../queries/heartbeat.sql")),
+            replay: q(include_str!("../queries/replay.sql")),
+            cancel: q(include_str!("../queries/cancel.sql")),
+            history: q(include_str!("../queries/history.sql")),
+            audit_of: q(include_str!("../queries/audit_of.sql")),
+            list: q(include_str!("../queries/list.sql")),
+        }
+    }
+}
+
+pub(crate) fn to_odt(t: Timestamp) -> OffsetDateTime {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(t.as_millis()) * 1_000_000)
+        .unwrap_or(OffsetDateTime::UNIX_EPOCH)
+}
+
+fn from_odt(t: OffsetDateTime) -> Timestamp {
+    let ms = t.unix_timestamp_nanos().div_euclid(1_000_000);
+    Timestamp::from_millis(i64::try_from(ms).unwrap_or(i64::MAX))
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// A `json` or `jsonb` column read as its JSON text.
+struct JsonText(String);
+
+impl<'a> FromSql<'a> for JsonText {
+    fn from_sql(
+        ty: &Type,
+        raw: &'a [u8],
+    ) -> std::result::Result<Self, Box<dyn StdError + Sync + Send>> {
+        let body = if *ty == Type::JSONB {
+            match raw.split_first() {
+                Some((1, rest)) => rest,
+                _ => return Err("unsupported jsonb format version".into()),
+            }
+        } else {
+            raw
+        };
+        Ok(JsonText(std::str::from_utf8(body)?.to_owned()))
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::JSON || *ty == Type::JSONB
+    }
+}
+
+fn bad_row(e: impl std::fmt::Display) -> Error {
+    Error::Storage(format!("unexpected row in errand_jobs: {e}"))
+}
+
+fn u32_of(v: i32) -> Result<u32> {
+    u32::try_from(v).map_err(bad_row)
+}
+
+pub(crate) fn job_from_row(row: &Row) -> Result<Job> {
+    let get_ts = |name: &str| -> Result<Timestamp> {
+        row.try_get::<_, OffsetDateTime>(name)
+            .map(from_odt)
+            .map_err(map_err)
+    };
+    let get_opt_ts = |name: &str| -> Result<Option<Timestamp>> {
+        Ok(row
+            .try_get::<_, Option<OffsetDateTime>>(name)
+            .map_err(map_err)?
+            .map(from_odt))
+    };
+    let text = |name: &str| -> Result<String> { row.try_get::<_, String>(name).map_err(map_err) };
+    let class: Option<String> = row.try_get("last_error_class").map_err(map_err)?;
+    Ok(Job {
+        id: JobId::new(text("id")?).map_err(bad_row)?,
+        queue: Name::parse("queue", text("queue")?).map_err(bad_row)?,
+        kind: Name::parse("kind", text("kind")?).map_err(bad_row)?,
+        state: text("state")?.parse::<JobState>().map_err(bad_row)?,
+        payload: Payload::from_stored(row.try_get::<_, JsonText>("payload").map_err(map_err)?.0),
+        priority: row.try_get("priority").map_err(map_err)?,
+        attempts: u32_of(row.try_get("attempts").map_err(map_err)?)?,
+        max_attempts: u32_of(row.try_get("max_attempts").map_err(map_err)?)?,
+        replays: u32_of(row.try_get("replays").map_err(map_err)?)?,
+        available_at: get_ts("available_at")?,
+        created_at: get_ts("created_at")?,
+        updated_at: get_ts("updated_at")?,
+        lease_until: get_opt_ts("lease_until")?,
+        last_error: row.try_get("last_error").map_err(map_err)?,
+        last_error_class: class
+            .map(|c| c.parse::<ErrorClass>())
+            .transpose()
+            .map_err(bad_row)?,
+        finished_at: get_opt_ts("finished_at")?,
+    })
+}
+
+type Param<'a> = &'a (dyn ToSql + Sync);
+
+async fn query_opt<C: GenericClient>(
+    client: &C,
+    sql: &str,
+    params: &[Param<'_>],
+) -> Result<Option<Row>> {
+    let stmt = client.prepare_cached(sql).await.map_err(map_err)?;
+    client.query_opt(&stmt, params).await.map_err(map_err)
+}
+
+async fn query<C: GenericClient>(client: &C, sql: &str, params: &[Param<'_>]) -> Result<Vec<Row>> {
+    let stmt = client.prepare_cached(sql).await.map_err(map_err)?;
+    client.query(&stmt, params).await.map_err(map_err)
+}
+
+/// Inserts a job, or returns the existing one with the same id.
+pub(crate) async fn insert<C: GenericClient>(
+    client: &C,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    job: &NewJob,
+) -> Result<Inserted> {
+    job.validate()?;
+    let id = job.id.clone().unwrap_or_else(JobId::generate);
+    let (at, delay): (Option<OffsetDateTime>, i64) = match job.schedule {
+        Schedule::Now => (None, 0),
+        Schedule::After(d) => (None, millis(d)),
+        Schedule::At(t) => (Some(to_odt(t)), 0),
+    };
+    let max =
+        i32::try_from(job.max_attempts).map_err(|_| Error::invalid("max attempts out of range"))?;
+    let row = query_opt(
+        client,
+        &q.insert,
+        &[
+            &now,
+            &id.as_str(),
+            &job.queue.as_str(),
+            &job.kind.as_str(),
+            &job.payload.as_str(),
+            &job.priority,
+            &max,
+            &at,
+            &delay,
+        ],
+    )
+    .await?;
+    match row {
+        Some(row) => Ok(Inserted {
+            job: job_from_row(&row)?,
+            created: true,
+        }),
+        None => Ok(Inserted {
+            job: get(client, q, &id).await?,
+            created: false,
+        }),
+    }
+}
+
+/// One job by id.
+pub(crate) async fn get<C: GenericClient>(client: &C, q: &Queries, id: &JobId) -> Result<Job> {
+    match query_opt(client, &q.get, &[&id.as_str()]).await? {
+        Some(row) => job_from_row(&row),
+        None => Err(Error::NotFound(id.to_string())),
+    }
+}
+
+/// Final attempts whose lease expired go to `dead`.
+pub(crate) async fn expire_final<C: GenericClient>(
+    client: &C,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+) -> Result<Vec<JobId>> {
+    query(client, &q.expire_final, &[&now])
+        .await?
+        .iter()
+        .map(|r| JobId::new(r.get::<_, String>(0)))
+        .collect()
+}
+
+/// Claims due jobs in one short transaction.
+pub(crate) async fn claim(
+    client: &mut deadpool_postgres::Client,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    req: &ClaimRequest,
+) -> Result<Vec<ClaimedJob>> {
+    if req.lease.is_zero() {
+        return Err(Error::invalid("a lease must be longer than zero"));
+    }
+    let limit = i64::from(req.limit.min(10_000));
+    let queues: Option<Vec<&str>> =
+        (!req.queues.is_empty()).then(|| req.queues.iter().map(Name::as_str).collect());
+    let tokens: Vec<LeaseToken> = (0..limit).map(|_| LeaseToken::generate()).collect();
+    let token_text: Vec<&str> = tokens.iter().map(LeaseToken::as_str).collect();
+    let lease = millis(req.lease);
+    let tx = client.transaction().await.map_err(map_err)?;
+    expire_final(&tx, q, now).await?;
+    let rows = if limit == 0 {
+        Vec::new()
+    } else {
+        query(&tx, &q.claim, &[&now, &limit, &queues, &token_text, &lease]).await?
+    };
+    tx.commit().await.map_err(map_err)?;
+    rows.iter()
+        .map(|row| {
+            let job = job_from_row(row)?;
+            let token: String = row.try_get("lease_token").map_err(map_err)?;
+            Ok(ClaimedJob {
+                lease: Lease {
+                    id: job.id.clone(),
+                    token: LeaseToken::from_string(token),
+                    attempt: job.attempts,
+                },
+                job,
+            })
+        })
+        .collect()
+}
+
+/// Runs a fenced statement whose parameters start with now, id, token.
+pub(crate) async fn fenced<C: GenericClient>(
+    client: &C,
+    sql: &str,
+    now: Option<OffsetDateTime>,
+    lease: &Lease,
+    extra: &[Param<'_>],
+) -> Result<Job> {
+    let (id, token) = (lease.id.as_str(), lease.token.as_str());
+    let mut params: Vec<Param<'_>> = vec![&now, &id, &token];
+    params.extend_from_slice(extra);
+    match query_opt(client, sql, &params).await? {
+        Some(row) => job_from_row(&row),
+        None => Err(Error::LeaseLost {
+            id: lease.id.to_string(),
+            attempt: lease.attempt,
+        }),
+    }
+}
+
+/// Fenced failure.
+pub(crate) async fn fail<C: GenericClient>(
+    client: &C,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    lease: &Lease,
+    failure: &Failure,
+) -> Result<Job> {
+    let (at, delay): (Option<OffsetDateTime>, Option<i64>) = match failure.retry {
+        None => (None, None),
+        Some(RetryAt::At(t)) => (Some(to_odt(t)), None),
+        Some(RetryAt::After(d)) => (None, Some(millis(d))),
+    };
+    let class = failure.class.as_str();
+    fenced(
+        client,
+        &q.fail,
+        now,
+        lease,
+        &[&failure.error, &class, &at, &delay],
+    )
+    .await
+}
+
+/// Fenced snooze or release.
+pub(crate) async fn snooze<C: GenericClient>(
+    client: &C,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    lease: &Lease,
+    delay: Duration,
+    outcome: &str,
+) -> Result<Job> {
+    let delay = millis(delay);
+    fenced(client, &q.snooze, now, lease, &[&delay, &outcome]).await
+}
+
+/// Fenced lease extension.
+pub(crate) async fn heartbeat<C: GenericClient>(
+    client: &C,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    lease: &Lease,
+    extend: Duration,
+) -> Result<Timestamp> {
+    let (id, token, ms) = (lease.id.as_str(), lease.token.as_str(), millis(extend));
+    match query_opt(client, &q.heartbeat, &[&now, &id, &token, &ms]).await? {
+        Some(row) => Ok(from_odt(row.try_get(0).map_err(map_err)?)),
+        None => Err(Error::LeaseLost {
+            id: lease.id.to_string(),
+            attempt: lease.attempt,
+        }),
+    }
+}
+
+/// An operator action on jobs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Action {
+    Replay,
+    Cancel,
+}
+
+fn check_operator(operator: &str) -> Result<()> {
+    if operator.trim().is_empty() || operator.len() > 200 || operator.chars().any(char::is_control)
+    {
+        return Err(Error::invalid(
+            "the operator name must be 1 to 200 printable characters (pass --by NAME)",
+        ));
+    }
+    Ok(())
+}
+
+/// Replays or cancels every job in `ids` in one transaction, or none.
+pub(crate) async fn operator_action(
+    client: &mut deadpool_postgres::Client,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    action: Action,
+    ids: &[JobId],
+    operator: &str,
+    reason: Option<&str>,
+) -> Result<Vec<Job>> {
+    check_operator(operator)?;
+    let (sql, hint) = match action {
+        Action::Replay => (&q.replay, "only dead or cancelled jobs can be replayed"),
+        Action::Cancel => (&q.cancel, "only ready or running jobs can be cancelled"),
+    };
+    let tx = client.transaction().await.map_err(map_err)?;
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        match query_opt(&tx, sql, &[&now, &id.as_str(), &operator, &reason]).await? {
+            Some(row) => out.push(job_from_row(&row)?),
+            None => {
+                let err = match get(&tx, q, id).await {
+                    Ok(job) => Error::InvalidState {
+                        id: id.to_string(),
+                        state: job.state.to_string(),
+                        hint: hint.to_owned(),
+                    },
+                    Err(e) => e,
+                };
+                // Dropping the transaction rolls back what was done so far.
+                return Err(err);
+            }
+        }
+    }
+    tx.commit().await.map_err(map_err)?;
+    Ok(out)
+}
+
+/// A job with its history and audit entries, read in one snapshot.
+pub(crate) async fn detail(
+    client: &mut deadpool_postgres::Client,
+    q: &Queries,
+    id: &JobId,
+) -> Result<JobDetail> {
+    let tx = client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await
+        .map_err(map_err)?;
+    let job = get(&tx, q, id).await?;
+    let history = query(&tx, &q.history, &[&id.as_str()])
+        .await?
+        .iter()
+        .map(|r| {
+            let class: Option<String> = r.try_get("error_class").map_err(map_err)?;
+            Ok(AttemptRecord {
+                cycle: u32_of(r.try_get("cycle").map_err(map_err)?)?,
+                attempt: u32_of(r.try_get("attempt").map_err(map_err)?)?,
+                started_at: from_odt(r.try_get("started_at").map_err(map_err)?),
+                finished_at: r
+                    .try_get::<_, Option<OffsetDateTime>>("finished_at")
+                    .map_err(map_err)?
+                    .map(from_odt),
+                outcome: r.try_get("outcome").map_err(map_err)?,
+                error: r.try_get("error").map_err(map_err)?,
+                error_class: class
+                    .map(|c| c.parse::<ErrorClass>())
+                    .transpose()
+                    .map_err(bad_row)?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let audit = query(&tx, &q.audit_of, &[&id.as_str()])
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(AuditRecord {
+                at: from_odt(r.try_get("at").map_err(map_err)?),
+                action: r.try_get("action").map_err(map_err)?,
+                operator: r.try_get("operator").map_err(map_err)?,
+                reason: r.try_get("reason").map_err(map_err)?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    tx.commit().await.map_err(map_err)?;
+    Ok(JobDetail {
+        job,
+        history,
+        audit,
+    })
+}
+
+/// Jobs matching a filter.
+pub(crate) async fn list<C: GenericClient>(
+    client: &C,
+    q: &Queries,
+    f: &JobFilter,
+) -> Result<Vec<Job>> {
+    let state = f.state.map(JobState::as_str);
+    let queue = f.queue.as_ref().map(Name::as_str);
+    let kind = f.kind.as_ref().map(Name::as_str);
+    let error = f.error_contains.as_deref();
+    let since = f.updated_since.map(to_odt);
+    let before = f.updated_before.map(to_odt);
+    let limit = i64::from(f.effective_limit());
+    query(
+        client,
+        &q.list,
+        &[&state, &queue, &kind, &error, &since, &before, &limit],
+    )
+    .await?
+    .iter()
+    .map(job_from_row)
+    .collect()
+}
