@@ -93,3 +93,5 @@ fn postgres_is_configured_where_it_must_be() {
         );
     }
 }
+
+errand_storetest::model_test!(make, 24);

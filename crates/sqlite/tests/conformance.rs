@@ -20,3 +20,5 @@ async fn make(clock: ManualClock) -> Option<Arc<dyn Store>> {
 }
 
 errand_storetest::conformance_tests!(make);
+
+errand_storetest::model_test!(make, 128);

@@ -15,6 +15,10 @@
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed rule.
 
 pub mod cases;
+pub mod model;
+
+pub use proptest;
+pub use tokio;
 
 use std::time::Duration;
 
@@ -75,6 +79,51 @@ macro_rules! conformance_tests {
                 $crate::cases::$case(store, clock).await;
             }
         )*
+    };
+}
+
+/// Generates the model-based property test: `$cases` random operation
+/// sequences, each on a fresh store from `$make`, compared step by step with
+/// the reference model in [`model`].
+#[macro_export]
+macro_rules! model_test {
+    ($make:path, $cases:expr) => {
+        #[test]
+        fn random_operation_sequences_match_the_reference_model() {
+            use $crate::proptest::test_runner::{Config, TestCaseError, TestRunner};
+            let rt = $crate::tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("a runtime");
+            let probe = rt.block_on($make(::errand_core::ManualClock::new($crate::T0)));
+            if probe.is_none() {
+                eprintln!("SKIPPED random_operation_sequences_match_the_reference_model: backend not configured");
+                return;
+            }
+            let mut runner = TestRunner::new(Config { cases: $cases, ..Config::default() });
+            let strategy = $crate::proptest::collection::vec($crate::model::op_strategy(), 1..60);
+            let result = runner.run(&strategy, |ops| {
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    rt.block_on(async {
+                        let clock = ::errand_core::ManualClock::new($crate::T0);
+                        let store = $make(clock.clone()).await.expect("store");
+                        $crate::model::check(store, clock, ops).await;
+                    })
+                }));
+                outcome.map_err(|e| {
+                    let msg = e
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                        .unwrap_or_default();
+                    TestCaseError::fail(msg)
+                })
+            });
+            if let Err(e) = result {
+                panic!("{e}");
+            }
+        }
     };
 }
 

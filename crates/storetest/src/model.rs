@@ -1,0 +1,444 @@
+//! A model-based test: random operation sequences applied to a small
+//! reference model of the contract and to a real store, compared after every
+//! step. The clock moves only through `Advance`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use errand_core::{
+    CancelRequest, ClaimRequest, Error, ErrorClass, Failure, JobFilter, JobId, JobState, Lease,
+    ManualClock, NewJob, Payload, ReplayRequest, RetryAt, Schedule, Store, Timestamp,
+};
+
+/// One step of a sequence. Indices pick among jobs or handed-out leases
+/// modulo their count, so every generated sequence is meaningful. (Field
+/// meanings follow from their names: ids, lease indices, milliseconds.)
+#[allow(missing_docs)]
+#[derive(Clone, Debug)]
+pub enum Op {
+    /// Insert job `id` (one of a few names, so duplicates happen).
+    Enqueue {
+        id: u8,
+        max_attempts: u8,
+        delay_ms: u16,
+    },
+    /// Claim up to `limit` jobs with a lease.
+    Claim { limit: u8, lease_ms: u16 },
+    /// Acknowledge the n-th lease handed out.
+    Complete { lease: u8 },
+    /// Fail the n-th lease: retry after a delay, or permanently.
+    Fail { lease: u8, retry_ms: Option<u16> },
+    /// Snooze the n-th lease.
+    Snooze { lease: u8, delay_ms: u16 },
+    /// Release the n-th lease.
+    Release { lease: u8 },
+    /// Renew the n-th lease.
+    Heartbeat { lease: u8, lease_ms: u16 },
+    /// Move the clock forward.
+    Advance { ms: u16 },
+    /// Run the expired-lease sweep.
+    Sweep,
+    /// Operator replay of job `id`.
+    Replay { id: u8 },
+    /// Operator cancel of job `id`.
+    Cancel { id: u8 },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct MJob {
+    state: JobState,
+    attempts: u32,
+    max_attempts: u32,
+    replays: u32,
+    available_at: i64,
+    lease_until: Option<i64>,
+    /// Which handed-out lease currently owns the job.
+    owner: Option<usize>,
+    created_seq: usize,
+}
+
+/// The reference model.
+#[derive(Debug, Default)]
+struct Model {
+    jobs: BTreeMap<String, MJob>,
+    /// Handed-out leases: (job id, attempt).
+    leases: Vec<(String, u32)>,
+    created: usize,
+}
+
+/// What an operation returned, reduced to what both sides must agree on.
+#[derive(Debug, PartialEq, Eq)]
+enum Res {
+    Ok,
+    Claimed(Vec<(String, u32)>),
+    LeaseLost,
+    Refused,
+    NotFound,
+    Swept(Vec<String>),
+    Skip,
+}
+
+fn name(id: u8) -> String {
+    format!("job-{}", id % 6)
+}
+
+impl Model {
+    fn live(&self, lease: usize, now: i64) -> Option<&str> {
+        let (id, _) = self.leases.get(lease)?;
+        let j = self.jobs.get(id)?;
+        (j.state == JobState::Running
+            && j.owner == Some(lease)
+            && j.lease_until.is_some_and(|u| u > now))
+        .then_some(id.as_str())
+    }
+
+    fn expire_final(&mut self, now: i64) -> Vec<String> {
+        let mut dead = Vec::new();
+        for (id, j) in self.jobs.iter_mut() {
+            if j.state == JobState::Running
+                && j.lease_until.is_some_and(|u| u <= now)
+                && j.attempts >= j.max_attempts
+            {
+                j.state = JobState::Dead;
+                j.lease_until = None;
+                j.owner = None;
+                dead.push(id.clone());
+            }
+        }
+        dead
+    }
+
+    fn apply(&mut self, op: &Op, now: i64) -> Res {
+        match *op {
+            Op::Enqueue {
+                id,
+                max_attempts,
+                delay_ms,
+            } => {
+                let id = name(id);
+                if !self.jobs.contains_key(&id) {
+                    self.created += 1;
+                    self.jobs.insert(
+                        id,
+                        MJob {
+                            state: JobState::Ready,
+                            attempts: 0,
+                            max_attempts: u32::from(max_attempts % 3 + 1),
+                            replays: 0,
+                            available_at: now + i64::from(delay_ms),
+                            lease_until: None,
+                            owner: None,
+                            created_seq: self.created,
+                        },
+                    );
+                }
+                Res::Ok
+            }
+            Op::Claim { limit, lease_ms } => {
+                self.expire_final(now);
+                let limit = usize::from(limit % 4);
+                let mut expired: Vec<(i64, String)> = self
+                    .jobs
+                    .iter()
+                    .filter(|(_, j)| {
+                        j.state == JobState::Running
+                            && j.lease_until.is_some_and(|u| u <= now)
+                            && j.attempts < j.max_attempts
+                    })
+                    .map(|(id, j)| (j.lease_until.unwrap_or(0), id.clone()))
+                    .collect();
+                expired.sort();
+                let mut ready: Vec<(i64, String)> = self
+                    .jobs
+                    .iter()
+                    .filter(|(_, j)| j.state == JobState::Ready && j.available_at <= now)
+                    .map(|(id, j)| (j.available_at, id.clone()))
+                    .collect();
+                ready.sort();
+                let picked: Vec<String> = expired
+                    .into_iter()
+                    .chain(ready)
+                    .map(|(_, id)| id)
+                    .take(limit)
+                    .collect();
+                let mut out = Vec::new();
+                for id in picked {
+                    let lease_no = self.leases.len();
+                    if let Some(j) = self.jobs.get_mut(&id) {
+                        j.state = JobState::Running;
+                        j.attempts += 1;
+                        j.lease_until = Some(now + i64::from(lease_ms) + 1);
+                        j.owner = Some(lease_no);
+                        self.leases.push((id.clone(), j.attempts));
+                        out.push((id, j.attempts));
+                    }
+                }
+                Res::Claimed(out)
+            }
+            Op::Complete { lease }
+            | Op::Fail { lease, .. }
+            | Op::Snooze { lease, .. }
+            | Op::Release { lease }
+            | Op::Heartbeat { lease, .. } => {
+                if self.leases.is_empty() {
+                    return Res::Skip;
+                }
+                let n = usize::from(lease) % self.leases.len();
+                let Some(id) = self.live(n, now).map(str::to_owned) else {
+                    return Res::LeaseLost;
+                };
+                let Some(j) = self.jobs.get_mut(&id) else {
+                    return Res::LeaseLost;
+                };
+                match *op {
+                    Op::Complete { .. } => {
+                        j.state = JobState::Done;
+                    }
+                    Op::Fail { retry_ms, .. } => match retry_ms {
+                        Some(ms) if j.attempts < j.max_attempts => {
+                            j.state = JobState::Ready;
+                            j.available_at = now + i64::from(ms);
+                        }
+                        _ => j.state = JobState::Dead,
+                    },
+                    Op::Snooze { delay_ms, .. } => {
+                        j.state = JobState::Ready;
+                        j.attempts -= 1;
+                        j.available_at = now + i64::from(delay_ms);
+                    }
+                    Op::Release { .. } => {
+                        j.state = JobState::Ready;
+                        j.attempts -= 1;
+                        j.available_at = now;
+                    }
+                    Op::Heartbeat { lease_ms, .. } => {
+                        j.lease_until = Some(now + i64::from(lease_ms) + 1);
+                        return Res::Ok;
+                    }
+                    _ => {}
+                }
+                j.lease_until = None;
+                j.owner = None;
+                Res::Ok
+            }
+            Op::Advance { .. } => Res::Ok,
+            Op::Sweep => Res::Swept(self.expire_final(now)),
+            Op::Replay { id } => {
+                let Some(j) = self.jobs.get_mut(&name(id)) else {
+                    return Res::NotFound;
+                };
+                if !matches!(j.state, JobState::Dead | JobState::Cancelled) {
+                    return Res::Refused;
+                }
+                j.state = JobState::Ready;
+                j.attempts = 0;
+                j.replays += 1;
+                j.available_at = now;
+                Res::Ok
+            }
+            Op::Cancel { id } => {
+                let Some(j) = self.jobs.get_mut(&name(id)) else {
+                    return Res::NotFound;
+                };
+                if !matches!(j.state, JobState::Ready | JobState::Running) {
+                    return Res::Refused;
+                }
+                j.state = JobState::Cancelled;
+                j.lease_until = None;
+                j.owner = None;
+                Res::Ok
+            }
+        }
+    }
+}
+
+fn reduce<T>(r: errand_core::Result<T>) -> Res {
+    match r {
+        Ok(_) => Res::Ok,
+        Err(Error::LeaseLost { .. }) => Res::LeaseLost,
+        Err(Error::InvalidState { .. }) => Res::Refused,
+        Err(Error::NotFound(_)) => Res::NotFound,
+        Err(e) => panic!("unexpected store error: {e}"),
+    }
+}
+
+fn ms(n: u16) -> Duration {
+    Duration::from_millis(u64::from(n))
+}
+
+async fn apply_store(store: &dyn Store, leases: &mut Vec<Lease>, op: &Op) -> Res {
+    let pick =
+        |leases: &Vec<Lease>, n: u8| leases.get(usize::from(n) % leases.len().max(1)).cloned();
+    match *op {
+        Op::Enqueue {
+            id,
+            max_attempts,
+            delay_ms,
+        } => {
+            let job = NewJob::new("model", Payload::default())
+                .and_then(|j| j.with_max_attempts(u32::from(max_attempts % 3 + 1)))
+                .map(|j| j.with_id(JobId::new(name(id)).unwrap_or_else(|_| JobId::generate())))
+                .map(|j| j.scheduled(Schedule::After(ms(delay_ms))));
+            match job {
+                Ok(job) => reduce(store.insert(job).await),
+                Err(e) => panic!("bad generated job: {e}"),
+            }
+        }
+        Op::Claim { limit, lease_ms } => {
+            let req = ClaimRequest {
+                queues: vec![],
+                limit: u32::from(limit % 4),
+                // +1 so a zero-length lease is never requested.
+                lease: ms(lease_ms) + Duration::from_millis(1),
+            };
+            match store.claim(&req).await {
+                Ok(claimed) => Res::Claimed(
+                    claimed
+                        .into_iter()
+                        .map(|c| {
+                            leases.push(c.lease.clone());
+                            (c.job.id.to_string(), c.lease.attempt)
+                        })
+                        .collect(),
+                ),
+                Err(e) => panic!("claim failed: {e}"),
+            }
+        }
+        Op::Complete { lease } => match pick(leases, lease) {
+            None => Res::Skip,
+            Some(l) => reduce(store.complete(&l).await),
+        },
+        Op::Fail { lease, retry_ms } => match pick(leases, lease) {
+            None => Res::Skip,
+            Some(l) => {
+                let failure = Failure {
+                    error: "model failure".into(),
+                    class: if retry_ms.is_some() {
+                        ErrorClass::Retryable
+                    } else {
+                        ErrorClass::Permanent
+                    },
+                    retry: retry_ms.map(|m| RetryAt::After(ms(m))),
+                };
+                reduce(store.fail(&l, failure).await)
+            }
+        },
+        Op::Snooze { lease, delay_ms } => match pick(leases, lease) {
+            None => Res::Skip,
+            Some(l) => reduce(store.snooze(&l, ms(delay_ms)).await),
+        },
+        Op::Release { lease } => match pick(leases, lease) {
+            None => Res::Skip,
+            Some(l) => reduce(store.release(&l).await),
+        },
+        Op::Heartbeat { lease, lease_ms } => match pick(leases, lease) {
+            None => Res::Skip,
+            Some(l) => reduce(
+                store
+                    .heartbeat(&l, ms(lease_ms) + Duration::from_millis(1))
+                    .await,
+            ),
+        },
+        Op::Advance { .. } => Res::Ok,
+        Op::Sweep => match store.sweep_expired().await {
+            Ok(r) => Res::Swept(r.dead.iter().map(ToString::to_string).collect()),
+            Err(e) => panic!("sweep failed: {e}"),
+        },
+        Op::Replay { id } => {
+            let Ok(id) = JobId::new(name(id)) else {
+                return Res::Skip;
+            };
+            let req = ReplayRequest {
+                ids: vec![id],
+                operator: "model".into(),
+                reason: None,
+            };
+            reduce(store.replay(&req).await)
+        }
+        Op::Cancel { id } => {
+            let Ok(id) = JobId::new(name(id)) else {
+                return Res::Skip;
+            };
+            let req = CancelRequest {
+                ids: vec![id],
+                operator: "model".into(),
+                reason: None,
+            };
+            reduce(store.cancel(&req).await)
+        }
+    }
+}
+
+/// Applies `ops` to the model and to `store` (driven by `clock`), and
+/// panics at the first step where they disagree.
+pub async fn check(store: Arc<dyn Store>, clock: ManualClock, ops: Vec<Op>) {
+    let mut model = Model::default();
+    let mut leases = Vec::new();
+    for (step, op) in ops.iter().enumerate() {
+        if let Op::Advance { ms: n } = op {
+            clock.advance(ms(*n));
+        }
+        let now = errand_core::Clock::now(&clock).as_millis();
+        let expected = model.apply(op, now);
+        let got = apply_store(store.as_ref(), &mut leases, op).await;
+        assert_eq!(got, expected, "step {step}: {op:?} returned differently");
+        let jobs = store
+            .list(&JobFilter {
+                limit: Some(100),
+                ..JobFilter::default()
+            })
+            .await
+            .unwrap_or_else(|e| panic!("list failed: {e}"));
+        assert_eq!(jobs.len(), model.jobs.len(), "step {step}: job count");
+        for j in jobs {
+            let m = model
+                .jobs
+                .get(j.id.as_str())
+                .unwrap_or_else(|| panic!("step {step}: unexpected job {}", j.id));
+            let seen = (
+                j.state,
+                j.attempts,
+                j.max_attempts,
+                j.replays,
+                j.available_at,
+                j.lease_until,
+            );
+            let want = (
+                m.state,
+                m.attempts,
+                m.max_attempts,
+                m.replays,
+                Timestamp::from_millis(m.available_at),
+                m.lease_until.map(Timestamp::from_millis),
+            );
+            assert_eq!(
+                seen, want,
+                "step {step}: {op:?} left job {} differently (seq {})",
+                j.id, m.created_seq
+            );
+            assert!(
+                j.attempts <= j.max_attempts,
+                "step {step}: attempts over the budget"
+            );
+        }
+    }
+}
+
+/// The proptest strategy for one operation.
+pub fn op_strategy() -> impl proptest::strategy::Strategy<Value = Op> {
+    use proptest::prelude::*;
+    prop_oneof![
+        3 => (any::<u8>(), any::<u8>(), prop_oneof![Just(0u16), 0u16..3000]).prop_map(|(id, max_attempts, delay_ms)| Op::Enqueue { id, max_attempts, delay_ms }),
+        4 => (any::<u8>(), 1u16..2000).prop_map(|(limit, lease_ms)| Op::Claim { limit, lease_ms }),
+        2 => any::<u8>().prop_map(|lease| Op::Complete { lease }),
+        2 => (any::<u8>(), proptest::option::of(0u16..3000)).prop_map(|(lease, retry_ms)| Op::Fail { lease, retry_ms }),
+        1 => (any::<u8>(), 0u16..3000).prop_map(|(lease, delay_ms)| Op::Snooze { lease, delay_ms }),
+        1 => any::<u8>().prop_map(|lease| Op::Release { lease }),
+        1 => (any::<u8>(), 1u16..2000).prop_map(|(lease, lease_ms)| Op::Heartbeat { lease, lease_ms }),
+        3 => prop_oneof![Just(1u16), 0u16..2500].prop_map(|ms| Op::Advance { ms }),
+        1 => Just(Op::Sweep),
+        1 => any::<u8>().prop_map(|id| Op::Replay { id }),
+        1 => any::<u8>().prop_map(|id| Op::Cancel { id }),
+    ]
+}
