@@ -39,7 +39,7 @@ use errand_core::{
 };
 use tokio_postgres::NoTls;
 
-pub use ops::Queries;
+pub use ops::{Conn, Param, Queries};
 
 /// The schema version this build expects.
 pub const SCHEMA_VERSION: i64 = 1;
@@ -221,6 +221,23 @@ impl PgStore {
         &self.pool
     }
 
+    /// Enqueues `job` on `conn` — typically the application's own open
+    /// `tokio_postgres::Transaction` on the same database — so the job
+    /// commits or rolls back with the application's rows. An existing id
+    /// returns the existing job and creates nothing.
+    pub async fn enqueue_in<C: Conn>(&self, conn: &C, job: &NewJob) -> Result<Inserted> {
+        ops::insert(conn, &self.queries, self.now(), job).await
+    }
+
+    /// Enqueues many jobs on `conn` in one statement (one round trip).
+    pub async fn enqueue_many_in<C: Conn>(
+        &self,
+        conn: &C,
+        jobs: &[NewJob],
+    ) -> Result<Vec<Inserted>> {
+        ops::insert_many(conn, &self.queries, self.now(), jobs).await
+    }
+
     fn now(&self) -> Option<time::OffsetDateTime> {
         self.clock.as_ref().map(|c| ops::to_odt(c.now()))
     }
@@ -300,14 +317,8 @@ impl Store for PgStore {
     }
 
     async fn insert_many(&self, jobs: Vec<NewJob>) -> Result<Vec<Inserted>> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(map_err)?;
-        let mut out = Vec::with_capacity(jobs.len());
-        for job in &jobs {
-            out.push(ops::insert(&tx, &self.queries, self.now(), job).await?);
-        }
-        tx.commit().await.map_err(map_err)?;
-        Ok(out)
+        let client = self.client().await?;
+        ops::insert_many(&client, &self.queries, self.now(), &jobs).await
     }
 
     async fn claim(&self, req: &ClaimRequest) -> Result<Vec<ClaimedJob>> {

@@ -9,6 +9,7 @@ use errand_core::{
     Job, JobDetail, JobFilter, JobId, JobState, Lease, LeaseToken, Name, NewJob, Payload, Result,
     RetryAt, Schedule, Timestamp,
 };
+use std::future::Future;
 use time::OffsetDateTime;
 use tokio_postgres::Row;
 use tokio_postgres::types::{FromSql, ToSql, Type};
@@ -19,6 +20,8 @@ use crate::map_err;
 #[derive(Debug)]
 pub struct Queries {
     pub(crate) insert: String,
+    pub(crate) insert_many: String,
+    pub(crate) get_many: String,
     pub(crate) get: String,
     pub(crate) expire_final: String,
     pub(crate) claim: String,
@@ -40,6 +43,8 @@ impl Queries {
         let q = |sql: &str| sql.replace("__SCHEMA__", quoted_schema);
         Queries {
             insert: q(include_str!("../queries/insert.sql")),
+            insert_many: q(include_str!("../queries/insert_many.sql")),
+            get_many: q(include_str!("../queries/get_many.sql")),
             get: q(include_str!("../queries/get.sql")),
             expire_final: q(include_str!("../queries/expire_final.sql")),
             claim: q(include_str!("../queries/claim.sql")),
@@ -140,24 +145,79 @@ pub(crate) fn job_from_row(row: &Row) -> Result<Job> {
     })
 }
 
-type Param<'a> = &'a (dyn ToSql + Sync);
+/// One statement parameter.
+pub type Param<'a> = &'a (dyn ToSql + Sync);
 
-async fn query_opt<C: GenericClient>(
-    client: &C,
-    sql: &str,
-    params: &[Param<'_>],
-) -> Result<Option<Row>> {
-    let stmt = client.prepare_cached(sql).await.map_err(map_err)?;
-    client.query_opt(&stmt, params).await.map_err(map_err)
+/// Anything that runs a statement: a pooled connection or transaction (with
+/// its statement cache), or an application's own `tokio-postgres` client or
+/// transaction — which is how jobs are enqueued inside the caller's
+/// transaction.
+pub trait Conn: Sync {
+    /// Runs `sql` and returns its rows.
+    fn rows(
+        &self,
+        sql: &str,
+        params: &[Param<'_>],
+    ) -> impl Future<Output = std::result::Result<Vec<Row>, tokio_postgres::Error>> + Send;
 }
 
-async fn query<C: GenericClient>(client: &C, sql: &str, params: &[Param<'_>]) -> Result<Vec<Row>> {
-    let stmt = client.prepare_cached(sql).await.map_err(map_err)?;
-    client.query(&stmt, params).await.map_err(map_err)
+impl Conn for deadpool_postgres::Client {
+    async fn rows(
+        &self,
+        sql: &str,
+        params: &[Param<'_>],
+    ) -> std::result::Result<Vec<Row>, tokio_postgres::Error> {
+        let stmt = self.prepare_cached(sql).await?;
+        GenericClient::query(self, &stmt, params).await
+    }
+}
+
+impl Conn for deadpool_postgres::Transaction<'_> {
+    async fn rows(
+        &self,
+        sql: &str,
+        params: &[Param<'_>],
+    ) -> std::result::Result<Vec<Row>, tokio_postgres::Error> {
+        let stmt = self.prepare_cached(sql).await?;
+        GenericClient::query(self, &stmt, params).await
+    }
+}
+
+impl Conn for tokio_postgres::Client {
+    async fn rows(
+        &self,
+        sql: &str,
+        params: &[Param<'_>],
+    ) -> std::result::Result<Vec<Row>, tokio_postgres::Error> {
+        self.query(sql, params).await
+    }
+}
+
+impl Conn for tokio_postgres::Transaction<'_> {
+    async fn rows(
+        &self,
+        sql: &str,
+        params: &[Param<'_>],
+    ) -> std::result::Result<Vec<Row>, tokio_postgres::Error> {
+        self.query(sql, params).await
+    }
+}
+
+async fn query_opt<C: Conn>(client: &C, sql: &str, params: &[Param<'_>]) -> Result<Option<Row>> {
+    Ok(client
+        .rows(sql, params)
+        .await
+        .map_err(map_err)?
+        .into_iter()
+        .next())
+}
+
+async fn query<C: Conn>(client: &C, sql: &str, params: &[Param<'_>]) -> Result<Vec<Row>> {
+    client.rows(sql, params).await.map_err(map_err)
 }
 
 /// Inserts a job, or returns the existing one with the same id.
-pub(crate) async fn insert<C: GenericClient>(
+pub(crate) async fn insert<C: Conn>(
     client: &C,
     q: &Queries,
     now: Option<OffsetDateTime>,
@@ -200,8 +260,97 @@ pub(crate) async fn insert<C: GenericClient>(
     }
 }
 
+/// Inserts many jobs in one statement; existing ids are returned as they
+/// are, with `created: false`. Results follow the input order.
+pub(crate) async fn insert_many<C: Conn>(
+    client: &C,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    jobs: &[NewJob],
+) -> Result<Vec<Inserted>> {
+    let n = jobs.len();
+    let (mut ids, mut queues, mut kinds, mut payloads) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    let (mut prios, mut maxes, mut ats, mut delays) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    for job in jobs {
+        job.validate()?;
+        ids.push(job.id.clone().unwrap_or_else(JobId::generate).to_string());
+        queues.push(job.queue.as_str());
+        kinds.push(job.kind.as_str());
+        payloads.push(job.payload.as_str());
+        prios.push(job.priority);
+        maxes.push(
+            i32::try_from(job.max_attempts)
+                .map_err(|_| Error::invalid("max attempts out of range"))?,
+        );
+        let (at, delay) = match job.schedule {
+            Schedule::Now => (None, 0),
+            Schedule::After(d) => (None, millis(d)),
+            Schedule::At(t) => (Some(to_odt(t)), 0),
+        };
+        ats.push(at);
+        delays.push(delay);
+    }
+    let created: Vec<Job> = query(
+        client,
+        &q.insert_many,
+        &[
+            &now, &ids, &queues, &kinds, &payloads, &prios, &maxes, &ats, &delays,
+        ],
+    )
+    .await?
+    .iter()
+    .map(job_from_row)
+    .collect::<Result<_>>()?;
+    let mut by_id: std::collections::HashMap<String, Inserted> = created
+        .into_iter()
+        .map(|job| (job.id.to_string(), Inserted { job, created: true }))
+        .collect();
+    let missing: Vec<&str> = ids
+        .iter()
+        .filter(|id| !by_id.contains_key(*id))
+        .map(String::as_str)
+        .collect();
+    if !missing.is_empty() {
+        for row in query(client, &q.get_many, &[&missing]).await? {
+            let job = job_from_row(&row)?;
+            by_id.insert(
+                job.id.to_string(),
+                Inserted {
+                    job,
+                    created: false,
+                },
+            );
+        }
+    }
+    let mut out = Vec::with_capacity(n);
+    let mut seen = std::collections::HashSet::new();
+    for id in &ids {
+        let entry = by_id
+            .get(id)
+            .cloned()
+            .ok_or_else(|| Error::Storage(format!("job `{id}` vanished during a bulk insert")))?;
+        // A duplicate id inside one batch: only its first occurrence creates.
+        let created = entry.created && seen.insert(id.as_str());
+        out.push(Inserted {
+            job: entry.job,
+            created,
+        });
+    }
+    Ok(out)
+}
+
 /// One job by id.
-pub(crate) async fn get<C: GenericClient>(client: &C, q: &Queries, id: &JobId) -> Result<Job> {
+pub(crate) async fn get<C: Conn>(client: &C, q: &Queries, id: &JobId) -> Result<Job> {
     match query_opt(client, &q.get, &[&id.as_str()]).await? {
         Some(row) => job_from_row(&row),
         None => Err(Error::NotFound(id.to_string())),
@@ -209,7 +358,7 @@ pub(crate) async fn get<C: GenericClient>(client: &C, q: &Queries, id: &JobId) -
 }
 
 /// Final attempts whose lease expired go to `dead`.
-pub(crate) async fn expire_final<C: GenericClient>(
+pub(crate) async fn expire_final<C: Conn>(
     client: &C,
     q: &Queries,
     now: Option<OffsetDateTime>,
@@ -262,7 +411,7 @@ pub(crate) async fn claim(
 }
 
 /// Runs a fenced statement whose parameters start with now, id, token.
-pub(crate) async fn fenced<C: GenericClient>(
+pub(crate) async fn fenced<C: Conn>(
     client: &C,
     sql: &str,
     now: Option<OffsetDateTime>,
@@ -282,7 +431,7 @@ pub(crate) async fn fenced<C: GenericClient>(
 }
 
 /// Fenced failure.
-pub(crate) async fn fail<C: GenericClient>(
+pub(crate) async fn fail<C: Conn>(
     client: &C,
     q: &Queries,
     now: Option<OffsetDateTime>,
@@ -306,7 +455,7 @@ pub(crate) async fn fail<C: GenericClient>(
 }
 
 /// Fenced snooze or release.
-pub(crate) async fn snooze<C: GenericClient>(
+pub(crate) async fn snooze<C: Conn>(
     client: &C,
     q: &Queries,
     now: Option<OffsetDateTime>,
@@ -319,7 +468,7 @@ pub(crate) async fn snooze<C: GenericClient>(
 }
 
 /// Fenced lease extension.
-pub(crate) async fn heartbeat<C: GenericClient>(
+pub(crate) async fn heartbeat<C: Conn>(
     client: &C,
     q: &Queries,
     now: Option<OffsetDateTime>,
@@ -448,11 +597,7 @@ pub(crate) async fn detail(
 }
 
 /// Jobs matching a filter.
-pub(crate) async fn list<C: GenericClient>(
-    client: &C,
-    q: &Queries,
-    f: &JobFilter,
-) -> Result<Vec<Job>> {
+pub(crate) async fn list<C: Conn>(client: &C, q: &Queries, f: &JobFilter) -> Result<Vec<Job>> {
     let state = f.state.map(JobState::as_str);
     let queue = f.queue.as_ref().map(Name::as_str);
     let kind = f.kind.as_ref().map(Name::as_str);
