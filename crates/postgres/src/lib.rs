@@ -42,8 +42,14 @@ use tokio_postgres::NoTls;
 pub use ops::{Conn, Param, Queries};
 
 /// The schema version this build expects.
-pub const SCHEMA_VERSION: i64 = 1;
-const MIGRATIONS: &[(&str, &str)] = &[("V1__jobs", include_str!("../migrations/V1__jobs.sql"))];
+pub const SCHEMA_VERSION: i64 = 2;
+const MIGRATIONS: &[(&str, &str)] = &[
+    ("V1__jobs", include_str!("../migrations/V1__jobs.sql")),
+    (
+        "V2__enqueue_function_and_notify",
+        include_str!("../migrations/V2__enqueue_function_and_notify.sql"),
+    ),
+];
 
 /// How to open a PostgreSQL store.
 #[derive(Clone, Debug)]

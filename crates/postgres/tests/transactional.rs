@@ -107,3 +107,164 @@ async fn the_job_commits_or_rolls_back_with_the_callers_rows() {
         .await
         .expect("cleanup");
 }
+
+#[tokio::test]
+async fn the_sql_enqueue_function_validates_and_joins_the_callers_transaction() {
+    let Some(url) = url() else { return };
+    let schema = format!("errand_fn_{}", std::process::id());
+    let (store, mut client) = setup(&url, &schema).await;
+    let call = format!("SELECT {schema}.enqueue($1, $2::text::jsonb, id => $3)");
+
+    let tx = client.transaction().await.expect("begin");
+    let id: String = tx
+        .query_one(&call, &[&"receipt", &r#"{"payment":"p-9"}"#, &"p-9"])
+        .await
+        .expect("enqueue")
+        .get(0);
+    assert_eq!(id, "p-9");
+    tx.rollback().await.expect("rollback");
+    assert!(matches!(
+        store.get(&JobId::new("p-9").expect("id")).await,
+        Err(Error::NotFound(_))
+    ));
+
+    let id: String = client
+        .query_one(&call, &[&"receipt", &r#"{"payment":"p-9"}"#, &"p-9"])
+        .await
+        .expect("enqueue")
+        .get(0);
+    let job = store.get(&JobId::new(&id).expect("id")).await.expect("job");
+    assert_eq!(
+        (job.kind.as_str(), job.queue.as_str(), job.max_attempts),
+        ("receipt", "default", 25)
+    );
+    // The same id again creates nothing and returns the id.
+    let again: String = client
+        .query_one(&call, &[&"other", &"{}", &"p-9"])
+        .await
+        .expect("enqueue")
+        .get(0);
+    assert_eq!(again, "p-9");
+    assert_eq!(
+        store
+            .get(&JobId::new("p-9").expect("id"))
+            .await
+            .expect("job")
+            .kind
+            .as_str(),
+        "receipt"
+    );
+    // A generated id.
+    let generated: String = client
+        .query_one(&format!("SELECT {schema}.enqueue('mail')"), &[])
+        .await
+        .expect("enqueue")
+        .get(0);
+    assert!(
+        store
+            .get(&JobId::new(&generated).expect("id"))
+            .await
+            .is_ok()
+    );
+
+    for (sql, needle) in [
+        (
+            format!("SELECT {schema}.enqueue('bad kind')"),
+            "kind 'bad kind' is not valid",
+        ),
+        (
+            format!("SELECT {schema}.enqueue('k', queue => '')"),
+            "queue '' is not valid",
+        ),
+        (
+            format!("SELECT {schema}.enqueue('k', id => 'a b')"),
+            "id 'a b' is not valid",
+        ),
+        (
+            format!("SELECT {schema}.enqueue('k', max_attempts => 0)"),
+            "max_attempts",
+        ),
+        (
+            format!("SELECT {schema}.enqueue('k', priority => 40000)"),
+            "priority",
+        ),
+        (
+            format!("SELECT {schema}.enqueue('k', payload => NULL)"),
+            "payload",
+        ),
+    ] {
+        let err = client.query_one(&sql, &[]).await.expect_err(&sql);
+        let msg = err
+            .as_db_error()
+            .map(|d| d.message().to_owned())
+            .unwrap_or_default();
+        assert!(msg.contains(needle), "{sql}: {msg}");
+    }
+    // Direct inserts obey the same name rules.
+    let err = client
+        .execute(
+            &format!(
+                "INSERT INTO {schema}.errand_jobs (id, queue, kind, state, payload, max_attempts, available_at, created_at, updated_at) VALUES ('x', 'q', 'bad kind', 'ready', '{{}}', 1, now(), now(), now())"
+            ),
+            &[],
+        )
+        .await;
+    assert!(err.is_err());
+    assert_eq!(
+        store
+            .list(&errand_core::JobFilter::default())
+            .await
+            .expect("list")
+            .len(),
+        2
+    );
+    client
+        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .await
+        .expect("cleanup");
+}
+
+#[tokio::test]
+async fn an_insert_notifies_listeners_at_commit_only() {
+    let Some(url) = url() else { return };
+    let schema = format!("errand_nt_{}", std::process::id());
+    let (store, mut client) = setup(&url, &schema).await;
+    let (listener, mut conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    let (tx_notes, mut notes) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut stream = futures_util::stream::poll_fn(move |cx| conn.poll_message(cx));
+        use futures_util::StreamExt;
+        while let Some(Ok(msg)) = stream.next().await {
+            if let tokio_postgres::AsyncMessage::Notification(n) = msg {
+                let _ = tx_notes.send((n.channel().to_owned(), n.payload().to_owned()));
+            }
+        }
+    });
+    listener
+        .batch_execute(&format!("LISTEN \"{schema}.errand_jobs\""))
+        .await
+        .expect("listen");
+
+    let tx = client.transaction().await.expect("begin");
+    store.enqueue_in(&tx, &job("n1")).await.expect("enqueue");
+    tx.rollback().await.expect("rollback");
+    store
+        .insert(job("n2").on_queue("mail").expect("queue"))
+        .await
+        .expect("insert");
+    let got = tokio::time::timeout(std::time::Duration::from_secs(5), notes.recv())
+        .await
+        .expect("a notification")
+        .expect("open");
+    assert_eq!(
+        got,
+        (format!("{schema}.errand_jobs"), "mail".to_owned()),
+        "only the committed insert notifies"
+    );
+    client
+        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .await
+        .expect("cleanup");
+}
