@@ -1,7 +1,8 @@
 //! Service mode of `errand work`: a pool of claim-run-settle loops that stops
 //! claiming on SIGTERM or SIGINT and lets in-flight commands finish. A second
 //! signal exits at once (the leases of unfinished jobs then expire and the
-//! jobs are reclaimed).
+//! jobs are reclaimed). An idle loop waits on the store's work signal
+//! (`LISTEN/NOTIFY` on PostgreSQL) with `--poll` as the fallback.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,6 +36,7 @@ pub async fn run(
     let mut loops = Vec::new();
     for _ in 0..concurrency {
         let (worker, handler, mut stop) = (worker.clone(), handler.clone(), stop_rx.clone());
+        let mut signal = worker.store().work_signal();
         loops.push(tokio::spawn(async move {
             while !*stop.borrow() {
                 match worker.run_once(handler.clone()).await {
@@ -48,8 +50,10 @@ pub async fn run(
                     }
                     Err(e) => tracing::error!(error = %e, "worker cycle failed; retrying after the poll interval"),
                 }
+                // Idle: wait for a wake-up (an insert in this process on
+                // SQLite, a notification on PostgreSQL) or the poll interval.
                 tokio::select! {
-                    _ = tokio::time::sleep(poll) => {}
+                    _ = signal.wait(poll) => {}
                     _ = stop.changed() => {}
                 }
             }

@@ -41,5 +41,5 @@ pub use outcome::{ErrorClass, Outcome};
 pub use retry::RetryPolicy;
 pub use store::{
     CancelRequest, ClaimRequest, FailResult, Failure, Inserted, JobFilter, ReplayRequest, RetryAt,
-    Store, SweepReport,
+    Store, SweepReport, WorkSignal,
 };

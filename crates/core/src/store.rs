@@ -125,6 +125,16 @@ impl FailResult {
     }
 }
 
+/// Wakes an idle worker when new work may be due. Each worker holds its
+/// own; a signal sent while the worker was busy is not lost: the next
+/// [`WorkSignal::wait`] returns at once.
+#[async_trait]
+pub trait WorkSignal: Send + fmt::Debug {
+    /// Waits until new work may be due or `timeout` passes. Returns `true`
+    /// when signalled, `false` on timeout (the caller polls then anyway).
+    async fn wait(&mut self, timeout: Duration) -> bool;
+}
+
 /// The storage contract.
 ///
 /// Every method is atomic. Every settlement (`complete`, `fail`, `snooze`,
@@ -186,4 +196,9 @@ pub trait Store: Send + Sync + fmt::Debug {
 
     /// Jobs matching the filter, oldest first.
     async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>>;
+
+    /// A wake-up signal for an idle worker: in-process for SQLite,
+    /// `LISTEN/NOTIFY` for PostgreSQL (polling when notifications do not
+    /// arrive).
+    fn work_signal(&self) -> Box<dyn WorkSignal>;
 }

@@ -243,6 +243,11 @@ impl Worker {
         Worker { store, config }
     }
 
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
     /// The configuration.
     pub fn config(&self) -> &WorkerConfig {
         &self.config

@@ -24,6 +24,7 @@
 //!   cost flat as finished rows pile up; autovacuum is tuned for the hot table.
 #![deny(missing_docs)]
 
+mod listen;
 mod ops;
 
 use std::fmt;
@@ -36,9 +37,11 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use errand_core::{
     CancelRequest, ClaimRequest, ClaimedJob, Clock, Error, Failure, Inserted, Job, JobDetail,
     JobFilter, JobId, Lease, NewJob, ReplayRequest, Result, Store, SweepReport, Timestamp,
+    WorkSignal,
 };
 use tokio_postgres::NoTls;
 
+pub use listen::PgSignal;
 pub use ops::{Conn, Param, Queries};
 
 /// The schema version this build expects.
@@ -130,6 +133,8 @@ fn quote_schema(schema: &str) -> Result<String> {
 #[derive(Clone)]
 pub struct PgStore {
     pool: Pool,
+    config: tokio_postgres::Config,
+    listener: Arc<std::sync::OnceLock<Arc<listen::Listener>>>,
     queries: Arc<Queries>,
     clock: Option<Arc<dyn Clock>>,
     schema: String,
@@ -198,7 +203,7 @@ impl PgStore {
         driver.abort();
         result?;
         let manager = Manager::from_config(
-            config,
+            config.clone(),
             NoTls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
@@ -210,6 +215,8 @@ impl PgStore {
             .map_err(|e| Error::Storage(format!("cannot build the connection pool: {e}")))?;
         Ok(PgStore {
             pool,
+            config,
+            listener: Arc::new(std::sync::OnceLock::new()),
             queries: Arc::new(Queries::new(&quoted)),
             clock: options.clock,
             schema: options.schema,
@@ -242,6 +249,23 @@ impl PgStore {
         jobs: &[NewJob],
     ) -> Result<Vec<Inserted>> {
         ops::insert_many(conn, &self.queries, self.now(), jobs).await
+    }
+
+    /// The channel the insert trigger notifies: `<schema>.errand_jobs`.
+    pub fn channel(&self) -> String {
+        format!("{}.errand_jobs", self.schema)
+    }
+
+    /// Whether `LISTEN/NOTIFY` is known to work (its self-test passed);
+    /// `false` before the first worker waits, and while polling.
+    pub fn notifications_ok(&self) -> bool {
+        self.listener.get().is_some_and(|l| l.healthy())
+    }
+
+    fn listener(&self) -> &Arc<listen::Listener> {
+        self.listener.get_or_init(|| {
+            listen::Listener::start(self.config.clone(), self.pool.clone(), self.channel())
+        })
     }
 
     fn now(&self) -> Option<time::OffsetDateTime> {
@@ -426,5 +450,9 @@ impl Store for PgStore {
     async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
         let client = self.client().await?;
         ops::list(&client, &self.queries, filter).await
+    }
+
+    fn work_signal(&self) -> Box<dyn WorkSignal> {
+        Box::new(self.listener().signal())
     }
 }

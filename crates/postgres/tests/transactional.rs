@@ -268,3 +268,40 @@ async fn an_insert_notifies_listeners_at_commit_only() {
         .await
         .expect("cleanup");
 }
+
+#[tokio::test]
+async fn an_idle_worker_wakes_when_another_host_enqueues() {
+    let Some(url) = url() else { return };
+    let schema = format!("errand_wk_{}", std::process::id());
+    let (store, client) = setup(&url, &schema).await;
+    let mut signal = store.work_signal();
+    for _ in 0..100 {
+        if store.notifications_ok() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(
+        store.notifications_ok(),
+        "the LISTEN/NOTIFY self-test should pass against a direct connection"
+    );
+    let other = PgStore::connect(
+        &url,
+        PgOptions {
+            schema: schema.clone(),
+            ..PgOptions::default()
+        },
+    )
+    .await
+    .expect("second store");
+    let waiter = tokio::spawn(async move { signal.wait(std::time::Duration::from_secs(30)).await });
+    other.insert(job("w1")).await.expect("insert");
+    assert!(
+        waiter.await.expect("join"),
+        "woken by the notification, not by the timeout"
+    );
+    client
+        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .await
+        .expect("cleanup");
+}

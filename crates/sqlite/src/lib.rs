@@ -37,7 +37,7 @@ use async_trait::async_trait;
 use errand_core::{
     CancelRequest, ClaimRequest, ClaimedJob, Clock, Error, Failure, Inserted, Job, JobDetail,
     JobFilter, JobId, Lease, NewJob, ReplayRequest, Result, Store, SweepReport, SystemClock,
-    Timestamp,
+    Timestamp, WorkSignal,
 };
 use rusqlite::{Connection, OpenFlags};
 
@@ -132,6 +132,8 @@ pub struct SqliteStore {
 struct Inner {
     path: PathBuf,
     writer: Writer,
+    /// Bumped after commits that may have made work due (in-process wake-up).
+    wake: tokio::sync::watch::Sender<u64>,
     readers: Mutex<Vec<Connection>>,
     options: SqliteOptions,
 }
@@ -207,6 +209,7 @@ impl SqliteStore {
             inner: Arc::new(Inner {
                 path,
                 writer,
+                wake: tokio::sync::watch::Sender::new(0),
                 readers: Mutex::new(Vec::new()),
                 options,
             }),
@@ -236,10 +239,28 @@ impl SqliteStore {
         E: From<Error> + Send + 'static,
         F: FnOnce(&Connection, Timestamp) -> Result<T, E> + Send + 'static,
     {
+        let out = self.submit(f).await;
+        if out.is_ok() {
+            self.wake();
+        }
+        out
+    }
+
+    async fn submit<T, E, F>(&self, f: F) -> Result<T, E>
+    where
+        T: Send + 'static,
+        E: From<Error> + Send + 'static,
+        F: FnOnce(&Connection, Timestamp) -> Result<T, E> + Send + 'static,
+    {
         match self.inner.writer.submit(f).await {
             Ok(r) => r,
             Err(_) => Err(E::from(Error::Closed("the writer thread stopped".into()))),
         }
+    }
+
+    /// Tells this process's idle workers that work may be due.
+    fn wake(&self) {
+        self.inner.wake.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// [`SqliteStore::write`] for code outside an async runtime. Must not be
@@ -250,10 +271,14 @@ impl SqliteStore {
         E: From<Error> + Send + 'static,
         F: FnOnce(&Connection, Timestamp) -> Result<T, E> + Send + 'static,
     {
-        match self.inner.writer.submit(f).blocking_recv() {
+        let out = match self.inner.writer.submit(f).blocking_recv() {
             Ok(r) => r,
             Err(_) => Err(E::from(Error::Closed("the writer thread stopped".into()))),
+        };
+        if out.is_ok() {
+            self.wake();
         }
+        out
     }
 
     /// Runs a read-only `f` on a pooled reader connection (WAL readers never
@@ -282,7 +307,7 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&Connection, Timestamp) -> Result<T> + Send + 'static,
     {
-        self.write(f).await
+        self.submit(f).await
     }
 }
 
@@ -309,11 +334,11 @@ impl Inner {
 #[async_trait]
 impl Store for SqliteStore {
     async fn insert(&self, job: NewJob) -> Result<Inserted> {
-        self.op(move |c, now| ops::insert(c, &job, now)).await
+        self.write(move |c, now| ops::insert(c, &job, now)).await
     }
 
     async fn insert_many(&self, jobs: Vec<NewJob>) -> Result<Vec<Inserted>> {
-        self.op(move |c, now| jobs.iter().map(|j| ops::insert(c, j, now)).collect())
+        self.write(move |c, now| jobs.iter().map(|j| ops::insert(c, j, now)).collect())
             .await
     }
 
@@ -353,7 +378,7 @@ impl Store for SqliteStore {
 
     async fn release(&self, lease: &Lease) -> Result<Job> {
         let lease = lease.clone();
-        self.op(move |c, now| ops::snooze(c, &lease, Duration::ZERO, now, "released"))
+        self.write(move |c, now| ops::snooze(c, &lease, Duration::ZERO, now, "released"))
             .await
     }
 
@@ -368,8 +393,10 @@ impl Store for SqliteStore {
 
     async fn replay(&self, req: &ReplayRequest) -> Result<Vec<Job>> {
         let req = req.clone();
-        self.op(move |c, now| ops::replay(c, &req.ids, &req.operator, req.reason.as_deref(), now))
-            .await
+        self.write(move |c, now| {
+            ops::replay(c, &req.ids, &req.operator, req.reason.as_deref(), now)
+        })
+        .await
     }
 
     async fn cancel(&self, req: &CancelRequest) -> Result<Vec<Job>> {
@@ -405,6 +432,25 @@ impl Store for SqliteStore {
     async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
         let filter = filter.clone();
         self.read(move |c| ops::list(c, &filter)).await
+    }
+
+    fn work_signal(&self) -> Box<dyn WorkSignal> {
+        Box::new(Signal(self.inner.wake.subscribe()))
+    }
+}
+
+/// The in-process wake-up of a SQLite store. Workers in other processes
+/// sharing the file poll.
+#[derive(Debug)]
+struct Signal(tokio::sync::watch::Receiver<u64>);
+
+#[async_trait]
+impl WorkSignal for Signal {
+    async fn wait(&mut self, timeout: Duration) -> bool {
+        matches!(
+            tokio::time::timeout(timeout, self.0.changed()).await,
+            Ok(Ok(()))
+        )
     }
 }
 
@@ -443,6 +489,34 @@ mod tests {
             assert_eq!(pragma(&store, "journal_mode"), "Text(\"wal\")");
             assert_eq!(pragma(&store, "busy_timeout"), "Integer(5000)");
         }
+    }
+
+    #[tokio::test]
+    async fn an_insert_wakes_an_idle_worker_of_this_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = SqliteOptions {
+            create: true,
+            migrate: true,
+            ..Default::default()
+        };
+        let store = SqliteStore::open(dir.path().join("w.db"), options).unwrap();
+        let mut signal = store.work_signal();
+        let waiter = tokio::spawn(async move { signal.wait(Duration::from_secs(30)).await });
+        let job = NewJob::new("k", errand_core::Payload::default()).unwrap();
+        store.insert(job).await.unwrap();
+        assert!(
+            waiter.await.unwrap(),
+            "woken by the insert, not by the timeout"
+        );
+        // A claim does not wake anyone.
+        let mut signal = store.work_signal();
+        let req = ClaimRequest {
+            queues: vec![],
+            limit: 1,
+            lease: Duration::from_secs(5),
+        };
+        store.claim(&req).await.unwrap();
+        assert!(!signal.wait(Duration::from_millis(50)).await);
     }
 
     #[test]

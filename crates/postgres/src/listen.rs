@@ -1,0 +1,201 @@
+//! Wake-ups through `LISTEN/NOTIFY`, with polling as the fallback.
+//!
+//! One task per store holds a dedicated connection that listens on the
+//! channel `<schema>.errand_jobs` (the insert trigger notifies it) and bumps a
+//! counter that idle workers wait on. After every (re)connection it checks
+//! itself: it sends a probe notification through the pool and expects to
+//! hear it. A transaction-pooling proxy (PgBouncer in transaction mode)
+//! accepts `LISTEN` but never delivers; the self-test notices, logs an error
+//! that says so, and workers fall back to polling. A lost listening
+//! connection is re-established after a pause.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use errand_core::WorkSignal;
+use futures_util::StreamExt;
+use tokio::sync::{oneshot, watch};
+use tokio_postgres::{AsyncMessage, NoTls};
+
+/// The payload of the self-test notification.
+const PROBE: &str = "__errand_probe__";
+/// How long the self-test waits for its own probe.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+/// Pause before re-establishing a lost listening connection.
+const RECONNECT_PAUSE: Duration = Duration::from_secs(1);
+
+/// Shared state of a store's listener.
+#[derive(Debug)]
+pub(crate) struct Listener {
+    wake: watch::Sender<u64>,
+    /// Whether the last self-test heard its probe.
+    healthy: AtomicBool,
+}
+
+impl Listener {
+    /// Starts the listening task.
+    pub(crate) fn start(
+        config: tokio_postgres::Config,
+        pool: deadpool_postgres::Pool,
+        channel: String,
+    ) -> Arc<Listener> {
+        let listener = Arc::new(Listener {
+            wake: watch::Sender::new(0),
+            healthy: AtomicBool::new(false),
+        });
+        let me = listener.clone();
+        tokio::spawn(async move {
+            loop {
+                if let Err(e) = me.listen_once(&config, &pool, &channel).await {
+                    tracing::warn!(error = %e, "the LISTEN connection failed; polling until it is back");
+                }
+                me.healthy.store(false, Ordering::SeqCst);
+                // Whatever was notified meanwhile is found by the next poll;
+                // wake the waiters so they poll now.
+                me.bump();
+                tokio::time::sleep(RECONNECT_PAUSE).await;
+                if me.wake.receiver_count() == 0 && Arc::strong_count(&me) == 1 {
+                    return; // the store is gone
+                }
+            }
+        });
+        listener
+    }
+
+    fn bump(&self) {
+        self.wake.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Whether notifications are known to arrive.
+    pub(crate) fn healthy(&self) -> bool {
+        self.healthy.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn signal(&self) -> PgSignal {
+        PgSignal(self.wake.subscribe())
+    }
+
+    async fn listen_once(
+        &self,
+        config: &tokio_postgres::Config,
+        pool: &deadpool_postgres::Pool,
+        channel: &str,
+    ) -> Result<(), String> {
+        let (client, mut conn) = config.connect(NoTls).await.map_err(|e| e.to_string())?;
+        let (probe_tx, probe_rx) = oneshot::channel::<()>();
+        let mut probe_tx = Some(probe_tx);
+        let (done_tx, mut done_rx) = oneshot::channel::<String>();
+        let pump = async {
+            let mut messages = futures_util::stream::poll_fn(move |cx| conn.poll_message(cx));
+            while let Some(msg) = messages.next().await {
+                match msg {
+                    Ok(AsyncMessage::Notification(n)) if n.payload() == PROBE => {
+                        if let Some(tx) = probe_tx.take() {
+                            let _ = tx.send(());
+                        }
+                    }
+                    Ok(AsyncMessage::Notification(_)) => self.bump(),
+                    Ok(_) => {}
+                    Err(e) => return e.to_string(),
+                }
+            }
+            "the server closed the connection".to_owned()
+        };
+        let work = async {
+            client
+                .batch_execute(&format!("LISTEN \"{channel}\""))
+                .await
+                .map_err(|e| e.to_string())?;
+            let ok = self_test(probe_rx, async {
+                let c = pool.get().await.map_err(|e| e.to_string())?;
+                c.execute("SELECT pg_notify($1, $2)", &[&channel, &PROBE])
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            })
+            .await;
+            self.healthy.store(ok, Ordering::SeqCst);
+            if ok {
+                tracing::debug!(channel, "LISTEN/NOTIFY self-test passed");
+            } else {
+                tracing::error!(
+                    channel,
+                    "LISTEN/NOTIFY self-test failed: a notification sent through the pool never arrived \
+                     (is a transaction-pooling proxy in the way?); workers fall back to polling, \
+                     so new jobs start up to one poll interval late"
+                );
+            }
+            // Keep the client alive while the pump runs.
+            let reason = (&mut done_rx).await.unwrap_or_default();
+            drop(client);
+            Err::<(), String>(reason)
+        };
+        tokio::select! {
+            reason = pump => {
+                let _ = done_tx.send(reason.clone());
+                Err(reason)
+            }
+            r = work => r,
+        }
+    }
+}
+
+/// Sends a probe and waits for it to come back. `true` when it arrived.
+pub(crate) async fn self_test<F>(arrived: oneshot::Receiver<()>, send: F) -> bool
+where
+    F: std::future::Future<Output = Result<(), String>>,
+{
+    if let Err(e) = send.await {
+        tracing::warn!(error = %e, "could not send the LISTEN/NOTIFY probe");
+        return false;
+    }
+    matches!(
+        tokio::time::timeout(PROBE_TIMEOUT, arrived).await,
+        Ok(Ok(()))
+    )
+}
+
+/// A worker's view of the listener.
+#[derive(Debug)]
+pub struct PgSignal(watch::Receiver<u64>);
+
+#[async_trait]
+impl WorkSignal for PgSignal {
+    async fn wait(&mut self, timeout: Duration) -> bool {
+        matches!(
+            tokio::time::timeout(timeout, self.0.changed()).await,
+            Ok(Ok(()))
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_self_test_fails_when_the_probe_never_arrives() {
+        let (_keep, rx) = oneshot::channel::<()>();
+        assert!(!self_test(rx, async { Ok(()) }).await);
+    }
+
+    #[tokio::test]
+    async fn the_self_test_passes_when_the_probe_arrives() {
+        let (tx, rx) = oneshot::channel::<()>();
+        assert!(
+            self_test(
+                rx,
+                async move { tx.send(()).map_err(|_| "closed".to_owned()) }
+            )
+            .await
+        );
+    }
+
+    #[tokio::test]
+    async fn the_self_test_fails_when_the_probe_cannot_be_sent() {
+        let (_keep, rx) = oneshot::channel::<()>();
+        assert!(!self_test(rx, async { Err("no connection".to_owned()) }).await);
+    }
+}
