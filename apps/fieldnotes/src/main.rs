@@ -1,1 +1,296 @@
-fn main() {}
+//! `fieldnotes`: the command line of the Field Notes receipts application.
+
+use std::io::Write;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use fieldnotes::app::{self, DEFAULT_DOCUMENT};
+use fieldnotes::work::{self, WorkOptions};
+use fieldnotes::{EXIT_RUNTIME, Error};
+use serde::Serialize;
+
+/// Field Notes receipts: pay to publish a document; a background job
+/// delivers the receipt, with retries, dead letters and replay.
+#[derive(Debug, Parser)]
+#[command(name = "fieldnotes", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Create the database (schema and seed data). Safe to run again: it
+    /// never resets money.
+    Init {
+        /// The SQLite file.
+        db: PathBuf,
+    },
+    /// Pay for a document, as the API does: debit, publish and enqueue the
+    /// receipt job in one transaction.
+    Pay {
+        /// The SQLite file.
+        db: PathBuf,
+        /// The document to pay for.
+        #[arg(long, default_value = DEFAULT_DOCUMENT)]
+        document: String,
+        /// Print a JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Claim at most one due receipt job, run it, settle it and exit.
+    Work {
+        /// The SQLite file.
+        db: PathBuf,
+        /// Simulate the receipt dependency failing (error `receipt_unavailable`).
+        #[arg(long)]
+        unavailable: bool,
+        /// SIGKILL this process after the receipt commits, before acknowledging.
+        #[arg(long)]
+        crash_after_effect: bool,
+        /// Print a JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The operator's view of the jobs.
+    Jobs {
+        /// The SQLite file.
+        db: PathBuf,
+        /// Print a JSON array.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The rows of the receipt sink.
+    Receipts {
+        /// The SQLite file.
+        db: PathBuf,
+        /// Print a JSON array.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Replay a dead job: a fresh attempt budget, same id, audited.
+    Replay {
+        /// The SQLite file.
+        db: PathBuf,
+        /// The job id (from `fieldnotes jobs`).
+        job_id: String,
+        /// Who replays it (default: the OS user).
+        #[arg(long)]
+        by: Option<String>,
+        /// Why.
+        #[arg(long)]
+        reason: Option<String>,
+        /// Print a JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Serve the HTTP API on 127.0.0.1.
+    Serve {
+        /// The SQLite file.
+        db: PathBuf,
+        /// The port (0 picks a free one).
+        #[arg(long, default_value_t = 4318)]
+        port: u16,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("fieldnotes: {e:#}");
+            let code = e
+                .downcast_ref::<Error>()
+                .map_or(EXIT_RUNTIME, Error::exit_code);
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn runtime(multi_thread: bool) -> anyhow::Result<tokio::runtime::Runtime> {
+    let mut builder = if multi_thread {
+        tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    builder
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+fn print_json<T: Serialize + ?Sized>(value: &T) -> anyhow::Result<()> {
+    let text = serde_json::to_string(value).context("cannot encode the output")?;
+    print_line(&text)
+}
+
+fn print_line(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{text}")
+        .and_then(|()| out.flush())
+        .context("cannot write to stdout")
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Init { db } => {
+            let report = app::init(&db)?;
+            let docs: Vec<String> = report
+                .documents
+                .iter()
+                .map(|d| {
+                    let state = if d.published {
+                        "published"
+                    } else {
+                        "unpublished"
+                    };
+                    format!("{} ({} cents, {state})", d.id, d.price_cents)
+                })
+                .collect();
+            print_line(&format!(
+                "initialised {}: wallet {} cents{}; documents {}",
+                db.display(),
+                report.wallet.balance_cents,
+                if report.created_wallet {
+                    ""
+                } else {
+                    " (existing, left as it was)"
+                },
+                docs.join(", ")
+            ))
+        }
+        Command::Pay { db, document, json } => {
+            let store = app::open(&db)?;
+            let payment = runtime(false)?.block_on(app::pay(&store, &document))?;
+            if json {
+                print_json(&payment)
+            } else {
+                print_line(&format!(
+                    "paid {} cents for {}: payment_id={} job_id={} balance_cents={}",
+                    payment.amount_cents,
+                    payment.document_id,
+                    payment.payment_id,
+                    payment.job_id,
+                    payment.balance_cents
+                ))
+            }
+        }
+        Command::Work {
+            db,
+            unavailable,
+            crash_after_effect,
+            json,
+        } => {
+            let store = app::open(&db)?;
+            let options = WorkOptions {
+                unavailable,
+                crash_after_effect,
+            };
+            let report = runtime(false)?.block_on(work::work_once(&store, options))?;
+            if json {
+                print_json(&report)
+            } else {
+                print_line(&report.to_string())
+            }
+        }
+        Command::Jobs { db, json } => {
+            let store = app::open(&db)?;
+            let jobs = runtime(false)?.block_on(app::jobs(&store))?;
+            if json {
+                print_json(&jobs)
+            } else if jobs.is_empty() {
+                print_line("no jobs")
+            } else {
+                jobs.iter().try_for_each(|j| print_line(&j.to_string()))
+            }
+        }
+        Command::Receipts { db, json } => {
+            let store = app::open(&db)?;
+            let receipts = runtime(false)?.block_on(app::receipts(&store))?;
+            if json {
+                print_json(&receipts)
+            } else if receipts.is_empty() {
+                print_line("no receipts")
+            } else {
+                receipts.iter().try_for_each(|r| {
+                    print_line(&format!(
+                        "{} payment_id={} document={} amount_cents={} attempt={} created_at={}",
+                        r.job_id,
+                        r.payment_id,
+                        r.document_id,
+                        r.amount_cents,
+                        r.attempt,
+                        r.created_at
+                    ))
+                })
+            }
+        }
+        Command::Replay {
+            db,
+            job_id,
+            by,
+            reason,
+            json,
+        } => {
+            let store = app::open(&db)?;
+            let operator = by.unwrap_or_else(app::default_operator);
+            let job = runtime(false)?.block_on(app::replay(&store, &job_id, &operator, reason))?;
+            if json {
+                print_json(&job)
+            } else {
+                print_line(&format!(
+                    "replayed {} by {operator}: state={} attempts={} replays={}",
+                    job.id, job.state, job.attempts, job.replays
+                ))
+            }
+        }
+        Command::Serve { db, port } => {
+            let store = app::open(&db)?;
+            runtime(true)?.block_on(async move {
+                let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, port))
+                    .await
+                    .with_context(|| format!("cannot listen on 127.0.0.1:{port}"))?;
+                let addr = listener
+                    .local_addr()
+                    .context("cannot read the listening address")?;
+                print_line(&format!("listening on http://{addr} (Ctrl-C stops)"))?;
+                fieldnotes::http::serve(store, listener, shutdown_signal())
+                    .await
+                    .context("the server failed")
+            })
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let terminate = async {
+        match signal(SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+}
