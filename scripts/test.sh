@@ -10,4 +10,4 @@ if [ -z "${ERRAND_TEST_POSTGRES_URL:-}" ] && command -v pg_isready >/dev/null \
     export ERRAND_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/postgres
 fi
 echo "PostgreSQL tests: ${ERRAND_TEST_POSTGRES_URL:-not configured, they will be SKIPPED}"
-cargo test --workspace --locked "$@"
+cargo test --workspace --locked --features errand-postgres/sqlx "$@"

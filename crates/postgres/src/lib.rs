@@ -26,6 +26,8 @@
 
 mod listen;
 mod ops;
+#[cfg(feature = "sqlx")]
+pub mod sqlx_adapter;
 
 use std::fmt;
 use std::str::FromStr;

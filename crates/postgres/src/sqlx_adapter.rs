@@ -1,0 +1,81 @@
+//! Enqueue inside a `sqlx` PostgreSQL transaction (feature `sqlx`).
+//!
+//! Many Rust web services hold their transactions in `sqlx`; this adapter
+//! lets them add a job to the same transaction, so the job commits with the
+//! business rows or not at all. It runs the same statement as
+//! [`crate::PgStore::enqueue_in`], with the same validation, and the same
+//! insert trigger wakes idle workers at commit.
+//!
+//! ```ignore
+//! let mut tx = pool.begin().await?;
+//! sqlx::query("UPDATE wallet SET cents = cents - 500").execute(&mut *tx).await?;
+//! errand_postgres::sqlx_adapter::enqueue_in(&mut tx, "errand", &job).await?;
+//! tx.commit().await?;
+//! ```
+
+use errand_core::{Error, JobId, NewJob, Result, Schedule};
+use sqlx::Row;
+
+use crate::ops::Queries;
+
+/// What an enqueue did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Enqueued {
+    /// The job's id (generated when the job had none).
+    pub id: JobId,
+    /// `false` when a job with this id already existed (nothing was created).
+    pub created: bool,
+}
+
+fn map_sqlx(e: sqlx::Error) -> Error {
+    match e.as_database_error() {
+        Some(db)
+            if db.code().as_deref() == Some("42P01") || db.code().as_deref() == Some("3F000") =>
+        {
+            Error::SchemaOutdated(db.message().to_owned())
+        }
+        Some(db) => Error::Storage(db.message().to_owned()),
+        None => Error::Storage(format!("sqlx: {e}")),
+    }
+}
+
+/// Inserts `job` on `conn` (typically `&mut *tx` of an open transaction),
+/// in Errand's tables under `schema`. An existing id creates nothing.
+pub async fn enqueue_in(
+    conn: &mut sqlx::PgConnection,
+    schema: &str,
+    job: &NewJob,
+) -> Result<Enqueued> {
+    job.validate()?;
+    let queries = Queries::new(&crate::quote_schema(schema)?);
+    let id = job.id.clone().unwrap_or_else(JobId::generate);
+    let (at, delay): (Option<String>, i64) = match job.schedule {
+        Schedule::Now => (None, 0),
+        Schedule::After(d) => (None, i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+        Schedule::At(t) => (Some(t.to_rfc3339()), 0),
+    };
+    let max =
+        i32::try_from(job.max_attempts).map_err(|_| Error::invalid("max attempts out of range"))?;
+    // Times travel as RFC 3339 text and are cast by the statement.
+    let row = sqlx::query(&queries.insert)
+        .bind(None::<String>)
+        .bind(id.as_str())
+        .bind(job.queue.as_str())
+        .bind(job.kind.as_str())
+        .bind(job.payload.as_str())
+        .bind(job.priority)
+        .bind(max)
+        .bind(at)
+        .bind(delay)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(map_sqlx)?;
+    let created = match row {
+        Some(row) => {
+            let got: String = row.try_get("id").map_err(map_sqlx)?;
+            got == id.as_str()
+        }
+        None => false,
+    };
+    Ok(Enqueued { id, created })
+}

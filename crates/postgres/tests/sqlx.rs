@@ -1,0 +1,85 @@
+//! Enqueue inside a sqlx transaction (feature `sqlx`).
+//! Needs `ERRAND_TEST_POSTGRES_URL`; says SKIPPED without it.
+#![cfg(feature = "sqlx")]
+
+use errand_core::{Error, JobId, NewJob, Payload, Store};
+use errand_postgres::sqlx_adapter::enqueue_in;
+use errand_postgres::{PgOptions, PgStore};
+use sqlx::Connection;
+
+#[tokio::test]
+async fn a_job_enqueued_in_a_sqlx_transaction_commits_or_rolls_back_with_it() {
+    let Some(url) = std::env::var("ERRAND_TEST_POSTGRES_URL")
+        .ok()
+        .filter(|s| !s.is_empty())
+    else {
+        eprintln!("SKIPPED: set ERRAND_TEST_POSTGRES_URL to run the sqlx adapter test");
+        return;
+    };
+    let schema = format!("errand_sqlx_{}", std::process::id());
+    let mut conn = sqlx::PgConnection::connect(&url)
+        .await
+        .expect("sqlx connect");
+    sqlx::query(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .execute(&mut conn)
+        .await
+        .expect("drop");
+    let store = PgStore::connect(
+        &url,
+        PgOptions {
+            schema: schema.clone(),
+            migrate: true,
+            ..PgOptions::default()
+        },
+    )
+    .await
+    .expect("store");
+    let job = |id: &str| {
+        NewJob::new(
+            "receipt",
+            Payload::from_json_text(r#"{"p":1}"#).expect("payload"),
+        )
+        .expect("kind")
+        .with_id(JobId::new(id).expect("id"))
+    };
+
+    let mut tx = conn.begin().await.expect("begin");
+    let e = enqueue_in(&mut tx, &schema, &job("s1"))
+        .await
+        .expect("enqueue");
+    assert!(e.created);
+    tx.rollback().await.expect("rollback");
+    assert!(matches!(
+        store.get(&JobId::new("s1").expect("id")).await,
+        Err(Error::NotFound(_))
+    ));
+
+    let mut tx = conn.begin().await.expect("begin");
+    assert!(
+        enqueue_in(&mut tx, &schema, &job("s1"))
+            .await
+            .expect("enqueue")
+            .created
+    );
+    assert!(
+        !enqueue_in(&mut tx, &schema, &job("s1"))
+            .await
+            .expect("again")
+            .created
+    );
+    tx.commit().await.expect("commit");
+    let stored = store
+        .get(&JobId::new("s1").expect("id"))
+        .await
+        .expect("job");
+    assert_eq!(stored.payload.as_str(), r#"{"p": 1}"#);
+
+    let err = enqueue_in(&mut conn, "no_such_schema", &job("s2"))
+        .await
+        .expect_err("missing schema");
+    assert!(matches!(err, Error::SchemaOutdated(_)), "{err}");
+    sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
+        .execute(&mut conn)
+        .await
+        .expect("cleanup");
+}
