@@ -101,7 +101,7 @@ pub struct CancelRequest {
 /// What a sweep of expired leases did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SweepReport {
-    /// Jobs whose final attempt's lease expired, now `dead`.
+    /// Jobs whose final attempt's lease expired, now `dead`, in id order.
     pub dead: Vec<JobId>,
 }
 

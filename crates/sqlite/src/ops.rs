@@ -173,13 +173,15 @@ fn finish_attempt(
 
 /// Running jobs whose final attempt's lease expired go to `dead`.
 pub(crate) fn expire_final(conn: &Connection, now: Timestamp) -> Result<Vec<JobId>> {
-    let ids: Vec<String> = conn
+    let mut ids: Vec<String> = conn
         .prepare_cached(EXPIRE_FINAL)
         .map_err(map_err)?
         .query_map(named_params! {":now": now.as_millis()}, |r| r.get(0))
         .map_err(map_err)?
         .collect::<rusqlite::Result<_>>()
         .map_err(map_err)?;
+    // RETURNING order is unspecified; report in id order, as PostgreSQL does.
+    ids.sort();
     let mut out = Vec::with_capacity(ids.len());
     for id in ids {
         finish_attempt(

@@ -346,6 +346,21 @@ pub async fn the_sweep_kills_expired_final_attempts_and_nothing_else(
     assert!(store.sweep_expired().await.unwrap().dead.is_empty());
 }
 
+/// Regression (found by the model test): the sweep reported dead jobs in
+/// the database's RETURNING order on SQLite; it reports them in id order.
+pub async fn the_sweep_reports_dead_jobs_in_id_order(store: Arc<dyn Store>, clock: ManualClock) {
+    for name in ["zulu", "alpha", "mike"] {
+        store
+            .insert(job(name).with_max_attempts(1).unwrap())
+            .await
+            .unwrap();
+    }
+    assert_eq!(store.claim(&claim_req(3, LEASE)).await.unwrap().len(), 3);
+    clock.advance(LEASE);
+    let dead = store.sweep_expired().await.unwrap().dead;
+    assert_eq!(dead, vec![id("alpha"), id("mike"), id("zulu")]);
+}
+
 /// A retryable failure returns the job to ready with a persisted future due
 /// time; it is not claimable a millisecond before.
 pub async fn a_retryable_failure_persists_its_due_time(store: Arc<dyn Store>, clock: ManualClock) {

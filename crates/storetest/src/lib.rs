@@ -52,6 +52,7 @@ macro_rules! conformance_tests {
             heartbeat_extends_a_live_lease_and_refuses_an_expired_one,
             an_expired_final_attempt_dies_at_the_next_claim,
             the_sweep_kills_expired_final_attempts_and_nothing_else,
+            the_sweep_reports_dead_jobs_in_id_order,
             a_retryable_failure_persists_its_due_time,
             exhaustion_goes_dead_with_the_last_error,
             a_permanent_failure_goes_dead_at_once,
@@ -101,7 +102,11 @@ macro_rules! model_test {
                 eprintln!("SKIPPED random_operation_sequences_match_the_reference_model: backend not configured");
                 return;
             }
-            let mut runner = TestRunner::new(Config { cases: $cases, ..Config::default() });
+            let mut runner = TestRunner::new(Config {
+                cases: $cases,
+                failure_persistence: None,
+                ..Config::default()
+            });
             let strategy = $crate::proptest::collection::vec($crate::model::op_strategy(), 1..60);
             let result = runner.run(&strategy, |ops| {
                 let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
