@@ -13,7 +13,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use errand::{
     CancelRequest, Error, ExecHandler, Job, JobFilter, JobId, JobState, Name, NewJob, Payload,
-    ReplayRequest, RetryPolicy, Schedule, Store, Timestamp, WorkOutcome, Worker, WorkerConfig,
+    ReplayRequest, RetryPolicy, Schedule, Store, Timestamp, Worker, WorkerConfig,
 };
 
 mod exit;
@@ -213,9 +213,14 @@ struct WorkArgs {
     /// Equal-jitter retry cap.
     #[arg(long, default_value = "1h", value_parser = parse_duration)]
     retry_max: Duration,
-    /// How often an idle service-mode worker looks for due jobs.
+    /// How often an idle service-mode worker looks for due jobs without a
+    /// wake-up signal.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     poll: Duration,
+    /// Service mode: after SIGTERM, how long running commands may finish
+    /// before they are stopped and their jobs released.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    drain: Duration,
     /// The command run for each job (with `sh -c`).
     #[arg(long)]
     exec: String,
@@ -474,31 +479,36 @@ async fn cancel(store: Arc<dyn Store>, a: CancelArgs) -> Result<ExitCode, Failur
 }
 
 async fn work(store: Arc<dyn Store>, a: WorkArgs) -> Result<ExitCode, Failure> {
-    let config = WorkerConfig {
-        queues: a
-            .queue
-            .into_iter()
-            .map(|q| Name::parse("queue", q))
-            .collect::<Result<_, _>>()?,
-        lease: a.lease,
-        retry: RetryPolicy::EqualJitter {
-            base: a.retry_base,
-            max: a.retry_max,
-        },
-        ..WorkerConfig::default()
+    let queues: Vec<Name> = a
+        .queue
+        .into_iter()
+        .map(|q| Name::parse("queue", q))
+        .collect::<Result<_, _>>()?;
+    let retry = RetryPolicy::EqualJitter {
+        base: a.retry_base,
+        max: a.retry_max,
     };
-    let worker = Worker::new(store, config);
     let handler = Arc::new(ExecHandler::new(a.exec));
     if a.once {
-        let report = worker.run_once(handler).await?;
+        let config = WorkerConfig {
+            queues,
+            lease: a.lease,
+            retry,
+            ..WorkerConfig::default()
+        };
+        let report = Worker::new(store, config).run_once(handler).await?;
         output::report(&report, a.json)?;
         return Ok(ExitCode::SUCCESS);
     }
-    serve_loop::run(worker, handler, a.concurrency, a.poll, a.json).await?;
+    let args = serve_loop::ServiceArgs {
+        queues,
+        concurrency: usize::try_from(a.concurrency).unwrap_or(1),
+        lease: a.lease,
+        poll: a.poll,
+        drain: a.drain,
+        retry,
+        json: a.json,
+    };
+    serve_loop::run(store, handler, args).await?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Whether a report means the worker found something to do.
-fn busy(outcome: WorkOutcome) -> bool {
-    outcome != WorkOutcome::Idle
 }

@@ -1,66 +1,85 @@
-//! Service mode of `errand work`: a pool of claim-run-settle loops that stops
-//! claiming on SIGTERM or SIGINT and lets in-flight commands finish. A second
-//! signal exits at once (the leases of unfinished jobs then expire and the
-//! jobs are reclaimed). An idle loop waits on the store's work signal
-//! (`LISTEN/NOTIFY` on PostgreSQL) with `--poll` as the fallback.
+//! Service mode of `errand work`: the library's [`errand::Runtime`] with the
+//! external command as the handler of every kind. The first SIGTERM or
+//! SIGINT stops claiming and lets running commands finish within the drain
+//! deadline, after which the rest are stopped and released without spending
+//! an attempt; a second signal exits at once (unfinished jobs then return
+//! after their lease).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use errand::{Handler, Worker};
+use errand::{Handler, Name, RetryPolicy, Runtime, Store};
 use tokio::signal::unix::{SignalKind, signal};
-use tokio::sync::watch;
 
-use crate::{busy, output};
+use crate::output;
 
-/// Runs `concurrency` loops until a signal asks them to stop.
+/// Service-mode settings from the command line.
+#[derive(Debug)]
+pub struct ServiceArgs {
+    /// Queues to run (empty: every queue).
+    pub queues: Vec<Name>,
+    /// Jobs at once per queue.
+    pub concurrency: usize,
+    /// Lease length.
+    pub lease: Duration,
+    /// Idle poll interval.
+    pub poll: Duration,
+    /// Drain deadline.
+    pub drain: Duration,
+    /// Retry policy of failures.
+    pub retry: RetryPolicy,
+    /// Print JSON reports.
+    pub json: bool,
+}
+
+/// Runs until a signal asks it to stop, then drains.
 pub async fn run(
-    worker: Worker,
+    store: Arc<dyn Store>,
     handler: Arc<dyn Handler>,
-    concurrency: u32,
-    poll: Duration,
-    as_json: bool,
+    args: ServiceArgs,
 ) -> anyhow::Result<()> {
-    let (stop_tx, stop_rx) = watch::channel(false);
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let json = args.json;
+    let mut builder = Runtime::builder(store)
+        .fallback(handler)
+        .lease(args.lease)
+        .poll(args.poll)
+        .drain_deadline(args.drain)
+        .retry(args.retry, Arc::new(rand_unit))
+        .on_report(Arc::new(move |r| {
+            if let Err(e) = output::report(r, json) {
+                tracing::error!(error = %e, "cannot print the report");
+            }
+        }));
+    builder = if args.queues.is_empty() {
+        builder.all_queues(args.concurrency)?
+    } else {
+        let mut b = builder;
+        for q in &args.queues {
+            b = b.queue(q.as_str(), args.concurrency)?;
+        }
+        b
+    };
+    let runtime = builder.build()?;
+    let (first_tx, first_rx) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {
         tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
         tracing::warn!("stop requested: finishing in-flight jobs; signal again to exit at once");
-        let _ = stop_tx.send(true);
+        let _ = first_tx.send(());
         tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
         eprintln!("errand: second signal, exiting now; unfinished jobs return after their lease");
         std::process::exit(130);
     });
-    let mut loops = Vec::new();
-    for _ in 0..concurrency {
-        let (worker, handler, mut stop) = (worker.clone(), handler.clone(), stop_rx.clone());
-        let mut signal = worker.store().work_signal();
-        loops.push(tokio::spawn(async move {
-            while !*stop.borrow() {
-                match worker.run_once(handler.clone()).await {
-                    Ok(report) => {
-                        if busy(report.outcome) {
-                            if let Err(e) = output::report(&report, as_json) {
-                                tracing::error!(error = %e, "cannot print the report");
-                            }
-                            continue;
-                        }
-                    }
-                    Err(e) => tracing::error!(error = %e, "worker cycle failed; retrying after the poll interval"),
-                }
-                // Idle: wait for a wake-up (an insert in this process on
-                // SQLite, a notification on PostgreSQL) or the poll interval.
-                tokio::select! {
-                    _ = signal.wait(poll) => {}
-                    _ = stop.changed() => {}
-                }
-            }
-        }));
-    }
-    for l in loops {
-        l.await.context("a worker loop failed")?;
-    }
+    runtime
+        .run_until(async {
+            let _ = first_rx.await;
+        })
+        .await?;
     Ok(())
+}
+
+fn rand_unit() -> f64 {
+    rand::random::<f64>()
 }

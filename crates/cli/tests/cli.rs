@@ -694,3 +694,55 @@ fn a_sigkilled_worker_leaves_a_lease_that_another_worker_reclaims() {
     assert_eq!(j["history"][0]["outcome"], "lease_expired");
     assert_eq!(j["state"], "done");
 }
+
+#[test]
+fn past_the_drain_deadline_running_jobs_are_released_without_spending_an_attempt() {
+    let d = db();
+    json(&errand(
+        &d.path,
+        &["enqueue", "--kind", "k", "--id", "long", "--json"],
+    ));
+    let child = Command::new(env!("CARGO_BIN_EXE_errand"))
+        .arg("--db")
+        .arg(&d.path)
+        .args([
+            "work",
+            "--poll",
+            "50ms",
+            "--drain",
+            "300ms",
+            "--json",
+            "--exec",
+            "sleep 31.25; true",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_state(&d.path, "long", "running");
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "exit {:?}", out.status);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["outcome"], "released");
+    let j = job(&d.path, "long");
+    assert_eq!(
+        (j["state"].as_str(), j["attempts"].as_i64()),
+        (Some("ready"), Some(0))
+    );
+    assert_eq!(j["history"][0]["outcome"], "released");
+    // The command and what it started were stopped, not orphaned.
+    let left = Command::new("pgrep")
+        .args(["-f", "sleep 31.25"])
+        .output()
+        .unwrap();
+    assert!(
+        left.stdout.is_empty(),
+        "orphaned: {}",
+        String::from_utf8_lossy(&left.stdout)
+    );
+}

@@ -21,8 +21,15 @@ fn errand(db: &str, schema: &str, args: &[&str]) -> std::process::Output {
 }
 
 fn psql(url: &str, sql: &str) -> String {
-    let out = Command::new("psql").args([url, "-Atq", "-c", sql]).output().expect("psql");
-    assert!(out.status.success(), "psql {sql}: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("psql")
+        .args([url, "-Atq", "-c", sql])
+        .output()
+        .expect("psql");
+    assert!(
+        out.status.success(),
+        "psql {sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
@@ -33,8 +40,27 @@ fn spawn_worker(db: &str, schema: &str, dir: &Path, lease: &str) -> Child {
         sink = dir.join("sink").display(),
     );
     Command::new(env!("CARGO_BIN_EXE_errand"))
-        .args(["--db", db, "--schema", schema, "work", "--concurrency", "4", "--poll", "100ms"])
-        .args(["--lease", lease, "--retry-base", "100ms", "--retry-max", "1s", "--exec", &cmd])
+        .args([
+            "--db",
+            db,
+            "--schema",
+            schema,
+            "work",
+            "--concurrency",
+            "4",
+            "--poll",
+            "100ms",
+        ])
+        .args([
+            "--lease",
+            lease,
+            "--retry-base",
+            "100ms",
+            "--retry-max",
+            "1s",
+            "--exec",
+            &cmd,
+        ])
         .env("ERRAND_LOG", "error")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -44,18 +70,26 @@ fn spawn_worker(db: &str, schema: &str, dir: &Path, lease: &str) -> Child {
 
 fn stop(mut workers: Vec<Child>) {
     for w in &workers {
-        let _ = Command::new("kill").args(["-TERM", &w.id().to_string()]).status();
+        let _ = Command::new("kill")
+            .args(["-TERM", &w.id().to_string()])
+            .status();
     }
     for w in &mut workers {
         let status = w.wait().expect("wait");
-        assert!(status.success(), "a worker did not drain cleanly: {status:?}");
+        assert!(
+            status.success(),
+            "a worker did not drain cleanly: {status:?}"
+        );
     }
 }
 
 fn count(url: &str, schema: &str, state: &str) -> usize {
-    psql(url, &format!("SELECT count(*) FROM {schema}.errand_jobs WHERE state = '{state}'"))
-        .parse()
-        .expect("a count")
+    psql(
+        url,
+        &format!("SELECT count(*) FROM {schema}.errand_jobs WHERE state = '{state}'"),
+    )
+    .parse()
+    .expect("a count")
 }
 
 fn wait_until(what: &str, deadline: Duration, mut done: impl FnMut() -> bool) {
@@ -83,29 +117,57 @@ fn workdir() -> (tempfile::TempDir, PathBuf) {
 
 #[test]
 fn four_worker_processes_run_each_of_2000_jobs_exactly_once() {
-    let Some(url) = std::env::var("ERRAND_TEST_POSTGRES_URL").ok().filter(|s| !s.is_empty()) else {
+    let Some(url) = std::env::var("ERRAND_TEST_POSTGRES_URL")
+        .ok()
+        .filter(|s| !s.is_empty())
+    else {
         eprintln!("SKIPPED: set ERRAND_TEST_POSTGRES_URL to run the multi-process PostgreSQL test");
-        assert!(std::env::var("CI").is_err(), "ERRAND_TEST_POSTGRES_URL must be set under CI");
+        assert!(
+            std::env::var("CI").is_err(),
+            "ERRAND_TEST_POSTGRES_URL must be set under CI"
+        );
         return;
     };
     let schema = format!("errand_race_{}", std::process::id());
     psql(&url, &format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
     assert!(errand(&url, &schema, &["migrate"]).status.success());
     let (_keep, dir) = workdir();
-    let workers: Vec<Child> = (0..4).map(|_| spawn_worker(&url, &schema, &dir, "30s")).collect();
+    let workers: Vec<Child> = (0..4)
+        .map(|_| spawn_worker(&url, &schema, &dir, "30s"))
+        .collect();
     // Enqueue while the workers are already waiting (they are woken by NOTIFY).
-    psql(&url, &format!("SELECT count({schema}.enqueue('race', id => 'job-' || g)) FROM generate_series(1, 2000) g"));
-    wait_until("2000 jobs done", Duration::from_secs(240), || count(&url, &schema, "done") == 2000);
+    psql(
+        &url,
+        &format!(
+            "SELECT count({schema}.enqueue('race', id => 'job-' || g)) FROM generate_series(1, 2000) g"
+        ),
+    );
+    wait_until("2000 jobs done", Duration::from_secs(240), || {
+        count(&url, &schema, "done") == 2000
+    });
     stop(workers);
 
     let log = executions(&dir);
     let unique: HashSet<&String> = log.iter().collect();
     assert_eq!(log.len(), 2000, "every job ran exactly once");
     assert_eq!(unique.len(), 2000);
-    assert!(log.iter().all(|l| l.ends_with(" 1")), "attempts = 1 everywhere");
+    assert!(
+        log.iter().all(|l| l.ends_with(" 1")),
+        "attempts = 1 everywhere"
+    );
     assert_eq!(std::fs::read_dir(dir.join("sink")).unwrap().count(), 2000);
-    assert_eq!(psql(&url, &format!("SELECT count(*) FROM {schema}.errand_jobs WHERE attempts <> 1")), "0");
-    assert_eq!(count(&url, &schema, "running") + count(&url, &schema, "ready"), 0, "nothing left");
+    assert_eq!(
+        psql(
+            &url,
+            &format!("SELECT count(*) FROM {schema}.errand_jobs WHERE attempts <> 1")
+        ),
+        "0"
+    );
+    assert_eq!(
+        count(&url, &schema, "running") + count(&url, &schema, "ready"),
+        0,
+        "nothing left"
+    );
     psql(&url, &format!("DROP SCHEMA {schema} CASCADE"));
 }
 
@@ -124,11 +186,19 @@ impl Cluster {
             .map(|e| e.path().join("bin"))
             .find(|p| p.join("initdb").exists())?;
         let dir = tempfile::tempdir().ok()?;
-        let chown = Command::new("chown").args(["postgres"]).arg(dir.path()).status().ok()?;
+        let chown = Command::new("chown")
+            .args(["postgres"])
+            .arg(dir.path())
+            .status()
+            .ok()?;
         if !chown.success() {
             return None;
         }
-        let port = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .ok()?
+            .local_addr()
+            .ok()?
+            .port();
         let c = Cluster { bin, dir, port };
         let data = c.data();
         let ok = c.as_postgres("initdb", &["-D", &data, "-A", "trust", "-U", "postgres"]);
@@ -177,30 +247,54 @@ impl Drop for Cluster {
 #[test]
 fn workers_ride_out_a_crash_restart_of_the_server() {
     let Some(cluster) = Cluster::start() else {
-        eprintln!("SKIPPED: cannot start a private PostgreSQL cluster here (needs root and the server binaries)");
-        assert!(std::env::var("CI").is_err(), "the restart test must run under CI");
+        eprintln!(
+            "SKIPPED: cannot start a private PostgreSQL cluster here (needs root and the server binaries)"
+        );
+        assert!(
+            std::env::var("CI").is_err(),
+            "the restart test must run under CI"
+        );
         return;
     };
     let url = cluster.url();
     let schema = "errand";
     assert!(errand(&url, schema, &["migrate"]).status.success());
-    psql(&url, "SELECT count(errand.enqueue('restart', id => 'job-' || g)) FROM generate_series(1, 600) g");
+    psql(
+        &url,
+        "SELECT count(errand.enqueue('restart', id => 'job-' || g)) FROM generate_series(1, 600) g",
+    );
     let (_keep, dir) = workdir();
-    let workers: Vec<Child> = (0..2).map(|_| spawn_worker(&url, schema, &dir, "2s")).collect();
-    wait_until("some progress", Duration::from_secs(120), || count(&url, schema, "done") >= 100);
-    assert!(cluster.ctl(&["-m", "immediate", "restart"]), "restart the server");
-    wait_until("every job done after the restart", Duration::from_secs(240), || {
-        count(&url, schema, "done") == 600
+    let workers: Vec<Child> = (0..2)
+        .map(|_| spawn_worker(&url, schema, &dir, "2s"))
+        .collect();
+    wait_until("some progress", Duration::from_secs(120), || {
+        count(&url, schema, "done") >= 100
     });
+    assert!(
+        cluster.ctl(&["-m", "immediate", "restart"]),
+        "restart the server"
+    );
+    wait_until(
+        "every job done after the restart",
+        Duration::from_secs(240),
+        || count(&url, schema, "done") == 600,
+    );
     stop(workers);
 
     let log = executions(&dir);
     let unique: HashSet<&str> = log.iter().filter_map(|l| l.split(' ').next()).collect();
     assert_eq!(unique.len(), 600, "nothing lost");
     assert_eq!(std::fs::read_dir(dir.join("sink")).unwrap().count(), 600);
-    assert_eq!(count(&url, schema, "running") + count(&url, schema, "ready") + count(&url, schema, "dead"), 0, "nothing stuck");
+    assert_eq!(
+        count(&url, schema, "running") + count(&url, schema, "ready") + count(&url, schema, "dead"),
+        0,
+        "nothing stuck"
+    );
     // Only jobs in flight at the crash may have run twice.
     let repeats = log.len() - unique.len();
-    assert!(repeats <= 16, "{repeats} repeated executions; at most 2 workers × 4 slots × 2 were in flight");
+    assert!(
+        repeats <= 16,
+        "{repeats} repeated executions; at most 2 workers × 4 slots × 2 were in flight"
+    );
     eprintln!("restart test: {} executions for 600 jobs", log.len());
 }

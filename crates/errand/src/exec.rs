@@ -63,12 +63,16 @@ impl Handler for ExecHandler {
             .stdin(Stdio::piped())
             .stdout(Stdio::from(std::io::stderr()))
             .stderr(Stdio::piped())
+            .process_group(0)
             .kill_on_drop(true)
             .spawn()
         {
             Ok(c) => c,
             Err(e) => return Outcome::retry(format!("cannot start `sh -c {}`: {e}", self.command)),
         };
+        // If this attempt is abandoned (a drain past its deadline), stop the
+        // command and everything it started, not only the shell.
+        let mut group = GroupGuard(child.id().and_then(|id| i32::try_from(id).ok()));
         let payload = ctx.job.payload.as_str().as_bytes().to_vec();
         let stdin = child.stdin.take();
         let feed = async move {
@@ -88,6 +92,7 @@ impl Handler for ExecHandler {
             buf
         };
         let (_, err_bytes, status) = tokio::join!(feed, collect, child.wait());
+        group.0 = None;
         let status = match status {
             Ok(s) => s,
             Err(e) => return Outcome::retry(format!("waiting for the command failed: {e}")),
@@ -111,6 +116,19 @@ impl Handler for ExecHandler {
                 let sig = status.signal().unwrap_or(0);
                 Outcome::retry(describe(format!("command was killed by signal {sig}")))
             }
+        }
+    }
+}
+
+/// Kills a process group when dropped while armed.
+struct GroupGuard(Option<i32>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.0 {
+            use nix::sys::signal::{Signal, killpg};
+            use nix::unistd::Pid;
+            let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
         }
     }
 }

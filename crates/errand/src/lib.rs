@@ -16,6 +16,10 @@
 //!   transaction.
 //! * [`Worker`] claims and runs jobs with a [`Handler`]: [`Worker::run_once`]
 //!   handles at most one job (for a shell or a scheduler).
+//! * [`Runtime`] is the long-running service: handlers by kind with typed
+//!   payloads, queues with their own concurrency, batch claims, lease
+//!   renewal, per-kind deadlines, graceful draining and the expired-lease
+//!   sweep.
 //! * [`ExecHandler`] runs an external command per job (`errand work --exec`).
 //!
 //! ## Design decisions
@@ -31,6 +35,7 @@
 
 mod client;
 mod exec;
+mod runtime;
 mod worker;
 
 use std::sync::Arc;
@@ -46,6 +51,7 @@ pub use errand_sqlite::{self as sqlite, SqliteOptions, SqliteStore, Synchronous}
 
 pub use client::Client;
 pub use exec::{EXIT_PERMANENT, EXIT_TEMPFAIL, ExecHandler};
+pub use runtime::{KindOptions, ReportHook, RunStats, Runtime, RuntimeBuilder};
 pub use worker::{
     Handler, JobContext, Sampler, WorkOutcome, WorkReport, Worker, WorkerConfig, handler_fn,
 };

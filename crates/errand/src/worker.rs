@@ -13,6 +13,7 @@ use errand_core::{
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
 
 /// A source of uniform samples in `[0, 1)` for retry jitter. Tests inject a
 /// fixed one so delays are exact.
@@ -63,6 +64,9 @@ pub struct JobContext {
     pub job: Job,
     /// The fencing pair of this attempt.
     pub lease: Lease,
+    /// Fired when a lease renewal is refused: another worker or the sweep
+    /// owns the job now, and this attempt's settlement will be refused.
+    pub lease_lost: CancellationToken,
 }
 
 impl JobContext {
@@ -74,6 +78,17 @@ impl JobContext {
     /// This attempt's number (1 for the first).
     pub fn attempt(&self) -> u32 {
         self.lease.attempt
+    }
+
+    /// Completes when this attempt's lease is lost; a long handler selects
+    /// on it to stop early.
+    pub async fn lease_lost(&self) {
+        self.lease_lost.cancelled().await;
+    }
+
+    /// Whether this attempt's lease is known to be lost.
+    pub fn is_lease_lost(&self) -> bool {
+        self.lease_lost.is_cancelled()
     }
 
     /// Decodes the payload.
@@ -145,6 +160,8 @@ pub enum WorkOutcome {
     Snoozed,
     /// Cancelled by the handler.
     Cancelled,
+    /// Given back unfinished (a drain ran out of time); no attempt spent.
+    Released,
     /// The settlement was refused: the lease had expired or another worker
     /// owned the job.
     LeaseLost,
@@ -160,6 +177,7 @@ impl WorkOutcome {
             WorkOutcome::Dead => "dead",
             WorkOutcome::Snoozed => "snoozed",
             WorkOutcome::Cancelled => "cancelled",
+            WorkOutcome::Released => "released",
             WorkOutcome::LeaseLost => "lease_lost",
         }
     }
@@ -273,15 +291,68 @@ impl Worker {
         claimed: ClaimedJob,
     ) -> Result<WorkReport> {
         let lease = claimed.lease.clone();
-        let heartbeat = self.config.heartbeat.then(|| {
-            let (store, lease, every) = (self.store.clone(), lease.clone(), self.config.lease);
+        let run = Execution {
+            store: self.store.clone(),
+            lease: self.config.lease,
+            heartbeat: self.config.heartbeat,
+            deadline: None,
+        };
+        match run
+            .execute(handler, claimed, CancellationToken::new())
+            .await
+        {
+            Some(outcome) => self.settle(&lease, outcome).await,
+            None => release(self.store.as_ref(), &lease).await,
+        }
+    }
+
+    /// Records a handler's outcome against the lease.
+    pub async fn settle(&self, lease: &Lease, outcome: Outcome) -> Result<WorkReport> {
+        settle(
+            self.store.as_ref(),
+            lease,
+            outcome,
+            &self.config.retry,
+            self.config.sampler.as_ref(),
+        )
+        .await
+    }
+}
+
+/// How one claimed job is run: lease renewal and deadline.
+#[derive(Clone, Debug)]
+pub(crate) struct Execution {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) lease: Duration,
+    pub(crate) heartbeat: bool,
+    pub(crate) deadline: Option<Duration>,
+}
+
+impl Execution {
+    /// Runs the handler: the lease is renewed every third of its length; a
+    /// renewal refused by the fence fires the job's lease-lost token; a
+    /// panic becomes a retryable failure; the deadline becomes
+    /// [`Outcome::Timeout`]; `abort` (a drain past its deadline) stops it
+    /// and returns `None`: the caller releases the job.
+    pub(crate) async fn execute(
+        &self,
+        handler: Arc<dyn Handler>,
+        claimed: ClaimedJob,
+        abort: CancellationToken,
+    ) -> Option<Outcome> {
+        let lease = claimed.lease.clone();
+        let lost = CancellationToken::new();
+        let heartbeat = self.heartbeat.then(|| {
+            let (store, lease, every, lost) =
+                (self.store.clone(), lease.clone(), self.lease, lost.clone());
             tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(every / 3).await;
                     match store.heartbeat(&lease, every).await {
                         Ok(_) => {}
                         Err(Error::LeaseLost { .. }) => {
-                            tracing::warn!(job = %lease.id, attempt = lease.attempt, "lease lost while the handler runs");
+                            tracing::warn!(job = %lease.id, attempt = lease.attempt, "lease lost while the handler runs; telling it to stop");
+                            lost.cancel();
                             return;
                         }
                         Err(e) => tracing::warn!(job = %lease.id, error = %e, "heartbeat failed; will retry"),
@@ -292,125 +363,145 @@ impl Worker {
         let ctx = JobContext {
             job: claimed.job,
             lease: lease.clone(),
+            lease_lost: lost,
         };
-        let outcome = match tokio::spawn(async move { handler.handle(ctx).await }).await {
-            Ok(outcome) => outcome,
-            Err(e) if e.is_panic() => Outcome::Retry {
-                error: format!("handler panicked: {}", panic_message(e.into_panic())),
-            },
-            Err(e) => Outcome::Retry {
-                error: format!("handler task failed: {e}"),
-            },
+        let task = tokio::spawn(async move { handler.handle(ctx).await });
+        let abort_handle = task.abort_handle();
+        let joined = async {
+            match task.await {
+                Ok(outcome) => outcome,
+                Err(e) if e.is_panic() => Outcome::Retry {
+                    error: format!("handler panicked: {}", panic_message(e.into_panic())),
+                },
+                Err(e) => Outcome::Retry {
+                    error: format!("handler task failed: {e}"),
+                },
+            }
         };
+        let outcome = tokio::select! {
+            outcome = async {
+                match self.deadline {
+                    Some(d) => tokio::time::timeout(d, joined).await.unwrap_or(Outcome::Timeout),
+                    None => joined.await,
+                }
+            } => Some(outcome),
+            () = abort.cancelled() => None,
+        };
+        abort_handle.abort();
         if let Some(task) = heartbeat {
             task.abort();
         }
-        self.settle(&lease, outcome).await
+        outcome
     }
+}
 
-    /// Records a handler's outcome against the lease.
-    pub async fn settle(&self, lease: &Lease, outcome: Outcome) -> Result<WorkReport> {
-        let mut report = WorkReport {
-            outcome: WorkOutcome::Acknowledged,
-            job_id: Some(lease.id.clone()),
-            attempt: Some(lease.attempt),
-            acknowledged: false,
-            available_at: None,
-            error: None,
-        };
-        let result = match outcome {
-            Outcome::Success => self.store.complete(lease).await.map(|_| {
-                report.acknowledged = true;
-            }),
-            Outcome::Retry { error } => {
-                self.fail(lease, error, ErrorClass::Retryable, None, &mut report)
-                    .await
-            }
-            Outcome::Timeout => {
-                let error = "the handler ran past its deadline".to_owned();
-                self.fail(lease, error, ErrorClass::Timeout, None, &mut report)
-                    .await
-            }
-            Outcome::RetryAt { error, at } => {
-                self.fail(
-                    lease,
-                    error,
-                    ErrorClass::Retryable,
-                    Some(RetryAt::At(at)),
-                    &mut report,
-                )
+/// Gives an unfinished job back without spending its attempt.
+pub(crate) async fn release(store: &dyn Store, lease: &Lease) -> Result<WorkReport> {
+    let mut report = WorkReport {
+        outcome: WorkOutcome::Released,
+        job_id: Some(lease.id.clone()),
+        attempt: Some(lease.attempt),
+        acknowledged: false,
+        available_at: None,
+        error: None,
+    };
+    match store.release(lease).await {
+        Ok(job) => report.available_at = Some(job.available_at),
+        Err(Error::LeaseLost { .. }) => report.outcome = WorkOutcome::LeaseLost,
+        Err(e) => return Err(e),
+    }
+    Ok(report)
+}
+
+/// Records `outcome` against `lease`; retryable failures wait on `policy`.
+pub(crate) async fn settle(
+    store: &dyn Store,
+    lease: &Lease,
+    outcome: Outcome,
+    policy: &RetryPolicy,
+    sampler: &(dyn Fn() -> f64 + Send + Sync),
+) -> Result<WorkReport> {
+    let mut report = WorkReport {
+        outcome: WorkOutcome::Acknowledged,
+        job_id: Some(lease.id.clone()),
+        attempt: Some(lease.attempt),
+        acknowledged: false,
+        available_at: None,
+        error: None,
+    };
+    let retry_after = || RetryAt::After(policy.delay_for(lease.attempt, sampler()));
+    let failure = |error: String, class: ErrorClass, retry: Option<RetryAt>| Failure {
+        error,
+        class,
+        retry,
+    };
+    let result = match outcome {
+        Outcome::Success => store.complete(lease).await.map(|_| {
+            report.acknowledged = true;
+        }),
+        Outcome::Retry { error } => {
+            report.error = Some(error.clone());
+            let f = failure(error, ErrorClass::Retryable, Some(retry_after()));
+            store
+                .fail(lease, f)
                 .await
-            }
-            Outcome::Permanent { error } => {
-                report.error = Some(error.clone());
-                let failure = Failure {
-                    error,
-                    class: ErrorClass::Permanent,
-                    retry: None,
-                };
-                self.store
-                    .fail(lease, failure)
-                    .await
-                    .map(|_| report.outcome = WorkOutcome::Dead)
-            }
-            Outcome::Snooze { delay } => self.store.snooze(lease, delay).await.map(|job| {
-                report.outcome = WorkOutcome::Snoozed;
-                report.available_at = Some(job.available_at);
-            }),
-            Outcome::Cancel { reason } => {
-                report.error = Some(reason.clone());
-                self.store
-                    .cancel_running(lease, &reason)
-                    .await
-                    .map(|_| report.outcome = WorkOutcome::Cancelled)
-            }
-        };
-        match result {
-            Ok(()) => Ok(report),
-            Err(Error::LeaseLost { .. }) => {
-                report.outcome = WorkOutcome::LeaseLost;
-                report.acknowledged = false;
-                report.available_at = None;
-                Ok(report)
-            }
-            Err(e) => Err(e),
+                .map(|job| record_failure(&mut report, &job))
         }
-    }
-
-    async fn fail(
-        &self,
-        lease: &Lease,
-        error: String,
-        class: ErrorClass,
-        at: Option<RetryAt>,
-        report: &mut WorkReport,
-    ) -> Result<()> {
-        let retry = at.unwrap_or_else(|| {
-            RetryAt::After(
-                self.config
-                    .retry
-                    .delay_for(lease.attempt, (self.config.sampler)()),
-            )
-        });
-        report.error = Some(error.clone());
-        let job = self
-            .store
-            .fail(
-                lease,
-                Failure {
-                    error,
-                    class,
-                    retry: Some(retry),
-                },
-            )
-            .await?;
-        if job.state == JobState::Dead {
-            report.outcome = WorkOutcome::Dead;
-        } else {
-            report.outcome = WorkOutcome::RetryScheduled;
+        Outcome::Timeout => {
+            let error = "the handler ran past its deadline".to_owned();
+            report.error = Some(error.clone());
+            let f = failure(error, ErrorClass::Timeout, Some(retry_after()));
+            store
+                .fail(lease, f)
+                .await
+                .map(|job| record_failure(&mut report, &job))
+        }
+        Outcome::RetryAt { error, at } => {
+            report.error = Some(error.clone());
+            let f = failure(error, ErrorClass::Retryable, Some(RetryAt::At(at)));
+            store
+                .fail(lease, f)
+                .await
+                .map(|job| record_failure(&mut report, &job))
+        }
+        Outcome::Permanent { error } => {
+            report.error = Some(error.clone());
+            let f = failure(error, ErrorClass::Permanent, None);
+            store
+                .fail(lease, f)
+                .await
+                .map(|job| record_failure(&mut report, &job))
+        }
+        Outcome::Snooze { delay } => store.snooze(lease, delay).await.map(|job| {
+            report.outcome = WorkOutcome::Snoozed;
             report.available_at = Some(job.available_at);
+        }),
+        Outcome::Cancel { reason } => {
+            report.error = Some(reason.clone());
+            store
+                .cancel_running(lease, &reason)
+                .await
+                .map(|_| report.outcome = WorkOutcome::Cancelled)
         }
-        Ok(())
+    };
+    match result {
+        Ok(()) => Ok(report),
+        Err(Error::LeaseLost { .. }) => {
+            report.outcome = WorkOutcome::LeaseLost;
+            report.acknowledged = false;
+            report.available_at = None;
+            Ok(report)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn record_failure(report: &mut WorkReport, job: &Job) {
+    if job.state == JobState::Dead {
+        report.outcome = WorkOutcome::Dead;
+    } else {
+        report.outcome = WorkOutcome::RetryScheduled;
+        report.available_at = Some(job.available_at);
     }
 }
 

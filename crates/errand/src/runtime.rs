@@ -1,0 +1,509 @@
+//! The long-running worker service: handlers by kind, queues with their own
+//! concurrency, batch claims, lease renewal, deadlines, graceful draining and
+//! the expired-lease sweep.
+//!
+//! ```ignore
+//! let runtime = Runtime::builder(store)
+//!     .handler("receipt", |p: Receipt, ctx| async move { send(p, ctx.id()).await })?
+//!     .kind_options("receipt", KindOptions { deadline: Some(Duration::from_secs(30)), ..Default::default() })?
+//!     .queue("default", 8)?
+//!     .build()?;
+//! runtime.run_until(shutdown_signal()).await?;
+//! ```
+//!
+//! Each queue has one claimer. It waits for a free slot, claims as many
+//! due jobs as it has free slots (up to the batch size) in one short
+//! transaction, and runs each in its own task. An idle claimer waits on the
+//! store's work signal (an insert in this process, `LISTEN/NOTIFY` on
+//! PostgreSQL) or the poll interval, whichever comes first.
+//!
+//! Draining: when `run_until`'s future completes, claimers stop claiming,
+//! in-flight jobs get until the drain deadline to finish, and whatever is
+//! still running then is stopped and released at once — back to `ready`,
+//! due now, without spending its attempt.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use errand_core::{ClaimRequest, Error, JobId, Lease, Name, Outcome, Result, RetryPolicy, Store};
+use serde::de::DeserializeOwned;
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::worker::{
+    Execution, Handler, JobContext, WorkOutcome, WorkReport, handler_fn, release, settle,
+};
+
+/// Called with the report of every settled attempt.
+pub type ReportHook = Arc<dyn Fn(&WorkReport) + Send + Sync>;
+
+/// Per-kind settings.
+#[derive(Clone, Debug, Default)]
+pub struct KindOptions {
+    /// Retry policy of this kind (default: the runtime's).
+    pub retry: Option<RetryPolicy>,
+    /// How long one attempt may run; past it the attempt is a retryable
+    /// `timeout` failure.
+    pub deadline: Option<Duration>,
+}
+
+#[derive(Clone)]
+struct Kind {
+    handler: Arc<dyn Handler>,
+    options: KindOptions,
+}
+
+/// Counts of what a runtime did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunStats {
+    /// Attempts that ended in each outcome.
+    pub outcomes: HashMap<&'static str, u64>,
+}
+
+impl RunStats {
+    /// How many attempts ended in `outcome`.
+    pub fn count(&self, outcome: WorkOutcome) -> u64 {
+        self.outcomes.get(outcome.as_str()).copied().unwrap_or(0)
+    }
+}
+
+/// Builds a [`Runtime`].
+pub struct RuntimeBuilder {
+    store: Arc<dyn Store>,
+    kinds: HashMap<String, Kind>,
+    fallback: Option<Arc<dyn Handler>>,
+    queues: Vec<(Option<Name>, usize)>,
+    lease: Duration,
+    poll: Duration,
+    drain: Duration,
+    batch: u32,
+    sweep_every: Duration,
+    retry: RetryPolicy,
+    sampler: crate::Sampler,
+    on_report: Option<ReportHook>,
+}
+
+impl fmt::Debug for RuntimeBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RuntimeBuilder")
+            .field("kinds", &self.kinds.keys().collect::<Vec<_>>())
+            .field("queues", &self.queues)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RuntimeBuilder {
+    /// Registers a handler for `kind` taking a typed payload. A payload that
+    /// does not decode is a permanent failure (dead at once).
+    pub fn handler<P, F, Fut>(self, kind: &str, f: F) -> Result<Self>
+    where
+        P: DeserializeOwned + Send + 'static,
+        F: Fn(P, JobContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Outcome> + Send + 'static,
+    {
+        let f = Arc::new(f);
+        let handler = handler_fn(move |ctx: JobContext| {
+            let f = f.clone();
+            async move {
+                match ctx.payload::<P>() {
+                    Ok(p) => f(p, ctx).await,
+                    Err(e) => Outcome::permanent(e),
+                }
+            }
+        });
+        self.handler_dyn(kind, Arc::new(handler))
+    }
+
+    /// Registers any [`Handler`] for `kind`.
+    pub fn handler_dyn(mut self, kind: &str, handler: Arc<dyn Handler>) -> Result<Self> {
+        let name = Name::parse("kind", kind)?;
+        let options = self
+            .kinds
+            .remove(name.as_str())
+            .map(|k| k.options)
+            .unwrap_or_default();
+        self.kinds
+            .insert(name.to_string(), Kind { handler, options });
+        Ok(self)
+    }
+
+    /// The handler for kinds with none registered (for example an external
+    /// command). Without one, such jobs fail (retryable) with a message
+    /// naming the kind.
+    pub fn fallback(mut self, handler: Arc<dyn Handler>) -> Self {
+        self.fallback = Some(handler);
+        self
+    }
+
+    /// Sets the options of a registered kind.
+    pub fn kind_options(mut self, kind: &str, options: KindOptions) -> Result<Self> {
+        match self.kinds.get_mut(kind) {
+            Some(k) => {
+                k.options = options;
+                Ok(self)
+            }
+            None => Err(Error::invalid(format!(
+                "no handler is registered for kind `{kind}`; register it before setting its options"
+            ))),
+        }
+    }
+
+    /// Runs `queue` with at most `concurrency` jobs at once.
+    pub fn queue(mut self, queue: &str, concurrency: usize) -> Result<Self> {
+        let name = Name::parse("queue", queue)?;
+        self.push_queue(Some(name), concurrency)?;
+        Ok(self)
+    }
+
+    /// Runs every queue together with at most `concurrency` jobs at once.
+    pub fn all_queues(mut self, concurrency: usize) -> Result<Self> {
+        self.push_queue(None, concurrency)?;
+        Ok(self)
+    }
+
+    fn push_queue(&mut self, queue: Option<Name>, concurrency: usize) -> Result<()> {
+        if !(1..=10_000).contains(&concurrency) {
+            return Err(Error::invalid(format!(
+                "queue concurrency must be between 1 and 10000 (got {concurrency})"
+            )));
+        }
+        if self.queues.iter().any(|(q, _)| *q == queue) {
+            return Err(Error::invalid("the same queue is configured twice"));
+        }
+        self.queues.push((queue, concurrency));
+        Ok(())
+    }
+
+    /// Lease length (default 30 s), renewed every third of it.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// How often an idle claimer looks for work without a signal (default 1 s).
+    pub fn poll(mut self, poll: Duration) -> Self {
+        self.poll = poll;
+        self
+    }
+
+    /// How long in-flight jobs may finish after shutdown (default 30 s).
+    pub fn drain_deadline(mut self, drain: Duration) -> Self {
+        self.drain = drain;
+        self
+    }
+
+    /// Most jobs one claim takes (default 32).
+    pub fn batch(mut self, batch: u32) -> Self {
+        self.batch = batch.max(1);
+        self
+    }
+
+    /// How often the expired-lease sweep runs (default 30 s).
+    pub fn sweep_every(mut self, every: Duration) -> Self {
+        self.sweep_every = every;
+        self
+    }
+
+    /// The default retry policy and its jitter source.
+    pub fn retry(mut self, policy: RetryPolicy, sampler: crate::Sampler) -> Self {
+        self.retry = policy;
+        self.sampler = sampler;
+        self
+    }
+
+    /// Calls `hook` with the report of every settled attempt (for logs or
+    /// output).
+    pub fn on_report(mut self, hook: ReportHook) -> Self {
+        self.on_report = Some(hook);
+        self
+    }
+
+    /// Checks the configuration.
+    pub fn build(self) -> Result<Runtime> {
+        if self.queues.is_empty() {
+            return Err(Error::invalid(
+                "configure at least one queue (or all_queues)",
+            ));
+        }
+        if self.kinds.is_empty() && self.fallback.is_none() {
+            return Err(Error::invalid("register at least one handler"));
+        }
+        for d in [self.lease, self.poll, self.sweep_every] {
+            if d.is_zero() {
+                return Err(Error::invalid(
+                    "lease, poll and sweep intervals must be longer than zero",
+                ));
+            }
+        }
+        Ok(Runtime {
+            inner: Arc::new(Inner {
+                store: self.store,
+                kinds: self.kinds,
+                fallback: self.fallback,
+                lease: self.lease,
+                poll: self.poll,
+                batch: self.batch,
+                sweep_every: self.sweep_every,
+                retry: self.retry,
+                sampler: self.sampler,
+                on_report: self.on_report,
+                in_flight: Mutex::new(HashMap::new()),
+                stats: Mutex::new(RunStats::default()),
+            }),
+            queues: self.queues,
+            drain: self.drain,
+        })
+    }
+}
+
+struct Inner {
+    store: Arc<dyn Store>,
+    kinds: HashMap<String, Kind>,
+    fallback: Option<Arc<dyn Handler>>,
+    lease: Duration,
+    poll: Duration,
+    batch: u32,
+    sweep_every: Duration,
+    retry: RetryPolicy,
+    sampler: crate::Sampler,
+    on_report: Option<ReportHook>,
+    /// Running jobs: their lease and the token that stops them.
+    in_flight: Mutex<HashMap<JobId, (Lease, CancellationToken)>>,
+    stats: Mutex<RunStats>,
+}
+
+/// The worker service. See the module documentation.
+pub struct Runtime {
+    inner: Arc<Inner>,
+    queues: Vec<(Option<Name>, usize)>,
+    drain: Duration,
+}
+
+impl fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runtime")
+            .field("queues", &self.queues)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    /// Starts building a runtime over `store`.
+    pub fn builder(store: Arc<dyn Store>) -> RuntimeBuilder {
+        RuntimeBuilder {
+            store,
+            kinds: HashMap::new(),
+            fallback: None,
+            queues: Vec::new(),
+            lease: Duration::from_secs(30),
+            poll: Duration::from_secs(1),
+            drain: Duration::from_secs(30),
+            batch: 32,
+            sweep_every: Duration::from_secs(30),
+            retry: RetryPolicy::default(),
+            sampler: Arc::new(rand::random::<f64>),
+            on_report: None,
+        }
+    }
+
+    /// Runs until `shutdown` completes, then drains. Returns what it did.
+    pub async fn run_until<F: Future<Output = ()>>(self, shutdown: F) -> Result<RunStats> {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let mut claimers = JoinSet::new();
+        let jobs = Arc::new(Mutex::new(JoinSet::new()));
+        for (queue, concurrency) in &self.queues {
+            let inner = self.inner.clone();
+            let (queue, concurrency) = (queue.clone(), *concurrency);
+            let (stop, jobs) = (stop_rx.clone(), jobs.clone());
+            claimers.spawn(async move { inner.claim_loop(queue, concurrency, stop, jobs).await });
+        }
+        let sweeper = {
+            let (inner, mut stop) = (self.inner.clone(), stop_rx.clone());
+            tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        _ = tokio::time::sleep(inner.sweep_every) => {}
+                        _ = stop.changed() => return,
+                    }
+                    match inner.store.sweep_expired().await {
+                        Ok(r) if !r.dead.is_empty() => {
+                            tracing::warn!(
+                                count = r.dead.len(),
+                                "expired final attempts moved to dead"
+                            );
+                        }
+                        Ok(_) => {}
+                        Err(e) => tracing::warn!(error = %e, "the expired-lease sweep failed"),
+                    }
+                }
+            })
+        };
+        shutdown.await;
+        tracing::info!("draining: no more claims; waiting for in-flight jobs");
+        let _ = stop_tx.send(true);
+        while let Some(r) = claimers.join_next().await {
+            if let Err(e) = r {
+                tracing::error!(error = %e, "a claimer task failed");
+            }
+        }
+        sweeper.abort();
+        let mut running = std::mem::take(&mut *lock(&jobs));
+        let finished = tokio::time::timeout(self.drain, async {
+            while running.join_next().await.is_some() {}
+        })
+        .await;
+        if finished.is_err() {
+            let left: Vec<(Lease, CancellationToken)> =
+                lock(&self.inner.in_flight).values().cloned().collect();
+            tracing::warn!(
+                count = left.len(),
+                "drain deadline passed: releasing unfinished jobs"
+            );
+            for (_, token) in &left {
+                token.cancel();
+            }
+            // Each job task releases its own job once stopped.
+            while running.join_next().await.is_some() {}
+        }
+        Ok(lock(&self.inner.stats).clone())
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Inner {
+    async fn claim_loop(
+        self: Arc<Self>,
+        queue: Option<Name>,
+        concurrency: usize,
+        mut stop: watch::Receiver<bool>,
+        jobs: Arc<Mutex<JoinSet<()>>>,
+    ) {
+        let slots = Arc::new(Semaphore::new(concurrency));
+        let mut signal = self.store.work_signal();
+        let queues: Vec<Name> = queue.into_iter().collect();
+        while !*stop.borrow() {
+            // Wait for one free slot, then take every other free one.
+            let first = tokio::select! {
+                p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
+                _ = stop.changed() => return,
+            };
+            let mut permits = vec![first];
+            while permits.len() < self.batch as usize {
+                match slots.clone().try_acquire_owned() {
+                    Ok(p) => permits.push(p),
+                    Err(_) => break,
+                }
+            }
+            let req = ClaimRequest {
+                queues: queues.clone(),
+                limit: u32::try_from(permits.len()).unwrap_or(self.batch),
+                lease: self.lease,
+            };
+            let claimed = match self.store.claim(&req).await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "claim failed; retrying after the poll interval");
+                    drop(permits);
+                    tokio::select! {
+                        _ = tokio::time::sleep(self.poll) => {}
+                        _ = stop.changed() => {}
+                    }
+                    continue;
+                }
+            };
+            let idle = claimed.len() < permits.len();
+            for claimed in claimed {
+                let Some(permit) = permits.pop() else { break };
+                let token = CancellationToken::new();
+                lock(&self.in_flight).insert(
+                    claimed.job.id.clone(),
+                    (claimed.lease.clone(), token.clone()),
+                );
+                let me = self.clone();
+                let mut set = lock(&jobs);
+                // Reap finished tasks so a long-running service holds none.
+                while set.try_join_next().is_some() {}
+                set.spawn(async move {
+                    me.run_job(claimed, token).await;
+                    drop(permit);
+                });
+            }
+            drop(permits);
+            if idle {
+                tokio::select! {
+                    _ = signal.wait(self.poll) => {}
+                    _ = stop.changed() => {}
+                }
+            }
+        }
+    }
+
+    async fn run_job(&self, claimed: errand_core::ClaimedJob, token: CancellationToken) {
+        let lease = claimed.lease.clone();
+        let kind = self.kinds.get(claimed.job.kind.as_str()).cloned();
+        let (handler, options) = match (&kind, &self.fallback) {
+            (Some(k), _) => (k.handler.clone(), k.options.clone()),
+            (None, Some(f)) => (f.clone(), KindOptions::default()),
+            (None, None) => {
+                let kind = claimed.job.kind.clone();
+                let missing: Arc<dyn Handler> = Arc::new(handler_fn(move |_ctx| {
+                    let kind = kind.clone();
+                    async move {
+                        Outcome::retry(format!(
+                            "no handler for kind `{kind}` is registered in this worker"
+                        ))
+                    }
+                }));
+                (missing, KindOptions::default())
+            }
+        };
+        let run = Execution {
+            store: self.store.clone(),
+            lease: self.lease,
+            heartbeat: true,
+            deadline: options.deadline,
+        };
+        let report = match run.execute(handler, claimed, token).await {
+            Some(outcome) => {
+                let policy = options.retry.as_ref().unwrap_or(&self.retry);
+                settle(
+                    self.store.as_ref(),
+                    &lease,
+                    outcome,
+                    policy,
+                    self.sampler.as_ref(),
+                )
+                .await
+            }
+            None => release(self.store.as_ref(), &lease).await,
+        };
+        lock(&self.in_flight).remove(&lease.id);
+        match report {
+            Ok(r) => {
+                tracing::debug!(job = %lease.id, attempt = lease.attempt, outcome = r.outcome.as_str(), "attempt settled");
+                *lock(&self.stats)
+                    .outcomes
+                    .entry(r.outcome.as_str())
+                    .or_insert(0) += 1;
+                if let Some(hook) = &self.on_report {
+                    hook(&r);
+                }
+            }
+            Err(e) => {
+                // The lease will expire and the job will be reclaimed.
+                tracing::warn!(job = %lease.id, error = %e, "settling failed; the job returns after its lease");
+                *lock(&self.stats)
+                    .outcomes
+                    .entry("settle_failed")
+                    .or_insert(0) += 1;
+            }
+        }
+    }
+}

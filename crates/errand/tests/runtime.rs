@@ -1,0 +1,347 @@
+#![allow(clippy::unwrap_used)]
+//! The worker service: kinds, queues, leases, deadlines and draining, on a
+//! real SQLite file with the host clock (heartbeats run on real time).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use errand::{
+    CancelRequest, ErrorClass, JobFilter, JobId, JobState, KindOptions, NewJob, Outcome, Payload,
+    Runtime, SqliteOptions, SqliteStore, Store, WorkOutcome,
+};
+use serde::Deserialize;
+
+fn store() -> (tempfile::TempDir, Arc<dyn Store>) {
+    let dir = tempfile::tempdir().unwrap();
+    let options = SqliteOptions {
+        create: true,
+        migrate: true,
+        ..Default::default()
+    };
+    let store = SqliteStore::open(dir.path().join("rt.db"), options).unwrap();
+    (dir, Arc::new(store))
+}
+
+async fn enqueue(store: &Arc<dyn Store>, id: &str, kind: &str, queue: &str, payload: &str) {
+    let job = NewJob::new(kind, Payload::from_json_text(payload).unwrap())
+        .unwrap()
+        .with_id(JobId::new(id).unwrap())
+        .on_queue(queue)
+        .unwrap();
+    store.insert(job).await.unwrap();
+}
+
+async fn job(store: &Arc<dyn Store>, id: &str) -> errand::Job {
+    store.get(&JobId::new(id).unwrap()).await.unwrap()
+}
+
+/// Resolves once no job is ready (and due) or running.
+async fn settled(store: Arc<dyn Store>) {
+    for _ in 0..600 {
+        let jobs = store.list(&JobFilter::default()).await.unwrap();
+        if jobs
+            .iter()
+            .all(|j| !matches!(j.state, JobState::Running | JobState::Ready))
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("jobs never settled");
+}
+
+#[derive(Deserialize)]
+struct Add {
+    a: i64,
+    b: i64,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typed_handlers_run_by_kind_and_an_undecodable_payload_is_permanent() {
+    let (_d, store) = store();
+    let sum = Arc::new(AtomicUsize::new(0));
+    let s = sum.clone();
+    let runtime = Runtime::builder(store.clone())
+        .handler("add", move |p: Add, _ctx| {
+            let s = s.clone();
+            async move {
+                s.fetch_add(usize::try_from(p.a + p.b).unwrap_or(0), Ordering::SeqCst);
+                Outcome::Success
+            }
+        })
+        .unwrap()
+        .queue("default", 4)
+        .unwrap()
+        .poll(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    enqueue(&store, "a1", "add", "default", r#"{"a":1,"b":2}"#).await;
+    enqueue(&store, "a2", "add", "default", r#"{"a":10,"b":20}"#).await;
+    enqueue(&store, "bad", "add", "default", r#"{"a":"one"}"#).await;
+    let stats = runtime.run_until(settled(store.clone())).await.unwrap();
+    assert_eq!(sum.load(Ordering::SeqCst), 33);
+    assert_eq!(stats.count(WorkOutcome::Acknowledged), 2);
+    let bad = job(&store, "bad").await;
+    assert_eq!((bad.state, bad.attempts), (JobState::Dead, 1));
+    assert_eq!(bad.last_error_class, Some(ErrorClass::Permanent));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_queue_runs_at_most_its_concurrency() {
+    let (_d, store) = store();
+    let (now, max) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (n, m) = (now.clone(), max.clone());
+    let runtime = Runtime::builder(store.clone())
+        .handler("slow", move |_: serde_json::Value, _ctx| {
+            let (n, m) = (n.clone(), m.clone());
+            async move {
+                let cur = n.fetch_add(1, Ordering::SeqCst) + 1;
+                m.fetch_max(cur, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(40)).await;
+                n.fetch_sub(1, Ordering::SeqCst);
+                Outcome::Success
+            }
+        })
+        .unwrap()
+        .queue("narrow", 2)
+        .unwrap()
+        .poll(Duration::from_millis(20))
+        .build()
+        .unwrap();
+    for i in 0..10 {
+        enqueue(&store, &format!("n{i}"), "slow", "narrow", "{}").await;
+    }
+    enqueue(&store, "elsewhere", "slow", "other", "{}").await;
+    let s = store.clone();
+    let stats = runtime
+        .run_until(async move {
+            for _ in 0..400 {
+                let done = s
+                    .list(&JobFilter {
+                        state: Some(JobState::Done),
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap();
+                if done.len() == 10 {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            panic!("the narrow queue never finished");
+        })
+        .await
+        .unwrap();
+    assert_eq!(stats.count(WorkOutcome::Acknowledged), 10);
+    assert_eq!(max.load(Ordering::SeqCst), 2, "two at a time, never more");
+    assert_eq!(
+        job(&store, "elsewhere").await.state,
+        JobState::Ready,
+        "other queues are not touched"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_longer_than_its_lease_keeps_it_by_heartbeat() {
+    let (_d, store) = store();
+    let runtime = Runtime::builder(store.clone())
+        .handler("long", |_: serde_json::Value, _ctx| async {
+            tokio::time::sleep(Duration::from_millis(900)).await;
+            Outcome::Success
+        })
+        .unwrap()
+        .queue("default", 1)
+        .unwrap()
+        .lease(Duration::from_millis(300))
+        .poll(Duration::from_millis(20))
+        .build()
+        .unwrap();
+    enqueue(&store, "l1", "long", "default", "{}").await;
+    runtime.run_until(settled(store.clone())).await.unwrap();
+    let j = job(&store, "l1").await;
+    assert_eq!((j.state, j.attempts), (JobState::Done, 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_lease_tells_the_handler_and_its_late_settlement_is_refused() {
+    let (_d, store) = store();
+    let told = Arc::new(AtomicUsize::new(0));
+    let t = told.clone();
+    let runtime = Runtime::builder(store.clone())
+        .handler("watch", move |_: serde_json::Value, ctx| {
+            let t = t.clone();
+            async move {
+                tokio::select! {
+                    () = ctx.lease_lost() => { t.fetch_add(1, Ordering::SeqCst); }
+                    () = tokio::time::sleep(Duration::from_secs(20)) => {}
+                }
+                Outcome::Success
+            }
+        })
+        .unwrap()
+        .queue("default", 1)
+        .unwrap()
+        .lease(Duration::from_millis(300))
+        .poll(Duration::from_millis(20))
+        .build()
+        .unwrap();
+    enqueue(&store, "w1", "watch", "default", "{}").await;
+    let s = store.clone();
+    let stats = runtime
+        .run_until(async move {
+            while job(&s, "w1").await.state != JobState::Running {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            // An operator takes the job away while the handler runs.
+            let req = CancelRequest {
+                ids: vec![JobId::new("w1").unwrap()],
+                operator: "ops".into(),
+                reason: None,
+            };
+            s.cancel(&req).await.unwrap();
+            settled(s).await;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        })
+        .await
+        .unwrap();
+    assert_eq!(told.load(Ordering::SeqCst), 1, "the handler was told");
+    assert_eq!(
+        stats.count(WorkOutcome::LeaseLost),
+        1,
+        "its success was refused"
+    );
+    assert_eq!(job(&store, "w1").await.state, JobState::Cancelled);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_past_its_deadline_is_a_retryable_timeout() {
+    let (_d, store) = store();
+    let runtime = Runtime::builder(store.clone())
+        .handler("stuck", |_: serde_json::Value, _ctx| async {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            Outcome::Success
+        })
+        .unwrap()
+        .kind_options(
+            "stuck",
+            KindOptions {
+                deadline: Some(Duration::from_millis(100)),
+                retry: None,
+            },
+        )
+        .unwrap()
+        .queue("default", 1)
+        .unwrap()
+        .retry(
+            errand::RetryPolicy::Fixed(Duration::from_secs(3600)),
+            Arc::new(|| 0.5),
+        )
+        .poll(Duration::from_millis(20))
+        .build()
+        .unwrap();
+    enqueue(&store, "s1", "stuck", "default", "{}").await;
+    let s = store.clone();
+    let stats = runtime
+        .run_until(async move {
+            while job(&s, "s1").await.attempts == 0
+                || job(&s, "s1").await.state == JobState::Running
+            {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .unwrap();
+    let j = job(&store, "s1").await;
+    assert_eq!(
+        (j.state, j.last_error_class),
+        (JobState::Ready, Some(ErrorClass::Timeout))
+    );
+    assert_eq!(stats.count(WorkOutcome::RetryScheduled), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn draining_finishes_quick_jobs_and_releases_the_rest_without_spending_an_attempt() {
+    let (_d, store) = store();
+    let started = Arc::new(AtomicUsize::new(0));
+    let st = started.clone();
+    let runtime = Runtime::builder(store.clone())
+        .handler("job", move |p: serde_json::Value, _ctx| {
+            let st = st.clone();
+            async move {
+                st.fetch_add(1, Ordering::SeqCst);
+                let ms = p["ms"].as_u64().unwrap_or(0);
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                Outcome::Success
+            }
+        })
+        .unwrap()
+        .queue("default", 2)
+        .unwrap()
+        .drain_deadline(Duration::from_millis(1500))
+        .poll(Duration::from_millis(20))
+        .build()
+        .unwrap();
+    enqueue(&store, "quick", "job", "default", r#"{"ms":50}"#).await;
+    enqueue(&store, "slow", "job", "default", r#"{"ms":60000}"#).await;
+    let st = started.clone();
+    let stats = runtime
+        .run_until(async move {
+            while st.load(Ordering::SeqCst) < 2 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .unwrap();
+    let quick = job(&store, "quick").await;
+    assert_eq!(
+        quick.state,
+        JobState::Done,
+        "finished within the drain deadline"
+    );
+    let slow = job(&store, "slow").await;
+    assert_eq!(
+        (slow.state, slow.attempts),
+        (JobState::Ready, 0),
+        "released, attempt given back"
+    );
+    assert_eq!(stats.count(WorkOutcome::Released), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_without_a_handler_fails_with_a_message_naming_it() {
+    let (_d, store) = store();
+    let runtime = Runtime::builder(store.clone())
+        .handler("known", |_: serde_json::Value, _ctx| async {
+            Outcome::Success
+        })
+        .unwrap()
+        .all_queues(1)
+        .unwrap()
+        .retry(
+            errand::RetryPolicy::Fixed(Duration::from_secs(3600)),
+            Arc::new(|| 0.5),
+        )
+        .poll(Duration::from_millis(20))
+        .build()
+        .unwrap();
+    enqueue(&store, "u1", "mystery", "default", "{}").await;
+    let s = store.clone();
+    runtime
+        .run_until(async move {
+            while job(&s, "u1").await.attempts == 0
+                || job(&s, "u1").await.state == JobState::Running
+            {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .unwrap();
+    let j = job(&store, "u1").await;
+    assert_eq!(j.state, JobState::Ready);
+    assert!(
+        j.last_error
+            .unwrap()
+            .contains("no handler for kind `mystery`")
+    );
+}
