@@ -99,6 +99,14 @@ struct EnqueueArgs {
     /// Attempt budget.
     #[arg(long, default_value_t = errand::core::DEFAULT_MAX_ATTEMPTS)]
     max_attempts: u32,
+    /// Lost-lease budget: after this many expired leases (its worker keeps
+    /// dying) the job is quarantined as dead with class lost_lease.
+    #[arg(long, default_value_t = errand::core::DEFAULT_MAX_LEASE_EXPIRIES)]
+    max_lease_expiries: u32,
+    /// Elapsed-time budget: no retry is scheduled later than this after
+    /// enqueueing (e.g. 1h).
+    #[arg(long, value_parser = parse_duration)]
+    give_up_after: Option<Duration>,
     /// Higher runs first.
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     priority: i16,
@@ -336,7 +344,11 @@ async fn enqueue(store: Arc<dyn Store>, a: EnqueueArgs) -> Result<ExitCode, Fail
         .on_queue(&a.queue)?
         .scheduled(schedule)
         .with_max_attempts(a.max_attempts)?
+        .with_max_lease_expiries(a.max_lease_expiries)?
         .with_priority(a.priority);
+    if let Some(d) = a.give_up_after {
+        job = job.give_up_after(d);
+    }
     if let Some(id) = a.id {
         job = job.with_id(JobId::new(id)?);
     }

@@ -746,3 +746,54 @@ fn past_the_drain_deadline_running_jobs_are_released_without_spending_an_attempt
         String::from_utf8_lossy(&left.stdout)
     );
 }
+
+#[test]
+fn a_job_that_kills_its_worker_every_time_is_quarantined_as_lost_lease() {
+    let d = db();
+    json(&errand(
+        &d.path,
+        &[
+            "enqueue",
+            "--kind",
+            "poison",
+            "--id",
+            "p",
+            "--max-attempts",
+            "10",
+            "--max-lease-expiries",
+            "2",
+            "--json",
+        ],
+    ));
+    let mut deaths = 0;
+    for _ in 0..6 {
+        let out = errand(
+            &d.path,
+            &[
+                "work",
+                "--once",
+                "--lease",
+                "300ms",
+                "--json",
+                "--exec",
+                "kill -KILL $PPID",
+            ],
+        );
+        use std::os::unix::process::ExitStatusExt;
+        if out.status.signal() == Some(9) {
+            deaths += 1;
+            std::thread::sleep(std::time::Duration::from_millis(350));
+            continue;
+        }
+        assert_eq!(json(&out)["outcome"], "idle");
+        break;
+    }
+    assert_eq!(deaths, 2, "two workers died before the job was quarantined");
+    let j = job(&d.path, "p");
+    assert_eq!(j["state"], "dead");
+    assert_eq!(j["last_error_class"], "lost_lease");
+    assert_eq!(
+        (j["attempts"].as_i64(), j["lease_expiries"].as_i64()),
+        (Some(2), Some(2))
+    );
+}

@@ -198,3 +198,50 @@ fn bad_postgres_urls_are_refused_clearly() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("malformed"));
 }
+
+#[test]
+fn a_job_that_kills_its_worker_every_time_is_quarantined_as_lost_lease_on_postgres() {
+    if url().is_none() {
+        return;
+    }
+    let s = Schema::new("poison");
+    assert!(s.errand(&["migrate"]).status.success());
+    s.json(&[
+        "enqueue",
+        "--kind",
+        "poison",
+        "--id",
+        "p",
+        "--max-attempts",
+        "10",
+        "--max-lease-expiries",
+        "2",
+        "--json",
+    ]);
+    let mut deaths = 0;
+    for _ in 0..6 {
+        let out = s.errand(&[
+            "work",
+            "--once",
+            "--lease",
+            "300ms",
+            "--json",
+            "--exec",
+            "kill -KILL $PPID",
+        ]);
+        use std::os::unix::process::ExitStatusExt;
+        if out.status.signal() == Some(9) {
+            deaths += 1;
+            std::thread::sleep(std::time::Duration::from_millis(350));
+            continue;
+        }
+        assert!(out.status.success());
+        break;
+    }
+    assert_eq!(deaths, 2);
+    let j = s.json(&["show", "p", "--json"]);
+    assert_eq!(
+        (j["state"].as_str(), j["last_error_class"].as_str()),
+        (Some("dead"), Some("lost_lease"))
+    );
+}

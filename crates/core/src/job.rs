@@ -14,6 +14,9 @@ use crate::outcome::ErrorClass;
 pub const DEFAULT_QUEUE: &str = "default";
 /// The attempt budget of a job when none is given.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 25;
+/// The lost-lease budget of a job when none is given: after this many
+/// expired leases the job is quarantined as `dead` (class `lost_lease`).
+pub const DEFAULT_MAX_LEASE_EXPIRIES: u32 = 5;
 /// The largest payload accepted by default (1 MiB of JSON text).
 pub const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
 const MAX_ID_BYTES: usize = 200;
@@ -359,6 +362,10 @@ pub struct NewJob {
     pub schedule: Schedule,
     /// The attempt budget (≥ 1).
     pub max_attempts: u32,
+    /// The lost-lease budget (≥ 1).
+    pub max_lease_expiries: u32,
+    /// The elapsed-time budget, from insertion: no retry is scheduled after it.
+    pub give_up_after: Option<Duration>,
     /// Higher runs first among due jobs of a queue.
     pub priority: i16,
 }
@@ -373,6 +380,8 @@ impl NewJob {
             payload,
             schedule: Schedule::Now,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
+            max_lease_expiries: DEFAULT_MAX_LEASE_EXPIRIES,
+            give_up_after: None,
             priority: 0,
         })
     }
@@ -406,6 +415,25 @@ impl NewJob {
         Ok(self)
     }
 
+    /// Sets the lost-lease budget: after `n` expired leases the job is
+    /// quarantined as `dead` (class `lost_lease`), whatever attempts remain.
+    pub fn with_max_lease_expiries(mut self, n: u32) -> Result<Self, Error> {
+        if n == 0 || n > 1000 {
+            return Err(Error::invalid(format!(
+                "the lost-lease budget must be between 1 and 1000 (got {n})"
+            )));
+        }
+        self.max_lease_expiries = n;
+        Ok(self)
+    }
+
+    /// Sets the elapsed-time budget: a failure whose retry would fall after
+    /// insertion + `d` sends the job to `dead` instead.
+    pub fn give_up_after(mut self, d: Duration) -> Self {
+        self.give_up_after = Some(d);
+        self
+    }
+
     /// Sets the priority.
     pub fn with_priority(mut self, p: i16) -> Self {
         self.priority = p;
@@ -418,6 +446,12 @@ impl NewJob {
             return Err(Error::invalid(format!(
                 "max attempts must be between 1 and 1000 (got {})",
                 self.max_attempts
+            )));
+        }
+        if self.max_lease_expiries == 0 || self.max_lease_expiries > 1000 {
+            return Err(Error::invalid(format!(
+                "the lost-lease budget must be between 1 and 1000 (got {})",
+                self.max_lease_expiries
             )));
         }
         Ok(())
@@ -445,6 +479,12 @@ pub struct Job {
     pub max_attempts: u32,
     /// How many times an operator replayed the job.
     pub replays: u32,
+    /// Leases that expired unsettled in the current replay cycle.
+    pub lease_expiries: u32,
+    /// The lost-lease budget.
+    pub max_lease_expiries: u32,
+    /// The end of the elapsed-time budget, if any.
+    pub give_up_at: Option<Timestamp>,
     /// When the job is (or was) due.
     pub available_at: Timestamp,
     /// When the job was inserted.

@@ -24,6 +24,9 @@ pub enum ErrorClass {
     /// The worker's lease expired before it settled the attempt (it crashed,
     /// stalled or was partitioned away).
     LeaseExpired,
+    /// The lease expired again and again (the lost-lease budget): the job
+    /// probably kills its worker, so it is quarantined instead of retried.
+    LostLease,
     /// The work was cancelled by the handler or an operator.
     Cancelled,
 }
@@ -36,6 +39,7 @@ impl ErrorClass {
             ErrorClass::Permanent => "permanent",
             ErrorClass::Timeout => "timeout",
             ErrorClass::LeaseExpired => "lease_expired",
+            ErrorClass::LostLease => "lost_lease",
             ErrorClass::Cancelled => "cancelled",
         }
     }
@@ -49,6 +53,7 @@ impl FromStr for ErrorClass {
             "permanent" => ErrorClass::Permanent,
             "timeout" => ErrorClass::Timeout,
             "lease_expired" => ErrorClass::LeaseExpired,
+            "lost_lease" => ErrorClass::LostLease,
             "cancelled" => ErrorClass::Cancelled,
             other => return Err(Error::Storage(format!("unknown error class {other:?}"))),
         })

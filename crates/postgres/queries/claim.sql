@@ -8,6 +8,7 @@ expired AS (
     SELECT j.id, 0 AS src, 0::smallint AS priority, j.lease_until AS due
     FROM __SCHEMA__.errand_jobs j, t
     WHERE j.state = 'running' AND j.lease_until <= t.now AND j.attempts < j.max_attempts
+      AND j.lease_expiries + 1 < j.max_lease_expiries
       AND ($3::text[] IS NULL OR j.queue = ANY ($3::text[]))
     ORDER BY j.lease_until, j.id
     LIMIT $2
@@ -30,8 +31,9 @@ picked AS (
 ),
 claimed AS (
     UPDATE __SCHEMA__.errand_jobs j
-    SET state       = 'running',
-        attempts    = j.attempts + 1,
+    SET state          = 'running',
+        attempts       = j.attempts + 1,
+        lease_expiries = j.lease_expiries + CASE WHEN j.state = 'running' THEN 1 ELSE 0 END,
         lease_token = tk.token,
         lease_until = t.now + $5::bigint * interval '1 millisecond',
         updated_at  = t.now
@@ -41,7 +43,8 @@ claimed AS (
     WHERE j.id = p.id
       AND j.attempts < j.max_attempts
       AND ((j.state = 'ready' AND j.available_at <= t.now)
-           OR (j.state = 'running' AND j.lease_until <= t.now))
+           OR (j.state = 'running' AND j.lease_until <= t.now
+               AND j.lease_expiries + 1 < j.max_lease_expiries))
     RETURNING j.*, p.src, p.n
 ),
 closed AS (

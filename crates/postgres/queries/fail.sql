@@ -1,20 +1,27 @@
 -- Fenced failure. $1 now, $2 id, $3 token, $4 error, $5 class,
 -- $6 retry at (absolute) or NULL, $7 retry delay in ms or NULL.
--- No retry time, or no attempt left: dead.
+-- No retry time, no attempt left, or a retry past the elapsed-time budget: dead.
 WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now),
 r AS (SELECT coalesce($6::timestamptz, t.now + $7::bigint * interval '1 millisecond') AS retry_at FROM t),
+cur AS (
+    SELECT j.id, (r.retry_at IS NULL OR j.attempts >= j.max_attempts
+                  OR r.retry_at > coalesce(j.give_up_at, r.retry_at)) AS dies,
+           (r.retry_at IS NOT NULL AND j.attempts < j.max_attempts
+                  AND r.retry_at > coalesce(j.give_up_at, r.retry_at)) AS gave_up
+    FROM __SCHEMA__.errand_jobs j, r WHERE j.id = $2
+),
 failed AS (
     UPDATE __SCHEMA__.errand_jobs j
-    SET state        = CASE WHEN r.retry_at IS NULL OR j.attempts >= j.max_attempts
-                            THEN 'dead' ELSE 'ready' END,
-        available_at = CASE WHEN r.retry_at IS NULL OR j.attempts >= j.max_attempts
-                            THEN j.available_at ELSE r.retry_at END,
-        finished_at  = CASE WHEN r.retry_at IS NULL OR j.attempts >= j.max_attempts
-                            THEN t.now ELSE NULL END,
+    SET state        = CASE WHEN c.dies THEN 'dead' ELSE 'ready' END,
+        available_at = CASE WHEN c.dies THEN j.available_at ELSE r.retry_at END,
+        finished_at  = CASE WHEN c.dies THEN t.now ELSE NULL END,
         lease_token = NULL, lease_until = NULL,
-        last_error = $4, last_error_class = $5, updated_at = t.now
-    FROM t, r
-    WHERE j.id = $2 AND j.state = 'running' AND j.lease_token = $3 AND j.lease_until > t.now
+        last_error = CASE WHEN c.gave_up
+            THEN $4 || ' (gave up: the next retry would fall after the elapsed-time budget)'
+            ELSE $4 END,
+        last_error_class = $5, updated_at = t.now
+    FROM t, r, cur c
+    WHERE c.id = j.id AND j.id = $2 AND j.state = 'running' AND j.lease_token = $3 AND j.lease_until > t.now
     RETURNING j.*
 ),
 closed AS (

@@ -3,7 +3,7 @@
 WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now),
 back AS (
     UPDATE __SCHEMA__.errand_jobs j
-    SET state = 'ready', attempts = 0, replays = j.replays + 1,
+    SET state = 'ready', attempts = 0, lease_expiries = 0, replays = j.replays + 1,
         available_at = t.now, finished_at = NULL, updated_at = t.now
     FROM t
     WHERE j.id = $2 AND j.state IN ('dead', 'cancelled')

@@ -132,6 +132,9 @@ pub(crate) fn job_from_row(row: &Row) -> Result<Job> {
         attempts: u32_of(row.try_get("attempts").map_err(map_err)?)?,
         max_attempts: u32_of(row.try_get("max_attempts").map_err(map_err)?)?,
         replays: u32_of(row.try_get("replays").map_err(map_err)?)?,
+        lease_expiries: u32_of(row.try_get("lease_expiries").map_err(map_err)?)?,
+        max_lease_expiries: u32_of(row.try_get("max_lease_expiries").map_err(map_err)?)?,
+        give_up_at: get_opt_ts("give_up_at")?,
         available_at: get_ts("available_at")?,
         created_at: get_ts("created_at")?,
         updated_at: get_ts("updated_at")?,
@@ -232,6 +235,9 @@ pub(crate) async fn insert<C: Conn>(
     };
     let max =
         i32::try_from(job.max_attempts).map_err(|_| Error::invalid("max attempts out of range"))?;
+    let max_lost = i32::try_from(job.max_lease_expiries)
+        .map_err(|_| Error::invalid("lost-lease budget out of range"))?;
+    let give_up: Option<i64> = job.give_up_after.map(millis);
     let row = query_opt(
         client,
         &q.insert,
@@ -245,6 +251,8 @@ pub(crate) async fn insert<C: Conn>(
             &max,
             &at,
             &delay,
+            &max_lost,
+            &give_up,
         ],
     )
     .await?;
@@ -281,6 +289,8 @@ pub(crate) async fn insert_many<C: Conn>(
         Vec::with_capacity(n),
         Vec::with_capacity(n),
     );
+    let mut max_losts: Vec<i32> = Vec::with_capacity(n);
+    let mut give_ups: Vec<Option<i64>> = Vec::with_capacity(n);
     for job in jobs {
         job.validate()?;
         ids.push(job.id.clone().unwrap_or_else(JobId::generate).to_string());
@@ -299,12 +309,18 @@ pub(crate) async fn insert_many<C: Conn>(
         };
         ats.push(at);
         delays.push(delay);
+        max_losts.push(
+            i32::try_from(job.max_lease_expiries)
+                .map_err(|_| Error::invalid("lost-lease budget out of range"))?,
+        );
+        give_ups.push(job.give_up_after.map(millis));
     }
     let created: Vec<Job> = query(
         client,
         &q.insert_many,
         &[
-            &now, &ids, &queues, &kinds, &payloads, &prios, &maxes, &ats, &delays,
+            &now, &ids, &queues, &kinds, &payloads, &prios, &maxes, &ats, &delays, &max_losts,
+            &give_ups,
         ],
     )
     .await?

@@ -67,6 +67,14 @@ pub async fn enqueue_in(
         .bind(max)
         .bind(at)
         .bind(delay)
+        .bind(
+            i32::try_from(job.max_lease_expiries)
+                .map_err(|_| Error::invalid("lost-lease budget out of range"))?,
+        )
+        .bind(
+            job.give_up_after
+                .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+        )
         .fetch_optional(&mut *conn)
         .await
         .map_err(map_sqlx)?;

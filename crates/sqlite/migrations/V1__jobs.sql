@@ -12,6 +12,12 @@ CREATE TABLE errand_jobs (
     attempts         INTEGER NOT NULL DEFAULT 0,
     max_attempts     INTEGER NOT NULL CHECK (max_attempts BETWEEN 1 AND 1000),
     replays          INTEGER NOT NULL DEFAULT 0 CHECK (replays >= 0),
+    -- Leases that expired without the attempt being settled, and the budget
+    -- after which the job is quarantined as dead (class lost_lease).
+    lease_expiries     INTEGER NOT NULL DEFAULT 0,
+    max_lease_expiries INTEGER NOT NULL DEFAULT 5 CHECK (max_lease_expiries BETWEEN 1 AND 1000),
+    -- The elapsed-time budget: no retry is scheduled past this time.
+    give_up_at       INTEGER,
     available_at     INTEGER NOT NULL,
     created_at       INTEGER NOT NULL,
     updated_at       INTEGER NOT NULL,
@@ -19,10 +25,11 @@ CREATE TABLE errand_jobs (
     lease_until      INTEGER,
     last_error       TEXT,
     last_error_class TEXT
-        CHECK (last_error_class IN ('retryable', 'permanent', 'timeout', 'lease_expired', 'cancelled')),
+        CHECK (last_error_class IN ('retryable', 'permanent', 'timeout', 'lease_expired', 'lost_lease', 'cancelled')),
     finished_at      INTEGER,
     -- Attempts never exceed the budget.
     CHECK (attempts BETWEEN 0 AND max_attempts),
+    CHECK (lease_expiries BETWEEN 0 AND max_lease_expiries),
     -- A running job always has a lease; no other state has one.
     CHECK ((state = 'running') = (lease_token IS NOT NULL AND lease_until IS NOT NULL)),
     -- Finished states carry the time they finished; live ones do not.

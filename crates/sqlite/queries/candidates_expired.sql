@@ -3,5 +3,6 @@ SELECT id FROM errand_jobs INDEXED BY errand_jobs_leases
 WHERE state = 'running'
   AND lease_until <= :now
   AND attempts < max_attempts
+  AND lease_expiries + 1 < max_lease_expiries
 ORDER BY lease_until, id
 LIMIT :limit

@@ -3,6 +3,7 @@ SELECT id FROM errand_jobs INDEXED BY errand_jobs_leases
 WHERE state = 'running'
   AND lease_until <= :now
   AND attempts < max_attempts
+  AND lease_expiries + 1 < max_lease_expiries
   AND queue IN (SELECT value FROM json_each(:queues))
 ORDER BY lease_until, id
 LIMIT :limit

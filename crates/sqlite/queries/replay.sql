@@ -2,6 +2,7 @@
 UPDATE errand_jobs
 SET state        = 'ready',
     attempts     = 0,
+    lease_expiries = 0,
     replays      = replays + 1,
     available_at = :now,
     finished_at  = NULL,

@@ -361,6 +361,98 @@ pub async fn the_sweep_reports_dead_jobs_in_id_order(store: Arc<dyn Store>, cloc
     assert_eq!(dead, vec![id("alpha"), id("mike"), id("zulu")]);
 }
 
+/// The lost-lease budget: a job whose lease keeps expiring — its worker
+/// dies every time — is quarantined as dead (class lost_lease) after N
+/// expiries, although attempts remain. Settled attempts do not count.
+pub async fn a_job_that_keeps_losing_its_lease_is_quarantined(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
+    let j = job("poison")
+        .with_max_attempts(10)
+        .unwrap()
+        .with_max_lease_expiries(3)
+        .unwrap();
+    store.insert(j).await.unwrap();
+    // A settled failure does not count against the lost-lease budget.
+    let c = claim_one(store.as_ref(), LEASE).await;
+    store
+        .fail(&c.lease, retry_after("ordinary failure", MS))
+        .await
+        .unwrap();
+    clock.advance(MS);
+    for expiries in 0..3u32 {
+        let c = claim_one(store.as_ref(), LEASE).await;
+        assert_eq!(c.job.lease_expiries, expiries);
+        clock.advance(LEASE); // the worker died
+    }
+    // The third expiry spends the budget: no reclaim, dead.
+    assert!(store.claim(&claim_req(1, LEASE)).await.unwrap().is_empty());
+    let j = get(store.as_ref(), "poison").await;
+    assert_eq!(j.state, JobState::Dead);
+    assert_eq!(j.last_error_class, Some(ErrorClass::LostLease));
+    assert!(j.last_error.unwrap_or_default().contains("expired 3 times"));
+    assert_eq!((j.attempts, j.lease_expiries), (4, 3));
+    // Replay resets the budget.
+    let j = store
+        .replay(&replay_req(&["poison"]))
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!((j.attempts, j.lease_expiries), (0, 0));
+}
+
+/// The sweep applies the lost-lease budget too.
+pub async fn the_sweep_quarantines_a_job_out_of_lease_budget(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
+    store
+        .insert(job("p").with_max_lease_expiries(1).unwrap())
+        .await
+        .unwrap();
+    claim_one(store.as_ref(), LEASE).await;
+    clock.advance(LEASE);
+    assert_eq!(store.sweep_expired().await.unwrap().dead, vec![id("p")]);
+    assert_eq!(
+        get(store.as_ref(), "p").await.last_error_class,
+        Some(ErrorClass::LostLease)
+    );
+}
+
+/// The elapsed-time budget: a failure whose retry would fall after it goes
+/// dead, with the reason in the error.
+pub async fn the_elapsed_time_budget_stops_retries(store: Arc<dyn Store>, clock: ManualClock) {
+    let budget = Duration::from_secs(10);
+    store.insert(job("a").give_up_after(budget)).await.unwrap();
+    let j = get(store.as_ref(), "a").await;
+    assert_eq!(j.give_up_at, Some(clock.now_ts().plus(budget)));
+    let c = claim_one(store.as_ref(), LEASE).await;
+    let j = store
+        .fail(
+            &c.lease,
+            retry_after("slow provider", Duration::from_secs(5)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(j.state, JobState::Ready, "t0+5s is inside the budget");
+    clock.advance(Duration::from_secs(6));
+    let c = claim_one(store.as_ref(), LEASE).await;
+    let j = store
+        .fail(
+            &c.lease,
+            retry_after("slow provider", Duration::from_secs(5)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(j.state, JobState::Dead, "t0+11s is past the budget");
+    assert!(
+        j.last_error
+            .unwrap_or_default()
+            .contains("elapsed-time budget")
+    );
+}
+
 /// A retryable failure returns the job to ready with a persisted future due
 /// time; it is not claimable a millisecond before.
 pub async fn a_retryable_failure_persists_its_due_time(store: Arc<dyn Store>, clock: ManualClock) {

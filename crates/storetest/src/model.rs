@@ -21,6 +21,7 @@ pub enum Op {
     Enqueue {
         id: u8,
         max_attempts: u8,
+        max_lost: u8,
         delay_ms: u16,
     },
     /// Claim up to `limit` jobs with a lease.
@@ -51,6 +52,8 @@ struct MJob {
     attempts: u32,
     max_attempts: u32,
     replays: u32,
+    lease_expiries: u32,
+    max_lease_expiries: u32,
     available_at: i64,
     lease_until: Option<i64>,
     /// Which handed-out lease currently owns the job.
@@ -98,9 +101,10 @@ impl Model {
         for (id, j) in self.jobs.iter_mut() {
             if j.state == JobState::Running
                 && j.lease_until.is_some_and(|u| u <= now)
-                && j.attempts >= j.max_attempts
+                && (j.attempts >= j.max_attempts || j.lease_expiries + 1 >= j.max_lease_expiries)
             {
                 j.state = JobState::Dead;
+                j.lease_expiries += 1;
                 j.lease_until = None;
                 j.owner = None;
                 dead.push(id.clone());
@@ -114,6 +118,7 @@ impl Model {
             Op::Enqueue {
                 id,
                 max_attempts,
+                max_lost,
                 delay_ms,
             } => {
                 let id = name(id);
@@ -126,6 +131,8 @@ impl Model {
                             attempts: 0,
                             max_attempts: u32::from(max_attempts % 3 + 1),
                             replays: 0,
+                            lease_expiries: 0,
+                            max_lease_expiries: u32::from(max_lost % 3 + 1),
                             available_at: now + i64::from(delay_ms),
                             lease_until: None,
                             owner: None,
@@ -145,6 +152,7 @@ impl Model {
                         j.state == JobState::Running
                             && j.lease_until.is_some_and(|u| u <= now)
                             && j.attempts < j.max_attempts
+                            && j.lease_expiries + 1 < j.max_lease_expiries
                     })
                     .map(|(id, j)| (j.lease_until.unwrap_or(0), id.clone()))
                     .collect();
@@ -166,6 +174,9 @@ impl Model {
                 for id in picked {
                     let lease_no = self.leases.len();
                     if let Some(j) = self.jobs.get_mut(&id) {
+                        if j.state == JobState::Running {
+                            j.lease_expiries += 1;
+                        }
                         j.state = JobState::Running;
                         j.attempts += 1;
                         j.lease_until = Some(now + i64::from(lease_ms) + 1);
@@ -233,6 +244,7 @@ impl Model {
                 }
                 j.state = JobState::Ready;
                 j.attempts = 0;
+                j.lease_expiries = 0;
                 j.replays += 1;
                 j.available_at = now;
                 Res::Ok
@@ -274,10 +286,12 @@ async fn apply_store(store: &dyn Store, leases: &mut Vec<Lease>, op: &Op) -> Res
         Op::Enqueue {
             id,
             max_attempts,
+            max_lost,
             delay_ms,
         } => {
             let job = NewJob::new("model", Payload::default())
                 .and_then(|j| j.with_max_attempts(u32::from(max_attempts % 3 + 1)))
+                .and_then(|j| j.with_max_lease_expiries(u32::from(max_lost % 3 + 1)))
                 .map(|j| j.with_id(JobId::new(name(id)).unwrap_or_else(|_| JobId::generate())))
                 .map(|j| j.scheduled(Schedule::After(ms(delay_ms))));
             match job {
@@ -429,7 +443,7 @@ pub async fn check(store: Arc<dyn Store>, clock: ManualClock, ops: Vec<Op>) {
 pub fn op_strategy() -> impl proptest::strategy::Strategy<Value = Op> {
     use proptest::prelude::*;
     prop_oneof![
-        3 => (any::<u8>(), any::<u8>(), prop_oneof![Just(0u16), 0u16..3000]).prop_map(|(id, max_attempts, delay_ms)| Op::Enqueue { id, max_attempts, delay_ms }),
+        3 => (any::<u8>(), any::<u8>(), any::<u8>(), prop_oneof![Just(0u16), 0u16..3000]).prop_map(|(id, max_attempts, max_lost, delay_ms)| Op::Enqueue { id, max_attempts, max_lost, delay_ms }),
         4 => (any::<u8>(), 1u16..2000).prop_map(|(limit, lease_ms)| Op::Claim { limit, lease_ms }),
         2 => any::<u8>().prop_map(|lease| Op::Complete { lease }),
         2 => (any::<u8>(), proptest::option::of(0u16..3000)).prop_map(|(lease, retry_ms)| Op::Fail { lease, retry_ms }),
