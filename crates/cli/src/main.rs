@@ -67,6 +67,18 @@ enum Command {
     Cancel(CancelArgs),
     /// Run jobs with an external command.
     Work(WorkArgs),
+    /// Delete done and cancelled jobs older than an age (dead jobs are kept).
+    Prune(PruneArgs),
+}
+
+#[derive(Args, Debug)]
+struct PruneArgs {
+    /// Delete jobs that finished longer ago than this (e.g. 7d, 12h).
+    #[arg(long, value_parser = parse_duration)]
+    older_than: Duration,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -321,6 +333,7 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Replay(args) => replay(store, args).await,
         Command::Cancel(args) => cancel(store, args).await,
         Command::Work(args) => work(store, args).await,
+        Command::Prune(args) => prune(store, args).await,
     }
 }
 
@@ -486,6 +499,21 @@ async fn cancel(store: Arc<dyn Store>, a: CancelArgs) -> Result<ExitCode, Failur
         for j in &cancelled {
             println!("cancelled {} by {}", j.id, req.operator);
         }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn prune(store: Arc<dyn Store>, a: PruneArgs) -> Result<ExitCode, Failure> {
+    let mut pruner = errand::Pruner::new(store);
+    pruner.keep = a.older_than;
+    let deleted = pruner.run_once().await?;
+    if a.json {
+        output::json(&serde_json::json!({ "deleted": deleted }))?;
+    } else {
+        println!(
+            "deleted {deleted} finished jobs older than {}",
+            humantime::format_duration(a.older_than)
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -797,3 +797,46 @@ fn a_job_that_kills_its_worker_every_time_is_quarantined_as_lost_lease() {
         (Some(2), Some(2))
     );
 }
+
+#[test]
+fn prune_deletes_old_finished_jobs_and_keeps_dead_ones() {
+    let d = db();
+    for id in ["fin", "bad"] {
+        json(&errand(
+            &d.path,
+            &[
+                "enqueue",
+                "--kind",
+                "k",
+                "--id",
+                id,
+                "--max-attempts",
+                "1",
+                "--json",
+            ],
+        ));
+    }
+    json(&errand(
+        &d.path,
+        &["work", "--once", "--exec", "true", "--json"],
+    ));
+    json(&errand(
+        &d.path,
+        &["work", "--once", "--exec", "exit 65", "--json"],
+    ));
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(
+        json(&errand(&d.path, &["prune", "--older-than", "1h", "--json"]))["deleted"],
+        0
+    );
+    assert_eq!(
+        json(&errand(
+            &d.path,
+            &["prune", "--older-than", "10ms", "--json"]
+        ))["deleted"],
+        1
+    );
+    let left = json(&errand(&d.path, &["jobs", "--json"]));
+    assert_eq!(left.as_array().map(Vec::len), Some(1));
+    assert_eq!(left[0]["state"], "dead");
+}

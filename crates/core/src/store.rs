@@ -176,8 +176,14 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// an attempt, as a draining worker does.
     async fn release(&self, lease: &Lease) -> Result<Job>;
 
-    /// Moves running jobs whose final attempt's lease expired to `dead`.
+    /// Moves running jobs whose final attempt's lease expired (or whose
+    /// lost-lease budget is spent) to `dead`.
     async fn sweep_expired(&self) -> Result<SweepReport>;
+
+    /// Retention: deletes up to `limit` `done` and `cancelled` jobs that
+    /// finished more than `older_than` ago, with their attempt history
+    /// (audit rows stay). Never deletes `dead` jobs. Returns how many.
+    async fn prune(&self, older_than: Duration, limit: u32) -> Result<u64>;
 
     /// Replays dead or cancelled jobs: `ready`, attempts reset, `replays`
     /// incremented, id kept, an audit row written. Refuses (changing

@@ -35,6 +35,7 @@
 
 mod client;
 mod exec;
+mod maintenance;
 mod runtime;
 mod worker;
 
@@ -51,6 +52,7 @@ pub use errand_sqlite::{self as sqlite, SqliteOptions, SqliteStore, Synchronous}
 
 pub use client::Client;
 pub use exec::{EXIT_PERMANENT, EXIT_TEMPFAIL, ExecHandler};
+pub use maintenance::{Pruner, Sweeper};
 pub use runtime::{KindOptions, ReportHook, RunStats, Runtime, RuntimeBuilder};
 pub use worker::{
     Handler, JobContext, Sampler, WorkOutcome, WorkReport, Worker, WorkerConfig, handler_fn,

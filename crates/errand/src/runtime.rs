@@ -34,6 +34,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::maintenance::{Pruner, Sweeper};
 use crate::worker::{
     Execution, Handler, JobContext, WorkOutcome, WorkReport, handler_fn, release, settle,
 };
@@ -82,6 +83,7 @@ pub struct RuntimeBuilder {
     drain: Duration,
     batch: u32,
     sweep_every: Duration,
+    retention: Option<Duration>,
     retry: RetryPolicy,
     sampler: crate::Sampler,
     on_report: Option<ReportHook>,
@@ -208,6 +210,13 @@ impl RuntimeBuilder {
         self
     }
 
+    /// How long finished (`done`, `cancelled`) jobs are kept before the
+    /// pruner deletes them (default 7 days); `None` turns pruning off.
+    pub fn retention(mut self, keep: Option<Duration>) -> Self {
+        self.retention = keep;
+        self
+    }
+
     /// The default retry policy and its jitter source.
     pub fn retry(mut self, policy: RetryPolicy, sampler: crate::Sampler) -> Self {
         self.retry = policy;
@@ -248,6 +257,7 @@ impl RuntimeBuilder {
                 poll: self.poll,
                 batch: self.batch,
                 sweep_every: self.sweep_every,
+                retention: self.retention,
                 retry: self.retry,
                 sampler: self.sampler,
                 on_report: self.on_report,
@@ -268,6 +278,7 @@ struct Inner {
     poll: Duration,
     batch: u32,
     sweep_every: Duration,
+    retention: Option<Duration>,
     retry: RetryPolicy,
     sampler: crate::Sampler,
     on_report: Option<ReportHook>,
@@ -304,6 +315,7 @@ impl Runtime {
             drain: Duration::from_secs(30),
             batch: 32,
             sweep_every: Duration::from_secs(30),
+            retention: Some(Duration::from_secs(7 * 86_400)),
             retry: RetryPolicy::default(),
             sampler: Arc::new(rand::random::<f64>),
             on_report: None,
@@ -321,23 +333,41 @@ impl Runtime {
             let (stop, jobs) = (stop_rx.clone(), jobs.clone());
             claimers.spawn(async move { inner.claim_loop(queue, concurrency, stop, jobs).await });
         }
-        let sweeper = {
+        let maintenance = {
             let (inner, mut stop) = (self.inner.clone(), stop_rx.clone());
             tokio::spawn(async move {
+                let mut sweeper = Sweeper::new(inner.store.clone());
+                sweeper.every = inner.sweep_every;
+                let pruner = inner.retention.map(|keep| {
+                    let mut p = Pruner::new(inner.store.clone());
+                    p.keep = keep;
+                    p
+                });
+                let mut sweep = tokio::time::interval(sweeper.every);
+                let mut prune = tokio::time::interval(
+                    pruner
+                        .as_ref()
+                        .map_or(Duration::from_secs(3600), |p| p.every),
+                );
                 loop {
                     tokio::select! {
-                        _ = tokio::time::sleep(inner.sweep_every) => {}
-                        _ = stop.changed() => return,
-                    }
-                    match inner.store.sweep_expired().await {
-                        Ok(r) if !r.dead.is_empty() => {
-                            tracing::warn!(
-                                count = r.dead.len(),
-                                "expired final attempts moved to dead"
-                            );
+                        _ = sweep.tick() => match sweeper.run_once().await {
+                            Ok(dead) if !dead.is_empty() => {
+                                tracing::warn!(count = dead.len(), "expired leases with no budget left moved to dead");
+                            }
+                            Ok(_) => {}
+                            Err(e) => tracing::warn!(error = %e, "the expired-lease sweep failed"),
+                        },
+                        _ = prune.tick(), if pruner.is_some() => {
+                            if let Some(p) = &pruner {
+                                match p.run_once().await {
+                                    Ok(n) if n > 0 => tracing::info!(deleted = n, "pruned finished jobs"),
+                                    Ok(_) => {}
+                                    Err(e) => tracing::warn!(error = %e, "pruning failed"),
+                                }
+                            }
                         }
-                        Ok(_) => {}
-                        Err(e) => tracing::warn!(error = %e, "the expired-lease sweep failed"),
+                        _ = stop.changed() => return,
                     }
                 }
             })
@@ -350,7 +380,7 @@ impl Runtime {
                 tracing::error!(error = %e, "a claimer task failed");
             }
         }
-        sweeper.abort();
+        maintenance.abort();
         let mut running = std::mem::take(&mut *lock(&jobs));
         let finished = tokio::time::timeout(self.drain, async {
             while running.join_next().await.is_some() {}

@@ -345,3 +345,56 @@ async fn a_kind_without_a_handler_fails_with_a_message_naming_it() {
             .contains("no handler for kind `mystery`")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_maintenance_services_sweep_and_prune_on_their_own() {
+    // Seeded rows and a controlled clock; the services are called directly.
+    let dir = tempfile::tempdir().unwrap();
+    let clock = errand::ManualClock::new(errand::Timestamp::from_millis(1_795_996_800_000));
+    let options = SqliteOptions {
+        create: true,
+        migrate: true,
+        clock: Arc::new(clock.clone()),
+        ..Default::default()
+    };
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(dir.path().join("m.db"), options).unwrap());
+    for id in ["old-done", "stuck"] {
+        let j = NewJob::new("k", Payload::default())
+            .unwrap()
+            .with_id(JobId::new(id).unwrap())
+            .with_max_attempts(1)
+            .unwrap();
+        store.insert(j).await.unwrap();
+    }
+    let req = errand::ClaimRequest {
+        queues: vec![],
+        limit: 2,
+        lease: Duration::from_secs(1),
+    };
+    let claimed = store.claim(&req).await.unwrap();
+    let done = claimed
+        .iter()
+        .find(|c| c.job.id.as_str() == "old-done")
+        .unwrap();
+    store.complete(&done.lease).await.unwrap();
+    clock.advance(Duration::from_secs(2 * 86_400));
+    let sweeper = errand::Sweeper::new(store.clone());
+    assert_eq!(
+        sweeper.run_once().await.unwrap(),
+        vec![JobId::new("stuck").unwrap()]
+    );
+    let mut pruner = errand::Pruner::new(store.clone());
+    pruner.keep = Duration::from_secs(86_400);
+    pruner.batch = 1;
+    assert_eq!(pruner.run_once().await.unwrap(), 1);
+    let left: Vec<String> = store
+        .list(&JobFilter::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|j| j.id.to_string())
+        .collect();
+    assert_eq!(left, vec!["stuck"], "the dead job stays");
+    assert_eq!(job(&store, "stuck").await.state, JobState::Dead);
+}

@@ -411,6 +411,11 @@ impl Store for PgStore {
         })
     }
 
+    async fn prune(&self, older_than: Duration, limit: u32) -> Result<u64> {
+        let client = self.client().await?;
+        ops::prune(&client, &self.queries, self.now(), older_than, limit).await
+    }
+
     async fn replay(&self, req: &ReplayRequest) -> Result<Vec<Job>> {
         let mut client = self.client().await?;
         ops::operator_action(

@@ -35,6 +35,7 @@ pub struct Queries {
     pub(crate) history: String,
     pub(crate) audit_of: String,
     pub(crate) list: String,
+    pub(crate) prune: String,
 }
 
 impl Queries {
@@ -58,6 +59,7 @@ impl Queries {
             history: q(include_str!("../queries/history.sql")),
             audit_of: q(include_str!("../queries/audit_of.sql")),
             list: q(include_str!("../queries/list.sql")),
+            prune: q(include_str!("../queries/prune.sql")),
         }
     }
 }
@@ -630,4 +632,18 @@ pub(crate) async fn list<C: Conn>(client: &C, q: &Queries, f: &JobFilter) -> Res
     .iter()
     .map(job_from_row)
     .collect()
+}
+
+/// Deletes finished jobs older than `older_than` (at most `limit`).
+pub(crate) async fn prune<C: Conn>(
+    client: &C,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    older_than: Duration,
+    limit: u32,
+) -> Result<u64> {
+    let (age, limit) = (millis(older_than), i64::from(limit));
+    let row = query_opt(client, &q.prune, &[&now, &age, &limit]).await?;
+    let n: i64 = row.map(|r| r.get(0)).unwrap_or(0);
+    Ok(u64::try_from(n).unwrap_or(0))
 }

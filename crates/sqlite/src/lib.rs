@@ -391,6 +391,11 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn prune(&self, older_than: Duration, limit: u32) -> Result<u64> {
+        self.op(move |c, now| ops::prune(c, older_than, limit, now))
+            .await
+    }
+
     async fn replay(&self, req: &ReplayRequest) -> Result<Vec<Job>> {
         let req = req.clone();
         self.write(move |c, now| {

@@ -37,6 +37,7 @@ const AUDIT: &str = include_str!("../queries/audit.sql");
 const HISTORY: &str = include_str!("../queries/history.sql");
 const AUDIT_OF: &str = include_str!("../queries/audit_of.sql");
 const LIST: &str = include_str!("../queries/list.sql");
+const PRUNE: &str = include_str!("../queries/prune.sql");
 
 fn conversion(col: usize, msg: String) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(
@@ -603,4 +604,19 @@ pub(crate) fn list(conn: &Connection, filter: &JobFilter) -> Result<Vec<Job>> {
         .map_err(map_err)?
         .collect::<rusqlite::Result<Vec<_>>>()
         .map_err(map_err)
+}
+
+/// Deletes finished jobs older than `older_than` (at most `limit`).
+pub(crate) fn prune(
+    conn: &Connection,
+    older_than: Duration,
+    limit: u32,
+    now: Timestamp,
+) -> Result<u64> {
+    let n = conn
+        .prepare_cached(PRUNE)
+        .map_err(map_err)?
+        .execute(named_params! {":before": now.minus(older_than).as_millis(), ":limit": limit})
+        .map_err(map_err)?;
+    Ok(u64::try_from(n).unwrap_or(0))
 }

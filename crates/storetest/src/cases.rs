@@ -453,6 +453,54 @@ pub async fn the_elapsed_time_budget_stops_retries(store: Arc<dyn Store>, clock:
     );
 }
 
+/// Retention deletes done and cancelled jobs past the age, in bounded
+/// batches, and never a dead, ready or running one.
+pub async fn retention_prunes_old_finished_jobs_and_keeps_dead_ones(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
+    let day = Duration::from_secs(86_400);
+    for name in ["done1", "done2", "gone", "dead", "live", "recent"] {
+        store
+            .insert(job(name).with_max_attempts(1).unwrap())
+            .await
+            .unwrap();
+    }
+    let claimed = store.claim(&claim_req(4, LEASE)).await.unwrap();
+    for c in &claimed {
+        match c.job.id.as_str() {
+            "done1" | "done2" => drop(store.complete(&c.lease).await.unwrap()),
+            "dead" => drop(store.fail(&c.lease, retry_after("x", MS)).await.unwrap()),
+            "gone" => drop(store.cancel_running(&c.lease, "not wanted").await.unwrap()),
+            other => panic!("unexpected claim of {other}"),
+        }
+    }
+    clock.advance(8 * day);
+    let c = claim_one(store.as_ref(), LEASE).await; // "live": running now
+    assert_eq!(c.job.id.as_str(), "live");
+    let r = claim_one(store.as_ref(), LEASE).await;
+    store.complete(&r.lease).await.unwrap(); // "recent": done just now
+    assert_eq!(
+        store.prune(7 * day, 2).await.unwrap(),
+        2,
+        "bounded by the limit"
+    );
+    assert_eq!(store.prune(7 * day, 100).await.unwrap(), 1);
+    assert_eq!(store.prune(7 * day, 100).await.unwrap(), 0);
+    let left: Vec<String> = store
+        .list(&JobFilter::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|j| j.id.to_string())
+        .collect();
+    assert_eq!(left, vec!["dead", "live", "recent"]);
+    assert!(matches!(
+        store.detail(&id("done1")).await,
+        Err(Error::NotFound(_))
+    ));
+}
+
 /// A retryable failure returns the job to ready with a persisted future due
 /// time; it is not claimable a millisecond before.
 pub async fn a_retryable_failure_persists_its_due_time(store: Arc<dyn Store>, clock: ManualClock) {

@@ -56,6 +56,7 @@ macro_rules! conformance_tests {
             a_job_that_keeps_losing_its_lease_is_quarantined,
             the_sweep_quarantines_a_job_out_of_lease_budget,
             the_elapsed_time_budget_stops_retries,
+            retention_prunes_old_finished_jobs_and_keeps_dead_ones,
             a_retryable_failure_persists_its_due_time,
             exhaustion_goes_dead_with_the_last_error,
             a_permanent_failure_goes_dead_at_once,
