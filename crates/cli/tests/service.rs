@@ -1,0 +1,286 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The service worker (`errand work` without `--once`) as real processes
+//! with real signals, on SQLite and — when `ERRAND_TEST_POSTGRES_URL` is set —
+//! on PostgreSQL.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Where the jobs live: a SQLite file or a PostgreSQL schema.
+struct Backend {
+    args: Vec<String>,
+    _dir: tempfile::TempDir,
+    dir: PathBuf,
+    pg: Option<(String, String)>,
+}
+
+impl Backend {
+    fn sqlite() -> Backend {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().to_path_buf();
+        let b = Backend {
+            args: vec!["--db".into(), path.join("jobs.db").display().to_string()],
+            dir: path,
+            _dir: dir,
+            pg: None,
+        };
+        b.ok(&["migrate"]);
+        b
+    }
+
+    fn postgres(tag: &str) -> Option<Backend> {
+        let Some(url) = std::env::var("ERRAND_TEST_POSTGRES_URL")
+            .ok()
+            .filter(|s| !s.is_empty())
+        else {
+            eprintln!("SKIPPED: the PostgreSQL half (set ERRAND_TEST_POSTGRES_URL)");
+            assert!(
+                std::env::var("CI").is_err(),
+                "ERRAND_TEST_POSTGRES_URL must be set under CI"
+            );
+            return None;
+        };
+        let schema = format!("errand_svc_{tag}_{}", std::process::id());
+        let dir = tempfile::tempdir().unwrap();
+        let b = Backend {
+            args: vec![
+                "--db".into(),
+                url.clone(),
+                "--schema".into(),
+                schema.clone(),
+            ],
+            dir: dir.path().to_path_buf(),
+            _dir: dir,
+            pg: Some((url, schema)),
+        };
+        b.drop_schema();
+        b.ok(&["migrate"]);
+        Some(b)
+    }
+
+    fn drop_schema(&self) {
+        if let Some((url, schema)) = &self.pg {
+            let _ = Command::new("psql")
+                .args([
+                    url.as_str(),
+                    "-q",
+                    "-c",
+                    &format!("DROP SCHEMA IF EXISTS {schema} CASCADE"),
+                ])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_errand"));
+        c.args(&self.args).args(args).env("ERRAND_LOG", "error");
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("run errand")
+    }
+
+    fn ok(&self, args: &[&str]) -> Value {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+    }
+
+    fn enqueue(&self, id: &str, payload: &str) {
+        self.ok(&[
+            "enqueue",
+            "--kind",
+            "svc",
+            "--id",
+            id,
+            "--payload",
+            payload,
+            "--json",
+        ]);
+    }
+
+    fn jobs(&self) -> Vec<Value> {
+        self.ok(&["jobs", "--limit", "1000", "--json"])
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn count(&self, state: &str) -> usize {
+        self.jobs().iter().filter(|j| j["state"] == state).count()
+    }
+
+    fn worker(&self, args: &[&str]) -> Child {
+        self.command(&["work", "--poll", "50ms", "--json"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn worker")
+    }
+
+    fn log(&self) -> Vec<String> {
+        std::fs::read_to_string(self.dir.join("exec.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn sink(&self) -> PathBuf {
+        let sink = self.dir.join("sink");
+        std::fs::create_dir_all(&sink).unwrap();
+        sink
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        self.drop_schema();
+    }
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "gave up waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn signal(child: &Child, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+fn both(tag: &str, test: impl Fn(&Backend)) {
+    test(&Backend::sqlite());
+    if let Some(pg) = Backend::postgres(tag) {
+        test(&pg);
+    }
+}
+
+/// The command appends "<job id> <attempt>" to exec.log, then sleeps for
+/// the payload's `ms`, then touches sink/<job id> (the idempotent effect).
+fn exec(b: &Backend) -> String {
+    format!(
+        "echo \"$ERRAND_JOB_ID $ERRAND_ATTEMPT\" >> {log}; ms=$(tr -cd 0-9); sleep $((ms / 1000)).$(printf %03d $((ms % 1000))); touch {sink}/\"$ERRAND_JOB_ID\"",
+        log = b.dir.join("exec.log").display(),
+        sink = b.sink().display(),
+    )
+}
+
+#[test]
+fn a_handler_five_times_longer_than_its_lease_completes_exactly_once() {
+    both("long", |b| {
+        b.enqueue("long", r#"{"ms": 1500}"#);
+        let cmd = exec(b);
+        let w = b.worker(&["--lease", "300ms", "--exec", &cmd]);
+        wait_until("the long job", || b.count("done") == 1);
+        signal(&w, "-TERM");
+        assert!(w.wait_with_output().unwrap().status.success());
+        assert_eq!(b.log(), vec!["long 1"], "one execution, attempt 1");
+        assert_eq!(b.jobs()[0]["attempts"], 1);
+    });
+}
+
+#[test]
+fn sigterm_with_50_jobs_in_flight_finishes_or_releases_every_one() {
+    both("term", |b| {
+        for i in 0..50 {
+            // Half finish quickly, half outlast the drain deadline.
+            let ms = if i % 2 == 0 { 100 } else { 20_000 };
+            b.enqueue(&format!("t{i:02}"), &format!(r#"{{"ms": {ms}}}"#));
+        }
+        let cmd = exec(b);
+        let w = b.worker(&[
+            "--concurrency",
+            "50",
+            "--lease",
+            "10s",
+            "--drain",
+            "2s",
+            "--exec",
+            &cmd,
+        ]);
+        wait_until("50 jobs in flight", || b.log().len() == 50);
+        signal(&w, "-TERM");
+        let out = w.wait_with_output().unwrap();
+        assert!(out.status.success(), "the worker drains and exits 0");
+        let jobs = b.jobs();
+        assert_eq!(jobs.len(), 50);
+        for j in &jobs {
+            let state = j["state"].as_str().unwrap();
+            assert!(
+                state == "done" || (state == "ready" && j["attempts"] == 0),
+                "{j}"
+            );
+        }
+        let done = jobs.iter().filter(|j| j["state"] == "done").count();
+        assert!(
+            done >= 25,
+            "the quick half finished within the drain deadline ({done} done)"
+        );
+        assert!(
+            b.count("running") + b.count("dead") == 0,
+            "none stuck, none dead"
+        );
+        let reports: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let released = reports
+            .iter()
+            .filter(|r| r["outcome"] == "released")
+            .count();
+        assert_eq!(
+            released + done,
+            50,
+            "every job was reported finished or released"
+        );
+    });
+}
+
+#[test]
+fn after_a_sigkill_another_worker_finishes_the_jobs_with_one_effect_each() {
+    both("kill", |b| {
+        for i in 0..20 {
+            b.enqueue(&format!("k{i:02}"), r#"{"ms": 400}"#);
+        }
+        let cmd = exec(b);
+        let a = b.worker(&["--concurrency", "8", "--lease", "1s", "--exec", &cmd]);
+        wait_until("jobs in flight", || b.log().len() >= 8);
+        signal(&a, "-KILL");
+        let _ = a.wait_with_output();
+        let second = b.worker(&["--concurrency", "8", "--lease", "1s", "--exec", &cmd]);
+        wait_until("all jobs done", || b.count("done") == 20);
+        signal(&second, "-TERM");
+        assert!(second.wait_with_output().unwrap().status.success());
+        let effects = std::fs::read_dir(b.sink()).unwrap().count();
+        assert_eq!(effects, 20, "each effect once at the idempotent sink");
+        let log = b.log();
+        let unique: HashSet<&str> = log.iter().filter_map(|l| l.split(' ').next()).collect();
+        assert_eq!(unique.len(), 20);
+        assert!(
+            log.iter().any(|l| l.ends_with(" 2")),
+            "some job was reclaimed after the kill"
+        );
+        assert_eq!(b.count("running") + b.count("ready") + b.count("dead"), 0);
+    });
+}
