@@ -284,3 +284,72 @@ fn after_a_sigkill_another_worker_finishes_the_jobs_with_one_effect_each() {
         assert_eq!(b.count("running") + b.count("ready") + b.count("dead"), 0);
     });
 }
+
+#[test]
+fn twenty_processes_on_one_cron_schedule_enqueue_exactly_one_job_per_tick() {
+    both("cron", |b| {
+        let spawn = || {
+            b.command(&[
+                "schedule",
+                "--name",
+                "tick",
+                "--cron",
+                "* * * * * *",
+                "--kind",
+                "k",
+                "--json",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn scheduler")
+        };
+        let procs: Vec<Child> = (0..20).map(|_| spawn()).collect();
+        std::thread::sleep(Duration::from_millis(3500));
+        for p in &procs {
+            signal(p, "-TERM");
+        }
+        let mut created = Vec::new();
+        for p in procs {
+            let out = p.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            for line in String::from_utf8_lossy(&out.stdout).lines() {
+                let v: Value = serde_json::from_str(line).unwrap();
+                created.push(v["id"].as_str().unwrap().to_owned());
+            }
+        }
+        let unique: HashSet<&String> = created.iter().collect();
+        assert_eq!(
+            unique.len(),
+            created.len(),
+            "no tick was created twice: {created:?}"
+        );
+        let mut ids: Vec<String> = b
+            .jobs()
+            .iter()
+            .map(|j| j["id"].as_str().unwrap().to_owned())
+            .collect();
+        ids.sort();
+        created.sort();
+        assert_eq!(ids, created, "every job was created by exactly one process");
+        assert!(ids.len() >= 3, "about one tick per second: {ids:?}");
+        // Consecutive seconds, none missed.
+        let secs: Vec<i64> = ids
+            .iter()
+            .map(|id| {
+                let t =
+                    errand::Timestamp::parse_rfc3339(id.trim_start_matches("cron:tick:")).unwrap();
+                assert_eq!(t.as_millis() % 1000, 0, "ticks fall on whole seconds");
+                t.as_millis() / 1000
+            })
+            .collect();
+        assert!(
+            secs.windows(2).all(|w| w[1] == w[0] + 1),
+            "no tick missed: {secs:?}"
+        );
+    });
+}

@@ -34,6 +34,7 @@
 #![deny(missing_docs)]
 
 mod client;
+mod cron;
 mod exec;
 mod maintenance;
 mod runtime;
@@ -51,6 +52,7 @@ pub use errand_postgres::{self as postgres, PgOptions, PgStore};
 pub use errand_sqlite::{self as sqlite, SqliteOptions, SqliteStore, Synchronous};
 
 pub use client::Client;
+pub use cron::{CronEnqueuer, CronSchedule, Misfire};
 pub use exec::{EXIT_PERMANENT, EXIT_TEMPFAIL, ExecHandler};
 pub use maintenance::{Pruner, Sweeper};
 pub use runtime::{KindOptions, ReportHook, RunStats, Runtime, RuntimeBuilder};

@@ -34,6 +34,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::cron::{CronEnqueuer, CronSchedule};
 use crate::maintenance::{Pruner, Sweeper};
 use crate::worker::{
     Execution, Handler, JobContext, WorkOutcome, WorkReport, handler_fn, release, settle,
@@ -84,6 +85,7 @@ pub struct RuntimeBuilder {
     batch: u32,
     sweep_every: Duration,
     retention: Option<Duration>,
+    schedules: Vec<CronSchedule>,
     retry: RetryPolicy,
     sampler: crate::Sampler,
     on_report: Option<ReportHook>,
@@ -217,6 +219,13 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Enqueues `schedule`'s job at every tick while the runtime runs
+    /// (exactly once per tick across every process running it).
+    pub fn cron(mut self, schedule: CronSchedule) -> Self {
+        self.schedules.push(schedule);
+        self
+    }
+
     /// The default retry policy and its jitter source.
     pub fn retry(mut self, policy: RetryPolicy, sampler: crate::Sampler) -> Self {
         self.retry = policy;
@@ -258,6 +267,7 @@ impl RuntimeBuilder {
                 batch: self.batch,
                 sweep_every: self.sweep_every,
                 retention: self.retention,
+                schedules: self.schedules,
                 retry: self.retry,
                 sampler: self.sampler,
                 on_report: self.on_report,
@@ -279,6 +289,7 @@ struct Inner {
     batch: u32,
     sweep_every: Duration,
     retention: Option<Duration>,
+    schedules: Vec<CronSchedule>,
     retry: RetryPolicy,
     sampler: crate::Sampler,
     on_report: Option<ReportHook>,
@@ -316,6 +327,7 @@ impl Runtime {
             batch: 32,
             sweep_every: Duration::from_secs(30),
             retention: Some(Duration::from_secs(7 * 86_400)),
+            schedules: Vec::new(),
             retry: RetryPolicy::default(),
             sampler: Arc::new(rand::random::<f64>),
             on_report: None,
@@ -343,6 +355,22 @@ impl Runtime {
                     p.keep = keep;
                     p
                 });
+                let cron = (!inner.schedules.is_empty())
+                    .then(|| CronEnqueuer::new(inner.store.clone(), inner.schedules.clone()));
+                let next_cron = |cron: &Option<CronEnqueuer>| {
+                    let now = errand_core::Timestamp::now();
+                    cron.as_ref()
+                        .and_then(|c| c.next_wake(now))
+                        .map_or(Duration::from_secs(60), |t| t.since(now))
+                        .min(Duration::from_secs(60))
+                };
+                if let Some(c) = &cron
+                    && let Err(e) = c.run_once(errand_core::Timestamp::now()).await
+                {
+                    tracing::warn!(error = %e, "enqueueing cron ticks failed");
+                }
+                let cron_sleep = tokio::time::sleep(next_cron(&cron));
+                tokio::pin!(cron_sleep);
                 let mut sweep = tokio::time::interval(sweeper.every);
                 let mut prune = tokio::time::interval(
                     pruner
@@ -366,6 +394,14 @@ impl Runtime {
                                     Err(e) => tracing::warn!(error = %e, "pruning failed"),
                                 }
                             }
+                        }
+                        () = &mut cron_sleep, if cron.is_some() => {
+                            if let Some(c) = &cron
+                                && let Err(e) = c.run_once(errand_core::Timestamp::now()).await
+                            {
+                                tracing::warn!(error = %e, "enqueueing cron ticks failed");
+                            }
+                            cron_sleep.as_mut().reset(tokio::time::Instant::now() + next_cron(&cron));
                         }
                         _ = stop.changed() => return,
                     }

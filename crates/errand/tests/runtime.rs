@@ -398,3 +398,48 @@ async fn the_maintenance_services_sweep_and_prune_on_their_own() {
     assert_eq!(left, vec!["stuck"], "the dead job stays");
     assert_eq!(job(&store, "stuck").await.state, JobState::Dead);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_with_a_cron_schedule_enqueues_and_runs_its_ticks() {
+    let (_d, store) = store();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    let template = NewJob::new("tick", Payload::default()).unwrap();
+    let schedule = errand::CronSchedule::new(
+        "every-second",
+        "* * * * * *",
+        template,
+        errand::Misfire::Skip,
+    )
+    .unwrap();
+    let runtime = Runtime::builder(store.clone())
+        .handler("tick", move |_: serde_json::Value, _ctx| {
+            let r = r.clone();
+            async move {
+                r.fetch_add(1, Ordering::SeqCst);
+                Outcome::Success
+            }
+        })
+        .unwrap()
+        .all_queues(2)
+        .unwrap()
+        .cron(schedule)
+        .poll(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let r = ran.clone();
+    runtime
+        .run_until(async move {
+            while r.load(Ordering::SeqCst) < 2 {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await
+        .unwrap();
+    let jobs = store.list(&JobFilter::default()).await.unwrap();
+    assert!(jobs.len() >= 2);
+    assert!(
+        jobs.iter()
+            .all(|j| j.id.as_str().starts_with("cron:every-second:"))
+    );
+}
