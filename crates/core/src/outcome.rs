@@ -103,6 +103,12 @@ pub enum Outcome {
     /// The handler ran past its deadline: a retryable failure of its own
     /// class.
     Timeout,
+    /// The handler already acknowledged the job itself, inside the same
+    /// database transaction as its own writes (transactional completion:
+    /// `errand_sqlite::complete_in`, `PgStore::complete_in`). The fence still
+    /// applied there: had the lease been lost, that transaction would have
+    /// failed and rolled back with the handler's writes.
+    Completed,
 }
 
 impl Outcome {

@@ -439,6 +439,10 @@ pub(crate) async fn settle(
         Outcome::Success => store.complete(lease).await.map(|_| {
             report.acknowledged = true;
         }),
+        Outcome::Completed => {
+            report.acknowledged = true;
+            Ok(())
+        }
         Outcome::Retry { error } => {
             report.error = Some(error.clone());
             let f = failure(error, ErrorClass::Retryable, Some(retry_after()));

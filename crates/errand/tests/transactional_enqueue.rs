@@ -144,3 +144,87 @@ async fn a_failing_operation_does_not_undo_others_committed_in_the_same_batch() 
             .all(|j| j.id.as_str()[1..].parse::<u32>().unwrap() % 2 == 0)
     );
 }
+
+#[tokio::test]
+async fn a_handler_can_complete_its_job_in_the_same_transaction_as_its_effect() {
+    use errand::{Handler, Outcome, WorkOutcome, Worker, WorkerConfig, handler_fn};
+    let f = common::fixture();
+    f.store
+        .write(|c, _| {
+            c.execute_batch("CREATE TABLE effects (job_id TEXT PRIMARY KEY)")
+                .map_err(|e| Error::Storage(e.to_string()))
+        })
+        .await
+        .unwrap();
+    let store: Arc<dyn Store> = Arc::new(f.store.clone());
+    store.insert(receipt("t1")).await.unwrap();
+    let sqlite = f.store.clone();
+    let handler: Arc<dyn Handler> = Arc::new(handler_fn(move |ctx| {
+        let sqlite = sqlite.clone();
+        async move {
+            let lease = ctx.lease.clone();
+            let result = sqlite
+                .write(move |c, now| {
+                    c.execute("INSERT INTO effects VALUES (?1)", [lease.id.as_str()])
+                        .map_err(|e| Error::Storage(e.to_string()))?;
+                    sqlite::complete_in(c, &lease, now)
+                })
+                .await;
+            match result {
+                Ok(_) => Outcome::Completed,
+                Err(e) => Outcome::retry(e),
+            }
+        }
+    }));
+    let config = WorkerConfig {
+        heartbeat: false,
+        ..WorkerConfig::default()
+    };
+    let report = Worker::new(store.clone(), config)
+        .run_once(handler)
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, WorkOutcome::Acknowledged);
+    let job = store.get(&JobId::new("t1").unwrap()).await.unwrap();
+    assert_eq!((job.state, job.attempts), (errand::JobState::Done, 1));
+
+    // A stale lease: the fenced completion fails and the effect rolls back.
+    store.insert(receipt("t2")).await.unwrap();
+    let req = errand::ClaimRequest {
+        queues: vec![],
+        limit: 1,
+        lease: std::time::Duration::from_secs(1),
+    };
+    let claimed = store.claim(&req).await.unwrap().remove(0);
+    f.clock.advance(std::time::Duration::from_secs(1));
+    let lease = claimed.lease.clone();
+    let stale = f
+        .store
+        .write(move |c, now| {
+            c.execute("INSERT INTO effects VALUES (?1)", [lease.id.as_str()])
+                .map_err(|e| Error::Storage(e.to_string()))?;
+            sqlite::complete_in(c, &lease, now)
+        })
+        .await;
+    assert!(matches!(stale, Err(Error::LeaseLost { .. })));
+    let effects: Vec<String> = f
+        .store
+        .read(|c| {
+            let mut stmt = c
+                .prepare("SELECT job_id FROM effects ORDER BY 1")
+                .map_err(|e| Error::Storage(e.to_string()))?;
+            let rows = stmt
+                .query_map([], |r| r.get(0))
+                .map_err(|e| Error::Storage(e.to_string()))?
+                .collect::<Result<Vec<String>, _>>()
+                .map_err(|e| Error::Storage(e.to_string()));
+            rows
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        effects,
+        vec!["t1"],
+        "the stale attempt's effect rolled back with its refused completion"
+    );
+}

@@ -244,6 +244,15 @@ impl PgStore {
         ops::insert(conn, &self.queries, self.now(), job).await
     }
 
+    /// Acknowledges a claimed job on `conn` — the handler's own open
+    /// transaction — so the job is done exactly when the handler's writes
+    /// commit (transactional completion). Fenced like [`Store::complete`]:
+    /// a lost lease returns [`Error::LeaseLost`], and the caller must roll
+    /// its transaction back. The handler then returns `Outcome::Completed`.
+    pub async fn complete_in<C: Conn>(&self, conn: &C, lease: &Lease) -> Result<Job> {
+        ops::fenced(conn, &self.queries.complete, self.now(), lease, &[]).await
+    }
+
     /// Enqueues many jobs on `conn` in one statement (one round trip).
     pub async fn enqueue_many_in<C: Conn>(
         &self,

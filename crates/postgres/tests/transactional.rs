@@ -305,3 +305,69 @@ async fn an_idle_worker_wakes_when_another_host_enqueues() {
         .await
         .expect("cleanup");
 }
+
+#[tokio::test]
+async fn a_job_completed_in_the_handlers_transaction_is_done_exactly_when_it_commits() {
+    let Some(url) = url() else { return };
+    let schema = format!("errand_tc_{}", std::process::id());
+    let (store, mut client) = setup(&url, &schema).await;
+    store.insert(job("c1")).await.expect("insert");
+    store.insert(job("c2")).await.expect("insert");
+    let req = errand_core::ClaimRequest {
+        queues: vec![],
+        limit: 2,
+        lease: std::time::Duration::from_secs(30),
+    };
+    let claimed = store.claim(&req).await.expect("claim");
+    let (a, b) = (&claimed[0].lease, &claimed[1].lease);
+
+    let tx = client.transaction().await.expect("begin");
+    tx.execute(
+        &format!("INSERT INTO {schema}.orders VALUES ($1)"),
+        &[&a.id.as_str()],
+    )
+    .await
+    .expect("effect");
+    store
+        .complete_in(&tx, a)
+        .await
+        .expect("complete in the transaction");
+    tx.commit().await.expect("commit");
+    assert_eq!(
+        store.get(&a.id).await.expect("job").state,
+        errand_core::JobState::Done
+    );
+
+    // A forged token: the fence refuses, and the caller rolls back its effect.
+    let forged = errand_core::Lease {
+        id: b.id.clone(),
+        token: errand_core::LeaseToken::generate(),
+        attempt: b.attempt,
+    };
+    let tx = client.transaction().await.expect("begin");
+    tx.execute(
+        &format!("INSERT INTO {schema}.orders VALUES ($1)"),
+        &[&b.id.as_str()],
+    )
+    .await
+    .expect("effect");
+    assert!(matches!(
+        store.complete_in(&tx, &forged).await,
+        Err(Error::LeaseLost { .. })
+    ));
+    tx.rollback().await.expect("rollback");
+    let n: i64 = client
+        .query_one(&format!("SELECT count(*) FROM {schema}.orders"), &[])
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(n, 1);
+    assert_eq!(
+        store.get(&b.id).await.expect("job").state,
+        errand_core::JobState::Running
+    );
+    client
+        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .await
+        .expect("cleanup");
+}
