@@ -213,12 +213,12 @@ async fn a_handler_can_complete_its_job_in_the_same_transaction_as_its_effect() 
             let mut stmt = c
                 .prepare("SELECT job_id FROM effects ORDER BY 1")
                 .map_err(|e| Error::Storage(e.to_string()))?;
-            let rows = stmt
+            let rows: Vec<String> = stmt
                 .query_map([], |r| r.get(0))
                 .map_err(|e| Error::Storage(e.to_string()))?
-                .collect::<Result<Vec<String>, _>>()
-                .map_err(|e| Error::Storage(e.to_string()));
-            rows
+                .collect::<Result<_, _>>()
+                .map_err(|e| Error::Storage(e.to_string()))?;
+            Ok(rows)
         })
         .await
         .unwrap();
