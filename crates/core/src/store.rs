@@ -159,6 +159,12 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// Acknowledges success: `running` → `done`.
     async fn complete(&self, lease: &Lease) -> Result<Job>;
 
+    /// Acknowledges many jobs in one transaction, each fenced by its own
+    /// token and lease exactly like [`Store::complete`]. Returns, in input
+    /// order, whether each was acknowledged (`false`: its lease was lost and
+    /// nothing changed).
+    async fn complete_many(&self, leases: &[Lease]) -> Result<Vec<bool>>;
+
     /// Records a failure: `running` → `ready` (retry due later) while attempts
     /// remain and `failure.retry` is set, otherwise `running` → `dead`.
     async fn fail(&self, lease: &Lease, failure: Failure) -> Result<Job>;

@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use errand_core::{ClaimRequest, Error, JobId, Lease, Name, Outcome, Result, RetryPolicy, Store};
 use serde::de::DeserializeOwned;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -257,6 +257,7 @@ impl RuntimeBuilder {
                 ));
             }
         }
+        let (completions_tx, completions_rx) = mpsc::unbounded_channel();
         Ok(Runtime {
             inner: Arc::new(Inner {
                 store: self.store,
@@ -271,6 +272,8 @@ impl RuntimeBuilder {
                 retry: self.retry,
                 sampler: self.sampler,
                 on_report: self.on_report,
+                completions: completions_tx,
+                completions_rx: Mutex::new(Some(completions_rx)),
                 in_flight: Mutex::new(HashMap::new()),
                 stats: Mutex::new(RunStats::default()),
             }),
@@ -293,6 +296,9 @@ struct Inner {
     retry: RetryPolicy,
     sampler: crate::Sampler,
     on_report: Option<ReportHook>,
+    /// Acknowledgments waiting for the completion batcher.
+    completions: mpsc::UnboundedSender<Completion>,
+    completions_rx: Mutex<Option<mpsc::UnboundedReceiver<Completion>>>,
     /// Running jobs: their lease and the token that stops them.
     in_flight: Mutex<HashMap<JobId, (Lease, CancellationToken)>>,
     stats: Mutex<RunStats>,
@@ -337,6 +343,15 @@ impl Runtime {
     /// Runs until `shutdown` completes, then drains. Returns what it did.
     pub async fn run_until<F: Future<Output = ()>>(self, shutdown: F) -> Result<RunStats> {
         let (stop_tx, stop_rx) = watch::channel(false);
+        let completer = {
+            let rx = lock(&self.inner.completions_rx).take();
+            let store = self.inner.store.clone();
+            tokio::spawn(async move {
+                if let Some(rx) = rx {
+                    complete_in_batches(store, rx).await;
+                }
+            })
+        };
         let mut claimers = JoinSet::new();
         let jobs = Arc::new(Mutex::new(JoinSet::new()));
         for (queue, concurrency) in &self.queues {
@@ -435,7 +450,49 @@ impl Runtime {
             // Each job task releases its own job once stopped.
             while running.join_next().await.is_some() {}
         }
+        completer.abort();
         Ok(lock(&self.inner.stats).clone())
+    }
+}
+
+/// A job's acknowledgment and where to send the verdict.
+type Completion = (Lease, oneshot::Sender<Result<bool>>);
+
+/// Most acknowledgments in one statement.
+const MAX_COMPLETION_BATCH: usize = 512;
+
+/// Takes every acknowledgment waiting and settles them in one
+/// [`Store::complete_many`] call.
+async fn complete_in_batches(store: Arc<dyn Store>, mut rx: mpsc::UnboundedReceiver<Completion>) {
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < MAX_COMPLETION_BATCH {
+            match rx.try_recv() {
+                Ok(c) => batch.push(c),
+                Err(_) => break,
+            }
+        }
+        let leases: Vec<Lease> = batch.iter().map(|(l, _)| l.clone()).collect();
+        match store.complete_many(&leases).await {
+            Ok(acked) if acked.len() == batch.len() => {
+                for ((_, reply), ok) in batch.into_iter().zip(acked) {
+                    let _ = reply.send(Ok(ok));
+                }
+            }
+            Ok(_) => {
+                for (_, reply) in batch {
+                    let _ = reply.send(Err(Error::Storage(
+                        "the store answered a batch acknowledgment with the wrong count".into(),
+                    )));
+                }
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                for (_, reply) in batch {
+                    let _ = reply.send(Err(Error::Storage(msg.clone())));
+                }
+            }
+        }
     }
 }
 
@@ -511,6 +568,31 @@ impl Inner {
         }
     }
 
+    /// Acknowledges through the completion batcher: the acknowledgments of
+    /// jobs finishing together share one statement, each still fenced by
+    /// its own token and lease.
+    async fn acknowledge(&self, lease: &Lease) -> Result<WorkReport> {
+        let (tx, rx) = oneshot::channel();
+        if self.completions.send((lease.clone(), tx)).is_err() {
+            return Err(Error::Closed("the completion batcher stopped".into()));
+        }
+        let acked = rx
+            .await
+            .map_err(|_| Error::Closed("the completion batcher stopped".into()))??;
+        Ok(WorkReport {
+            outcome: if acked {
+                WorkOutcome::Acknowledged
+            } else {
+                WorkOutcome::LeaseLost
+            },
+            job_id: Some(lease.id.clone()),
+            attempt: Some(lease.attempt),
+            acknowledged: acked,
+            available_at: None,
+            error: None,
+        })
+    }
+
     async fn run_job(&self, claimed: errand_core::ClaimedJob, token: CancellationToken) {
         let lease = claimed.lease.clone();
         let kind = self.kinds.get(claimed.job.kind.as_str()).cloned();
@@ -537,6 +619,7 @@ impl Inner {
             deadline: options.deadline,
         };
         let report = match run.execute(handler, claimed, token).await {
+            Some(Outcome::Success) => self.acknowledge(&lease).await,
             Some(outcome) => {
                 let policy = options.retry.as_ref().unwrap_or(&self.retry);
                 settle(

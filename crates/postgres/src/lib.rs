@@ -372,6 +372,11 @@ impl Store for PgStore {
         ops::fenced(&client, &self.queries.complete, self.now(), lease, &[]).await
     }
 
+    async fn complete_many(&self, leases: &[Lease]) -> Result<Vec<bool>> {
+        let client = self.client().await?;
+        ops::complete_many(&client, &self.queries, self.now(), leases).await
+    }
+
     async fn fail(&self, lease: &Lease, failure: Failure) -> Result<Job> {
         let client = self.client().await?;
         ops::fail(&client, &self.queries, self.now(), lease, &failure).await

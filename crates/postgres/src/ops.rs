@@ -26,6 +26,7 @@ pub struct Queries {
     pub(crate) expire_final: String,
     pub(crate) claim: String,
     pub(crate) complete: String,
+    pub(crate) complete_many: String,
     pub(crate) fail: String,
     pub(crate) snooze: String,
     pub(crate) cancel_running: String,
@@ -50,6 +51,7 @@ impl Queries {
             expire_final: q(include_str!("../queries/expire_final.sql")),
             claim: q(include_str!("../queries/claim.sql")),
             complete: q(include_str!("../queries/complete.sql")),
+            complete_many: q(include_str!("../queries/complete_many.sql")),
             fail: q(include_str!("../queries/fail.sql")),
             snooze: q(include_str!("../queries/snooze.sql")),
             cancel_running: q(include_str!("../queries/cancel_running.sql")),
@@ -646,4 +648,25 @@ pub(crate) async fn prune<C: Conn>(
     let row = query_opt(client, &q.prune, &[&now, &age, &limit]).await?;
     let n: i64 = row.map(|r| r.get(0)).unwrap_or(0);
     Ok(u64::try_from(n).unwrap_or(0))
+}
+
+/// Fenced acknowledgment of many jobs in one statement.
+pub(crate) async fn complete_many<C: Conn>(
+    client: &C,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    leases: &[Lease],
+) -> Result<Vec<bool>> {
+    let ids: Vec<&str> = leases.iter().map(|l| l.id.as_str()).collect();
+    let tokens: Vec<&str> = leases.iter().map(|l| l.token.as_str()).collect();
+    let done: std::collections::HashSet<(String, String)> =
+        query(client, &q.complete_many, &[&now, &ids, &tokens])
+            .await?
+            .iter()
+            .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
+            .collect();
+    Ok(leases
+        .iter()
+        .map(|l| done.contains(&(l.id.to_string(), l.token.as_str().to_owned())))
+        .collect())
 }

@@ -352,6 +352,21 @@ impl Store for SqliteStore {
         self.op(move |c, now| ops::complete(c, &lease, now)).await
     }
 
+    async fn complete_many(&self, leases: &[Lease]) -> Result<Vec<bool>> {
+        let leases = leases.to_vec();
+        self.op(move |c, now| {
+            leases
+                .iter()
+                .map(|l| match ops::complete(c, l, now) {
+                    Ok(_) => Ok(true),
+                    Err(Error::LeaseLost { .. }) => Ok(false),
+                    Err(e) => Err(e),
+                })
+                .collect()
+        })
+        .await
+    }
+
     async fn fail(&self, lease: &Lease, failure: Failure) -> Result<Job> {
         let lease = lease.clone();
         self.op(move |c, now| ops::fail(c, &lease, &failure, now))

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use errand_core::{
-    CancelRequest, ClaimRequest, Error, ErrorClass, Failure, JobFilter, JobId, JobState,
+    CancelRequest, ClaimRequest, Error, ErrorClass, Failure, JobFilter, JobId, JobState, Lease,
     ManualClock, Name, ReplayRequest, RetryAt, Schedule, Store,
 };
 
@@ -499,6 +499,32 @@ pub async fn retention_prunes_old_finished_jobs_and_keeps_dead_ones(
         store.detail(&id("done1")).await,
         Err(Error::NotFound(_))
     ));
+}
+
+/// Batched acknowledgment fences every job by its own token and lease.
+pub async fn complete_many_fences_each_job_individually(store: Arc<dyn Store>, clock: ManualClock) {
+    for name in ["b1", "b2", "b3"] {
+        store.insert(job(name)).await.unwrap();
+    }
+    let first = store.claim(&claim_req(3, LEASE)).await.unwrap();
+    clock.advance(LEASE);
+    // b1 is reclaimed by another worker; b2 is reclaimed and given back;
+    // b3's lease expired and nobody reclaimed it.
+    let reclaimed = store.claim(&claim_req(1, LEASE)).await.unwrap().remove(0);
+    assert_eq!(reclaimed.job.id.as_str(), "b1");
+    let renewed = store.claim(&claim_req(1, LEASE)).await.unwrap().remove(0);
+    assert_eq!(renewed.job.id.as_str(), "b2");
+    store.release(&renewed.lease).await.unwrap();
+    let mut leases: Vec<Lease> = first.iter().map(|c| c.lease.clone()).collect();
+    leases.push(reclaimed.lease.clone());
+    leases.push(forged(&reclaimed.lease));
+    let acked = store.complete_many(&leases).await.unwrap();
+    // b1 (stale), b2 (stale), b3 (expired, unreclaimed), b1 (current), forged.
+    assert_eq!(acked, vec![false, false, false, true, false]);
+    assert_eq!(get(store.as_ref(), "b1").await.state, JobState::Done);
+    assert_eq!(get(store.as_ref(), "b2").await.state, JobState::Ready);
+    assert_eq!(get(store.as_ref(), "b3").await.state, JobState::Running);
+    assert!(store.complete_many(&[]).await.unwrap().is_empty());
 }
 
 /// A retryable failure returns the job to ready with a persisted future due
