@@ -38,6 +38,7 @@ mod cron;
 mod exec;
 mod maintenance;
 mod runtime;
+pub mod testkit;
 mod worker;
 
 use std::sync::Arc;
