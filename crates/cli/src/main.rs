@@ -276,6 +276,13 @@ struct WorkArgs {
     /// before they are stopped and their jobs released.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     drain: Duration,
+    /// Service mode: start at most this many jobs per second per --queue,
+    /// across every worker process sharing the database.
+    #[arg(long)]
+    rate: Option<f64>,
+    /// With --rate: how many may start at once after a quiet spell.
+    #[arg(long, default_value_t = 1)]
+    burst: u32,
     /// The command run for each job (with `sh -c`).
     #[arg(long)]
     exec: String,
@@ -622,7 +629,22 @@ async fn work(store: Arc<dyn Store>, a: WorkArgs) -> Result<ExitCode, Failure> {
         output::report(&report, a.json)?;
         return Ok(ExitCode::SUCCESS);
     }
+    let rate = match a.rate {
+        Some(per_second) => {
+            if queues.is_empty() {
+                return Err(Error::invalid("--rate limits named queues: add --queue NAME").into());
+            }
+            let limit = errand::RateLimit {
+                per_second,
+                burst: a.burst,
+            };
+            limit.validate()?;
+            Some(limit)
+        }
+        None => None,
+    };
     let args = serve_loop::ServiceArgs {
+        rate,
         queues,
         concurrency: usize::try_from(a.concurrency).unwrap_or(1),
         lease: a.lease,

@@ -31,6 +31,8 @@ pub struct ServiceArgs {
     pub retry: RetryPolicy,
     /// Print JSON reports.
     pub json: bool,
+    /// Start rate per queue, shared across processes.
+    pub rate: Option<errand::RateLimit>,
 }
 
 /// Runs until a signal asks it to stop, then drains.
@@ -59,6 +61,9 @@ pub async fn run(
         let mut b = builder;
         for q in &args.queues {
             b = b.queue(q.as_str(), args.concurrency)?;
+            if let Some(rate) = args.rate {
+                b = b.rate_limit(q.as_str(), rate)?;
+            }
         }
         b
     };

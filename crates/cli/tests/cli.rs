@@ -442,6 +442,12 @@ fn bad_input_gets_a_clear_error_a_nonzero_exit_and_writes_nothing() {
             "RFC 3339",
         ),
         (&["jobs", "--state", "stuck"], 2, "unknown state"),
+        (&["work", "--rate", "5", "--exec", "true"], 2, "--queue"),
+        (
+            &["work", "--queue", "q", "--rate", "0", "--exec", "true"],
+            2,
+            "positive rate",
+        ),
         (
             &["jobs", "--synchronous", "sometimes"],
             2,

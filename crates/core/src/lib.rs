@@ -41,6 +41,6 @@ pub use job::{
 pub use outcome::{ErrorClass, Outcome};
 pub use retry::RetryPolicy;
 pub use store::{
-    CancelRequest, ClaimRequest, FailResult, Failure, Inserted, JobFilter, ReplayRequest, RetryAt,
-    Store, SweepReport, WorkSignal,
+    CancelRequest, ClaimRequest, FailResult, Failure, Inserted, JobFilter, RateLimit,
+    ReplayRequest, RetryAt, Store, SweepReport, WorkSignal,
 };

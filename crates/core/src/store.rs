@@ -98,6 +98,29 @@ pub struct CancelRequest {
     pub reason: Option<String>,
 }
 
+/// A token-bucket rate: `per_second` tokens refill continuously, up to
+/// `burst` held at once.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RateLimit {
+    /// Refill rate (> 0).
+    pub per_second: f64,
+    /// Bucket size (≥ 1): how many may start at once after a quiet spell.
+    pub burst: u32,
+}
+
+impl RateLimit {
+    /// Checks the numbers.
+    pub fn validate(&self) -> Result<()> {
+        if !(self.per_second.is_finite() && self.per_second > 0.0) || self.burst == 0 {
+            return Err(crate::Error::invalid(format!(
+                "a rate limit needs a positive rate and a burst of at least 1 (got {}/s, burst {})",
+                self.per_second, self.burst
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// What a sweep of expired leases did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SweepReport {
@@ -208,6 +231,12 @@ pub trait Store: Send + Sync + fmt::Debug {
 
     /// Jobs matching the filter, oldest first.
     async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>>;
+
+    /// Takes up to `want` tokens from the shared bucket `bucket` (created
+    /// full on first use, refilled on the store's clock) in one statement,
+    /// and returns how many were granted. Every process using the store
+    /// shares the bucket.
+    async fn take_tokens(&self, bucket: &Name, limit: RateLimit, want: u32) -> Result<u32>;
 
     /// A wake-up signal for an idle worker: in-process for SQLite,
     /// `LISTEN/NOTIFY` for PostgreSQL (polling when notifications do not

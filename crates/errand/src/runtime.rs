@@ -28,7 +28,9 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use errand_core::{ClaimRequest, Error, JobId, Lease, Name, Outcome, Result, RetryPolicy, Store};
+use errand_core::{
+    ClaimRequest, Error, JobId, Lease, Name, Outcome, RateLimit, Result, RetryPolicy, Store,
+};
 use serde::de::DeserializeOwned;
 use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use tokio::task::JoinSet;
@@ -86,6 +88,7 @@ pub struct RuntimeBuilder {
     sweep_every: Duration,
     retention: Option<Duration>,
     schedules: Vec<CronSchedule>,
+    rates: HashMap<Name, RateLimit>,
     retry: RetryPolicy,
     sampler: crate::Sampler,
     on_report: Option<ReportHook>,
@@ -219,6 +222,16 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Limits how fast jobs of `queue` start, across every process sharing
+    /// the store: a token bucket of `limit.burst` refilled at
+    /// `limit.per_second` (kept in the database, so the rate is global).
+    pub fn rate_limit(mut self, queue: &str, limit: RateLimit) -> Result<Self> {
+        limit.validate()?;
+        let name = Name::parse("queue", queue)?;
+        self.rates.insert(name, limit);
+        Ok(self)
+    }
+
     /// Enqueues `schedule`'s job at every tick while the runtime runs
     /// (exactly once per tick across every process running it).
     pub fn cron(mut self, schedule: CronSchedule) -> Self {
@@ -247,6 +260,13 @@ impl RuntimeBuilder {
                 "configure at least one queue (or all_queues)",
             ));
         }
+        for q in self.rates.keys() {
+            if !self.queues.iter().any(|(name, _)| name.as_ref() == Some(q)) {
+                return Err(Error::invalid(format!(
+                    "a rate limit is set for queue `{q}`, which this runtime does not run"
+                )));
+            }
+        }
         if self.kinds.is_empty() && self.fallback.is_none() {
             return Err(Error::invalid("register at least one handler"));
         }
@@ -269,6 +289,7 @@ impl RuntimeBuilder {
                 sweep_every: self.sweep_every,
                 retention: self.retention,
                 schedules: self.schedules,
+                rates: self.rates,
                 retry: self.retry,
                 sampler: self.sampler,
                 on_report: self.on_report,
@@ -293,6 +314,7 @@ struct Inner {
     sweep_every: Duration,
     retention: Option<Duration>,
     schedules: Vec<CronSchedule>,
+    rates: HashMap<Name, RateLimit>,
     retry: RetryPolicy,
     sampler: crate::Sampler,
     on_report: Option<ReportHook>,
@@ -334,6 +356,7 @@ impl Runtime {
             sweep_every: Duration::from_secs(30),
             retention: Some(Duration::from_secs(7 * 86_400)),
             schedules: Vec::new(),
+            rates: HashMap::new(),
             retry: RetryPolicy::default(),
             sampler: Arc::new(rand::random::<f64>),
             on_report: None,
@@ -455,6 +478,23 @@ impl Runtime {
     }
 }
 
+/// The rate limit of a claimer's queue, if it runs exactly one named queue
+/// that has one.
+fn queue_rate<'a>(
+    queues: &'a [Name],
+    rates: &HashMap<Name, RateLimit>,
+) -> Option<(&'a Name, RateLimit)> {
+    match queues {
+        [q] => rates.get(q).map(|r| (q, *r)),
+        _ => None,
+    }
+}
+
+/// The shared bucket of a queue's rate limit.
+fn bucket(queue: &Name) -> Name {
+    Name::parse("bucket", format!("queue:{queue}")).unwrap_or_else(|_| queue.clone())
+}
+
 /// A job's acknowledgment and where to send the verdict.
 type Completion = (Lease, oneshot::Sender<Result<bool>>);
 
@@ -522,6 +562,26 @@ impl Inner {
                 match slots.clone().try_acquire_owned() {
                     Ok(p) => permits.push(p),
                     Err(_) => break,
+                }
+            }
+            if let Some((name, rate)) = queue_rate(&queues, &self.rates) {
+                let want = u32::try_from(permits.len()).unwrap_or(self.batch);
+                let granted = match self.store.take_tokens(&bucket(name), rate, want).await {
+                    Ok(g) => g as usize,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "taking rate-limit tokens failed");
+                        0
+                    }
+                };
+                permits.truncate(granted);
+                if permits.is_empty() {
+                    // Wait for the next token (or a stop).
+                    let next = Duration::from_secs_f64(1.0 / rate.per_second).min(self.poll);
+                    tokio::select! {
+                        _ = tokio::time::sleep(next) => {}
+                        _ = stop.changed() => {}
+                    }
+                    continue;
                 }
             }
             let req = ClaimRequest {

@@ -443,3 +443,82 @@ async fn a_runtime_with_a_cron_schedule_enqueues_and_runs_its_ticks() {
             .all(|j| j.id.as_str().starts_with("cron:every-second:"))
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limited_queue_starts_no_more_jobs_than_its_bucket_grants() {
+    // The bucket refills on the store's clock, which only the test moves.
+    let dir = tempfile::tempdir().unwrap();
+    let clock = errand::ManualClock::new(errand::Timestamp::from_millis(1_795_996_800_000));
+    let options = SqliteOptions {
+        create: true,
+        migrate: true,
+        clock: Arc::new(clock.clone()),
+        ..Default::default()
+    };
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(dir.path().join("r.db"), options).unwrap());
+    for i in 0..5 {
+        enqueue(&store, &format!("r{i}"), "send", "mail", "{}").await;
+    }
+    let started = Arc::new(AtomicUsize::new(0));
+    let s = started.clone();
+    let runtime = Runtime::builder(store.clone())
+        .handler("send", move |_: serde_json::Value, _ctx| {
+            let s = s.clone();
+            async move {
+                s.fetch_add(1, Ordering::SeqCst);
+                Outcome::Success
+            }
+        })
+        .unwrap()
+        .queue("mail", 8)
+        .unwrap()
+        .rate_limit(
+            "mail",
+            errand::RateLimit {
+                per_second: 1.0,
+                burst: 2,
+            },
+        )
+        .unwrap()
+        .poll(Duration::from_millis(20))
+        .build()
+        .unwrap();
+    let s = started.clone();
+    let c = clock.clone();
+    runtime
+        .run_until(async move {
+            while s.load(Ordering::SeqCst) < 2 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            // Time stands still: the burst is spent, nothing else starts.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            assert_eq!(s.load(Ordering::SeqCst), 2, "the burst is 2");
+            c.advance(Duration::from_secs(1));
+            while s.load(Ordering::SeqCst) < 3 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            assert_eq!(s.load(Ordering::SeqCst), 3, "one token per second");
+        })
+        .await
+        .unwrap();
+    let err = Runtime::builder(store.clone())
+        .handler("send", |_: serde_json::Value, _ctx| async {
+            Outcome::Success
+        })
+        .unwrap()
+        .queue("mail", 1)
+        .unwrap()
+        .rate_limit(
+            "other",
+            errand::RateLimit {
+                per_second: 1.0,
+                burst: 1,
+            },
+        )
+        .unwrap()
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("does not run"), "{err}");
+}

@@ -87,3 +87,11 @@ CREATE TABLE __SCHEMA__.errand_audit (
 );
 
 CREATE INDEX errand_audit_job ON __SCHEMA__.errand_audit (job_id, seq);
+
+-- Token buckets for rate limits shared by every worker host.
+CREATE TABLE __SCHEMA__.errand_rate_limits (
+    name         text        NOT NULL PRIMARY KEY,
+    tokens       double precision NOT NULL CHECK (tokens >= 0),
+    last_granted integer     NOT NULL DEFAULT 0,
+    updated_at   timestamptz NOT NULL
+);

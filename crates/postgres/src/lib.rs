@@ -38,8 +38,8 @@ use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use errand_core::{
     CancelRequest, ClaimRequest, ClaimedJob, Clock, Error, Failure, Inserted, Job, JobDetail,
-    JobFilter, JobId, Lease, NewJob, ReplayRequest, Result, Store, SweepReport, Timestamp,
-    WorkSignal,
+    JobFilter, JobId, Lease, Name, NewJob, RateLimit, ReplayRequest, Result, Store, SweepReport,
+    Timestamp, WorkSignal,
 };
 use tokio_postgres::NoTls;
 
@@ -471,6 +471,11 @@ impl Store for PgStore {
     async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
         let client = self.client().await?;
         ops::list(&client, &self.queries, filter).await
+    }
+
+    async fn take_tokens(&self, bucket: &Name, limit: RateLimit, want: u32) -> Result<u32> {
+        let client = self.client().await?;
+        ops::take_tokens(&client, &self.queries, self.now(), bucket, limit, want).await
     }
 
     fn work_signal(&self) -> Box<dyn WorkSignal> {

@@ -37,6 +37,7 @@ pub struct Queries {
     pub(crate) audit_of: String,
     pub(crate) list: String,
     pub(crate) prune: String,
+    pub(crate) take_tokens: String,
 }
 
 impl Queries {
@@ -62,6 +63,7 @@ impl Queries {
             audit_of: q(include_str!("../queries/audit_of.sql")),
             list: q(include_str!("../queries/list.sql")),
             prune: q(include_str!("../queries/prune.sql")),
+            take_tokens: q(include_str!("../queries/take_tokens.sql")),
         }
     }
 }
@@ -669,4 +671,26 @@ pub(crate) async fn complete_many<C: Conn>(
         .iter()
         .map(|l| done.contains(&(l.id.to_string(), l.token.as_str().to_owned())))
         .collect())
+}
+
+/// Takes up to `want` tokens from a shared bucket.
+pub(crate) async fn take_tokens<C: Conn>(
+    client: &C,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    bucket: &Name,
+    limit: errand_core::RateLimit,
+    want: u32,
+) -> Result<u32> {
+    limit.validate()?;
+    let want = i32::try_from(want).unwrap_or(i32::MAX);
+    let burst = f64::from(limit.burst);
+    let row = query_opt(
+        client,
+        &q.take_tokens,
+        &[&now, &bucket.as_str(), &want, &limit.per_second, &burst],
+    )
+    .await?;
+    let granted: i32 = row.map(|r| r.get(0)).unwrap_or(0);
+    Ok(u32::try_from(granted).unwrap_or(0))
 }

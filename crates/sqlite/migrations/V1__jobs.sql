@@ -82,3 +82,11 @@ CREATE TABLE errand_audit (
 ) STRICT;
 
 CREATE INDEX errand_audit_job ON errand_audit (job_id, seq);
+
+-- Token buckets for rate limits shared by every process using the file.
+CREATE TABLE errand_rate_limits (
+    name         TEXT    NOT NULL PRIMARY KEY,
+    tokens       REAL    NOT NULL CHECK (tokens >= 0),
+    last_granted INTEGER NOT NULL DEFAULT 0,
+    updated_at   INTEGER NOT NULL
+) STRICT;

@@ -36,8 +36,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use errand_core::{
     CancelRequest, ClaimRequest, ClaimedJob, Clock, Error, Failure, Inserted, Job, JobDetail,
-    JobFilter, JobId, Lease, NewJob, ReplayRequest, Result, Store, SweepReport, SystemClock,
-    Timestamp, WorkSignal,
+    JobFilter, JobId, Lease, Name, NewJob, RateLimit, ReplayRequest, Result, Store, SweepReport,
+    SystemClock, Timestamp, WorkSignal,
 };
 use rusqlite::{Connection, OpenFlags};
 
@@ -452,6 +452,12 @@ impl Store for SqliteStore {
     async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
         let filter = filter.clone();
         self.read(move |c| ops::list(c, &filter)).await
+    }
+
+    async fn take_tokens(&self, bucket: &Name, limit: RateLimit, want: u32) -> Result<u32> {
+        let bucket = bucket.clone();
+        self.op(move |c, now| ops::take_tokens(c, &bucket, limit, want, now))
+            .await
     }
 
     fn work_signal(&self) -> Box<dyn WorkSignal> {

@@ -38,6 +38,7 @@ const HISTORY: &str = include_str!("../queries/history.sql");
 const AUDIT_OF: &str = include_str!("../queries/audit_of.sql");
 const LIST: &str = include_str!("../queries/list.sql");
 const PRUNE: &str = include_str!("../queries/prune.sql");
+const TAKE_TOKENS: &str = include_str!("../queries/take_tokens.sql");
 
 fn conversion(col: usize, msg: String) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(
@@ -619,4 +620,27 @@ pub(crate) fn prune(
         .execute(named_params! {":before": now.minus(older_than).as_millis(), ":limit": limit})
         .map_err(map_err)?;
     Ok(u64::try_from(n).unwrap_or(0))
+}
+
+/// Takes up to `want` tokens from a shared bucket.
+pub(crate) fn take_tokens(
+    conn: &Connection,
+    bucket: &Name,
+    limit: errand_core::RateLimit,
+    want: u32,
+    now: Timestamp,
+) -> Result<u32> {
+    limit.validate()?;
+    let granted: i64 = conn
+        .prepare_cached(TAKE_TOKENS)
+        .map_err(map_err)?
+        .query_row(
+            named_params! {
+                ":name": bucket.as_str(), ":want": want, ":burst": f64::from(limit.burst),
+                ":rate": limit.per_second, ":now": now.as_millis(),
+            },
+            |r| r.get(0),
+        )
+        .map_err(map_err)?;
+    Ok(u32::try_from(granted).unwrap_or(0))
 }

@@ -527,6 +527,55 @@ pub async fn complete_many_fences_each_job_individually(store: Arc<dyn Store>, c
     assert!(store.complete_many(&[]).await.unwrap().is_empty());
 }
 
+/// A shared token bucket: starts full, refills on the store's clock at its
+/// rate, never beyond its burst, and grants no more than it holds.
+pub async fn the_rate_limit_bucket_refills_at_its_rate_up_to_its_burst(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
+    let bucket = Name::parse("bucket", "mail").unwrap();
+    let rate = errand_core::RateLimit {
+        per_second: 2.0,
+        burst: 5,
+    };
+    assert_eq!(
+        store.take_tokens(&bucket, rate, 10).await.unwrap(),
+        5,
+        "a new bucket is full"
+    );
+    assert_eq!(store.take_tokens(&bucket, rate, 1).await.unwrap(), 0);
+    clock.advance(Duration::from_millis(499));
+    assert_eq!(
+        store.take_tokens(&bucket, rate, 1).await.unwrap(),
+        0,
+        "0.998 tokens are not one"
+    );
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(store.take_tokens(&bucket, rate, 1).await.unwrap(), 1);
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(store.take_tokens(&bucket, rate, 10).await.unwrap(), 2);
+    clock.advance(Duration::from_secs(3600));
+    assert_eq!(
+        store.take_tokens(&bucket, rate, 10).await.unwrap(),
+        5,
+        "capped at the burst"
+    );
+    let other = Name::parse("bucket", "sms").unwrap();
+    assert_eq!(
+        store.take_tokens(&other, rate, 3).await.unwrap(),
+        3,
+        "buckets are separate"
+    );
+    let bad = errand_core::RateLimit {
+        per_second: 0.0,
+        burst: 1,
+    };
+    assert!(matches!(
+        store.take_tokens(&bucket, bad, 1).await,
+        Err(Error::Invalid(_))
+    ));
+}
+
 /// A retryable failure returns the job to ready with a persisted future due
 /// time; it is not claimable a millisecond before.
 pub async fn a_retryable_failure_persists_its_due_time(store: Arc<dyn Store>, clock: ManualClock) {
