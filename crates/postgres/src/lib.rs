@@ -136,7 +136,7 @@ fn quote_schema(schema: &str) -> Result<String> {
 pub struct PgStore {
     pool: Pool,
     config: tokio_postgres::Config,
-    listener: Arc<std::sync::OnceLock<Arc<listen::Listener>>>,
+    listener: Arc<std::sync::OnceLock<listen::ListenerHandle>>,
     queries: Arc<Queries>,
     clock: Option<Arc<dyn Clock>>,
     schema: String,
@@ -270,13 +270,16 @@ impl PgStore {
     /// Whether `LISTEN/NOTIFY` is known to work (its self-test passed);
     /// `false` before the first worker waits, and while polling.
     pub fn notifications_ok(&self) -> bool {
-        self.listener.get().is_some_and(|l| l.healthy())
+        self.listener.get().is_some_and(|l| l.listener.healthy())
     }
 
     fn listener(&self) -> &Arc<listen::Listener> {
-        self.listener.get_or_init(|| {
-            listen::Listener::start(self.config.clone(), self.pool.clone(), self.channel())
-        })
+        &self
+            .listener
+            .get_or_init(|| {
+                listen::Listener::start(self.config.clone(), self.pool.clone(), self.channel())
+            })
+            .listener
     }
 
     fn now(&self) -> Option<time::OffsetDateTime> {

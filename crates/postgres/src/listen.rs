@@ -34,34 +34,54 @@ pub(crate) struct Listener {
     healthy: AtomicBool,
 }
 
+/// Owned by the store (shared by its clones): when the last clone is
+/// dropped, the listening task stops and closes its connection.
+#[derive(Debug)]
+pub(crate) struct ListenerHandle {
+    pub(crate) listener: Arc<Listener>,
+    stop: tokio_util::sync::CancellationToken,
+}
+
+impl Drop for ListenerHandle {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
 impl Listener {
     /// Starts the listening task.
     pub(crate) fn start(
         config: tokio_postgres::Config,
         pool: deadpool_postgres::Pool,
         channel: String,
-    ) -> Arc<Listener> {
+    ) -> ListenerHandle {
         let listener = Arc::new(Listener {
             wake: watch::Sender::new(0),
             healthy: AtomicBool::new(false),
         });
-        let me = listener.clone();
+        let stop = tokio_util::sync::CancellationToken::new();
+        let (me, stopped) = (listener.clone(), stop.clone());
         tokio::spawn(async move {
             loop {
-                if let Err(e) = me.listen_once(&config, &pool, &channel).await {
-                    tracing::warn!(error = %e, "the LISTEN connection failed; polling until it is back");
+                tokio::select! {
+                    r = me.listen_once(&config, &pool, &channel) => {
+                        if let Err(e) = r {
+                            tracing::warn!(error = %e, "the LISTEN connection failed; polling until it is back");
+                        }
+                    }
+                    () = stopped.cancelled() => return,
                 }
                 me.healthy.store(false, Ordering::SeqCst);
                 // Whatever was notified meanwhile is found by the next poll;
                 // wake the waiters so they poll now.
                 me.bump();
-                tokio::time::sleep(RECONNECT_PAUSE).await;
-                if me.wake.receiver_count() == 0 && Arc::strong_count(&me) == 1 {
-                    return; // the store is gone
+                tokio::select! {
+                    () = tokio::time::sleep(RECONNECT_PAUSE) => {}
+                    () = stopped.cancelled() => return,
                 }
             }
         });
-        listener
+        ListenerHandle { listener, stop }
     }
 
     fn bump(&self) {

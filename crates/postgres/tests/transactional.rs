@@ -371,3 +371,50 @@ async fn a_job_completed_in_the_handlers_transaction_is_done_exactly_when_it_com
         .await
         .expect("cleanup");
 }
+
+#[tokio::test]
+async fn dropping_the_store_closes_its_listening_connection() {
+    let Some(url) = url() else { return };
+    let schema = format!("errand_ld_{}", std::process::id());
+    let (store, client) = setup(&url, &schema).await;
+    let _signal = store.work_signal();
+    for _ in 0..100 {
+        if listening(&client, &schema).await == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        listening(&client, &schema).await,
+        1,
+        "one listening connection while the store lives"
+    );
+    drop(store);
+    for _ in 0..100 {
+        if listening(&client, &schema).await == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        listening(&client, &schema).await,
+        0,
+        "closed once the store is dropped"
+    );
+    client
+        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .await
+        .expect("cleanup");
+}
+
+async fn listening(client: &tokio_postgres::Client, schema: &str) -> i64 {
+    let pattern = format!("LISTEN \"{schema}.errand_jobs\"%");
+    client
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE $1 AND pid <> pg_backend_pid()",
+            &[&pattern],
+        )
+        .await
+        .expect("pg_stat_activity")
+        .get::<_, i64>(0)
+}
