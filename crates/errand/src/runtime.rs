@@ -77,13 +77,18 @@ impl RunStats {
 
 /// Builds a [`Runtime`].
 pub struct RuntimeBuilder {
+    settings: Settings,
+    queues: Vec<(Option<Name>, usize)>,
+    drain: Duration,
+}
+
+/// What every claimer and job task of a runtime reads.
+struct Settings {
     store: Arc<dyn Store>,
     kinds: HashMap<String, Kind>,
     fallback: Option<Arc<dyn Handler>>,
-    queues: Vec<(Option<Name>, usize)>,
     lease: Duration,
     poll: Duration,
-    drain: Duration,
     batch: u32,
     sweep_every: Duration,
     retention: Option<Duration>,
@@ -97,7 +102,7 @@ pub struct RuntimeBuilder {
 impl fmt::Debug for RuntimeBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RuntimeBuilder")
-            .field("kinds", &self.kinds.keys().collect::<Vec<_>>())
+            .field("kinds", &self.settings.kinds.keys().collect::<Vec<_>>())
             .field("queues", &self.queues)
             .finish_non_exhaustive()
     }
@@ -129,11 +134,13 @@ impl RuntimeBuilder {
     pub fn handler_dyn(mut self, kind: &str, handler: Arc<dyn Handler>) -> Result<Self> {
         let name = Name::parse("kind", kind)?;
         let options = self
+            .settings
             .kinds
             .remove(name.as_str())
             .map(|k| k.options)
             .unwrap_or_default();
-        self.kinds
+        self.settings
+            .kinds
             .insert(name.to_string(), Kind { handler, options });
         Ok(self)
     }
@@ -142,13 +149,13 @@ impl RuntimeBuilder {
     /// command). Without one, such jobs fail (retryable) with a message
     /// naming the kind.
     pub fn fallback(mut self, handler: Arc<dyn Handler>) -> Self {
-        self.fallback = Some(handler);
+        self.settings.fallback = Some(handler);
         self
     }
 
     /// Sets the options of a registered kind.
     pub fn kind_options(mut self, kind: &str, options: KindOptions) -> Result<Self> {
-        match self.kinds.get_mut(kind) {
+        match self.settings.kinds.get_mut(kind) {
             Some(k) => {
                 k.options = options;
                 Ok(self)
@@ -187,13 +194,13 @@ impl RuntimeBuilder {
 
     /// Lease length (default 30 s), renewed every third of it.
     pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = lease;
+        self.settings.lease = lease;
         self
     }
 
     /// How often an idle claimer looks for work without a signal (default 1 s).
     pub fn poll(mut self, poll: Duration) -> Self {
-        self.poll = poll;
+        self.settings.poll = poll;
         self
     }
 
@@ -205,20 +212,20 @@ impl RuntimeBuilder {
 
     /// Most jobs one claim takes (default 32).
     pub fn batch(mut self, batch: u32) -> Self {
-        self.batch = batch.max(1);
+        self.settings.batch = batch.max(1);
         self
     }
 
     /// How often the expired-lease sweep runs (default 30 s).
     pub fn sweep_every(mut self, every: Duration) -> Self {
-        self.sweep_every = every;
+        self.settings.sweep_every = every;
         self
     }
 
     /// How long finished (`done`, `cancelled`) jobs are kept before the
     /// pruner deletes them (default 7 days); `None` turns pruning off.
     pub fn retention(mut self, keep: Option<Duration>) -> Self {
-        self.retention = keep;
+        self.settings.retention = keep;
         self
     }
 
@@ -228,28 +235,28 @@ impl RuntimeBuilder {
     pub fn rate_limit(mut self, queue: &str, limit: RateLimit) -> Result<Self> {
         limit.validate()?;
         let name = Name::parse("queue", queue)?;
-        self.rates.insert(name, limit);
+        self.settings.rates.insert(name, limit);
         Ok(self)
     }
 
     /// Enqueues `schedule`'s job at every tick while the runtime runs
     /// (exactly once per tick across every process running it).
     pub fn cron(mut self, schedule: CronSchedule) -> Self {
-        self.schedules.push(schedule);
+        self.settings.schedules.push(schedule);
         self
     }
 
     /// The default retry policy and its jitter source.
     pub fn retry(mut self, policy: RetryPolicy, sampler: crate::Sampler) -> Self {
-        self.retry = policy;
-        self.sampler = sampler;
+        self.settings.retry = policy;
+        self.settings.sampler = sampler;
         self
     }
 
     /// Calls `hook` with the report of every settled attempt (for logs or
     /// output).
     pub fn on_report(mut self, hook: ReportHook) -> Self {
-        self.on_report = Some(hook);
+        self.settings.on_report = Some(hook);
         self
     }
 
@@ -260,17 +267,21 @@ impl RuntimeBuilder {
                 "configure at least one queue (or all_queues)",
             ));
         }
-        for q in self.rates.keys() {
+        for q in self.settings.rates.keys() {
             if !self.queues.iter().any(|(name, _)| name.as_ref() == Some(q)) {
                 return Err(Error::invalid(format!(
                     "a rate limit is set for queue `{q}`, which this runtime does not run"
                 )));
             }
         }
-        if self.kinds.is_empty() && self.fallback.is_none() {
+        if self.settings.kinds.is_empty() && self.settings.fallback.is_none() {
             return Err(Error::invalid("register at least one handler"));
         }
-        for d in [self.lease, self.poll, self.sweep_every] {
+        for d in [
+            self.settings.lease,
+            self.settings.poll,
+            self.settings.sweep_every,
+        ] {
             if d.is_zero() {
                 return Err(Error::invalid(
                     "lease, poll and sweep intervals must be longer than zero",
@@ -280,19 +291,7 @@ impl RuntimeBuilder {
         let (completions_tx, completions_rx) = mpsc::unbounded_channel();
         Ok(Runtime {
             inner: Arc::new(Inner {
-                store: self.store,
-                kinds: self.kinds,
-                fallback: self.fallback,
-                lease: self.lease,
-                poll: self.poll,
-                batch: self.batch,
-                sweep_every: self.sweep_every,
-                retention: self.retention,
-                schedules: self.schedules,
-                rates: self.rates,
-                retry: self.retry,
-                sampler: self.sampler,
-                on_report: self.on_report,
+                settings: self.settings,
                 completions: completions_tx,
                 completions_rx: Mutex::new(Some(completions_rx)),
                 in_flight: Mutex::new(HashMap::new()),
@@ -305,19 +304,7 @@ impl RuntimeBuilder {
 }
 
 struct Inner {
-    store: Arc<dyn Store>,
-    kinds: HashMap<String, Kind>,
-    fallback: Option<Arc<dyn Handler>>,
-    lease: Duration,
-    poll: Duration,
-    batch: u32,
-    sweep_every: Duration,
-    retention: Option<Duration>,
-    schedules: Vec<CronSchedule>,
-    rates: HashMap<Name, RateLimit>,
-    retry: RetryPolicy,
-    sampler: crate::Sampler,
-    on_report: Option<ReportHook>,
+    settings: Settings,
     /// Acknowledgments waiting for the completion batcher.
     completions: mpsc::UnboundedSender<Completion>,
     completions_rx: Mutex<Option<mpsc::UnboundedReceiver<Completion>>>,
@@ -345,21 +332,23 @@ impl Runtime {
     /// Starts building a runtime over `store`.
     pub fn builder(store: Arc<dyn Store>) -> RuntimeBuilder {
         RuntimeBuilder {
-            store,
-            kinds: HashMap::new(),
-            fallback: None,
             queues: Vec::new(),
-            lease: Duration::from_secs(30),
-            poll: Duration::from_secs(1),
             drain: Duration::from_secs(30),
-            batch: 32,
-            sweep_every: Duration::from_secs(30),
-            retention: Some(Duration::from_secs(7 * 86_400)),
-            schedules: Vec::new(),
-            rates: HashMap::new(),
-            retry: RetryPolicy::default(),
-            sampler: Arc::new(rand::random::<f64>),
-            on_report: None,
+            settings: Settings {
+                store,
+                kinds: HashMap::new(),
+                fallback: None,
+                lease: Duration::from_secs(30),
+                poll: Duration::from_secs(1),
+                batch: 32,
+                sweep_every: Duration::from_secs(30),
+                retention: Some(Duration::from_secs(7 * 86_400)),
+                schedules: Vec::new(),
+                rates: HashMap::new(),
+                retry: RetryPolicy::default(),
+                sampler: Arc::new(rand::random::<f64>),
+                on_report: None,
+            },
         }
     }
 
@@ -368,7 +357,7 @@ impl Runtime {
         let (stop_tx, stop_rx) = watch::channel(false);
         let completer = {
             let rx = lock(&self.inner.completions_rx).take();
-            let store = self.inner.store.clone();
+            let store = self.inner.settings.store.clone();
             tokio::spawn(async move {
                 if let Some(rx) = rx {
                     complete_in_batches(store, rx).await;
@@ -386,15 +375,19 @@ impl Runtime {
         let maintenance = {
             let (inner, mut stop) = (self.inner.clone(), stop_rx.clone());
             tokio::spawn(async move {
-                let mut sweeper = Sweeper::new(inner.store.clone());
-                sweeper.every = inner.sweep_every;
-                let pruner = inner.retention.map(|keep| {
-                    let mut p = Pruner::new(inner.store.clone());
+                let mut sweeper = Sweeper::new(inner.settings.store.clone());
+                sweeper.every = inner.settings.sweep_every;
+                let pruner = inner.settings.retention.map(|keep| {
+                    let mut p = Pruner::new(inner.settings.store.clone());
                     p.keep = keep;
                     p
                 });
-                let cron = (!inner.schedules.is_empty())
-                    .then(|| CronEnqueuer::new(inner.store.clone(), inner.schedules.clone()));
+                let cron = (!inner.settings.schedules.is_empty()).then(|| {
+                    CronEnqueuer::new(
+                        inner.settings.store.clone(),
+                        inner.settings.schedules.clone(),
+                    )
+                });
                 let next_cron = |cron: &Option<CronEnqueuer>| {
                     let now = errand_core::Timestamp::now();
                     cron.as_ref()
@@ -549,7 +542,7 @@ impl Inner {
         jobs: Arc<Mutex<JoinSet<()>>>,
     ) {
         let slots = Arc::new(Semaphore::new(concurrency));
-        let mut signal = self.store.work_signal();
+        let mut signal = self.settings.store.work_signal();
         let queues: Vec<Name> = queue.into_iter().collect();
         while !*stop.borrow() {
             // Wait for one free slot, then take every other free one.
@@ -558,15 +551,20 @@ impl Inner {
                 _ = stop.changed() => return,
             };
             let mut permits = vec![first];
-            while permits.len() < self.batch as usize {
+            while permits.len() < self.settings.batch as usize {
                 match slots.clone().try_acquire_owned() {
                     Ok(p) => permits.push(p),
                     Err(_) => break,
                 }
             }
-            if let Some((name, rate)) = queue_rate(&queues, &self.rates) {
-                let want = u32::try_from(permits.len()).unwrap_or(self.batch);
-                let granted = match self.store.take_tokens(&bucket(name), rate, want).await {
+            if let Some((name, rate)) = queue_rate(&queues, &self.settings.rates) {
+                let want = u32::try_from(permits.len()).unwrap_or(self.settings.batch);
+                let granted = match self
+                    .settings
+                    .store
+                    .take_tokens(&bucket(name), rate, want)
+                    .await
+                {
                     Ok(g) => g as usize,
                     Err(e) => {
                         tracing::warn!(error = %e, "taking rate-limit tokens failed");
@@ -576,7 +574,8 @@ impl Inner {
                 permits.truncate(granted);
                 if permits.is_empty() {
                     // Wait for the next token (or a stop).
-                    let next = Duration::from_secs_f64(1.0 / rate.per_second).min(self.poll);
+                    let next =
+                        Duration::from_secs_f64(1.0 / rate.per_second).min(self.settings.poll);
                     tokio::select! {
                         _ = tokio::time::sleep(next) => {}
                         _ = stop.changed() => {}
@@ -586,16 +585,16 @@ impl Inner {
             }
             let req = ClaimRequest {
                 queues: queues.clone(),
-                limit: u32::try_from(permits.len()).unwrap_or(self.batch),
-                lease: self.lease,
+                limit: u32::try_from(permits.len()).unwrap_or(self.settings.batch),
+                lease: self.settings.lease,
             };
-            let claimed = match self.store.claim(&req).await {
+            let claimed = match self.settings.store.claim(&req).await {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::warn!(error = %e, "claim failed; retrying after the poll interval");
                     drop(permits);
                     tokio::select! {
-                        _ = tokio::time::sleep(self.poll) => {}
+                        _ = tokio::time::sleep(self.settings.poll) => {}
                         _ = stop.changed() => {}
                     }
                     continue;
@@ -621,7 +620,7 @@ impl Inner {
             drop(permits);
             if idle {
                 tokio::select! {
-                    _ = signal.wait(self.poll) => {}
+                    _ = signal.wait(self.settings.poll) => {}
                     _ = stop.changed() => {}
                 }
             }
@@ -655,8 +654,8 @@ impl Inner {
 
     async fn run_job(&self, claimed: errand_core::ClaimedJob, token: CancellationToken) {
         let lease = claimed.lease.clone();
-        let kind = self.kinds.get(claimed.job.kind.as_str()).cloned();
-        let (handler, options) = match (&kind, &self.fallback) {
+        let kind = self.settings.kinds.get(claimed.job.kind.as_str()).cloned();
+        let (handler, options) = match (&kind, &self.settings.fallback) {
             (Some(k), _) => (k.handler.clone(), k.options.clone()),
             (None, Some(f)) => (f.clone(), KindOptions::default()),
             (None, None) => {
@@ -673,25 +672,25 @@ impl Inner {
             }
         };
         let run = Execution {
-            store: self.store.clone(),
-            lease: self.lease,
+            store: self.settings.store.clone(),
+            lease: self.settings.lease,
             heartbeat: true,
             deadline: options.deadline,
         };
         let report = match run.execute(handler, claimed, token).await {
             Some(Outcome::Success) => self.acknowledge(&lease).await,
             Some(outcome) => {
-                let policy = options.retry.as_ref().unwrap_or(&self.retry);
+                let policy = options.retry.as_ref().unwrap_or(&self.settings.retry);
                 settle(
-                    self.store.as_ref(),
+                    self.settings.store.as_ref(),
                     &lease,
                     outcome,
                     policy,
-                    self.sampler.as_ref(),
+                    self.settings.sampler.as_ref(),
                 )
                 .await
             }
-            None => release(self.store.as_ref(), &lease).await,
+            None => release(self.settings.store.as_ref(), &lease).await,
         };
         lock(&self.in_flight).remove(&lease.id);
         match report {
@@ -701,7 +700,7 @@ impl Inner {
                     .outcomes
                     .entry(r.outcome.as_str())
                     .or_insert(0) += 1;
-                if let Some(hook) = &self.on_report {
+                if let Some(hook) = &self.settings.on_report {
                     hook(&r);
                 }
             }
