@@ -23,6 +23,20 @@ fn store() -> (tempfile::TempDir, Arc<dyn Store>) {
     (dir, Arc::new(store))
 }
 
+/// A store whose clock only the test moves.
+fn store_on_manual_clock() -> (tempfile::TempDir, Arc<dyn Store>, errand::ManualClock) {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = errand::ManualClock::new(errand::Timestamp::from_millis(1_795_996_800_000));
+    let options = SqliteOptions {
+        create: true,
+        migrate: true,
+        clock: Arc::new(clock.clone()),
+        ..Default::default()
+    };
+    let store = SqliteStore::open(dir.path().join("clocked.db"), options).unwrap();
+    (dir, Arc::new(store), clock)
+}
+
 async fn enqueue(store: &Arc<dyn Store>, id: &str, kind: &str, queue: &str, payload: &str) {
     let job = NewJob::new(kind, Payload::from_json_text(payload).unwrap())
         .unwrap()
@@ -349,16 +363,7 @@ async fn a_kind_without_a_handler_fails_with_a_message_naming_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_maintenance_services_sweep_and_prune_on_their_own() {
     // Seeded rows and a controlled clock; the services are called directly.
-    let dir = tempfile::tempdir().unwrap();
-    let clock = errand::ManualClock::new(errand::Timestamp::from_millis(1_795_996_800_000));
-    let options = SqliteOptions {
-        create: true,
-        migrate: true,
-        clock: Arc::new(clock.clone()),
-        ..Default::default()
-    };
-    let store: Arc<dyn Store> =
-        Arc::new(SqliteStore::open(dir.path().join("m.db"), options).unwrap());
+    let (_dir, store, clock) = store_on_manual_clock();
     for id in ["old-done", "stuck"] {
         let j = NewJob::new("k", Payload::default())
             .unwrap()
@@ -447,16 +452,7 @@ async fn a_runtime_with_a_cron_schedule_enqueues_and_runs_its_ticks() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rate_limited_queue_starts_no_more_jobs_than_its_bucket_grants() {
     // The bucket refills on the store's clock, which only the test moves.
-    let dir = tempfile::tempdir().unwrap();
-    let clock = errand::ManualClock::new(errand::Timestamp::from_millis(1_795_996_800_000));
-    let options = SqliteOptions {
-        create: true,
-        migrate: true,
-        clock: Arc::new(clock.clone()),
-        ..Default::default()
-    };
-    let store: Arc<dyn Store> =
-        Arc::new(SqliteStore::open(dir.path().join("r.db"), options).unwrap());
+    let (_dir, store, clock) = store_on_manual_clock();
     for i in 0..5 {
         enqueue(&store, &format!("r{i}"), "send", "mail", "{}").await;
     }

@@ -170,47 +170,42 @@ pub trait Conn: Sync {
     ) -> impl Future<Output = std::result::Result<Vec<Row>, tokio_postgres::Error>> + Send;
 }
 
-impl Conn for deadpool_postgres::Client {
-    async fn rows(
-        &self,
-        sql: &str,
-        params: &[Param<'_>],
-    ) -> std::result::Result<Vec<Row>, tokio_postgres::Error> {
-        let stmt = self.prepare_cached(sql).await?;
-        GenericClient::query(self, &stmt, params).await
-    }
+/// Pooled connections and their transactions use the pool's statement cache.
+macro_rules! cached_conn {
+    ($($t:ty),*) => {$(
+        impl Conn for $t {
+            async fn rows(
+                &self,
+                sql: &str,
+                params: &[Param<'_>],
+            ) -> std::result::Result<Vec<Row>, tokio_postgres::Error> {
+                let stmt = self.prepare_cached(sql).await?;
+                GenericClient::query(self, &stmt, params).await
+            }
+        }
+    )*};
 }
 
-impl Conn for deadpool_postgres::Transaction<'_> {
-    async fn rows(
-        &self,
-        sql: &str,
-        params: &[Param<'_>],
-    ) -> std::result::Result<Vec<Row>, tokio_postgres::Error> {
-        let stmt = self.prepare_cached(sql).await?;
-        GenericClient::query(self, &stmt, params).await
-    }
+/// An application's own client or transaction prepares per call.
+macro_rules! plain_conn {
+    ($($t:ty),*) => {$(
+        impl Conn for $t {
+            async fn rows(
+                &self,
+                sql: &str,
+                params: &[Param<'_>],
+            ) -> std::result::Result<Vec<Row>, tokio_postgres::Error> {
+                self.query(sql, params).await
+            }
+        }
+    )*};
 }
 
-impl Conn for tokio_postgres::Client {
-    async fn rows(
-        &self,
-        sql: &str,
-        params: &[Param<'_>],
-    ) -> std::result::Result<Vec<Row>, tokio_postgres::Error> {
-        self.query(sql, params).await
-    }
-}
-
-impl Conn for tokio_postgres::Transaction<'_> {
-    async fn rows(
-        &self,
-        sql: &str,
-        params: &[Param<'_>],
-    ) -> std::result::Result<Vec<Row>, tokio_postgres::Error> {
-        self.query(sql, params).await
-    }
-}
+cached_conn!(
+    deadpool_postgres::Client,
+    deadpool_postgres::Transaction<'_>
+);
+plain_conn!(tokio_postgres::Client, tokio_postgres::Transaction<'_>);
 
 async fn query_opt<C: Conn>(client: &C, sql: &str, params: &[Param<'_>]) -> Result<Option<Row>> {
     Ok(client
