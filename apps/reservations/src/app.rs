@@ -1,0 +1,952 @@
+//! The reservations database and its business operations, on either backend.
+//!
+//! Errand's tables and the application's share one database: on SQLite one
+//! file (Errand's `errand_*` tables beside the application's), on
+//! PostgreSQL one database (Errand's schema `errand`, the application's
+//! schema `reservations`). Errand's schema comes from the library's
+//! migrations; the application's from `migrations/sqlite` or
+//! `migrations/postgres` in this package, applied by `refinery` and
+//! recorded in `reservations_schema_history`.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use errand::{DbTarget, Job, JobFilter, JobId, JobState, Name, NewJob, Payload, Schedule, Store};
+use errand::{ReplayRequest, Timestamp};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::{pg, sqlite};
+
+/// The kind of the expiry job.
+pub const EXPIRY_KIND: &str = "expire-hold";
+/// The queue expiry jobs go to.
+pub const EXPIRY_QUEUE: &str = "reservations";
+/// The attempt budget of an expiry job (per replay cycle).
+pub const MAX_ATTEMPTS: u32 = 7;
+/// How long a hold lasts when `--window` is not given.
+pub const DEFAULT_WINDOW: Duration = Duration::from_secs(15 * 60);
+/// The longest hold window and the longest single extension.
+pub const MAX_WINDOW: Duration = Duration::from_secs(30 * 86_400);
+/// Where `refinery` records the application's migrations.
+pub const APP_HISTORY_TABLE: &str = "reservations_schema_history";
+/// The version of the application schema this build knows.
+pub const APP_SCHEMA_VERSION: i64 = 1;
+/// The units `init` creates: id and name.
+pub const SEED_UNITS: [(&str, &str); 4] = [
+    ("unit-101", "Harbour studio"),
+    ("unit-102", "Harbour one-bedroom"),
+    ("unit-201", "Garden suite"),
+    ("unit-301", "Roof apartment"),
+];
+
+// ---------------------------------------------------------------------------
+// The model
+
+/// Where a reservation is in its life. `held` is the only status that
+/// changes; the other three are final.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Holding the unit until its deadline.
+    Held,
+    /// Paid before the deadline.
+    Paid,
+    /// Expired by its expiry job after the deadline.
+    Expired,
+    /// Cancelled by the guest before the deadline.
+    Cancelled,
+}
+
+impl Status {
+    /// Every status, in display order.
+    pub const ALL: [Status; 4] = [
+        Status::Held,
+        Status::Paid,
+        Status::Expired,
+        Status::Cancelled,
+    ];
+
+    /// The stored and printed name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Held => "held",
+            Status::Paid => "paid",
+            Status::Expired => "expired",
+            Status::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parses a stored name.
+    pub fn parse(s: &str) -> Result<Self> {
+        Status::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| {
+                Error::Database(format!("unknown reservation status {s:?} in the database"))
+            })
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A reservation as stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Reservation {
+    /// Its id (a UUIDv7).
+    pub id: String,
+    /// The unit it holds.
+    pub unit: String,
+    /// The guest.
+    pub guest: String,
+    /// `held`, `paid`, `expired` or `cancelled`.
+    pub status: Status,
+    /// The business deadline (RFC 3339).
+    pub hold_until: Timestamp,
+    /// How many deadlines it has had (1 + extensions).
+    pub generation: u32,
+    /// The expiry job of the current deadline.
+    pub job_id: String,
+    /// When it was made.
+    pub created_at: Timestamp,
+    /// When it was paid.
+    pub paid_at: Option<Timestamp>,
+    /// When it was cancelled.
+    pub cancelled_at: Option<Timestamp>,
+    /// When it expired.
+    pub expired_at: Option<Timestamp>,
+    /// `expired_at - hold_until` in milliseconds, for an expired hold.
+    pub lateness_ms: Option<i64>,
+}
+
+impl fmt::Display for Reservation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} unit={} guest={:?} status={} hold_until={}",
+            self.id, self.unit, self.guest, self.status, self.hold_until
+        )?;
+        let ends = [
+            ("paid_at", self.paid_at),
+            ("cancelled_at", self.cancelled_at),
+            ("expired_at", self.expired_at),
+        ];
+        for (name, at) in ends {
+            if let Some(t) = at {
+                write!(f, " {name}={t}")?;
+            }
+        }
+        if let Some(ms) = self.lateness_ms {
+            write!(f, " lateness_ms={ms}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The payload of an expiry job: the business data of one deadline. The
+/// delivery time is the job's own `available_at` and never appears here.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpiryPayload {
+    /// The reservation to expire.
+    pub reservation_id: String,
+    /// The deadline this job enforces; the expiry happens only if the
+    /// reservation still has exactly this deadline.
+    pub hold_until: Timestamp,
+    /// Recorded with the transition; a redelivery finds it and does nothing.
+    pub idempotency_key: String,
+}
+
+impl ExpiryPayload {
+    /// Checks the fields a decoded payload must have.
+    pub fn validate(&self) -> Result<()> {
+        if self.reservation_id.is_empty() || self.reservation_id.len() > 100 {
+            return Err(Error::Invalid(
+                "the payload's reservation_id must be 1 to 100 bytes".into(),
+            ));
+        }
+        if self.idempotency_key.is_empty() || self.idempotency_key.len() > 200 {
+            return Err(Error::Invalid(
+                "the payload's idempotency_key must be 1 to 200 bytes".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The expiry job id of a reservation's `generation`-th deadline.
+pub fn expiry_job_id(reservation_id: &str, generation: u32) -> String {
+    format!("expire:{reservation_id}:{generation}")
+}
+
+/// The idempotency key of expiring `reservation_id` at `hold_until`.
+pub fn idempotency_key(reservation_id: &str, hold_until: Timestamp) -> String {
+    format!("expire:{reservation_id}:{}", hold_until.as_millis())
+}
+
+/// The expiry job of a deadline: due at the deadline, 7 attempts.
+pub fn expiry_job(reservation_id: &str, generation: u32, hold_until: Timestamp) -> Result<NewJob> {
+    let payload = ExpiryPayload {
+        reservation_id: reservation_id.to_owned(),
+        hold_until,
+        idempotency_key: idempotency_key(reservation_id, hold_until),
+    };
+    Ok(NewJob::new(EXPIRY_KIND, Payload::from_value(&payload)?)?
+        .on_queue(EXPIRY_QUEUE)?
+        .with_id(JobId::new(expiry_job_id(reservation_id, generation))?)
+        .with_max_attempts(MAX_ATTEMPTS)?
+        .scheduled(Schedule::At(hold_until)))
+}
+
+/// One run of the expiry handler.
+#[derive(Clone, Debug)]
+pub struct ExpiryRun {
+    /// The job.
+    pub job_id: String,
+    /// Its attempt number.
+    pub attempt: u32,
+    /// How many times it was replayed (selects a minted key, if any).
+    pub replays: u32,
+    /// Its payload.
+    pub payload: ExpiryPayload,
+    /// Make the transaction fail with a real database timeout first.
+    pub simulate_timeout: bool,
+}
+
+/// What the expiry transition decided. Every variant but `NotYetDue` is
+/// recorded in `expiry_outcomes` in the transaction that decided it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// The hold was still held with this deadline, and the deadline had
+    /// passed: it is expired now.
+    Expired {
+        /// When it expired (the database clock).
+        expired_at: Timestamp,
+        /// `expired_at - hold_until`.
+        lateness_ms: i64,
+    },
+    /// This job's idempotency key is already recorded: an earlier delivery
+    /// expired the hold. Nothing changed.
+    AlreadyDone {
+        /// When that earlier delivery expired it.
+        expired_at: Timestamp,
+    },
+    /// The reservation was paid, cancelled or extended meanwhile (or
+    /// expired under another key): acknowledged without expiring.
+    Changed {
+        /// Its status now.
+        status: Status,
+        /// Its deadline now.
+        hold_until: Timestamp,
+    },
+    /// The deadline has not passed on the database clock (an early
+    /// delivery); nothing was written.
+    NotYetDue {
+        /// The deadline.
+        hold_until: Timestamp,
+        /// The database clock.
+        now: Timestamp,
+    },
+}
+
+impl Decision {
+    /// The reported name: `expired`, `already-done`, `changed`, `not-yet-due`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Decision::Expired { .. } => "expired",
+            Decision::AlreadyDone { .. } => "already-done",
+            Decision::Changed { .. } => "changed",
+            Decision::NotYetDue { .. } => "not-yet-due",
+        }
+    }
+
+    /// A short explanation.
+    pub fn detail(&self) -> String {
+        match self {
+            Decision::Expired {
+                expired_at,
+                lateness_ms,
+            } => format!("expired at {expired_at}, {lateness_ms} ms after its deadline"),
+            Decision::AlreadyDone { expired_at } => {
+                format!("an earlier delivery expired it at {expired_at}; nothing changed")
+            }
+            Decision::Changed { status, hold_until } => match status {
+                Status::Held => format!("extended: it is held until {hold_until} now"),
+                other => format!("it is {other} now; not expired"),
+            },
+            Decision::NotYetDue { hold_until, now } => {
+                format!("its deadline {hold_until} is still ahead (now {now})")
+            }
+        }
+    }
+}
+
+/// The text describing a `changed` decision, as stored.
+pub(crate) fn changed_detail(status: Status, hold_until: Timestamp) -> String {
+    Decision::Changed { status, hold_until }.detail()
+}
+
+/// A user transition, for refusal messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Action {
+    Pay,
+    Extend,
+    Cancel,
+}
+
+impl Action {
+    fn verb(self) -> &'static str {
+        match self {
+            Action::Pay => "paid",
+            Action::Extend => "extended",
+            Action::Cancel => "cancelled",
+        }
+    }
+}
+
+/// Why a conditional transition changed no row, read off the row as it is.
+pub(crate) fn refusal(action: Action, r: &Reservation, now: Timestamp) -> Error {
+    let (id, verb) = (&r.id, action.verb());
+    let at = |t: Option<Timestamp>| t.map_or_else(|| "?".to_owned(), |t| t.to_string());
+    match r.status {
+        Status::Paid => Error::Refused(format!(
+            "reservation `{id}` is already paid (at {}); it cannot be {verb}",
+            at(r.paid_at)
+        )),
+        Status::Expired => Error::Refused(format!(
+            "reservation `{id}` expired at {} (its hold ran until {}); it cannot be {verb}",
+            at(r.expired_at),
+            r.hold_until
+        )),
+        Status::Cancelled => Error::Refused(format!(
+            "reservation `{id}` was cancelled at {}; it cannot be {verb}",
+            at(r.cancelled_at)
+        )),
+        Status::Held if r.hold_until <= now => Error::Refused(format!(
+            "the hold on reservation `{id}` ran out at {}; it is waiting for its expiry and cannot be {verb}",
+            r.hold_until
+        )),
+        Status::Held => Error::Refused(format!(
+            "reservation `{id}` changed while it was being {verb}; nothing was written, try again"
+        )),
+    }
+}
+
+pub(crate) fn unknown_reservation(id: &str) -> Error {
+    Error::NotFound(format!(
+        "no reservation `{id}` (list them with `reservations list DB`); nothing was written"
+    ))
+}
+
+pub(crate) fn unknown_unit(unit: &str, units: &[String]) -> Error {
+    Error::NotFound(format!(
+        "no unit `{unit}`; the units are {}; nothing was written",
+        units.join(", ")
+    ))
+}
+
+/// Checks a guest name: 1 to 200 characters, no control characters.
+pub fn validate_guest(guest: &str) -> Result<()> {
+    let n = guest.chars().count();
+    if guest.trim().is_empty() || n > 200 {
+        return Err(Error::Invalid(format!(
+            "a guest name must be 1 to 200 characters (got {n})"
+        )));
+    }
+    if guest.chars().any(char::is_control) {
+        return Err(Error::Invalid(
+            "a guest name may not contain control characters".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a hold window or an extension.
+pub fn validate_window(what: &str, d: Duration) -> Result<()> {
+    if d < Duration::from_millis(1) || d > MAX_WINDOW {
+        return Err(Error::Invalid(format!(
+            "{what} must be between 1ms and {} (got {})",
+            humantime::format_duration(MAX_WINDOW),
+            humantime::format_duration(d)
+        )));
+    }
+    Ok(())
+}
+
+fn validate_id(what: &str, id: &str) -> Result<()> {
+    if id.is_empty() || id.len() > 100 || id.chars().any(char::is_control) {
+        return Err(Error::Invalid(format!(
+            "{what} must be 1 to 100 printable characters"
+        )));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Opening and initialising
+
+/// What `init` found and left.
+#[derive(Clone, Debug, Serialize)]
+pub struct InitReport {
+    /// `sqlite` or `postgres`.
+    pub backend: &'static str,
+    /// Units this run created (empty when they were already there).
+    pub created_units: Vec<String>,
+    /// Every unit.
+    pub units: Vec<String>,
+}
+
+/// An open reservations database.
+#[derive(Clone, Debug)]
+pub struct App {
+    backend: Backend,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum Backend {
+    Sqlite(sqlite::Sqlite),
+    Postgres(pg::Pg),
+}
+
+fn target(db: &str) -> Result<DbTarget> {
+    DbTarget::parse(db).map_err(|e| match e {
+        errand::Error::Invalid(m) => Error::Database(m),
+        other => Error::from(other),
+    })
+}
+
+impl App {
+    /// Creates (SQLite) or prepares (PostgreSQL) the database: Errand's
+    /// schema, the application's schema and the seed units. Safe to run
+    /// again: it changes nothing that exists.
+    pub async fn init(db: &str) -> Result<InitReport> {
+        match target(db)? {
+            DbTarget::Sqlite(path) => sqlite::init(&path),
+            DbTarget::Postgres(url) => pg::init(&url).await,
+        }
+    }
+
+    /// Opens an initialised database; refuses (naming `reservations init`)
+    /// one that is missing or not initialised.
+    pub async fn open(db: &str) -> Result<App> {
+        let backend = match target(db)? {
+            DbTarget::Sqlite(path) => Backend::Sqlite(sqlite::Sqlite::open(&path, None)?),
+            DbTarget::Postgres(url) => Backend::Postgres(pg::Pg::open(&url).await?),
+        };
+        Ok(App { backend })
+    }
+
+    /// Opens a SQLite database with a test clock for every decision.
+    pub fn open_sqlite_with_clock(
+        path: &std::path::Path,
+        clock: Arc<dyn errand::Clock>,
+    ) -> Result<App> {
+        Ok(App {
+            backend: Backend::Sqlite(sqlite::Sqlite::open(path, Some(clock))?),
+        })
+    }
+
+    /// The job store.
+    pub fn store(&self) -> Arc<dyn Store> {
+        match &self.backend {
+            Backend::Sqlite(s) => Arc::new(s.store.clone()),
+            Backend::Postgres(p) => Arc::new(p.store.clone()),
+        }
+    }
+
+    /// `sqlite` or `postgres`.
+    pub fn backend_name(&self) -> &'static str {
+        match &self.backend {
+            Backend::Sqlite(_) => "sqlite",
+            Backend::Postgres(_) => "postgres",
+        }
+    }
+
+    /// Holds `unit` for `guest` until now + `window`, and schedules the
+    /// expiry job for that deadline in the same transaction.
+    pub async fn hold(&self, unit: &str, guest: &str, window: Duration) -> Result<Reservation> {
+        validate_id("a unit id", unit)?;
+        validate_guest(guest)?;
+        validate_window("the hold window", window)?;
+        match &self.backend {
+            Backend::Sqlite(s) => s.hold(unit, guest, window).await,
+            Backend::Postgres(p) => p.hold(unit, guest, window).await,
+        }
+    }
+
+    /// Pays a hold whose deadline has not passed.
+    pub async fn pay(&self, id: &str) -> Result<Reservation> {
+        validate_id("a reservation id", id)?;
+        match &self.backend {
+            Backend::Sqlite(s) => s.transition(Action::Pay, id, None).await,
+            Backend::Postgres(p) => p.transition(Action::Pay, id, None).await,
+        }
+    }
+
+    /// Moves the deadline of a hold whose deadline has not passed `by`
+    /// later, and schedules the new deadline's expiry job in the same
+    /// transaction. The old job will find the deadline changed.
+    pub async fn extend(&self, id: &str, by: Duration) -> Result<Reservation> {
+        validate_id("a reservation id", id)?;
+        validate_window("an extension", by)?;
+        match &self.backend {
+            Backend::Sqlite(s) => s.transition(Action::Extend, id, Some(by)).await,
+            Backend::Postgres(p) => p.transition(Action::Extend, id, Some(by)).await,
+        }
+    }
+
+    /// Cancels a hold whose deadline has not passed.
+    pub async fn cancel(&self, id: &str) -> Result<Reservation> {
+        validate_id("a reservation id", id)?;
+        match &self.backend {
+            Backend::Sqlite(s) => s.transition(Action::Cancel, id, None).await,
+            Backend::Postgres(p) => p.transition(Action::Cancel, id, None).await,
+        }
+    }
+
+    /// The expiry transition: one transaction that records the outcome and,
+    /// when the hold is still held with the job's deadline and that
+    /// deadline has passed, expires it and records the idempotency key and
+    /// the lateness.
+    pub async fn expire(&self, run: ExpiryRun) -> Result<Decision> {
+        run.payload.validate()?;
+        match &self.backend {
+            Backend::Sqlite(s) => s.expire(run).await,
+            Backend::Postgres(p) => p.expire(run).await,
+        }
+    }
+
+    /// One reservation.
+    pub async fn get(&self, id: &str) -> Result<Reservation> {
+        validate_id("a reservation id", id)?;
+        let found = match &self.backend {
+            Backend::Sqlite(s) => s.get(id).await?,
+            Backend::Postgres(p) => p.get(id).await?,
+        };
+        found.ok_or_else(|| unknown_reservation(id))
+    }
+
+    /// Every reservation, oldest first (up to 100,000).
+    pub async fn list(&self) -> Result<Vec<Reservation>> {
+        match &self.backend {
+            Backend::Sqlite(s) => s.list().await,
+            Backend::Postgres(p) => p.list().await,
+        }
+    }
+
+    /// The raw figures behind `stats`.
+    pub async fn figures(&self) -> Result<Figures> {
+        let mut f = match &self.backend {
+            Backend::Sqlite(s) => s.figures().await?,
+            Backend::Postgres(p) => p.figures().await?,
+        };
+        let store = self.store();
+        let filter = JobFilter {
+            state: Some(JobState::Dead),
+            kind: Some(Name::parse("kind", EXPIRY_KIND)?),
+            limit: Some(10_000),
+            ..JobFilter::default()
+        };
+        f.dead_jobs = u64::try_from(store.list(&filter).await?.len()).unwrap_or(u64::MAX);
+        Ok(f)
+    }
+
+    /// The expiry jobs, oldest first (up to 10,000).
+    pub async fn jobs(&self) -> Result<Vec<JobView>> {
+        let filter = JobFilter {
+            kind: Some(Name::parse("kind", EXPIRY_KIND)?),
+            limit: Some(10_000),
+            ..JobFilter::default()
+        };
+        Ok(self
+            .store()
+            .list(&filter)
+            .await?
+            .iter()
+            .map(JobView::from)
+            .collect())
+    }
+
+    async fn minted_key(&self, job_id: &str, replays: u32) -> Result<Option<String>> {
+        match &self.backend {
+            Backend::Sqlite(s) => s.minted_key(job_id, replays).await,
+            Backend::Postgres(p) => p.minted_key(job_id, replays).await,
+        }
+    }
+
+    /// Replays one dead expiry job: a fresh attempt budget, the same job id,
+    /// audited by Errand (operator and reason) and by the application's
+    /// `replay_audit` (the key kept or minted). The idempotency key is kept
+    /// unless `new_key` is set, which needs `confirm_eligible` as well and a
+    /// reservation that is still held.
+    pub async fn replay(&self, req: &Replay) -> Result<ReplayReport> {
+        check_replay_flags(req.new_key, req.confirm_eligible)?;
+        validate_id("an operator name", &req.operator)?;
+        let id = JobId::new(req.job_id.as_str()).map_err(|e| match e {
+            errand::Error::Invalid(m) => Error::Invalid(m),
+            other => Error::from(other),
+        })?;
+        let store = self.store();
+        let job = match store.get(&id).await {
+            Ok(job) => job,
+            Err(errand::Error::NotFound(_)) => {
+                return Err(Error::NotFound(format!(
+                    "no job `{}` (list them with `reservations jobs DB`); nothing was changed",
+                    req.job_id
+                )));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if job.kind.as_str() != EXPIRY_KIND {
+            return Err(Error::Refused(format!(
+                "job `{id}` is a `{}` job, not an expiry job; nothing was changed",
+                job.kind
+            )));
+        }
+        if job.state != JobState::Dead {
+            return Err(Error::Refused(format!(
+                "job `{id}` is {}, not dead: only a dead expiry job can be replayed; nothing was changed",
+                job.state
+            )));
+        }
+        let payload: Option<ExpiryPayload> = job.payload.decode().ok();
+        let current_key = match (&payload, self.minted_key(id.as_str(), job.replays).await?) {
+            (_, Some(k)) => k,
+            (Some(p), None) => p.idempotency_key.clone(),
+            (None, None) => String::new(),
+        };
+        let new_key = if req.new_key {
+            let Some(p) = &payload else {
+                return Err(Error::Refused(format!(
+                    "job `{id}` has an invalid payload; a new key cannot help it; nothing was changed"
+                )));
+            };
+            let r = self.get(&p.reservation_id).await.map_err(|e| match e {
+                Error::NotFound(_) => Error::Refused(format!(
+                    "reservation `{}` does not exist, so it is not eligible for a new expiry key; nothing was changed",
+                    p.reservation_id
+                )),
+                other => other,
+            })?;
+            if r.status != Status::Held {
+                return Err(Error::Refused(format!(
+                    "reservation `{}` is {}, so it is not eligible to expire again; a new key is refused; replay without --new-key to keep the key; nothing was changed",
+                    r.id, r.status
+                )));
+            }
+            Some(format!(
+                "{}:replay-{}",
+                idempotency_key(&p.reservation_id, p.hold_until),
+                uuid::Uuid::now_v7()
+            ))
+        } else {
+            None
+        };
+        let entry = AuditEntry {
+            job_id: id.to_string(),
+            replay_no: job.replays.saturating_add(1),
+            operator: req.operator.clone(),
+            reason: req.reason.clone(),
+            old_key: current_key.clone(),
+            new_key: new_key.clone(),
+        };
+        // The application's audit row first (with the minted key the next
+        // cycle must use), then Errand's replay. Errand offers no replay
+        // inside an application transaction, so a failed replay removes the
+        // row again; a row left by a crash in between is overwritten by the
+        // next replay of the same cycle.
+        let written_at = self.write_audit(&entry).await?;
+        let mut reason = req.reason.clone().unwrap_or_default();
+        match &new_key {
+            Some(k) => {
+                if !reason.is_empty() {
+                    reason.push_str("; ");
+                }
+                reason.push_str(&format!(
+                    "new idempotency key {k} (was {current_key}), eligibility confirmed"
+                ));
+            }
+            None => {
+                if !reason.is_empty() {
+                    reason.push_str("; ");
+                }
+                reason.push_str(&format!("idempotency key kept: {current_key}"));
+            }
+        }
+        let request = ReplayRequest {
+            ids: vec![id.clone()],
+            operator: req.operator.clone(),
+            reason: Some(reason),
+        };
+        let replayed = match store.replay(&request).await {
+            Ok(mut jobs) => jobs.pop(),
+            Err(e) => {
+                if let Err(cleanup) = self.remove_audit(&entry, written_at).await {
+                    tracing::warn!(error = %cleanup, "removing the audit row of a failed replay failed");
+                }
+                return Err(match e {
+                    errand::Error::InvalidState { id, state, .. } => Error::Refused(format!(
+                        "job `{id}` is {state}, not dead: only a dead expiry job can be replayed; nothing was changed"
+                    )),
+                    other => other.into(),
+                });
+            }
+        };
+        let job = replayed.ok_or_else(|| Error::NotFound(format!("no job `{id}`")))?;
+        Ok(ReplayReport {
+            job: JobView::from(&job),
+            operator: req.operator.clone(),
+            idempotency_key: new_key.clone().unwrap_or(current_key.clone()),
+            previous_key: new_key.is_some().then_some(current_key),
+            new_key: new_key.is_some(),
+        })
+    }
+
+    async fn write_audit(&self, entry: &AuditEntry) -> Result<Timestamp> {
+        match &self.backend {
+            Backend::Sqlite(s) => s.write_audit(entry.clone()).await,
+            Backend::Postgres(p) => p.write_audit(entry).await,
+        }
+    }
+
+    async fn remove_audit(&self, entry: &AuditEntry, at: Timestamp) -> Result<()> {
+        match &self.backend {
+            Backend::Sqlite(s) => s.remove_audit(entry.clone(), at).await,
+            Backend::Postgres(p) => p.remove_audit(entry, at).await,
+        }
+    }
+
+    /// The application's replay audit, oldest first.
+    pub async fn replay_audit(&self) -> Result<Vec<AuditRow>> {
+        match &self.backend {
+            Backend::Sqlite(s) => s.replay_audit().await,
+            Backend::Postgres(p) => p.replay_audit().await,
+        }
+    }
+
+    /// The idempotency key a delivery of `job_id` in replay cycle `replays`
+    /// uses: the newest key an operator minted up to that cycle, else the
+    /// payload's.
+    pub async fn effective_key(
+        &self,
+        job_id: &str,
+        replays: u32,
+        payload_key: &str,
+    ) -> Result<String> {
+        Ok(self
+            .minted_key(job_id, replays)
+            .await?
+            .unwrap_or_else(|| payload_key.to_owned()))
+    }
+}
+
+/// Refuses `--new-key` without `--confirm-eligible` and the other way
+/// round, with a message that says why.
+pub fn check_replay_flags(new_key: bool, confirm_eligible: bool) -> Result<()> {
+    match (new_key, confirm_eligible) {
+        (true, false) => Err(Error::Invalid(
+            "--new-key alone is refused: a new idempotency key lets the expiry happen again; check that the reservation is still eligible to expire, then pass --new-key --confirm-eligible; nothing was changed".into(),
+        )),
+        (false, true) => Err(Error::Invalid(
+            "--confirm-eligible alone is refused: it confirms a new idempotency key, so it goes with --new-key; without both, replay keeps the job's key; nothing was changed".into(),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// An operator's replay request.
+#[derive(Clone, Debug)]
+pub struct Replay {
+    /// The dead expiry job.
+    pub job_id: String,
+    /// Who replays it.
+    pub operator: String,
+    /// Why.
+    pub reason: Option<String>,
+    /// Mint a new idempotency key.
+    pub new_key: bool,
+    /// The operator checked that the reservation is still eligible.
+    pub confirm_eligible: bool,
+}
+
+/// What a replay did.
+#[derive(Clone, Debug, Serialize)]
+pub struct ReplayReport {
+    /// The job after the replay.
+    pub job: JobView,
+    /// Who replayed it.
+    pub operator: String,
+    /// The idempotency key the next delivery uses.
+    pub idempotency_key: String,
+    /// The key it replaced, when a new one was minted.
+    pub previous_key: Option<String>,
+    /// Whether a new key was minted.
+    pub new_key: bool,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct AuditEntry {
+    pub(crate) job_id: String,
+    pub(crate) replay_no: u32,
+    pub(crate) operator: String,
+    pub(crate) reason: Option<String>,
+    pub(crate) old_key: String,
+    pub(crate) new_key: Option<String>,
+}
+
+/// A row of the application's replay audit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AuditRow {
+    /// The job.
+    pub job_id: String,
+    /// The job's `replays` after this replay.
+    pub replay_no: u32,
+    /// Who replayed it.
+    pub operator: String,
+    /// Why.
+    pub reason: Option<String>,
+    /// The key in force before.
+    pub old_key: String,
+    /// The minted key, if any.
+    pub new_key: Option<String>,
+    /// When.
+    pub created_at: Timestamp,
+}
+
+/// The raw figures behind `stats`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Figures {
+    /// The lateness of every expiry, in milliseconds, ascending.
+    pub lateness_ms: Vec<i64>,
+    /// Handler outcomes: `expired`, `already-done`, `changed`.
+    pub outcomes: Vec<(String, u64)>,
+    /// Reservations by status.
+    pub statuses: Vec<(Status, u64)>,
+    /// Expiry jobs in `dead`.
+    pub dead_jobs: u64,
+}
+
+// ---------------------------------------------------------------------------
+// The operator's view of the expiry jobs
+
+/// An expiry job as the operator sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct JobView {
+    /// The stable id.
+    pub id: String,
+    /// The reservation it expires (from the payload).
+    pub reservation_id: Option<String>,
+    /// The deadline it enforces (from the payload).
+    pub hold_until: Option<Timestamp>,
+    /// The idempotency key in the payload.
+    pub idempotency_key: Option<String>,
+    /// `ready`, `running`, `done`, `dead` or `cancelled`.
+    pub state: String,
+    /// Attempts in the current replay cycle.
+    pub attempts: u32,
+    /// The attempt budget.
+    pub max_attempts: u32,
+    /// Operator replays.
+    pub replays: u32,
+    /// When it is (or was) due.
+    pub available_at: Timestamp,
+    /// End of the current lease, while running.
+    pub lease_until: Option<Timestamp>,
+    /// The last recorded error.
+    pub last_error: Option<String>,
+    /// Its class.
+    pub last_error_class: Option<String>,
+}
+
+impl From<&Job> for JobView {
+    fn from(j: &Job) -> Self {
+        let payload: Option<ExpiryPayload> = j.payload.decode().ok();
+        JobView {
+            id: j.id.to_string(),
+            reservation_id: payload.as_ref().map(|p| p.reservation_id.clone()),
+            hold_until: payload.as_ref().map(|p| p.hold_until),
+            idempotency_key: payload.map(|p| p.idempotency_key),
+            state: j.state.as_str().to_owned(),
+            attempts: j.attempts,
+            max_attempts: j.max_attempts,
+            replays: j.replays,
+            available_at: j.available_at,
+            lease_until: j.lease_until,
+            last_error: j.last_error.clone(),
+            last_error_class: j.last_error_class.map(|c| c.as_str().to_owned()),
+        }
+    }
+}
+
+impl fmt::Display for JobView {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} state={} attempts={}/{} replays={} available_at={}",
+            self.id, self.state, self.attempts, self.max_attempts, self.replays, self.available_at
+        )?;
+        if let Some(h) = self.hold_until {
+            write!(f, " hold_until={h}")?;
+        }
+        if let Some(l) = self.lease_until {
+            write!(f, " lease_until={l}")?;
+        }
+        if let Some(e) = &self.last_error {
+            write!(f, " last_error={e:?}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The operator name used when `--by` is not given: `$USER`, then
+/// `$LOGNAME`, else `unknown`.
+pub fn default_operator() -> String {
+    ["USER", "LOGNAME"]
+        .into_iter()
+        .filter_map(|v| std::env::var(v).ok())
+        .map(|s| s.trim().to_owned())
+        .find(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_expiry_job_carries_the_deadline_and_is_due_at_it() {
+        let deadline = Timestamp::from_millis(1_767_225_600_123);
+        let job = expiry_job("r1", 2, deadline).unwrap();
+        assert_eq!(job.id.as_ref().map(JobId::as_str), Some("expire:r1:2"));
+        assert_eq!(job.schedule, Schedule::At(deadline));
+        assert_eq!(job.max_attempts, MAX_ATTEMPTS);
+        let p: ExpiryPayload = job.payload.decode().unwrap();
+        assert_eq!(p.hold_until, deadline);
+        assert_eq!(p.idempotency_key, "expire:r1:1767225600123");
+    }
+
+    #[test]
+    fn windows_and_guests_are_validated() {
+        assert!(validate_window("w", Duration::ZERO).is_err());
+        assert!(validate_window("w", Duration::from_millis(1)).is_ok());
+        assert!(validate_window("w", MAX_WINDOW + Duration::from_secs(1)).is_err());
+        assert!(validate_guest("Ada Lovelace").is_ok());
+        assert!(validate_guest(" ").is_err());
+        assert!(validate_guest("a\nb").is_err());
+        assert!(validate_guest(&"g".repeat(201)).is_err());
+    }
+
+    #[test]
+    fn a_payload_with_unknown_fields_is_invalid() {
+        let p = Payload::from_json_text(
+            r#"{"reservation_id":"r","hold_until":0,"idempotency_key":"k","x":1}"#,
+        )
+        .unwrap();
+        assert!(p.decode::<ExpiryPayload>().is_err());
+    }
+}

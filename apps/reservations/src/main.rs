@@ -1,0 +1,464 @@
+//! `reservations`: the command line of the reservation-hold application.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use reservations::app::{self, App, Replay};
+use reservations::expiry::{self, WorkLine, WorkOptions};
+use reservations::stats::{self, Stats};
+use reservations::{EXIT_RUNTIME, Error};
+use serde::Serialize;
+
+/// Reservation holds: a hold reserves a unit until its deadline; an expiry
+/// job scheduled in the same transaction expires it unless it is paid,
+/// cancelled or extended first.
+///
+/// DB is a SQLite file path (or sqlite://PATH) or a postgres:// URL.
+#[derive(Debug, Parser)]
+#[command(name = "reservations", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Parses a duration like `250ms`, `5s`, `15m` or `1h 30m`.
+fn duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s.trim()).map_err(|e| {
+        format!("`{s}` is not a duration ({e}); write durations like 250ms, 5s, 15m or 1h30m")
+    })
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Create the schema and a few units. Safe to run again.
+    Init {
+        /// SQLite file or postgres:// URL.
+        db: String,
+        /// Print a JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Hold a unit for a guest; schedules the hold's expiry in the same
+    /// transaction.
+    Hold {
+        /// SQLite file or postgres:// URL.
+        db: String,
+        /// The unit to hold (see `init`).
+        #[arg(long)]
+        unit: String,
+        /// The guest's name.
+        #[arg(long)]
+        guest: String,
+        /// How long the hold lasts.
+        #[arg(long, value_parser = duration, default_value = "15m")]
+        window: Duration,
+        /// Print a JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Pay a held reservation before its deadline.
+    Pay {
+        /// SQLite file or postgres:// URL.
+        db: String,
+        /// The reservation id.
+        id: String,
+        /// Print a JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Move a held reservation's deadline later; schedules the new
+    /// deadline's expiry in the same transaction.
+    Extend {
+        /// SQLite file or postgres:// URL.
+        db: String,
+        /// The reservation id.
+        id: String,
+        /// How much later.
+        #[arg(long, value_parser = duration)]
+        by: Duration,
+        /// Print a JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel a held reservation before its deadline.
+    Cancel {
+        /// SQLite file or postgres:// URL.
+        db: String,
+        /// The reservation id.
+        id: String,
+        /// Print a JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run expiry jobs: one with --once, else as a service until
+    /// SIGTERM/SIGINT (then it drains).
+    Work {
+        /// SQLite file or postgres:// URL.
+        db: String,
+        /// Claim at most one due job, run it, settle it and exit.
+        #[arg(long)]
+        once: bool,
+        /// Service mode: most expiries running at once.
+        #[arg(long, default_value_t = 4)]
+        concurrency: usize,
+        /// The lease of each claim (renewed while the handler runs).
+        #[arg(long, value_parser = duration, default_value = "30s")]
+        lease: Duration,
+        /// Service mode: how often an idle worker looks for due work.
+        #[arg(long, value_parser = duration, default_value = "1s")]
+        poll: Duration,
+        /// Make every expiry transaction fail with a real database timeout
+        /// (a retryable failure).
+        #[arg(long, env = "RESERVATIONS_SIMULATE_DB_TIMEOUT")]
+        simulate_db_timeout: bool,
+        /// Test switch: pause this many milliseconds in the handler before
+        /// the transition.
+        #[arg(long, env = "RESERVATIONS_HANDLER_PAUSE_MS", hide = true)]
+        handler_pause_ms: Option<u64>,
+        /// Test switch: SIGKILL this worker right after a transition
+        /// commits, before it acknowledges.
+        #[arg(long, env = "RESERVATIONS_CRASH_AFTER_TRANSITION", hide = true)]
+        crash_after_transition: bool,
+        /// Print one JSON object per settled attempt.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The reservations.
+    List {
+        /// SQLite file or postgres:// URL.
+        db: String,
+        /// Print a JSON array.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The expiry jobs (operator view).
+    Jobs {
+        /// SQLite file or postgres:// URL.
+        db: String,
+        /// Print a JSON array.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Lateness percentiles and expiry outcome counts.
+    Stats {
+        /// SQLite file or postgres:// URL.
+        db: String,
+        /// Print a JSON object.
+        #[arg(long, conflicts_with = "prometheus")]
+        json: bool,
+        /// Print Prometheus (OpenMetrics) text: a lateness histogram and
+        /// the outcome counters.
+        #[arg(long)]
+        prometheus: bool,
+    },
+    /// Replay a dead expiry job: a fresh attempt budget, the same id and
+    /// the same idempotency key, audited.
+    Replay {
+        /// SQLite file or postgres:// URL.
+        db: String,
+        /// The job id (from `reservations jobs`).
+        job_id: String,
+        /// Mint a new idempotency key (needs --confirm-eligible).
+        #[arg(long)]
+        new_key: bool,
+        /// Confirm that the reservation is still eligible to expire (goes
+        /// with --new-key).
+        #[arg(long)]
+        confirm_eligible: bool,
+        /// Who replays it (default: the OS user).
+        #[arg(long)]
+        by: Option<String>,
+        /// Why.
+        #[arg(long)]
+        reason: Option<String>,
+        /// Print a JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("reservations: {e:#}");
+            let code = e
+                .downcast_ref::<Error>()
+                .map_or(EXIT_RUNTIME, Error::exit_code);
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn runtime(multi_thread: bool) -> anyhow::Result<tokio::runtime::Runtime> {
+    let mut builder = if multi_thread {
+        tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    builder
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+fn print_json<T: Serialize + ?Sized>(value: &T) -> anyhow::Result<()> {
+    let text = serde_json::to_string(value).context("cannot encode the output")?;
+    print_line(&text)
+}
+
+fn print_line(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{text}")
+        .and_then(|()| out.flush())
+        .context("cannot write to stdout")
+}
+
+fn print_reservation(verb: &str, r: &app::Reservation, json: bool) -> anyhow::Result<()> {
+    if json {
+        print_json(r)
+    } else {
+        print_line(&format!(
+            "{verb} reservation {} unit={} guest={:?} status={} hold_until={} job_id={}",
+            r.id, r.unit, r.guest, r.status, r.hold_until, r.job_id
+        ))
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let rt = runtime(matches!(cli.command, Command::Work { once: false, .. }))?;
+    rt.block_on(run_command(cli.command))
+}
+
+async fn run_command(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Init { db, json } => {
+            let report = App::init(&db).await?;
+            if json {
+                return print_json(&report);
+            }
+            let created = if report.created_units.is_empty() {
+                "no new units".to_owned()
+            } else {
+                format!("created units {}", report.created_units.join(", "))
+            };
+            print_line(&format!(
+                "initialised the {} database: {created}; units {}",
+                report.backend,
+                report.units.join(", ")
+            ))
+        }
+        Command::Hold {
+            db,
+            unit,
+            guest,
+            window,
+            json,
+        } => {
+            let app = App::open(&db).await?;
+            let r = app.hold(&unit, &guest, window).await?;
+            print_reservation("held", &r, json)
+        }
+        Command::Pay { db, id, json } => {
+            let r = App::open(&db).await?.pay(&id).await?;
+            print_reservation("paid", &r, json)
+        }
+        Command::Extend { db, id, by, json } => {
+            let r = App::open(&db).await?.extend(&id, by).await?;
+            print_reservation("extended", &r, json)
+        }
+        Command::Cancel { db, id, json } => {
+            let r = App::open(&db).await?.cancel(&id).await?;
+            print_reservation("cancelled", &r, json)
+        }
+        Command::Work {
+            db,
+            once,
+            concurrency,
+            lease,
+            poll,
+            simulate_db_timeout,
+            handler_pause_ms,
+            crash_after_transition,
+            json,
+        } => {
+            if lease < Duration::from_millis(100) {
+                return Err(Error::Invalid("--lease must be at least 100ms".into()).into());
+            }
+            if poll.is_zero() {
+                return Err(Error::Invalid("--poll must be longer than zero".into()).into());
+            }
+            if !(1..=1000).contains(&concurrency) {
+                return Err(
+                    Error::Invalid("--concurrency must be between 1 and 1000".into()).into(),
+                );
+            }
+            let app = App::open(&db).await?;
+            let options = WorkOptions {
+                lease,
+                poll,
+                concurrency,
+                simulate_db_timeout,
+                pause: handler_pause_ms.map(Duration::from_millis),
+                crash_after_transition,
+            };
+            let show = move |line: &WorkLine| {
+                let printed = if json {
+                    print_json(line)
+                } else {
+                    print_line(&line.to_string())
+                };
+                if let Err(e) = printed {
+                    tracing::warn!(error = %e, "cannot print a work report");
+                }
+            };
+            if once {
+                let line = expiry::work_once(&app, &options).await?;
+                show(&line);
+                Ok(())
+            } else {
+                let stats =
+                    expiry::work_service(&app, &options, Arc::new(show), shutdown_signal()).await?;
+                tracing::info!(?stats, "drained");
+                Ok(())
+            }
+        }
+        Command::List { db, json } => {
+            let list = App::open(&db).await?.list().await?;
+            if json {
+                print_json(&list)
+            } else if list.is_empty() {
+                print_line("no reservations")
+            } else {
+                list.iter().try_for_each(|r| print_line(&r.to_string()))
+            }
+        }
+        Command::Jobs { db, json } => {
+            let jobs = App::open(&db).await?.jobs().await?;
+            if json {
+                print_json(&jobs)
+            } else if jobs.is_empty() {
+                print_line("no expiry jobs")
+            } else {
+                jobs.iter().try_for_each(|j| print_line(&j.to_string()))
+            }
+        }
+        Command::Stats {
+            db,
+            json,
+            prometheus,
+        } => {
+            let figures = App::open(&db).await?.figures().await?;
+            if prometheus {
+                let text = stats::prometheus(&figures)?;
+                let mut out = std::io::stdout().lock();
+                out.write_all(text.as_bytes())
+                    .and_then(|()| out.flush())
+                    .context("cannot write to stdout")
+            } else if json {
+                print_json(&Stats::from_figures(&figures))
+            } else {
+                print_line(&Stats::from_figures(&figures).to_string())
+            }
+        }
+        Command::Replay {
+            db,
+            job_id,
+            new_key,
+            confirm_eligible,
+            by,
+            reason,
+            json,
+        } => {
+            let request = Replay {
+                job_id,
+                operator: by.unwrap_or_else(app::default_operator),
+                reason,
+                new_key,
+                confirm_eligible,
+            };
+            // Refuse a lone --new-key or --confirm-eligible before touching
+            // the database.
+            app::check_replay_flags(new_key, confirm_eligible)?;
+            let report = App::open(&db).await?.replay(&request).await?;
+            if json {
+                print_json(&report)
+            } else {
+                let key = match &report.previous_key {
+                    Some(old) => {
+                        format!("new idempotency key {} (was {old})", report.idempotency_key)
+                    }
+                    None => format!("idempotency key kept: {}", report.idempotency_key),
+                };
+                print_line(&format!(
+                    "replayed {} by {}: state={} attempts={} replays={}; {key}",
+                    report.job.id,
+                    report.operator,
+                    report.job.state,
+                    report.job.attempts,
+                    report.job.replays
+                ))
+            }
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let terminate = async {
+        match signal(SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reservations::app::DEFAULT_WINDOW;
+    use reservations::expiry::{DEFAULT_LEASE, DEFAULT_POLL};
+
+    #[test]
+    fn durations_parse_with_humantime() {
+        assert_eq!(duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(duration("15m"), Ok(Duration::from_secs(900)));
+        assert!(
+            duration("5 parsecs")
+                .unwrap_err()
+                .contains("unknown time unit")
+        );
+        assert!(duration("soon").is_err());
+    }
+
+    #[test]
+    fn the_defaults_match_the_library_constants() {
+        assert_eq!(duration("30s"), Ok(DEFAULT_LEASE));
+        assert_eq!(duration("1s"), Ok(DEFAULT_POLL));
+        assert_eq!(duration("15m"), Ok(DEFAULT_WINDOW));
+    }
+}
