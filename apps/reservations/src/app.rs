@@ -556,19 +556,32 @@ impl App {
         Ok(f)
     }
 
-    /// The expiry jobs, oldest first (up to 10,000).
+    /// The expiry jobs, oldest first (up to 10,000), each with the
+    /// idempotency key its next delivery uses.
     pub async fn jobs(&self) -> Result<Vec<JobView>> {
         let filter = JobFilter {
             kind: Some(Name::parse("kind", EXPIRY_KIND)?),
             limit: Some(10_000),
             ..JobFilter::default()
         };
+        let audit = self.replay_audit().await?;
         Ok(self
             .store()
             .list(&filter)
             .await?
             .iter()
-            .map(JobView::from)
+            .map(|job| {
+                let mut view = JobView::from(job);
+                let minted = audit
+                    .iter()
+                    .filter(|a| a.job_id == view.id && a.replay_no <= job.replays)
+                    .filter_map(|a| a.new_key.as_ref().map(|k| (a.replay_no, k)))
+                    .max_by_key(|(n, _)| *n);
+                if let Some((_, key)) = minted {
+                    view.idempotency_key = Some(key.clone());
+                }
+                view
+            })
             .collect())
     }
 
@@ -843,7 +856,8 @@ pub struct JobView {
     pub reservation_id: Option<String>,
     /// The deadline it enforces (from the payload).
     pub hold_until: Option<Timestamp>,
-    /// The idempotency key in the payload.
+    /// The idempotency key in force: the newest one an operator minted by
+    /// a replay, else the payload's.
     pub idempotency_key: Option<String>,
     /// `ready`, `running`, `done`, `dead` or `cancelled`.
     pub state: String,

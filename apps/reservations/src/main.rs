@@ -113,7 +113,7 @@ enum Command {
         poll: Duration,
         /// Make every expiry transaction fail with a real database timeout
         /// (a retryable failure).
-        #[arg(long, env = "RESERVATIONS_SIMULATE_DB_TIMEOUT")]
+        #[arg(long, env = "RESERVATIONS_SIMULATE_DB_TIMEOUT", value_parser = clap::builder::BoolishValueParser::new())]
         simulate_db_timeout: bool,
         /// Test switch: pause this many milliseconds in the handler before
         /// the transition.
@@ -121,7 +121,7 @@ enum Command {
         handler_pause_ms: Option<u64>,
         /// Test switch: SIGKILL this worker right after a transition
         /// commits, before it acknowledges.
-        #[arg(long, env = "RESERVATIONS_CRASH_AFTER_TRANSITION", hide = true)]
+        #[arg(long, env = "RESERVATIONS_CRASH_AFTER_TRANSITION", hide = true, value_parser = clap::builder::BoolishValueParser::new())]
         crash_after_transition: bool,
         /// Print one JSON object per settled attempt.
         #[arg(long)]

@@ -413,9 +413,9 @@ impl Pg {
         let deadline = odt(p.hold_until)?;
         let updated = tx
             .query_opt(
-                "UPDATE reservations.reservations SET status = 'expired', expired_at = now()
+                "UPDATE reservations.reservations SET status = 'expired', expired_at = date_trunc('milliseconds', now())
                  WHERE id = $1 AND status = 'held' AND hold_until = $2 AND hold_until <= now()
-                 RETURNING expired_at, round(extract(epoch FROM (expired_at - hold_until)) * 1000)::bigint",
+                 RETURNING expired_at, (extract(epoch FROM (expired_at - hold_until)) * 1000)::bigint",
                 &[&p.reservation_id, &deadline],
             )
             .await?;
