@@ -347,6 +347,103 @@ pub enum Schedule {
     At(Timestamp),
 }
 
+/// How jobs that share a key within one queue may run together. See
+/// [`JobKey`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KeyLimit {
+    /// One at a time, in enqueue order: a job starts only when no job
+    /// enqueued before it with the same key is still ready (even if that one
+    /// waits for a retry) or running. A `dead` or finished job no longer
+    /// blocks its successors.
+    Ordered,
+    /// At most this many running at once (1–10,000); among due jobs of the
+    /// key, the earliest enqueued start first.
+    Concurrent(u32),
+}
+
+impl KeyLimit {
+    /// The most jobs of the key that may run at once.
+    pub fn limit(self) -> u32 {
+        match self {
+            KeyLimit::Ordered => 1,
+            KeyLimit::Concurrent(n) => n,
+        }
+    }
+
+    /// Whether jobs of the key run in enqueue order.
+    pub fn is_ordered(self) -> bool {
+        matches!(self, KeyLimit::Ordered)
+    }
+}
+
+/// The largest per-key concurrency limit.
+pub const MAX_KEY_LIMIT: u32 = 10_000;
+const MAX_KEY_BYTES: usize = 200;
+
+/// A concurrency key: jobs of one queue that carry the same key (a tenant,
+/// an account, a document) share its limit, so one key's backlog cannot
+/// occupy every worker — a claim passes over a saturated key's jobs and
+/// takes other keys' instead. The limit travels with each job; jobs of one
+/// key should agree on it (each is admitted by its own).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct JobKey {
+    /// The key: 1–200 bytes, no control characters.
+    pub name: String,
+    /// Whether the key's jobs run one at a time in order.
+    pub ordered: bool,
+    /// The most of the key's jobs running at once (1 when ordered).
+    pub limit: u32,
+}
+
+impl JobKey {
+    /// Validates a key and its limit.
+    pub fn new(name: impl Into<String>, limit: KeyLimit) -> Result<Self, Error> {
+        let name = name.into();
+        if name.is_empty() || name.len() > MAX_KEY_BYTES {
+            return Err(Error::invalid(format!(
+                "a concurrency key must be 1 to {MAX_KEY_BYTES} bytes long (got {} bytes)",
+                name.len()
+            )));
+        }
+        if name.chars().any(char::is_control) {
+            return Err(Error::invalid(format!(
+                "a concurrency key may not hold control characters (got {:?})",
+                truncate_for_message(&name)
+            )));
+        }
+        let n = limit.limit();
+        if n == 0 || n > MAX_KEY_LIMIT {
+            return Err(Error::invalid(format!(
+                "a per-key concurrency limit must be between 1 and {MAX_KEY_LIMIT} (got {n})"
+            )));
+        }
+        Ok(JobKey {
+            name,
+            ordered: limit.is_ordered(),
+            limit: n,
+        })
+    }
+
+    /// Trusted constructor for values read back from storage.
+    #[doc(hidden)]
+    pub fn from_stored(name: String, limit: u32, ordered: bool) -> Self {
+        JobKey {
+            name,
+            ordered,
+            limit,
+        }
+    }
+
+    /// The key's limit as a [`KeyLimit`].
+    pub fn key_limit(&self) -> KeyLimit {
+        if self.ordered {
+            KeyLimit::Ordered
+        } else {
+            KeyLimit::Concurrent(self.limit)
+        }
+    }
+}
+
 /// A job to insert.
 #[derive(Clone, Debug)]
 pub struct NewJob {
@@ -368,6 +465,8 @@ pub struct NewJob {
     pub give_up_after: Option<Duration>,
     /// Higher runs first among due jobs of a queue.
     pub priority: i16,
+    /// The concurrency key, if the job shares a limit with others.
+    pub key: Option<JobKey>,
 }
 
 impl NewJob {
@@ -383,7 +482,14 @@ impl NewJob {
             max_lease_expiries: DEFAULT_MAX_LEASE_EXPIRIES,
             give_up_after: None,
             priority: 0,
+            key: None,
         })
+    }
+
+    /// Puts the job under a concurrency key (see [`JobKey`]).
+    pub fn with_key(mut self, key: &str, limit: KeyLimit) -> Result<Self, Error> {
+        self.key = Some(JobKey::new(key, limit)?);
+        Ok(self)
     }
 
     /// Sets a caller-chosen id.
@@ -454,6 +560,14 @@ impl NewJob {
                 self.max_lease_expiries
             )));
         }
+        if let Some(key) = &self.key {
+            JobKey::new(key.name.clone(), key.key_limit())?;
+            if key.ordered && key.limit != 1 {
+                return Err(Error::invalid(
+                    "an ordered key runs one job at a time: its limit must be 1",
+                ));
+            }
+        }
         Ok(())
     }
 }
@@ -499,6 +613,9 @@ pub struct Job {
     pub last_error_class: Option<ErrorClass>,
     /// When the job reached done, dead or cancelled.
     pub finished_at: Option<Timestamp>,
+    /// The concurrency key, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<JobKey>,
 }
 
 /// The fencing pair a worker presents to settle an attempt.
@@ -590,6 +707,22 @@ mod tests {
         assert!(Name::parse("queue", "mail.high").is_ok());
         assert!(Name::parse("queue", "-x").is_err());
         assert!(Name::parse("kind", "").is_err());
+    }
+
+    #[test]
+    fn keys_and_their_limits_are_validated() {
+        let k = JobKey::new("tenant-7", KeyLimit::Concurrent(3)).unwrap();
+        assert_eq!((k.limit, k.ordered), (3, false));
+        let o = JobKey::new("tenant 7/ü", KeyLimit::Ordered).unwrap();
+        assert_eq!((o.limit, o.ordered), (1, true));
+        assert!(JobKey::new("", KeyLimit::Ordered).is_err());
+        assert!(JobKey::new("a\0b", KeyLimit::Ordered).is_err());
+        assert!(JobKey::new("x".repeat(201), KeyLimit::Ordered).is_err());
+        assert!(JobKey::new("t", KeyLimit::Concurrent(0)).is_err());
+        assert!(JobKey::new("t", KeyLimit::Concurrent(MAX_KEY_LIMIT + 1)).is_err());
+        let mut job = NewJob::new("k", Payload::default()).unwrap();
+        job.key = Some(JobKey::from_stored("t".into(), 2, true));
+        assert!(job.validate().is_err(), "ordered with limit 2 is refused");
     }
 
     #[test]

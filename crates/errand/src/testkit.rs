@@ -167,6 +167,7 @@ impl TestQueue {
             last_error: None,
             last_error_class: None,
             finished_at: None,
+            key: None,
         };
         let lease = Lease {
             id,

@@ -2,7 +2,15 @@
 -- first, then ready jobs by priority and due time. SKIP LOCKED lets
 -- concurrent claimers pass each other; the UPDATE re-checks every
 -- condition. $3: queues (NULL = all), $4: one fresh token per row,
--- $5: lease length in milliseconds.
+-- $5: lease length in milliseconds, $6: whether this transaction holds the
+-- key lock (key_lock.sql), without which no keyed job is claimed.
+--
+-- Keyed jobs are reached through their keys, not the due index: for each
+-- key with due jobs (best first), its running count and its earliest ready
+-- jobs give the ones it admits — up to its free slots; for an ordered key
+-- its first ready job, only if due. A saturated key costs one probe, not a
+-- scan of its backlog. Holding the key lock, no other claim can start a
+-- keyed job between these counts and this statement's commit.
 WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now),
 expired AS (
     SELECT j.id, 0 AS src, 0::smallint AS priority, j.lease_until AS due
@@ -17,15 +25,54 @@ expired AS (
 ready AS (
     SELECT j.id, 1 AS src, j.priority, j.available_at AS due
     FROM __SCHEMA__.errand_jobs j, t
-    WHERE j.state = 'ready' AND j.available_at <= t.now
+    WHERE j.state = 'ready' AND j.key_name IS NULL AND j.available_at <= t.now
       AND ($3::text[] IS NULL OR j.queue = ANY ($3::text[]))
+    ORDER BY j.priority DESC, j.available_at, j.id
+    LIMIT $2
+    FOR UPDATE OF j SKIP LOCKED
+),
+keys AS (
+    SELECT j.queue, j.key_name, max(j.priority) AS priority, min(j.available_at) AS due
+    FROM __SCHEMA__.errand_jobs j, t
+    WHERE $6::boolean AND j.state = 'ready' AND j.key_name IS NOT NULL
+      AND j.available_at <= t.now
+      AND ($3::text[] IS NULL OR j.queue = ANY ($3::text[]))
+    GROUP BY j.queue, j.key_name
+),
+admitted AS (
+    SELECT a.id
+    FROM (SELECT * FROM keys ORDER BY priority DESC, due, queue, key_name) k
+    CROSS JOIN t
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS running FROM __SCHEMA__.errand_jobs o
+        WHERE o.queue = k.queue AND o.key_name = k.key_name AND o.state = 'running'
+    ) r
+    CROSS JOIN LATERAL (
+        SELECT o.key_limit, o.key_ordered FROM __SCHEMA__.errand_jobs o
+        WHERE o.queue = k.queue AND o.key_name = k.key_name AND o.state = 'ready'
+        ORDER BY o.seq LIMIT 1
+    ) h
+    CROSS JOIN LATERAL (
+        SELECT o.id, o.available_at FROM __SCHEMA__.errand_jobs o
+        WHERE o.queue = k.queue AND o.key_name = k.key_name AND o.state = 'ready'
+          AND (h.key_ordered OR o.available_at <= t.now)
+        ORDER BY o.seq LIMIT greatest(h.key_limit - r.running, 0)
+    ) a
+    WHERE a.available_at <= t.now
+    LIMIT $2
+),
+ready_keyed AS (
+    SELECT j.id, 1 AS src, j.priority, j.available_at AS due
+    FROM __SCHEMA__.errand_jobs j, t
+    WHERE j.id IN (SELECT id FROM admitted) AND j.state = 'ready' AND j.available_at <= t.now
     ORDER BY j.priority DESC, j.available_at, j.id
     LIMIT $2
     FOR UPDATE OF j SKIP LOCKED
 ),
 picked AS (
     SELECT id, src, row_number() OVER (ORDER BY src, priority DESC, due, id) AS n
-    FROM (SELECT * FROM expired UNION ALL SELECT * FROM ready) u
+    FROM (SELECT * FROM expired UNION ALL SELECT * FROM ready
+          UNION ALL SELECT * FROM ready_keyed) u
     ORDER BY src, priority DESC, due, id
     LIMIT $2
 ),

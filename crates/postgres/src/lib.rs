@@ -47,12 +47,16 @@ pub use listen::PgSignal;
 pub use ops::{Conn, Param, Queries};
 
 /// The schema version this build expects.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 const MIGRATIONS: &[(&str, &str)] = &[
     ("V1__jobs", include_str!("../migrations/V1__jobs.sql")),
     (
         "V2__enqueue_function_and_notify",
         include_str!("../migrations/V2__enqueue_function_and_notify.sql"),
+    ),
+    (
+        "V3__concurrency_keys",
+        include_str!("../migrations/V3__concurrency_keys.sql"),
     ),
 ];
 

@@ -6,8 +6,8 @@ use std::time::Duration;
 use deadpool_postgres::GenericClient;
 use errand_core::{
     AttemptRecord, AuditRecord, ClaimRequest, ClaimedJob, Error, ErrorClass, Failure, Inserted,
-    Job, JobDetail, JobFilter, JobId, JobState, Lease, LeaseToken, Name, NewJob, Payload, Result,
-    RetryAt, Schedule, Timestamp,
+    Job, JobDetail, JobFilter, JobId, JobKey, JobState, Lease, LeaseToken, Name, NewJob, Payload,
+    Result, RetryAt, Schedule, Timestamp,
 };
 use std::future::Future;
 use time::OffsetDateTime;
@@ -25,6 +25,7 @@ pub struct Queries {
     pub(crate) get: String,
     pub(crate) expire_final: String,
     pub(crate) claim: String,
+    pub(crate) key_lock: String,
     pub(crate) complete: String,
     pub(crate) complete_many: String,
     pub(crate) fail: String,
@@ -51,6 +52,7 @@ impl Queries {
             get: q(include_str!("../queries/get.sql")),
             expire_final: q(include_str!("../queries/expire_final.sql")),
             claim: q(include_str!("../queries/claim.sql")),
+            key_lock: q(include_str!("../queries/key_lock.sql")),
             complete: q(include_str!("../queries/complete.sql")),
             complete_many: q(include_str!("../queries/complete_many.sql")),
             fail: q(include_str!("../queries/fail.sql")),
@@ -151,6 +153,17 @@ pub(crate) fn job_from_row(row: &Row) -> Result<Job> {
             .transpose()
             .map_err(bad_row)?,
         finished_at: get_opt_ts("finished_at")?,
+        key: match row
+            .try_get::<_, Option<String>>("key_name")
+            .map_err(map_err)?
+        {
+            Some(name) => Some(JobKey::from_stored(
+                name,
+                u32_of(row.try_get("key_limit").map_err(map_err)?)?,
+                row.try_get("key_ordered").map_err(map_err)?,
+            )),
+            None => None,
+        },
     })
 }
 
@@ -254,6 +267,9 @@ pub(crate) async fn insert<C: Conn>(
             &delay,
             &max_lost,
             &give_up,
+            &job.key.as_ref().map(|k| k.name.as_str()),
+            &key_limit(job)?,
+            &job.key.as_ref().is_some_and(|k| k.ordered),
         ],
     )
     .await?;
@@ -267,6 +283,14 @@ pub(crate) async fn insert<C: Conn>(
             created: false,
         }),
     }
+}
+
+/// A job's per-key limit as the schema stores it.
+fn key_limit(job: &NewJob) -> Result<Option<i32>> {
+    job.key
+        .as_ref()
+        .map(|k| i32::try_from(k.limit).map_err(|_| Error::invalid("key limit out of range")))
+        .transpose()
 }
 
 /// Inserts many jobs in one statement; existing ids are returned as they
@@ -292,6 +316,9 @@ pub(crate) async fn insert_many<C: Conn>(
     );
     let mut max_losts: Vec<i32> = Vec::with_capacity(n);
     let mut give_ups: Vec<Option<i64>> = Vec::with_capacity(n);
+    let mut key_names: Vec<Option<&str>> = Vec::with_capacity(n);
+    let mut key_limits: Vec<Option<i32>> = Vec::with_capacity(n);
+    let mut key_ordered: Vec<bool> = Vec::with_capacity(n);
     for job in jobs {
         job.validate()?;
         ids.push(job.id.clone().unwrap_or_else(JobId::generate).to_string());
@@ -315,13 +342,28 @@ pub(crate) async fn insert_many<C: Conn>(
                 .map_err(|_| Error::invalid("lost-lease budget out of range"))?,
         );
         give_ups.push(job.give_up_after.map(millis));
+        key_names.push(job.key.as_ref().map(|k| k.name.as_str()));
+        key_limits.push(key_limit(job)?);
+        key_ordered.push(job.key.as_ref().is_some_and(|k| k.ordered));
     }
     let created: Vec<Job> = query(
         client,
         &q.insert_many,
         &[
-            &now, &ids, &queues, &kinds, &payloads, &prios, &maxes, &ats, &delays, &max_losts,
+            &now,
+            &ids,
+            &queues,
+            &kinds,
+            &payloads,
+            &prios,
+            &maxes,
+            &ats,
+            &delays,
+            &max_losts,
             &give_ups,
+            &key_names,
+            &key_limits,
+            &key_ordered,
         ],
     )
     .await?
@@ -408,7 +450,13 @@ pub(crate) async fn claim(
     let rows = if limit == 0 {
         Vec::new()
     } else {
-        query(&tx, &q.claim, &[&now, &limit, &queues, &token_text, &lease]).await?
+        let locked: i64 = query(&tx, &q.key_lock, &[&now, &queues])
+            .await?
+            .first()
+            .map_or(0, |r| r.get(0));
+        let keyed = locked > 0;
+        let params: [Param<'_>; 6] = [&now, &limit, &queues, &token_text, &lease, &keyed];
+        query(&tx, &q.claim, &params).await?
     };
     tx.commit().await.map_err(map_err)?;
     rows.iter()

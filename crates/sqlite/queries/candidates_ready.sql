@@ -1,6 +1,8 @@
 -- Due ready jobs in every queue, highest priority first, then oldest due.
-SELECT id FROM errand_jobs INDEXED BY errand_jobs_due
+-- Read until the claim has enough: keyed jobs are admitted in Rust (see
+-- key_running.sql and key_next.sql), so a saturated key's backlog is
+-- passed over without a statement per row.
+SELECT id, queue, key_name, key_limit, key_ordered FROM errand_jobs INDEXED BY errand_jobs_due
 WHERE state = 'ready'
   AND available_at <= :now
 ORDER BY priority DESC, available_at, id
-LIMIT :limit

@@ -5,12 +5,14 @@
 //! history and audit rows that follow it are written in the same
 //! transaction only when the transition took place.
 
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use errand_core::{
     AttemptRecord, AuditRecord, ClaimRequest, ClaimedJob, Error, ErrorClass, Failure, Inserted,
-    Job, JobFilter, JobId, JobState, Lease, LeaseToken, Name, NewJob, Payload, Result, RetryAt,
-    Schedule, Timestamp,
+    Job, JobFilter, JobId, JobKey, JobState, Lease, LeaseToken, Name, NewJob, Payload, Result,
+    RetryAt, Schedule, Timestamp,
 };
 use rusqlite::{Connection, OptionalExtension, Row, named_params};
 
@@ -23,6 +25,8 @@ const CANDIDATES_EXPIRED: &str = include_str!("../queries/candidates_expired.sql
 const CANDIDATES_READY: &str = include_str!("../queries/candidates_ready.sql");
 const CANDIDATES_EXPIRED_IN: &str = include_str!("../queries/candidates_expired_in.sql");
 const CANDIDATES_READY_IN: &str = include_str!("../queries/candidates_ready_in.sql");
+const KEY_RUNNING: &str = include_str!("../queries/key_running.sql");
+const KEY_NEXT: &str = include_str!("../queries/key_next.sql");
 const CLAIM: &str = include_str!("../queries/claim.sql");
 const COMPLETE: &str = include_str!("../queries/complete.sql");
 const FAIL: &str = include_str!("../queries/fail.sql");
@@ -102,6 +106,14 @@ pub(crate) fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Job> {
         last_error: row.get("last_error")?,
         last_error_class: class_col(row, "last_error_class")?,
         finished_at: opt_ts_col(row, "finished_at")?,
+        key: match row.get::<_, Option<String>>("key_name")? {
+            Some(name) => Some(JobKey::from_stored(
+                name,
+                u32_col(row, "key_limit")?,
+                row.get("key_ordered")?,
+            )),
+            None => None,
+        },
     })
 }
 
@@ -133,6 +145,9 @@ pub fn insert(conn: &Connection, job: &NewJob, now: Timestamp) -> Result<Inserte
                 ":give_up_at": job.give_up_after.map(|d| now.plus(d).as_millis()),
                 ":available_at": due_time(job.schedule, now).as_millis(),
                 ":now": now.as_millis(),
+                ":key_name": job.key.as_ref().map(|k| k.name.as_str()),
+                ":key_limit": job.key.as_ref().map(|k| k.limit),
+                ":key_ordered": job.key.as_ref().is_some_and(|k| k.ordered),
             },
             job_from_row,
         )
@@ -213,6 +228,118 @@ fn queue_param(req: &ClaimRequest) -> Option<String> {
     serde_json::to_string(&names).ok()
 }
 
+/// One due ready row as the candidate scan reads it.
+struct ReadyRow {
+    id: String,
+    queue: String,
+    key: Option<(String, u32, bool)>,
+}
+
+/// Up to `limit` due ready jobs in claim order, passing over keyed jobs
+/// their key does not admit now. Each key met is looked up once (its
+/// running count and its earliest ready jobs), so a saturated key's backlog
+/// costs one index step per row, not a statement.
+fn ready_candidates(
+    conn: &Connection,
+    queues: Option<&str>,
+    now: Timestamp,
+    limit: u32,
+) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    if limit == 0 {
+        return Ok(out);
+    }
+    let read = |r: &Row<'_>| -> rusqlite::Result<ReadyRow> {
+        let key = match r.get::<_, Option<String>>(2)? {
+            Some(name) => Some((name, u32_col(r, "key_limit")?, r.get(4)?)),
+            None => None,
+        };
+        Ok(ReadyRow {
+            id: r.get(0)?,
+            queue: r.get(1)?,
+            key,
+        })
+    };
+    let mut stmt = conn
+        .prepare_cached(if queues.is_some() {
+            CANDIDATES_READY_IN
+        } else {
+            CANDIDATES_READY
+        })
+        .map_err(map_err)?;
+    let ms = now.as_millis();
+    let mut rows = match queues {
+        None => stmt.query(named_params! {":now": ms}),
+        Some(q) => stmt.query(named_params! {":now": ms, ":queues": q}),
+    }
+    .map_err(map_err)?;
+    let mut admitted: HashMap<(String, String), HashSet<String>> = HashMap::new();
+    while let Some(row) = rows.next().map_err(map_err)? {
+        let row = read(row).map_err(map_err)?;
+        if let Some((key, key_limit, ordered)) = row.key {
+            let ids = match admitted.entry((row.queue, key)) {
+                Entry::Occupied(e) => e.into_mut(),
+                Entry::Vacant(e) => {
+                    let (queue, key) = e.key();
+                    let ids = admitted_by_key(conn, queue, key, key_limit, ordered, now)?;
+                    e.insert(ids)
+                }
+            };
+            if !ids.remove(&row.id) {
+                continue;
+            }
+        }
+        out.push(row.id);
+        if out.len() >= limit as usize {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// The ready jobs of one key that may start now: its earliest-enqueued due
+/// jobs up to its free slots; for an ordered key its first ready job, and
+/// only if that one is due.
+fn admitted_by_key(
+    conn: &Connection,
+    queue: &str,
+    key: &str,
+    key_limit: u32,
+    ordered: bool,
+    now: Timestamp,
+) -> Result<HashSet<String>> {
+    let running: u32 = conn
+        .prepare_cached(KEY_RUNNING)
+        .map_err(map_err)?
+        .query_row(named_params! {":queue": queue, ":key": key}, |r| {
+            u32_col(r, "count(*)")
+        })
+        .map_err(map_err)?;
+    let slots = key_limit.saturating_sub(running);
+    if slots == 0 {
+        return Ok(HashSet::new());
+    }
+    let ms = now.as_millis();
+    let next = conn
+        .prepare_cached(KEY_NEXT)
+        .map_err(map_err)?
+        .query_map(
+            named_params! {
+                ":queue": queue, ":key": key, ":ordered": ordered,
+                ":now": ms, ":slots": slots,
+            },
+            |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)),
+        )
+        .map_err(map_err)?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(map_err)?;
+    Ok(next
+        .into_iter()
+        .filter(|(_, due)| *due <= ms)
+        .map(|(id, _)| id)
+        .collect())
+}
+
 /// Runs a candidate query: `sql.0` for every queue, `sql.1` for the named ones.
 fn candidate_ids(
     conn: &Connection,
@@ -261,14 +388,7 @@ pub(crate) fn claim(
     let mut ids = candidate_ids(conn, expired_sql, queues.as_deref(), now, limit)?;
     let expired = ids.len();
     let rest = limit.saturating_sub(u32::try_from(expired).unwrap_or(u32::MAX));
-    let ready_sql = (CANDIDATES_READY, CANDIDATES_READY_IN);
-    ids.extend(candidate_ids(
-        conn,
-        ready_sql,
-        queues.as_deref(),
-        now,
-        rest,
-    )?);
+    ids.extend(ready_candidates(conn, queues.as_deref(), now, rest)?);
     let lease_until = now.plus(req.lease);
     let mut claimed = Vec::with_capacity(ids.len());
     for (n, id) in ids.iter().enumerate() {

@@ -15,6 +15,7 @@
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed rule.
 
 pub mod cases;
+pub mod keys;
 pub mod model;
 
 pub use proptest;
@@ -73,6 +74,26 @@ macro_rules! conformance_tests {
             history_records_every_attempt,
             list_filters_by_state_queue_and_kind,
         );
+        $crate::conformance_tests!(@keys $make;
+            a_job_keeps_its_concurrency_key,
+            an_ordered_key_runs_one_job_at_a_time_in_enqueue_order,
+            a_key_never_runs_more_than_its_limit,
+            a_saturated_key_does_not_hold_back_other_keys,
+            concurrent_claims_never_exceed_a_key_limit,
+        );
+    };
+    (@keys $make:path; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let clock = ::errand_core::ManualClock::new($crate::T0);
+                let Some(store) = $make(clock.clone()).await else {
+                    eprintln!("SKIPPED {}: backend not configured", stringify!($case));
+                    return;
+                };
+                $crate::keys::$case(store, clock).await;
+            }
+        )*
     };
     (@cases $make:path; $($case:ident),* $(,)?) => {
         $(
