@@ -410,7 +410,7 @@ pub struct App {
 #[derive(Clone, Debug)]
 pub(crate) enum Backend {
     Sqlite(sqlite::Sqlite),
-    Postgres(pg::Pg),
+    Postgres(Box<pg::Pg>),
 }
 
 fn target(db: &str) -> Result<DbTarget> {
@@ -436,7 +436,7 @@ impl App {
     pub async fn open(db: &str) -> Result<App> {
         let backend = match target(db)? {
             DbTarget::Sqlite(path) => Backend::Sqlite(sqlite::Sqlite::open(&path, None)?),
-            DbTarget::Postgres(url) => Backend::Postgres(pg::Pg::open(&url).await?),
+            DbTarget::Postgres(url) => Backend::Postgres(Box::new(pg::Pg::open(&url).await?)),
         };
         Ok(App { backend })
     }
