@@ -157,6 +157,17 @@ struct EnqueueArgs {
     /// Higher runs first.
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     priority: i16,
+    /// Concurrency key (a tenant, an account): jobs of the queue sharing it
+    /// share --key-limit, so one key's backlog cannot take every worker.
+    #[arg(long)]
+    key: Option<String>,
+    /// With --key: at most this many of the key's jobs run at once.
+    #[arg(long, requires = "key", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=errand::core::MAX_KEY_LIMIT as i64))]
+    key_limit: u32,
+    /// With --key: the key's jobs run one at a time, in enqueue order.
+    #[arg(long, requires = "key", conflicts_with = "key_limit")]
+    ordered: bool,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -283,6 +294,14 @@ struct WorkArgs {
     /// With --rate: how many may start at once after a quiet spell.
     #[arg(long, default_value_t = 1)]
     burst: u32,
+    /// Service mode: start at most this many jobs per second per
+    /// concurrency key of each --queue, across every worker process.
+    #[arg(long)]
+    key_rate: Option<f64>,
+    /// With --key-rate: how many of a key's jobs may start at once after a
+    /// quiet spell.
+    #[arg(long, default_value_t = 1)]
+    key_burst: u32,
     /// The command run for each job (with `sh -c`).
     #[arg(long)]
     exec: String,
@@ -407,6 +426,14 @@ async fn enqueue(store: Arc<dyn Store>, a: EnqueueArgs) -> Result<ExitCode, Fail
     }
     if let Some(id) = a.id {
         job = job.with_id(JobId::new(id)?);
+    }
+    if let Some(key) = &a.key {
+        let limit = if a.ordered {
+            errand::KeyLimit::Ordered
+        } else {
+            errand::KeyLimit::Concurrent(a.key_limit)
+        };
+        job = job.with_key(key, limit)?;
     }
     let inserted = store.insert(job).await?;
     if a.json {
@@ -643,8 +670,26 @@ async fn work(store: Arc<dyn Store>, a: WorkArgs) -> Result<ExitCode, Failure> {
         }
         None => None,
     };
+    let key_rate = match a.key_rate {
+        Some(per_second) => {
+            if queues.is_empty() {
+                return Err(Error::invalid(
+                    "--key-rate limits the keys of named queues: add --queue NAME",
+                )
+                .into());
+            }
+            let limit = errand::RateLimit {
+                per_second,
+                burst: a.key_burst,
+            };
+            limit.validate()?;
+            Some(limit)
+        }
+        None => None,
+    };
     let args = serve_loop::ServiceArgs {
         rate,
+        key_rate,
         queues,
         concurrency: usize::try_from(a.concurrency).unwrap_or(1),
         lease: a.lease,

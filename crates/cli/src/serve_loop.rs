@@ -33,6 +33,8 @@ pub struct ServiceArgs {
     pub json: bool,
     /// Start rate per queue, shared across processes.
     pub rate: Option<errand::RateLimit>,
+    /// Start rate per concurrency key of each queue, shared across processes.
+    pub key_rate: Option<errand::RateLimit>,
 }
 
 /// Runs until a signal asks it to stop, then drains.
@@ -63,6 +65,9 @@ pub async fn run(
             b = b.queue(q.as_str(), args.concurrency)?;
             if let Some(rate) = args.rate {
                 b = b.rate_limit(q.as_str(), rate)?;
+            }
+            if let Some(rate) = args.key_rate {
+                b = b.key_rate(q.as_str(), rate)?;
             }
         }
         b

@@ -137,6 +137,26 @@ impl Backend {
             .collect()
     }
 
+    /// Inserts jobs through the library in one call (the CLI enqueues one
+    /// job per process, too slow for a 10,000-job backlog).
+    fn insert_many(&self, jobs: Vec<errand::NewJob>) {
+        let db = self.args[1].clone();
+        let options = errand::ConnectOptions {
+            schema: self.pg.as_ref().map(|(_, s)| s.clone()),
+            ..Default::default()
+        };
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let store = errand::connect(&db, &options).await.unwrap();
+                for chunk in jobs.chunks(2_000) {
+                    store.insert_many(chunk.to_vec()).await.unwrap();
+                }
+            });
+    }
+
     fn sink(&self) -> PathBuf {
         let sink = self.dir.join("sink");
         std::fs::create_dir_all(&sink).unwrap();
@@ -355,5 +375,67 @@ fn twenty_processes_on_one_cron_schedule_enqueue_exactly_one_job_per_tick() {
             secs.windows(2).all(|w| w[1] == w[0] + 1),
             "no tick missed: {secs:?}"
         );
+    });
+}
+
+#[test]
+fn a_tenant_with_10000_queued_jobs_does_not_delay_another_tenants_job_by_more_than_one_batch() {
+    both("fair", |b| {
+        let backlog: Vec<errand::NewJob> = (0..10_000)
+            .map(|n| {
+                errand::NewJob::new("svc", errand::Payload::default())
+                    .unwrap()
+                    .with_id(errand::JobId::new(format!("a-{n:05}")).unwrap())
+                    .with_key("tenant-a", errand::KeyLimit::Concurrent(2))
+                    .unwrap()
+            })
+            .collect();
+        b.insert_many(backlog);
+        b.ok(&[
+            "enqueue",
+            "--kind",
+            "svc",
+            "--id",
+            "b-only",
+            "--key",
+            "tenant-b",
+            "--key-limit",
+            "2",
+            "--json",
+        ]);
+        // Each run logs its start and its end (before it is acknowledged).
+        let log_path = b.dir.join("exec.log");
+        let cmd = format!(
+            "echo \"start $ERRAND_JOB_ID\" >> {log}; sleep 0.01; echo \"end $ERRAND_JOB_ID\" >> {log}",
+            log = log_path.display()
+        );
+        // Four slots: each claim asks for up to four jobs (one batch).
+        let w = b.worker(&["--concurrency", "4", "--exec", &cmd]);
+        wait_until("tenant-b's job and 40 of tenant-a's to finish", || {
+            let log = b.log();
+            log.iter().any(|l| l == "end b-only")
+                && log.iter().filter(|l| l.starts_with("end a-")).count() >= 40
+        });
+        signal(&w, "-TERM");
+        assert!(w.wait_with_output().unwrap().status.success());
+        let log = b.log();
+        let starts: Vec<&str> = log
+            .iter()
+            .filter_map(|l| l.strip_prefix("start "))
+            .collect();
+        let position = starts.iter().position(|id| *id == "b-only").unwrap();
+        assert!(
+            position < 4,
+            "tenant-b's job started as number {} behind tenant-a's backlog: {:?}",
+            position + 1,
+            &starts[..starts.len().min(12)]
+        );
+        // Tenant-a never had more than its limit of two running at once.
+        let (mut running, mut most) = (0i32, 0i32);
+        for line in log.iter().filter(|l| l.contains(" a-")) {
+            running += if line.starts_with("start ") { 1 } else { -1 };
+            most = most.max(running);
+        }
+        assert_eq!(most, 2, "tenant-a's most at once");
     });
 }

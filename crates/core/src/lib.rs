@@ -41,6 +41,6 @@ pub use job::{
 pub use outcome::{ErrorClass, Outcome};
 pub use retry::RetryPolicy;
 pub use store::{
-    CancelRequest, ClaimRequest, FailResult, Failure, Inserted, JobFilter, RateLimit,
+    CancelRequest, ClaimRequest, FailResult, Failure, Inserted, JobFilter, RateBucket, RateLimit,
     ReplayRequest, RetryAt, Store, SweepReport, WorkSignal,
 };

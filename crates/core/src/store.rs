@@ -7,7 +7,7 @@ use async_trait::async_trait;
 
 use crate::clock::Timestamp;
 use crate::error::Result;
-use crate::job::{ClaimedJob, Job, JobDetail, JobId, JobState, Lease, Name, NewJob};
+use crate::job::{ClaimedJob, Job, JobDetail, JobId, JobKey, JobState, Lease, Name, NewJob};
 use crate::outcome::ErrorClass;
 
 /// The result of inserting a job.
@@ -106,6 +106,34 @@ pub struct RateLimit {
     pub per_second: f64,
     /// Bucket size (≥ 1): how many may start at once after a quiet spell.
     pub burst: u32,
+}
+
+/// The name of a shared token bucket: one per rate-limited queue, and one
+/// per key of a queue whose keys are rate limited.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RateBucket(String);
+
+impl RateBucket {
+    /// The bucket of a queue's rate.
+    pub fn queue(queue: &Name) -> Self {
+        RateBucket(format!("queue:{queue}"))
+    }
+
+    /// The bucket of one key's rate within a queue.
+    pub fn key(queue: &Name, key: &JobKey) -> Self {
+        RateBucket(format!("key:{queue}:{}", key.name))
+    }
+
+    /// The bucket's name as stored.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for RateBucket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
 }
 
 impl RateLimit {
@@ -236,7 +264,7 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// full on first use, refilled on the store's clock) in one statement,
     /// and returns how many were granted. Every process using the store
     /// shares the bucket.
-    async fn take_tokens(&self, bucket: &Name, limit: RateLimit, want: u32) -> Result<u32>;
+    async fn take_tokens(&self, bucket: &RateBucket, limit: RateLimit, want: u32) -> Result<u32>;
 
     /// A wake-up signal for an idle worker: in-process for SQLite,
     /// `LISTEN/NOTIFY` for PostgreSQL (polling when notifications do not

@@ -45,9 +45,10 @@ use std::sync::Arc;
 
 pub use errand_core::{
     self as core, AttemptRecord, AuditRecord, CancelRequest, ClaimRequest, ClaimedJob, Clock,
-    Error, ErrorClass, Failure, Inserted, Job, JobDetail, JobFilter, JobId, JobState, Lease,
-    ManualClock, Name, NewJob, Outcome, Payload, RateLimit, ReplayRequest, Result, RetryAt,
-    RetryPolicy, Schedule, Store, SweepReport, SystemClock, Timestamp,
+    Error, ErrorClass, Failure, Inserted, Job, JobDetail, JobFilter, JobId, JobKey, JobState,
+    KeyLimit, Lease, ManualClock, Name, NewJob, Outcome, Payload, RateBucket, RateLimit,
+    ReplayRequest, Result, RetryAt, RetryPolicy, Schedule, Store, SweepReport, SystemClock,
+    Timestamp,
 };
 pub use errand_postgres::{self as postgres, PgOptions, PgStore};
 pub use errand_sqlite::{self as sqlite, SqliteOptions, SqliteStore, Synchronous};

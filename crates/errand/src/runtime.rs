@@ -22,14 +22,15 @@
 //! still running then is stopped and released at once — back to `ready`,
 //! due now, without spending its attempt.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use errand_core::{
-    ClaimRequest, Error, JobId, Lease, Name, Outcome, RateLimit, Result, RetryPolicy, Store,
+    ClaimRequest, ClaimedJob, Error, JobId, Lease, Name, Outcome, RateBucket, RateLimit, Result,
+    RetryPolicy, Store,
 };
 use serde::de::DeserializeOwned;
 use tokio::sync::{Semaphore, mpsc, oneshot, watch};
@@ -94,6 +95,7 @@ struct Settings {
     retention: Option<Duration>,
     schedules: Vec<CronSchedule>,
     rates: HashMap<Name, RateLimit>,
+    key_rates: HashMap<Name, RateLimit>,
     retry: RetryPolicy,
     sampler: crate::Sampler,
     on_report: Option<ReportHook>,
@@ -239,6 +241,17 @@ impl RuntimeBuilder {
         Ok(self)
     }
 
+    /// Limits how fast the jobs of each concurrency key of `queue` start
+    /// (a token bucket per key, shared by every process through the store).
+    /// A claimed job whose key is out of tokens is snoozed — no attempt
+    /// spent — until its key's bucket has refilled for it.
+    pub fn key_rate(mut self, queue: &str, limit: RateLimit) -> Result<Self> {
+        limit.validate()?;
+        let name = Name::parse("queue", queue)?;
+        self.settings.key_rates.insert(name, limit);
+        Ok(self)
+    }
+
     /// Enqueues `schedule`'s job at every tick while the runtime runs
     /// (exactly once per tick across every process running it).
     pub fn cron(mut self, schedule: CronSchedule) -> Self {
@@ -271,6 +284,17 @@ impl RuntimeBuilder {
             if !self.queues.iter().any(|(name, _)| name.as_ref() == Some(q)) {
                 return Err(Error::invalid(format!(
                     "a rate limit is set for queue `{q}`, which this runtime does not run"
+                )));
+            }
+        }
+        for q in self.settings.key_rates.keys() {
+            if !self
+                .queues
+                .iter()
+                .any(|(name, _)| name.is_none() || name.as_ref() == Some(q))
+            {
+                return Err(Error::invalid(format!(
+                    "a per-key rate is set for queue `{q}`, which this runtime does not run"
                 )));
             }
         }
@@ -345,6 +369,7 @@ impl Runtime {
                 retention: Some(Duration::from_secs(7 * 86_400)),
                 schedules: Vec::new(),
                 rates: HashMap::new(),
+                key_rates: HashMap::new(),
                 retry: RetryPolicy::default(),
                 sampler: Arc::new(rand::random::<f64>),
                 on_report: None,
@@ -483,11 +508,6 @@ fn queue_rate<'a>(
     }
 }
 
-/// The shared bucket of a queue's rate limit.
-fn bucket(queue: &Name) -> Name {
-    Name::parse("bucket", format!("queue:{queue}")).unwrap_or_else(|_| queue.clone())
-}
-
 /// A job's acknowledgment and where to send the verdict.
 type Completion = (Lease, oneshot::Sender<Result<bool>>);
 
@@ -562,7 +582,7 @@ impl Inner {
                 let granted = match self
                     .settings
                     .store
-                    .take_tokens(&bucket(name), rate, want)
+                    .take_tokens(&RateBucket::queue(name), rate, want)
                     .await
                 {
                     Ok(g) => g as usize,
@@ -600,7 +620,12 @@ impl Inner {
                     continue;
                 }
             };
-            let idle = claimed.len() < permits.len();
+            let asked = permits.len();
+            let got = claimed.len();
+            let claimed = self.hold_back_over_rate_keys(claimed).await;
+            // Jobs held back by a key's rate count as idle capacity: wait
+            // before claiming again rather than churning through the key.
+            let idle = got < asked || claimed.len() < got;
             for claimed in claimed {
                 let Some(permit) = permits.pop() else { break };
                 let token = CancellationToken::new();
@@ -625,6 +650,54 @@ impl Inner {
                 }
             }
         }
+    }
+
+    /// Takes one token per claimed job from its key's bucket (for queues
+    /// with a per-key rate) and snoozes the jobs their key could not cover,
+    /// the k-th of them by k / rate, when the bucket will have refilled
+    /// for it. Returns the jobs to run.
+    async fn hold_back_over_rate_keys(&self, claimed: Vec<ClaimedJob>) -> Vec<ClaimedJob> {
+        let rates = &self.settings.key_rates;
+        if rates.is_empty() {
+            return claimed;
+        }
+        let mut buckets: HashMap<RateBucket, (RateLimit, Vec<usize>)> = HashMap::new();
+        for (i, c) in claimed.iter().enumerate() {
+            if let (Some(key), Some(rate)) = (&c.job.key, rates.get(&c.job.queue)) {
+                buckets
+                    .entry(RateBucket::key(&c.job.queue, key))
+                    .or_insert_with(|| (*rate, Vec::new()))
+                    .1
+                    .push(i);
+            }
+        }
+        let store = self.settings.store.as_ref();
+        let mut held = HashSet::new();
+        for (bucket, (rate, jobs)) in buckets {
+            let want = u32::try_from(jobs.len()).unwrap_or(u32::MAX);
+            let granted = match store.take_tokens(&bucket, rate, want).await {
+                Ok(g) => g as usize,
+                Err(e) => {
+                    tracing::warn!(%bucket, error = %e, "taking key-rate tokens failed; holding the key's jobs back");
+                    0
+                }
+            };
+            for (k, &i) in jobs.iter().enumerate().skip(granted) {
+                held.insert(i);
+                let wait = (k - granted + 1) as f64 / rate.per_second;
+                let lease = &claimed[i].lease;
+                if let Err(e) = store.snooze(lease, Duration::from_secs_f64(wait)).await {
+                    // The lease expires and the job comes back then.
+                    tracing::warn!(job = %lease.id, error = %e, "snoozing a job over its key's rate failed");
+                }
+            }
+        }
+        claimed
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| !held.contains(i))
+            .map(|(_, c)| c)
+            .collect()
     }
 
     /// Acknowledges through the completion batcher: the acknowledgments of

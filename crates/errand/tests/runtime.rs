@@ -518,3 +518,87 @@ async fn a_rate_limited_queue_starts_no_more_jobs_than_its_bucket_grants() {
         .unwrap_err();
     assert!(err.to_string().contains("does not run"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_rate_starts_no_more_of_a_keys_jobs_than_its_bucket_grants() {
+    // Each key's bucket refills on the store's clock, which only the test
+    // moves; jobs over their key's rate are snoozed without spending an
+    // attempt, and another key is not held back.
+    let (_dir, store, clock) = store_on_manual_clock();
+    let keyed = |id: &str, key: &str| {
+        NewJob::new("send", Payload::default())
+            .unwrap()
+            .with_id(JobId::new(id).unwrap())
+            .on_queue("mail")
+            .unwrap()
+            .with_key(key, errand::KeyLimit::Concurrent(100))
+            .unwrap()
+    };
+    for i in 0..5 {
+        store
+            .insert(keyed(&format!("t{i}"), "tenant-t"))
+            .await
+            .unwrap();
+    }
+    store.insert(keyed("u0", "tenant-u")).await.unwrap();
+    let started = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let s = started.clone();
+    let runtime = Runtime::builder(store.clone())
+        .handler("send", move |_: serde_json::Value, ctx| {
+            let s = s.clone();
+            async move {
+                s.lock().unwrap().push(ctx.id().to_string());
+                Outcome::Success
+            }
+        })
+        .unwrap()
+        .queue("mail", 8)
+        .unwrap()
+        .key_rate(
+            "mail",
+            errand::RateLimit {
+                per_second: 1.0,
+                burst: 2,
+            },
+        )
+        .unwrap()
+        .poll(Duration::from_millis(20))
+        .build()
+        .unwrap();
+    let s = started.clone();
+    let c = clock.clone();
+    let st = store.clone();
+    let count = move || s.lock().unwrap().len();
+    runtime
+        .run_until(async move {
+            while count() < 3 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            // Time stands still: tenant-t's burst is spent.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            assert_eq!(count(), 3, "two of tenant-t (its burst) and tenant-u's one");
+            let waiting: Vec<errand::Job> = st
+                .list(&JobFilter {
+                    state: Some(JobState::Ready),
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            assert_eq!(waiting.len(), 3, "the rest of tenant-t waits");
+            assert!(
+                waiting.iter().all(|j| j.attempts == 0),
+                "held back without spending an attempt"
+            );
+            c.advance(Duration::from_secs(1));
+            while count() < 4 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            assert_eq!(count(), 4, "one token per second");
+        })
+        .await
+        .unwrap();
+    let started = started.lock().unwrap().clone();
+    assert!(started.contains(&"u0".to_owned()), "{started:?}");
+    assert_eq!(started.iter().filter(|id| id.starts_with('t')).count(), 3);
+}

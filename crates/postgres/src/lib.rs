@@ -38,8 +38,8 @@ use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use errand_core::{
     CancelRequest, ClaimRequest, ClaimedJob, Clock, Error, Failure, Inserted, Job, JobDetail,
-    JobFilter, JobId, Lease, Name, NewJob, RateLimit, ReplayRequest, Result, Store, SweepReport,
-    Timestamp, WorkSignal,
+    JobFilter, JobId, Lease, NewJob, RateBucket, RateLimit, ReplayRequest, Result, Store,
+    SweepReport, Timestamp, WorkSignal,
 };
 use tokio_postgres::NoTls;
 
@@ -480,7 +480,7 @@ impl Store for PgStore {
         ops::list(&client, &self.queries, filter).await
     }
 
-    async fn take_tokens(&self, bucket: &Name, limit: RateLimit, want: u32) -> Result<u32> {
+    async fn take_tokens(&self, bucket: &RateBucket, limit: RateLimit, want: u32) -> Result<u32> {
         let client = self.client().await?;
         ops::take_tokens(&client, &self.queries, self.now(), bucket, limit, want).await
     }

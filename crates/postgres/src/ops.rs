@@ -721,7 +721,7 @@ pub(crate) async fn take_tokens<C: Conn>(
     client: &C,
     q: &Queries,
     now: Option<OffsetDateTime>,
-    bucket: &Name,
+    bucket: &errand_core::RateBucket,
     limit: errand_core::RateLimit,
     want: u32,
 ) -> Result<u32> {

@@ -36,8 +36,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use errand_core::{
     CancelRequest, ClaimRequest, ClaimedJob, Clock, Error, Failure, Inserted, Job, JobDetail,
-    JobFilter, JobId, Lease, Name, NewJob, RateLimit, ReplayRequest, Result, Store, SweepReport,
-    SystemClock, Timestamp, WorkSignal,
+    JobFilter, JobId, Lease, NewJob, RateBucket, RateLimit, ReplayRequest, Result, Store,
+    SweepReport, SystemClock, Timestamp, WorkSignal,
 };
 use rusqlite::{Connection, OpenFlags};
 
@@ -454,7 +454,7 @@ impl Store for SqliteStore {
         self.read(move |c| ops::list(c, &filter)).await
     }
 
-    async fn take_tokens(&self, bucket: &Name, limit: RateLimit, want: u32) -> Result<u32> {
+    async fn take_tokens(&self, bucket: &RateBucket, limit: RateLimit, want: u32) -> Result<u32> {
         let bucket = bucket.clone();
         self.op(move |c, now| ops::take_tokens(c, &bucket, limit, want, now))
             .await

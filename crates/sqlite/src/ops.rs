@@ -745,7 +745,7 @@ pub(crate) fn prune(
 /// Takes up to `want` tokens from a shared bucket.
 pub(crate) fn take_tokens(
     conn: &Connection,
-    bucket: &Name,
+    bucket: &errand_core::RateBucket,
     limit: errand_core::RateLimit,
     want: u32,
     now: Timestamp,

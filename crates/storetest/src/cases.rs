@@ -533,7 +533,7 @@ pub async fn the_rate_limit_bucket_refills_at_its_rate_up_to_its_burst(
     store: Arc<dyn Store>,
     clock: ManualClock,
 ) {
-    let bucket = Name::parse("bucket", "mail").unwrap();
+    let bucket = errand_core::RateBucket::queue(&Name::parse("queue", "mail").unwrap());
     let rate = errand_core::RateLimit {
         per_second: 2.0,
         burst: 5,
@@ -560,7 +560,7 @@ pub async fn the_rate_limit_bucket_refills_at_its_rate_up_to_its_burst(
         5,
         "capped at the burst"
     );
-    let other = Name::parse("bucket", "sms").unwrap();
+    let other = errand_core::RateBucket::queue(&Name::parse("queue", "sms").unwrap());
     assert_eq!(
         store.take_tokens(&other, rate, 3).await.unwrap(),
         3,
