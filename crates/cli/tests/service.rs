@@ -170,6 +170,29 @@ impl Drop for Backend {
     }
 }
 
+/// Kills the child if the test panics before it is waited for, so a failed
+/// test leaves no worker running.
+struct KillOnDrop(Option<Child>);
+
+impl KillOnDrop {
+    fn child(&self) -> &Child {
+        self.0.as_ref().unwrap()
+    }
+
+    fn wait_with_output(mut self) -> Output {
+        self.0.take().unwrap().wait_with_output().unwrap()
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
     while !done() {
@@ -410,14 +433,14 @@ fn a_tenant_with_10000_queued_jobs_does_not_delay_another_tenants_job_by_more_th
             log = log_path.display()
         );
         // Four slots: each claim asks for up to four jobs (one batch).
-        let w = b.worker(&["--concurrency", "4", "--exec", &cmd]);
+        let w = KillOnDrop(Some(b.worker(&["--concurrency", "4", "--exec", &cmd])));
         wait_until("tenant-b's job and 40 of tenant-a's to finish", || {
             let log = b.log();
             log.iter().any(|l| l == "end b-only")
                 && log.iter().filter(|l| l.starts_with("end a-")).count() >= 40
         });
-        signal(&w, "-TERM");
-        assert!(w.wait_with_output().unwrap().status.success());
+        signal(w.child(), "-TERM");
+        assert!(w.wait_with_output().status.success());
         let log = b.log();
         let starts: Vec<&str> = log
             .iter()

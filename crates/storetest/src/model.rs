@@ -2,13 +2,13 @@
 //! reference model of the contract and to a real store, compared after every
 //! step. The clock moves only through `Advance`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use errand_core::{
-    CancelRequest, ClaimRequest, Error, ErrorClass, Failure, JobFilter, JobId, JobState, Lease,
-    ManualClock, NewJob, Payload, ReplayRequest, RetryAt, Schedule, Store, Timestamp,
+    CancelRequest, ClaimRequest, Error, ErrorClass, Failure, JobFilter, JobId, JobState, KeyLimit,
+    Lease, ManualClock, NewJob, Payload, ReplayRequest, RetryAt, Schedule, Store, Timestamp,
 };
 
 /// One step of a sequence. Indices pick among jobs or handed-out leases
@@ -17,12 +17,14 @@ use errand_core::{
 #[allow(missing_docs)]
 #[derive(Clone, Debug)]
 pub enum Op {
-    /// Insert job `id` (one of a few names, so duplicates happen).
+    /// Insert job `id` (one of a few names, so duplicates happen), with
+    /// concurrency key `key` (see [`key_of`]).
     Enqueue {
         id: u8,
         max_attempts: u8,
         max_lost: u8,
         delay_ms: u16,
+        key: u8,
     },
     /// Claim up to `limit` jobs with a lease.
     Claim { limit: u8, lease_ms: u16 },
@@ -59,6 +61,7 @@ struct MJob {
     /// Which handed-out lease currently owns the job.
     owner: Option<usize>,
     created_seq: usize,
+    key: Option<(&'static str, KeyLimit)>,
 }
 
 /// The reference model.
@@ -84,6 +87,16 @@ enum Res {
 
 fn name(id: u8) -> String {
     format!("job-{}", id % 6)
+}
+
+/// The concurrency key of a generated job: none (half the time), key `a`
+/// with a limit of 2, or the ordered key `o`.
+fn key_of(key: u8) -> Option<(&'static str, KeyLimit)> {
+    match key % 4 {
+        0 | 1 => None,
+        2 => Some(("a", KeyLimit::Concurrent(2))),
+        _ => Some(("o", KeyLimit::Ordered)),
+    }
 }
 
 impl Model {
@@ -113,6 +126,119 @@ impl Model {
         dead
     }
 
+    /// The ready jobs their key admits now: for each key, its earliest
+    /// enqueued due jobs up to its free slots; for an ordered key its first
+    /// ready job, only if due and none of the key runs. Unkeyed due jobs are
+    /// all admitted.
+    fn admitted(&self, now: i64) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        let mut by_seq: Vec<(&String, &MJob)> = self.jobs.iter().collect();
+        by_seq.sort_by_key(|(_, j)| j.created_seq);
+        for (id, j) in &by_seq {
+            if j.key.is_none() && j.state == JobState::Ready && j.available_at <= now {
+                out.insert((*id).clone());
+            }
+        }
+        for key in ["a", "o"] {
+            let of_key = || {
+                by_seq
+                    .iter()
+                    .filter(move |(_, j)| j.key.is_some_and(|k| k.0 == key))
+            };
+            let running = of_key()
+                .filter(|(_, j)| j.state == JobState::Running)
+                .count();
+            let mut ready = of_key().filter(|(_, j)| j.state == JobState::Ready);
+            match of_key().next().and_then(|(_, j)| j.key) {
+                None => {}
+                Some((_, KeyLimit::Ordered)) => {
+                    if running == 0
+                        && let Some((id, j)) = ready.next()
+                        && j.available_at <= now
+                    {
+                        out.insert((*id).clone());
+                    }
+                }
+                Some((_, KeyLimit::Concurrent(n))) => {
+                    let slots = (n as usize).saturating_sub(running);
+                    out.extend(
+                        ready
+                            .filter(|(_, j)| j.available_at <= now)
+                            .take(slots)
+                            .map(|(id, _)| (*id).clone()),
+                    );
+                }
+            }
+        }
+        out
+    }
+
+    /// A claim. Without keyed jobs among the admitted ones the choice is
+    /// exact: reclaimable expired leases first (oldest lease first), then
+    /// admitted ready jobs by due time and id. With keyed ones the stores
+    /// may order across keys differently (PostgreSQL visits keys best
+    /// first), so the store's `choice` is accepted if it is a valid claim:
+    /// the same expired jobs first, then as many distinct admitted jobs as
+    /// the limit and the admitted set allow.
+    fn claim(&mut self, limit: u8, lease_ms: u16, now: i64, choice: &[String]) -> Res {
+        self.expire_final(now);
+        let limit = usize::from(limit % 4);
+        let mut expired: Vec<(i64, String)> = self
+            .jobs
+            .iter()
+            .filter(|(_, j)| {
+                j.state == JobState::Running
+                    && j.lease_until.is_some_and(|u| u <= now)
+                    && j.attempts < j.max_attempts
+                    && j.lease_expiries + 1 < j.max_lease_expiries
+            })
+            .map(|(id, j)| (j.lease_until.unwrap_or(0), id.clone()))
+            .collect();
+        expired.sort();
+        let admitted = self.admitted(now);
+        let mut ready: Vec<(i64, String)> = admitted
+            .iter()
+            .filter_map(|id| self.jobs.get(id).map(|j| (j.available_at, id.clone())))
+            .collect();
+        ready.sort();
+        let exact: Vec<String> = expired
+            .iter()
+            .cloned()
+            .chain(ready)
+            .map(|(_, id)| id)
+            .take(limit)
+            .collect();
+        let keyed_admitted = admitted
+            .iter()
+            .any(|id| self.jobs.get(id).is_some_and(|j| j.key.is_some()));
+        let n_expired = expired.len().min(limit);
+        let valid_choice = choice.len() == exact.len()
+            && choice[..n_expired] == exact[..n_expired]
+            && choice[n_expired..].iter().all(|id| admitted.contains(id))
+            && choice.iter().collect::<BTreeSet<_>>().len() == choice.len();
+        let picked = if keyed_admitted && valid_choice {
+            choice.to_vec()
+        } else {
+            exact
+        };
+        let mut out = Vec::new();
+        for id in picked {
+            let lease_no = self.leases.len();
+            if let Some(j) = self.jobs.get_mut(&id) {
+                if j.state == JobState::Running {
+                    j.lease_expiries += 1;
+                }
+                j.state = JobState::Running;
+                j.attempts += 1;
+                j.lease_until = Some(now + i64::from(lease_ms) + 1);
+                j.owner = Some(lease_no);
+                self.leases.push((id.clone(), j.attempts));
+                out.push((id, j.attempts));
+            }
+        }
+        Res::Claimed(out)
+    }
+
     fn apply(&mut self, op: &Op, now: i64) -> Res {
         match *op {
             Op::Enqueue {
@@ -120,6 +246,7 @@ impl Model {
                 max_attempts,
                 max_lost,
                 delay_ms,
+                key,
             } => {
                 let id = name(id);
                 if !self.jobs.contains_key(&id) {
@@ -137,56 +264,13 @@ impl Model {
                             lease_until: None,
                             owner: None,
                             created_seq: self.created,
+                            key: key_of(key),
                         },
                     );
                 }
                 Res::Ok
             }
-            Op::Claim { limit, lease_ms } => {
-                self.expire_final(now);
-                let limit = usize::from(limit % 4);
-                let mut expired: Vec<(i64, String)> = self
-                    .jobs
-                    .iter()
-                    .filter(|(_, j)| {
-                        j.state == JobState::Running
-                            && j.lease_until.is_some_and(|u| u <= now)
-                            && j.attempts < j.max_attempts
-                            && j.lease_expiries + 1 < j.max_lease_expiries
-                    })
-                    .map(|(id, j)| (j.lease_until.unwrap_or(0), id.clone()))
-                    .collect();
-                expired.sort();
-                let mut ready: Vec<(i64, String)> = self
-                    .jobs
-                    .iter()
-                    .filter(|(_, j)| j.state == JobState::Ready && j.available_at <= now)
-                    .map(|(id, j)| (j.available_at, id.clone()))
-                    .collect();
-                ready.sort();
-                let picked: Vec<String> = expired
-                    .into_iter()
-                    .chain(ready)
-                    .map(|(_, id)| id)
-                    .take(limit)
-                    .collect();
-                let mut out = Vec::new();
-                for id in picked {
-                    let lease_no = self.leases.len();
-                    if let Some(j) = self.jobs.get_mut(&id) {
-                        if j.state == JobState::Running {
-                            j.lease_expiries += 1;
-                        }
-                        j.state = JobState::Running;
-                        j.attempts += 1;
-                        j.lease_until = Some(now + i64::from(lease_ms) + 1);
-                        j.owner = Some(lease_no);
-                        self.leases.push((id.clone(), j.attempts));
-                        out.push((id, j.attempts));
-                    }
-                }
-                Res::Claimed(out)
-            }
+            Op::Claim { .. } => unreachable!("claims go through Model::claim"),
             Op::Complete { lease }
             | Op::Fail { lease, .. }
             | Op::Snooze { lease, .. }
@@ -288,12 +372,17 @@ async fn apply_store(store: &dyn Store, leases: &mut Vec<Lease>, op: &Op) -> Res
             max_attempts,
             max_lost,
             delay_ms,
+            key,
         } => {
             let job = NewJob::new("model", Payload::default())
                 .and_then(|j| j.with_max_attempts(u32::from(max_attempts % 3 + 1)))
                 .and_then(|j| j.with_max_lease_expiries(u32::from(max_lost % 3 + 1)))
                 .map(|j| j.with_id(JobId::new(name(id)).unwrap_or_else(|_| JobId::generate())))
-                .map(|j| j.scheduled(Schedule::After(ms(delay_ms))));
+                .map(|j| j.scheduled(Schedule::After(ms(delay_ms))))
+                .and_then(|j| match key_of(key) {
+                    Some((k, limit)) => j.with_key(k, limit),
+                    None => Ok(j),
+                });
             match job {
                 Ok(job) => reduce(store.insert(job).await),
                 Err(e) => panic!("bad generated job: {e}"),
@@ -394,8 +483,14 @@ pub async fn check(store: Arc<dyn Store>, clock: ManualClock, ops: Vec<Op>) {
             clock.advance(ms(*n));
         }
         let now = errand_core::Clock::now(&clock).as_millis();
-        let expected = model.apply(op, now);
         let got = apply_store(store.as_ref(), &mut leases, op).await;
+        let expected = match (op, &got) {
+            (Op::Claim { limit, lease_ms }, Res::Claimed(choice)) => {
+                let ids: Vec<String> = choice.iter().map(|(id, _)| id.clone()).collect();
+                model.claim(*limit, *lease_ms, now, &ids)
+            }
+            _ => model.apply(op, now),
+        };
         assert_eq!(got, expected, "step {step}: {op:?} returned differently");
         let jobs = store
             .list(&JobFilter {
@@ -443,7 +538,7 @@ pub async fn check(store: Arc<dyn Store>, clock: ManualClock, ops: Vec<Op>) {
 pub fn op_strategy() -> impl proptest::strategy::Strategy<Value = Op> {
     use proptest::prelude::*;
     prop_oneof![
-        3 => (any::<u8>(), any::<u8>(), any::<u8>(), prop_oneof![Just(0u16), 0u16..3000]).prop_map(|(id, max_attempts, max_lost, delay_ms)| Op::Enqueue { id, max_attempts, max_lost, delay_ms }),
+        3 => (any::<u8>(), any::<u8>(), any::<u8>(), prop_oneof![Just(0u16), 0u16..3000], any::<u8>()).prop_map(|(id, max_attempts, max_lost, delay_ms, key)| Op::Enqueue { id, max_attempts, max_lost, delay_ms, key }),
         4 => (any::<u8>(), 1u16..2000).prop_map(|(limit, lease_ms)| Op::Claim { limit, lease_ms }),
         2 => any::<u8>().prop_map(|lease| Op::Complete { lease }),
         2 => (any::<u8>(), proptest::option::of(0u16..3000)).prop_map(|(lease, retry_ms)| Op::Fail { lease, retry_ms }),
