@@ -30,7 +30,7 @@ use errand::{
 use serde::Serialize;
 
 use crate::app::{App, Decision, EXPIRY_KIND, EXPIRY_QUEUE, ExpiryPayload, ExpiryRun};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// The retry policy of failed expiries.
 pub const RETRY: RetryPolicy = RetryPolicy::ExponentialProportional {
@@ -243,7 +243,8 @@ async fn handle(
             outcome
         }
         Err(e) if e.is_permanent() => Outcome::permanent(e),
-        Err(e @ Error::Timeout(_)) => Outcome::retry(e),
+        // Database failures, timeouts included, may pass: retry on the
+        // policy. The error text names a timeout as such.
         Err(e) => Outcome::retry(e),
     }
 }
