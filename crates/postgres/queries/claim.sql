@@ -11,11 +11,16 @@
 -- its first ready job, only if due. A saturated key costs one probe, not a
 -- scan of its backlog. Holding the key lock, no other claim can start a
 -- keyed job between these counts and this statement's commit.
+--
+-- The due-set scans compare with `coalesce($1, now())` directly rather
+-- than joining `t`: as a plain index scan the planner takes the index
+-- whose order the LIMIT needs even before the table has statistics (joined
+-- to `t` it once chose the per-queue index and sorted the whole backlog).
 WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now),
 expired AS (
     SELECT j.id, 0 AS src, 0::smallint AS priority, j.lease_until AS due
-    FROM __SCHEMA__.errand_jobs j, t
-    WHERE j.state = 'running' AND j.lease_until <= t.now AND j.attempts < j.max_attempts
+    FROM __SCHEMA__.errand_jobs j
+    WHERE j.state = 'running' AND j.lease_until <= coalesce($1::timestamptz, now()) AND j.attempts < j.max_attempts
       AND j.lease_expiries + 1 < j.max_lease_expiries
       AND ($3::text[] IS NULL OR j.queue = ANY ($3::text[]))
     ORDER BY j.lease_until, j.id
@@ -24,8 +29,9 @@ expired AS (
 ),
 ready AS (
     SELECT j.id, 1 AS src, j.priority, j.available_at AS due
-    FROM __SCHEMA__.errand_jobs j, t
-    WHERE j.state = 'ready' AND j.key_name IS NULL AND j.available_at <= t.now
+    FROM __SCHEMA__.errand_jobs j
+    WHERE j.state = 'ready' AND j.key_name IS NULL
+      AND j.available_at <= coalesce($1::timestamptz, now())
       AND ($3::text[] IS NULL OR j.queue = ANY ($3::text[]))
     ORDER BY j.priority DESC, j.available_at, j.id
     LIMIT $2
