@@ -3,10 +3,9 @@
 //!
 //! Policy: 7 attempts per replay cycle; a retryable failure waits on
 //! Errand's exponential-plus-proportional-jitter policy with a 5 s base, a
-//! 15-minute cap and up to 20% jitter. Errand's formula is `min(max,
-//! base·2^attempt)` with 1-based attempts, so the waits after attempts 1–6
-//! are 10, 20, 40, 80, 160 and 320 s (each plus up to 20%); attempt 7 is
-//! the last. A missing reservation or an invalid payload is permanent (dead
+//! 15-minute cap and up to 20% jitter: `min(max, base·2^(attempt−1))`, so
+//! the waits after attempts 1–6 are 5, 10, 20, 40, 80 and 160 s (each plus
+//! up to 20%); attempt 7 is the last. A missing reservation or an invalid payload is permanent (dead
 //! at once). A database timeout, like every other database failure, is
 //! retryable. A retry only moves the job's delivery time: the deadline it
 //! enforces is in its payload and in the reservation row, and neither
@@ -337,11 +336,8 @@ mod tests {
     #[test]
     fn the_retry_schedule_is_5s_doubling_with_up_to_20_percent_jitter() {
         let s = |n| RETRY.delay_for(n, 0.0).as_secs();
-        assert_eq!(
-            (1..=6).map(s).collect::<Vec<_>>(),
-            [10, 20, 40, 80, 160, 320]
-        );
-        assert_eq!(RETRY.delay_for(1, 0.999_999).as_millis() / 100, 119);
+        assert_eq!((1..=6).map(s).collect::<Vec<_>>(), [5, 10, 20, 40, 80, 160]);
+        assert_eq!(RETRY.delay_for(1, 0.999_999).as_millis() / 100, 59);
         assert_eq!(RETRY.delay_for(30, 0.0), Duration::from_secs(900));
         assert!(RETRY.delay_for(30, 0.999_999) < Duration::from_secs(1080));
     }

@@ -9,7 +9,7 @@
 //! |---|---|
 //! | equal jitter (default) | `cap = min(max, base·2^(n−1))`, delay = `cap/2 + u·cap/2` ∈ `[cap/2, cap)` |
 //! | full jitter | `cap` as above, delay = `u·cap` ∈ `[0, cap)` |
-//! | exponential + proportional jitter | `d = min(max, base·2^n)`, delay = `d + u·(p/100)·d` |
+//! | exponential + proportional jitter | `d = min(max, base·2^(n−1))`, delay = `d + u·(p/100)·d` |
 //! | fixed | `delay` |
 //! | custom | a function of the attempt and the sample |
 
@@ -40,7 +40,8 @@ pub enum RetryPolicy {
         /// Upper bound of any cap.
         max: Duration,
     },
-    /// `d = min(max, base·2^attempt)` plus up to `percent`% of `d`.
+    /// `d = min(max, base·2^(attempt−1))` plus up to `percent`% of `d`: the
+    /// first retry waits `base` (plus jitter), each later one twice as long.
     ExponentialProportional {
         /// Base delay.
         base: Duration,
@@ -111,7 +112,7 @@ impl RetryPolicy {
                 capped_exponential(*base, *max, attempt - 1).mul_f64(u)
             }
             RetryPolicy::ExponentialProportional { base, max, percent } => {
-                let d = capped_exponential(*base, *max, attempt);
+                let d = capped_exponential(*base, *max, attempt - 1);
                 d + d.mul_f64(f64::from(*percent) / 100.0 * u)
             }
             RetryPolicy::Fixed(d) => *d,
@@ -162,8 +163,9 @@ mod tests {
             max: ms(900_000),
             percent: 20,
         };
-        assert_eq!(prop.delay_for(1, 0.0), ms(10_000));
-        assert_eq!(prop.delay_for(1, 0.5), ms(11_000));
+        assert_eq!(prop.delay_for(1, 0.0), ms(5_000));
+        assert_eq!(prop.delay_for(1, 0.5), ms(5_500));
+        assert_eq!(prop.delay_for(2, 0.0), ms(10_000));
         assert_eq!(prop.delay_for(30, 0.0), ms(900_000));
         assert_eq!(RetryPolicy::Fixed(ms(7)).delay_for(9, 0.3), ms(7));
         let custom = RetryPolicy::Custom(Arc::new(|n, _| Duration::from_secs(u64::from(n))));
