@@ -1,0 +1,575 @@
+//! The checker: figures over the recorded history and the final database.
+//! Pure functions over plain data, so every figure has a unit test that
+//! makes it non-zero.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::Serialize;
+
+/// What the load generator learned about one id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Enqueue {
+    /// The insert returned the job.
+    Ok,
+    /// The insert was refused before anything was written.
+    Failed,
+    /// The insert errored and its outcome is unknown.
+    Ambiguous,
+}
+
+/// One id the load generator tried to enqueue.
+#[derive(Clone, Debug)]
+pub struct Intent {
+    pub status: Enqueue,
+    pub poison: bool,
+}
+
+/// A job as the database has it at the end.
+#[derive(Clone, Debug)]
+pub struct FinalJob {
+    pub state: String,
+    pub attempts: u32,
+    pub max_attempts: u32,
+    pub last_error_class: Option<String>,
+    /// (attempt, started_at ms, finished_at ms, outcome)
+    pub history: Vec<(u32, i64, Option<i64>, Option<String>)>,
+}
+
+/// A handler start from `exec.log`.
+#[derive(Clone, Debug)]
+pub struct Start {
+    pub id: String,
+    pub attempt: u32,
+    pub worker: i32,
+    pub at: i64,
+}
+
+/// One `errand work --json` report line, with the worker that printed it.
+#[derive(Clone, Debug)]
+pub struct Report {
+    pub worker: i32,
+    pub id: String,
+    pub attempt: u32,
+    pub outcome: String,
+    pub acknowledged: bool,
+}
+
+/// Everything the checker reads.
+#[derive(Clone, Debug, Default)]
+pub struct History {
+    pub intents: BTreeMap<String, Intent>,
+    /// Every job id the final listing returned (duplicates kept).
+    pub listed: Vec<String>,
+    /// Details of every distinct listed id.
+    pub jobs: HashMap<String, FinalJob>,
+    pub starts: Vec<Start>,
+    /// `(id, applied)` from `effects.log`.
+    pub effects: Vec<(String, bool)>,
+    pub reports: Vec<Report>,
+    /// Worker outages: (worker pid, ms) — nemesis kills, poison kills and
+    /// SIGSTOPs.
+    pub deaths: Vec<(i32, i64)>,
+    pub lease_ms: u64,
+    pub integrity: Option<String>,
+}
+
+/// The checker's figures.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Figures {
+    pub enqueued_ok: u64,
+    pub enqueued_failed: u64,
+    pub enqueued_ambiguous: u64,
+    pub executions: u64,
+    pub redeliveries: u64,
+    pub completed: u64,
+    pub dead: u64,
+    pub effects_applied: u64,
+    pub effect_repeats: u64,
+    pub stale_token_rejections: u64,
+    pub worker_outages: u64,
+    // Safety: each must be 0.
+    pub lost: u64,
+    pub duplicate_jobs: u64,
+    pub duplicate_effects: u64,
+    pub unexpected: u64,
+    pub stuck: u64,
+    pub attempts_over_max: u64,
+    pub overlapping_valid_leases: u64,
+    pub acks_not_recorded: u64,
+    pub poison_not_quarantined: u64,
+    pub recovery_samples: u64,
+    pub recovery_p50_ms: Option<u64>,
+    pub recovery_p99_ms: Option<u64>,
+    pub recovery_max_ms: Option<u64>,
+    pub lease_ms: u64,
+    pub integrity_check: String,
+}
+
+impl Figures {
+    /// The safety figures, each of which must be 0.
+    pub fn safety(&self) -> [(&'static str, u64); 9] {
+        [
+            ("lost", self.lost),
+            ("duplicate_jobs", self.duplicate_jobs),
+            ("duplicate_effects", self.duplicate_effects),
+            ("unexpected", self.unexpected),
+            ("stuck", self.stuck),
+            ("attempts_over_max", self.attempts_over_max),
+            ("overlapping_valid_leases", self.overlapping_valid_leases),
+            ("acks_not_recorded", self.acks_not_recorded),
+            ("poison_not_quarantined", self.poison_not_quarantined),
+        ]
+    }
+
+    /// Why the run failed, if it did.
+    pub fn violations(&self, require_stale: bool, require_recovery: bool) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .safety()
+            .iter()
+            .filter(|(_, n)| *n != 0)
+            .map(|(name, n)| format!("{name} = {n} (must be 0)"))
+            .collect();
+        if self.integrity_check != "ok" && self.integrity_check != "n/a" {
+            v.push(format!("integrity_check = {}", self.integrity_check));
+        }
+        if require_stale && self.stale_token_rejections == 0 {
+            v.push("stale_token_rejections = 0: the pauses proved nothing".into());
+        }
+        if require_recovery && self.recovery_samples == 0 {
+            v.push("no recovery sample: no kill hit a job in flight".into());
+        }
+        v
+    }
+}
+
+fn percentile(sorted: &[u64], p: f64) -> Option<u64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted.get(rank.clamp(1, sorted.len()) - 1).copied()
+}
+
+const SETTLED_OK: &str = "succeeded";
+
+/// Computes every figure.
+pub fn check(h: &History) -> Figures {
+    let mut f = Figures {
+        lease_ms: h.lease_ms,
+        integrity_check: h.integrity.clone().unwrap_or_else(|| "n/a".into()),
+        ..Figures::default()
+    };
+    for intent in h.intents.values() {
+        match intent.status {
+            Enqueue::Ok => f.enqueued_ok += 1,
+            Enqueue::Failed => f.enqueued_failed += 1,
+            Enqueue::Ambiguous => f.enqueued_ambiguous += 1,
+        }
+    }
+    // The ids the checker accepts in the database: acknowledged or ambiguous.
+    let may_exist = |id: &str| {
+        h.intents
+            .get(id)
+            .is_some_and(|i| i.status != Enqueue::Failed)
+    };
+
+    // duplicate_jobs / unexpected over the listing.
+    let mut seen = BTreeSet::new();
+    for id in &h.listed {
+        if !seen.insert(id.as_str()) {
+            f.duplicate_jobs += 1;
+        }
+        if !may_exist(id) {
+            f.unexpected += 1;
+        }
+    }
+
+    // Effects.
+    let mut applied: HashMap<&str, u64> = HashMap::new();
+    for (id, was_applied) in &h.effects {
+        if *was_applied {
+            f.effects_applied += 1;
+            *applied.entry(id).or_default() += 1;
+        } else {
+            f.effect_repeats += 1;
+        }
+        if !may_exist(id) {
+            f.unexpected += 1;
+        }
+    }
+    f.duplicate_effects = applied.values().map(|n| n.saturating_sub(1)).sum();
+
+    // Executions.
+    f.executions = h.starts.len() as u64;
+    let executed: BTreeSet<&str> = h.starts.iter().map(|s| s.id.as_str()).collect();
+    f.redeliveries = f.executions - executed.len() as u64;
+    f.unexpected += executed.iter().filter(|id| !may_exist(id)).count() as u64;
+
+    // Final states.
+    for (id, intent) in &h.intents {
+        let job = h.jobs.get(id);
+        match (intent.status, job) {
+            (Enqueue::Ok, None) => f.lost += 1,
+            (_, Some(j)) => {
+                match j.state.as_str() {
+                    "done" => {
+                        f.completed += 1;
+                        if !applied.contains_key(id.as_str()) {
+                            // Done, yet no handler ever applied its effect.
+                            f.lost += 1;
+                        }
+                    }
+                    "dead" => f.dead += 1,
+                    "ready" | "running" => {
+                        f.stuck += 1;
+                        if intent.status == Enqueue::Ok {
+                            f.lost += 1;
+                        }
+                    }
+                    _ => {
+                        if intent.status == Enqueue::Ok {
+                            f.lost += 1;
+                        }
+                    }
+                }
+                if intent.poison
+                    && !(j.state == "dead" && j.last_error_class.as_deref() == Some("lost_lease"))
+                {
+                    f.poison_not_quarantined += 1;
+                }
+                let over_history = j.history.len() as u32 > j.max_attempts;
+                if j.attempts > j.max_attempts || over_history {
+                    f.attempts_over_max += 1;
+                }
+            }
+            (_, None) => {}
+        }
+    }
+    f.attempts_over_max += h
+        .starts
+        .iter()
+        .filter(|s| {
+            h.jobs
+                .get(&s.id)
+                .is_some_and(|j| s.attempt > j.max_attempts)
+        })
+        .count() as u64;
+
+    // Settled intervals: overlapping_valid_leases.
+    for j in h.jobs.values() {
+        let ok: Vec<(i64, i64)> = j
+            .history
+            .iter()
+            .filter(|(_, _, _, o)| o.as_deref() == Some(SETTLED_OK))
+            .map(|(_, s, e, _)| (*s, e.unwrap_or(i64::MAX)))
+            .collect();
+        for (i, a) in ok.iter().enumerate() {
+            for b in ok.iter().skip(i + 1) {
+                if a.0 <= b.1 && b.0 <= a.1 {
+                    f.overlapping_valid_leases += 1;
+                }
+            }
+        }
+    }
+
+    // Reports: stale tokens and acknowledgments the database must show.
+    for r in &h.reports {
+        if r.outcome == "lease_lost" {
+            f.stale_token_rejections += 1;
+        }
+        if r.acknowledged && r.outcome == "acknowledged" {
+            let recorded = h.jobs.get(&r.id).is_some_and(|j| {
+                j.history
+                    .iter()
+                    .any(|(a, _, _, o)| *a == r.attempt && o.as_deref() == Some(SETTLED_OK))
+            });
+            if !recorded {
+                f.acks_not_recorded += 1;
+            }
+        }
+    }
+
+    // Recovery latency: from a worker's death to the next start of each job
+    // it held (started by it, never reported settled by it).
+    f.worker_outages = h.deaths.len() as u64;
+    let settled: BTreeSet<(i32, &str, u32)> = h
+        .reports
+        .iter()
+        .filter(|r| r.outcome != "lease_lost")
+        .map(|r| (r.worker, r.id.as_str(), r.attempt))
+        .collect();
+    let mut samples = Vec::new();
+    for (pid, died) in &h.deaths {
+        for s in h.starts.iter().filter(|s| {
+            s.worker == *pid
+                && s.at <= *died
+                && !settled.contains(&(*pid, s.id.as_str(), s.attempt))
+        }) {
+            let next = h
+                .starts
+                .iter()
+                .filter(|n| n.id == s.id && n.at > *died)
+                .map(|n| n.at)
+                .min();
+            if let Some(next) = next {
+                samples.push(u64::try_from(next - died).unwrap_or(0));
+            }
+        }
+    }
+    samples.sort_unstable();
+    f.recovery_samples = samples.len() as u64;
+    f.recovery_p50_ms = percentile(&samples, 50.0);
+    f.recovery_p99_ms = percentile(&samples, 99.0);
+    f.recovery_max_ms = samples.last().copied();
+    f
+}
+
+/// The human table.
+pub fn table(f: &Figures) -> String {
+    let opt = |v: Option<u64>| v.map_or("-".to_owned(), |v| format!("{v} ms"));
+    let mut rows: Vec<(String, String)> = vec![
+        (
+            "enqueued ok / failed / ambiguous".into(),
+            format!(
+                "{} / {} / {}",
+                f.enqueued_ok, f.enqueued_failed, f.enqueued_ambiguous
+            ),
+        ),
+        ("executions".into(), f.executions.to_string()),
+        ("redeliveries".into(), f.redeliveries.to_string()),
+        ("completed".into(), f.completed.to_string()),
+        ("dead".into(), f.dead.to_string()),
+        (
+            "effects applied / repeats".into(),
+            format!("{} / {}", f.effects_applied, f.effect_repeats),
+        ),
+        (
+            "worker outages (kills + pauses)".into(),
+            f.worker_outages.to_string(),
+        ),
+        (
+            "stale_token_rejections".into(),
+            f.stale_token_rejections.to_string(),
+        ),
+    ];
+    for (name, n) in f.safety() {
+        rows.push((format!("{name} (must be 0)"), n.to_string()));
+    }
+    rows.push((
+        format!("recovery p50 / p99 / max (n={})", f.recovery_samples),
+        format!(
+            "{} / {} / {}   (lease {} ms)",
+            opt(f.recovery_p50_ms),
+            opt(f.recovery_p99_ms),
+            opt(f.recovery_max_ms),
+            f.lease_ms
+        ),
+    ));
+    rows.push(("sqlite integrity_check".into(), f.integrity_check.clone()));
+    let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    rows.iter()
+        .map(|(k, v)| format!("  {k:<width$}  {v}\n"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn job(state: &str, history: Vec<(u32, i64, Option<i64>, Option<String>)>) -> FinalJob {
+        FinalJob {
+            state: state.into(),
+            attempts: history.len() as u32,
+            max_attempts: 25,
+            last_error_class: None,
+            history,
+        }
+    }
+
+    fn ok(a: u32, s: i64, e: i64) -> (u32, i64, Option<i64>, Option<String>) {
+        (a, s, Some(e), Some("succeeded".into()))
+    }
+
+    fn start(id: &str, attempt: u32, worker: i32, at: i64) -> Start {
+        Start {
+            id: id.into(),
+            attempt,
+            worker,
+            at,
+        }
+    }
+
+    /// A clean history: one job enqueued, run twice (a kill), done, one effect.
+    fn clean() -> History {
+        let mut h = History {
+            lease_ms: 1000,
+            ..History::default()
+        };
+        h.intents.insert(
+            "a".into(),
+            Intent {
+                status: Enqueue::Ok,
+                poison: false,
+            },
+        );
+        h.listed.push("a".into());
+        h.jobs.insert(
+            "a".into(),
+            job(
+                "done",
+                vec![
+                    (1, 0, Some(1100), Some("lease_expired".into())),
+                    ok(2, 1100, 1200),
+                ],
+            ),
+        );
+        h.starts = vec![start("a", 1, 7, 10), start("a", 2, 8, 1150)];
+        h.effects = vec![("a".into(), true)];
+        h.deaths = vec![(7, 50)];
+        h.reports = vec![Report {
+            worker: 8,
+            id: "a".into(),
+            attempt: 2,
+            outcome: "acknowledged".into(),
+            acknowledged: true,
+        }];
+        h
+    }
+
+    #[test]
+    fn a_clean_history_has_no_violation_and_one_recovery_sample() {
+        let f = check(&clean());
+        assert!(f.violations(false, true).is_empty(), "{f:?}");
+        assert_eq!((f.executions, f.redeliveries, f.completed), (2, 1, 1));
+        assert_eq!(f.recovery_samples, 1);
+        assert_eq!(f.recovery_p50_ms, Some(1100));
+        assert!(
+            !f.violations(true, true).is_empty(),
+            "stale tokens required"
+        );
+    }
+
+    #[test]
+    fn every_safety_figure_can_fire() {
+        let mut h = clean();
+        // lost: an acknowledged id missing from the database.
+        h.intents.insert(
+            "gone".into(),
+            Intent {
+                status: Enqueue::Ok,
+                poison: false,
+            },
+        );
+        // unexpected: a job nobody enqueued, and an effect for it.
+        h.listed.push("ghost".into());
+        h.effects.push(("ghost".into(), true));
+        // duplicate_jobs.
+        h.listed.push("a".into());
+        // duplicate_effects.
+        h.effects.push(("a".into(), true));
+        // stuck (and lost: acknowledged but not finished).
+        h.intents.insert(
+            "s".into(),
+            Intent {
+                status: Enqueue::Ok,
+                poison: false,
+            },
+        );
+        h.jobs.insert("s".into(), job("running", vec![]));
+        // attempts_over_max.
+        h.starts.push(start("a", 26, 8, 2000));
+        // overlapping_valid_leases: two accepted settlements of b overlapping.
+        h.intents.insert(
+            "b".into(),
+            Intent {
+                status: Enqueue::Ok,
+                poison: false,
+            },
+        );
+        h.effects.push(("b".into(), true));
+        h.jobs.insert(
+            "b".into(),
+            job("done", vec![ok(1, 0, 500), ok(2, 400, 900)]),
+        );
+        // acks_not_recorded: a report of an ack the history does not hold.
+        h.reports.push(Report {
+            worker: 8,
+            id: "a".into(),
+            attempt: 1,
+            outcome: "acknowledged".into(),
+            acknowledged: true,
+        });
+        // poison_not_quarantined.
+        h.intents.insert(
+            "p".into(),
+            Intent {
+                status: Enqueue::Ok,
+                poison: true,
+            },
+        );
+        h.jobs.insert("p".into(), job("done", vec![ok(1, 0, 1)]));
+        h.effects.push(("p".into(), true));
+        let f = check(&h);
+        for (name, n) in f.safety() {
+            assert!(n > 0, "{name} did not fire: {f:?}");
+        }
+        assert_eq!(f.lost, 2);
+        assert_eq!(f.stuck, 1);
+    }
+
+    #[test]
+    fn ambiguous_ids_may_be_present_or_absent_but_failed_ones_must_be_absent() {
+        let mut h = clean();
+        h.intents.insert(
+            "maybe".into(),
+            Intent {
+                status: Enqueue::Ambiguous,
+                poison: false,
+            },
+        );
+        assert!(check(&h).violations(false, false).is_empty());
+        h.intents.insert(
+            "no".into(),
+            Intent {
+                status: Enqueue::Failed,
+                poison: false,
+            },
+        );
+        h.listed.push("no".into());
+        h.jobs.insert("no".into(), job("ready", vec![]));
+        let f = check(&h);
+        assert_eq!(f.unexpected, 1);
+        assert_eq!(f.stuck, 1);
+    }
+
+    #[test]
+    fn a_zombies_lease_lost_reports_count_as_stale_token_rejections() {
+        let mut h = clean();
+        h.reports.push(Report {
+            worker: 7,
+            id: "a".into(),
+            attempt: 1,
+            outcome: "lease_lost".into(),
+            acknowledged: false,
+        });
+        let f = check(&h);
+        assert_eq!(f.stale_token_rejections, 1);
+        assert!(f.violations(true, true).is_empty());
+        // A refused settlement does not release the job: it was still held.
+        assert_eq!(f.recovery_samples, 1);
+        // An accepted one does.
+        h.reports[1].outcome = "retry_scheduled".into();
+        assert_eq!(check(&h).recovery_samples, 0);
+    }
+
+    #[test]
+    fn percentiles() {
+        let v: Vec<u64> = (1..=100).collect();
+        assert_eq!(percentile(&v, 50.0), Some(50));
+        assert_eq!(percentile(&v, 99.0), Some(99));
+        assert_eq!(percentile(&[5], 99.0), Some(5));
+        assert_eq!(percentile(&[], 50.0), None);
+    }
+}

@@ -1,0 +1,140 @@
+//! `errand-harness handle --dir D`: the job handler every worker runs with
+//! `errand work --exec`. It records the execution, performs an idempotent
+//! effect keyed by the job id, and — for the poison kind — SIGKILLs the
+//! worker that runs it.
+//!
+//! Log lines (one `write` each, O_APPEND, well under PIPE_BUF):
+//! - `exec.log`: `start ID ATTEMPT WORKER_PID PID MS` and
+//!   `end ID ATTEMPT WORKER_PID PID MS ok|fail`
+//! - `effects.log`: `applied ID ATTEMPT MS` or `repeat ID ATTEMPT MS`
+//! - `deaths.log`: `poison WORKER_PID MS` just before the poison kill
+
+use std::io::{Read, Write};
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+
+/// What a job's payload asks the handler to do.
+#[derive(Debug, Default, Deserialize)]
+pub struct Work {
+    /// How long the handler works before its effect.
+    #[serde(default)]
+    pub ms: u64,
+    /// The first `fail_first` attempts fail with EXIT_TEMPFAIL.
+    #[serde(default)]
+    pub fail_first: u32,
+}
+
+pub fn now_ms() -> i64 {
+    errand::Timestamp::now().as_millis()
+}
+
+pub fn append(path: &Path, line: &str) -> Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("open {}", path.display()))?;
+    f.write_all(format!("{line}\n").as_bytes())
+        .with_context(|| format!("append to {}", path.display()))?;
+    Ok(())
+}
+
+fn parent_of(pid: i32) -> Option<(i32, String)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // pid (comm) state ppid ...; comm may contain spaces: split after the last ')'.
+    let open = stat.find('(')?;
+    let close = stat.rfind(')')?;
+    let comm = stat.get(open + 1..close)?.to_owned();
+    let ppid = stat.get(close + 2..)?.split(' ').nth(1)?.parse().ok()?;
+    Some((ppid, comm))
+}
+
+/// The `errand` process this handler runs under: the parent, or the
+/// parent's parent when `sh -c` did not exec.
+fn worker_pid() -> i32 {
+    let mut pid = std::process::id() as i32;
+    for _ in 0..4 {
+        let Some((ppid, _)) = parent_of(pid) else {
+            return 0;
+        };
+        if let Some((_, comm)) = parent_of(ppid)
+            && comm == "errand"
+        {
+            return ppid;
+        }
+        pid = ppid;
+    }
+    0
+}
+
+fn env(name: &str) -> Result<String> {
+    std::env::var(name)
+        .with_context(|| format!("{name} is not set: run under `errand work --exec`"))
+}
+
+/// Runs one job; the returned code is the process's exit status.
+pub fn handle(dir: &Path) -> Result<i32> {
+    let id = env("ERRAND_JOB_ID")?;
+    let attempt: u32 = env("ERRAND_ATTEMPT")?.parse().context("ERRAND_ATTEMPT")?;
+    let kind = env("ERRAND_KIND")?;
+    let mut input = String::new();
+    std::io::stdin()
+        .read_to_string(&mut input)
+        .context("read the payload")?;
+    let work: Work = serde_json::from_str(&input).unwrap_or_default();
+    let worker = worker_pid();
+    let me = std::process::id();
+    append(
+        &dir.join("exec.log"),
+        &format!("start {id} {attempt} {worker} {me} {}", now_ms()),
+    )?;
+    if kind == "poison" {
+        if worker == 0 {
+            bail!("the poison handler found no errand worker above it");
+        }
+        append(
+            &dir.join("deaths.log"),
+            &format!("poison {worker} {}", now_ms()),
+        )?;
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(worker),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .context("kill the worker")?;
+        return Ok(1);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(work.ms));
+    if attempt <= work.fail_first {
+        append(
+            &dir.join("exec.log"),
+            &format!("end {id} {attempt} {worker} {me} {} fail", now_ms()),
+        )?;
+        return Ok(errand::EXIT_TEMPFAIL);
+    }
+    // The idempotent effect: one file per job id, created at most once.
+    let applied = match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(dir.join("effects").join(&id))
+    {
+        Ok(mut f) => {
+            f.write_all(format!("{attempt} {me}\n").as_bytes())
+                .context("write the effect")?;
+            true
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
+        Err(e) => return Err(e).context("create the effect"),
+    };
+    let word = if applied { "applied" } else { "repeat" };
+    append(
+        &dir.join("effects.log"),
+        &format!("{word} {id} {attempt} {}", now_ms()),
+    )?;
+    append(
+        &dir.join("exec.log"),
+        &format!("end {id} {attempt} {worker} {me} {} ok", now_ms()),
+    )?;
+    Ok(0)
+}

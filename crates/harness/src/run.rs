@@ -1,0 +1,855 @@
+//! `errand-harness run`: workers, load, nemesis, heal, drain, check.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use errand::{ConnectOptions, Error, JobFilter, JobId, JobState, NewJob, Payload, Store};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+
+use crate::check::{self, Enqueue, FinalJob, History, Intent, Report, Start};
+use crate::cluster::Cluster;
+
+/// A fault the nemesis can inject.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fault {
+    /// SIGKILL a random worker (its handlers are orphaned, not killed).
+    Kill,
+    /// SIGSTOP a random worker for 2–3 leases, then SIGCONT: a zombie.
+    Pause,
+    /// A job whose handler SIGKILLs its worker every time.
+    Poison,
+    /// `pg_ctl restart -m immediate` of the harness's private cluster.
+    Restart,
+}
+
+impl Fault {
+    fn name(self) -> &'static str {
+        match self {
+            Fault::Kill => "kill",
+            Fault::Pause => "pause",
+            Fault::Poison => "poison",
+            Fault::Restart => "restart",
+        }
+    }
+}
+
+/// Options of `run` (also what the replay line repeats).
+#[derive(Clone, Debug, clap::Args)]
+pub struct RunOptions {
+    /// SQLite database file (default: jobs.db in the run directory).
+    #[arg(long, conflicts_with_all = ["pg", "pg_cluster"])]
+    pub db: Option<PathBuf>,
+    /// A PostgreSQL URL; the run uses a fresh schema (dropped at the end).
+    #[arg(long, conflicts_with = "pg_cluster")]
+    pub pg: Option<String>,
+    /// Start a private PostgreSQL cluster (root, initdb) and run on it;
+    /// required by the restart plan.
+    #[arg(long)]
+    pub pg_cluster: bool,
+    /// The PostgreSQL schema (default: a fresh `harness_<seed>_<pid>`).
+    #[arg(long)]
+    pub schema: Option<String>,
+    /// The nemesis seed (random if not given; always printed).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Faults to inject, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "kill,pause,poison")]
+    pub plan: Vec<Fault>,
+    /// Jobs to enqueue.
+    #[arg(long, default_value_t = 400)]
+    pub jobs: u32,
+    /// Worker processes.
+    #[arg(long, default_value_t = 3)]
+    pub workers: u32,
+    /// `--concurrency` of each worker.
+    #[arg(long, default_value_t = 3)]
+    pub concurrency: u32,
+    /// The lease, in milliseconds.
+    #[arg(long, default_value_t = 2000)]
+    pub lease_ms: u64,
+    /// Length of the fault phase (load and nemesis), in seconds.
+    #[arg(long, default_value_t = 10)]
+    pub fault_secs: u64,
+    /// SIGKILLs (kill plan).
+    #[arg(long, default_value_t = 4)]
+    pub kills: u32,
+    /// SIGSTOP/SIGCONT pauses (pause plan).
+    #[arg(long, default_value_t = 3)]
+    pub pauses: u32,
+    /// Poison jobs (poison plan).
+    #[arg(long, default_value_t = 1)]
+    pub poison: u32,
+    /// Crash-restarts (restart plan).
+    #[arg(long, default_value_t = 1)]
+    pub restarts: u32,
+    /// How long heal + drain may take before what is left counts as stuck.
+    #[arg(long, default_value_t = 120)]
+    pub drain_secs: u64,
+    /// The `errand` binary (default: next to this one).
+    #[arg(long)]
+    pub errand: Option<PathBuf>,
+    /// Where logs go (default: a temporary directory, kept on failure).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Keep the run directory and the PostgreSQL schema.
+    #[arg(long)]
+    pub keep: bool,
+    /// Print the figures as JSON (the table goes to stderr).
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl RunOptions {
+    fn replay_line(&self, seed: u64) -> String {
+        let plan: Vec<&str> = self.plan.iter().map(|f| f.name()).collect();
+        let mut line = format!(
+            "errand-harness run --seed {seed} --plan {} --jobs {} --workers {} --concurrency {} --lease-ms {} --fault-secs {} --kills {} --pauses {} --poison {} --restarts {}",
+            plan.join(","),
+            self.jobs,
+            self.workers,
+            self.concurrency,
+            self.lease_ms,
+            self.fault_secs,
+            self.kills,
+            self.pauses,
+            self.poison,
+            self.restarts
+        );
+        if self.pg_cluster {
+            line.push_str(" --pg-cluster");
+        } else if self.pg.is_some() {
+            line.push_str(" --pg URL");
+        }
+        line
+    }
+}
+
+/// The outcome of a run.
+#[derive(Debug, Serialize)]
+pub struct RunResult {
+    pub seed: u64,
+    pub backend: String,
+    pub plan: Vec<Fault>,
+    pub replay: String,
+    pub dir: String,
+    pub elapsed_ms: u64,
+    pub nemesis: Vec<String>,
+    pub figures: check::Figures,
+    pub violations: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Action {
+    Kill(usize),
+    Pause(usize, u64),
+    Restart,
+}
+
+struct Slot {
+    child: Option<Child>,
+    killed: bool,
+    respawn_at: Option<Instant>,
+    paused_until: Option<Instant>,
+}
+
+/// Every worker process of the run; kills them all on drop (a panic, an
+/// early error), so a failed run leaves nothing behind.
+struct Workers {
+    errand: PathBuf,
+    db_args: Vec<String>,
+    exec: String,
+    dir: PathBuf,
+    concurrency: u32,
+    lease_ms: u64,
+    slots: Vec<Slot>,
+}
+
+impl Workers {
+    fn spawn(&self) -> Result<Child> {
+        // The file names need the pid: spawn into a temporary name, rename.
+        let tmp_out = self
+            .dir
+            .join(format!("spawn-{}.out", rand::random::<u64>()));
+        let tmp_err = tmp_out.with_extension("err");
+        let out = std::fs::File::create(&tmp_out).context("create a worker's stdout file")?;
+        let err = std::fs::File::create(&tmp_err).context("create a worker's stderr file")?;
+        let child = Command::new(&self.errand)
+            .args(&self.db_args)
+            .args(["work", "--json", "--poll", "100ms", "--drain", "5s"])
+            .args(["--retry-base", "100ms", "--retry-max", "500ms"])
+            .args(["--concurrency", &self.concurrency.to_string()])
+            .args(["--lease", &format!("{}ms", self.lease_ms)])
+            .args(["--exec", &self.exec])
+            .env("ERRAND_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .with_context(|| format!("spawn {}", self.errand.display()))?;
+        let pid = child.id();
+        std::fs::rename(&tmp_out, self.dir.join(format!("worker-{pid}.out")))
+            .context("rename a worker's stdout file")?;
+        std::fs::rename(&tmp_err, self.dir.join(format!("worker-{pid}.err")))
+            .context("rename a worker's stderr file")?;
+        Ok(child)
+    }
+
+    fn signal(&self, slot: usize, sig: Signal) -> Option<i32> {
+        let child = self.slots.get(slot)?.child.as_ref()?;
+        let pid = i32::try_from(child.id()).ok()?;
+        kill(Pid::from_raw(pid), sig).ok()?;
+        Some(pid)
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for slot in &mut self.slots {
+            if let Some(mut child) = slot.child.take() {
+                if let Ok(pid) = i32::try_from(child.id()) {
+                    let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
+                }
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+fn locate_errand(given: Option<&PathBuf>) -> Result<PathBuf> {
+    if let Some(p) = given {
+        return Ok(p.clone());
+    }
+    let me = std::env::current_exe().context("locate this executable")?;
+    // target/debug/errand-harness, or target/debug/deps/plans-… under tests.
+    for dir in me.ancestors().skip(1).take(3) {
+        let candidate = dir.join("errand");
+        if candidate.is_file() {
+            return Ok(candidate);
+        }
+    }
+    bail!(
+        "no `errand` binary next to {}: build it with `cargo build -p errand-cli` (`cargo test --workspace` builds it) or pass --errand PATH",
+        me.display()
+    )
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+async fn drop_schema(url: &str, schema: &str) -> Result<()> {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .context("connect to drop the schema")?;
+    let task = tokio::spawn(conn);
+    client
+        .batch_execute(&format!(
+            "DROP SCHEMA IF EXISTS \"{}\" CASCADE",
+            schema.replace('"', "\"\"")
+        ))
+        .await
+        .context("drop the schema")?;
+    drop(client);
+    let _ = task.await;
+    Ok(())
+}
+
+/// Inserts `batch`, retrying the same ids while the outcome is unknown.
+async fn enqueue_batch(store: &dyn Store, batch: Vec<NewJob>) -> Enqueue {
+    for _ in 0..40 {
+        match store.insert_many(batch.clone()).await {
+            Ok(_) => return Enqueue::Ok,
+            Err(Error::Invalid(_)) => return Enqueue::Failed,
+            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+    Enqueue::Ambiguous
+}
+
+fn parse_starts(dir: &Path) -> Vec<Start> {
+    let text = std::fs::read_to_string(dir.join("exec.log")).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split(' ').collect();
+            if w.len() != 6 || w.first() != Some(&"start") {
+                return None;
+            }
+            Some(Start {
+                id: (*w.get(1)?).to_owned(),
+                attempt: w.get(2)?.parse().ok()?,
+                worker: w.get(3)?.parse().ok()?,
+                at: w.get(5)?.parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+fn parse_effects(dir: &Path) -> Vec<(String, bool)> {
+    let text = std::fs::read_to_string(dir.join("effects.log")).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let mut w = l.split(' ');
+            let word = w.next()?;
+            let id = w.next()?.to_owned();
+            Some((id, word == "applied"))
+        })
+        .collect()
+}
+
+fn parse_reports(dir: &Path) -> Result<Vec<Report>> {
+    let mut reports = Vec::new();
+    for entry in std::fs::read_dir(dir).context("read the run directory")? {
+        let path = entry.context("read the run directory")?.path();
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let Some(pid) = name
+            .strip_prefix("worker-")
+            .and_then(|n| n.strip_suffix(".out"))
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        for line in text.lines() {
+            // A SIGKILL may cut the last line short: skip what does not parse.
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            let outcome = v["outcome"].as_str().unwrap_or_default().to_owned();
+            let Some(id) = v["job_id"].as_str() else {
+                continue;
+            };
+            reports.push(Report {
+                worker: pid,
+                id: id.to_owned(),
+                attempt: v["attempt"]
+                    .as_u64()
+                    .and_then(|a| u32::try_from(a).ok())
+                    .unwrap_or(0),
+                acknowledged: v["acknowledged"].as_bool().unwrap_or(false),
+                outcome,
+            });
+        }
+    }
+    Ok(reports)
+}
+
+fn parse_poison_deaths(dir: &Path) -> Vec<(i32, i64)> {
+    let text = std::fs::read_to_string(dir.join("deaths.log")).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split(' ').collect();
+            Some((w.get(1)?.parse().ok()?, w.get(2)?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Whether worker `pid` has a handler running (a `start` without its `end`).
+fn in_flight(dir: &Path, pid: u32) -> bool {
+    let text = std::fs::read_to_string(dir.join("exec.log")).unwrap_or_default();
+    let pid = pid.to_string();
+    let mut open: i64 = 0;
+    for l in text.lines() {
+        let mut w = l.split(' ');
+        let word = w.next();
+        if w.nth(2) != Some(pid.as_str()) {
+            continue;
+        }
+        match word {
+            Some("start") => open += 1,
+            Some("end") => open -= 1,
+            _ => {}
+        }
+    }
+    open > 0
+}
+
+async fn unfinished(store: &dyn Store) -> Result<usize> {
+    let mut n = 0;
+    for state in [JobState::Ready, JobState::Running] {
+        let filter = JobFilter {
+            state: Some(state),
+            limit: Some(10_000),
+            ..JobFilter::default()
+        };
+        n += store.list(&filter).await?.len();
+    }
+    Ok(n)
+}
+
+/// Runs the whole thing.
+pub async fn run(opts: &RunOptions) -> Result<RunResult> {
+    let started = Instant::now();
+    let seed = opts.seed.unwrap_or_else(rand::random);
+    eprintln!("errand-harness: seed {seed}");
+    let replay = opts.replay_line(seed);
+    eprintln!("errand-harness: replay with: {replay}");
+    let has = |f: Fault| opts.plan.contains(&f);
+    if has(Fault::Restart) && !opts.pg_cluster {
+        bail!("the restart plan needs --pg-cluster (a cluster the harness may crash)");
+    }
+    if opts.workers == 0 || opts.jobs == 0 {
+        bail!("--workers and --jobs must be at least 1");
+    }
+    let errand_bin = locate_errand(opts.errand.as_ref())?;
+    let tmp = tempfile::Builder::new()
+        .prefix("errand-harness-")
+        .tempdir()
+        .context("create the run directory")?;
+    let dir = match &opts.dir {
+        Some(d) => {
+            std::fs::create_dir_all(d).context("create --dir")?;
+            d.clone()
+        }
+        None => tmp.path().to_path_buf(),
+    };
+    std::fs::create_dir_all(dir.join("effects")).context("create the effects directory")?;
+
+    // The backend.
+    let cluster = if opts.pg_cluster {
+        Some(Cluster::start()?)
+    } else {
+        None
+    };
+    let pg_url = cluster.as_ref().map(Cluster::url).or(opts.pg.clone());
+    let (db, schema, backend) = match &pg_url {
+        Some(url) => {
+            let schema = opts
+                .schema
+                .clone()
+                .unwrap_or_else(|| format!("harness_{}_{}", seed % 1_000_000, std::process::id()));
+            let name = if cluster.is_some() {
+                "postgres (private cluster)"
+            } else {
+                "postgres"
+            };
+            (url.clone(), Some(schema), name.to_owned())
+        }
+        None => {
+            let path = opts.db.clone().unwrap_or_else(|| dir.join("jobs.db"));
+            (path.display().to_string(), None, "sqlite".to_owned())
+        }
+    };
+    let connect = ConnectOptions {
+        create_and_migrate: true,
+        schema: schema.clone(),
+        ..ConnectOptions::default()
+    };
+    let store = errand::connect(&db, &connect)
+        .await
+        .context("connect and migrate")?;
+    let mut db_args = vec!["--db".to_owned(), db.clone()];
+    if let Some(s) = &schema {
+        db_args.extend(["--schema".to_owned(), s.clone()]);
+    }
+
+    // The seeded schedule: payloads, enqueue batches, nemesis actions.
+    let mut rng = StdRng::seed_from_u64(seed);
+    let fault_ms = opts.fault_secs * 1000;
+    let mut jobs: Vec<(String, bool, NewJob)> = Vec::new();
+    if has(Fault::Poison) {
+        for n in 0..opts.poison {
+            let job = NewJob::new("poison", Payload::default())?
+                .with_id(JobId::new(format!("poison-{n}"))?)
+                .with_max_lease_expiries(3)?;
+            jobs.push((format!("poison-{n}"), true, job));
+        }
+    }
+    for n in 0..opts.jobs {
+        let ms: u64 = rng.random_range(10..150);
+        let fail_first = u32::from(rng.random_bool(0.05));
+        let payload =
+            Payload::from_value(&serde_json::json!({"ms": ms, "fail_first": fail_first}))?;
+        let id = format!("j{n:06}");
+        let job = NewJob::new("work", payload)?.with_id(JobId::new(id.clone())?);
+        jobs.push((id, false, job));
+    }
+    let mut actions: Vec<(u64, Action)> = Vec::new();
+    let at =
+        |rng: &mut StdRng, lo: f64, hi: f64| (rng.random_range(lo..hi) * fault_ms as f64) as u64;
+    if has(Fault::Kill) {
+        for _ in 0..opts.kills {
+            let t = at(&mut rng, 0.1, 0.7);
+            actions.push((t, Action::Kill(rng.random_range(0..opts.workers as usize))));
+        }
+    }
+    if has(Fault::Pause) {
+        for _ in 0..opts.pauses {
+            let t = at(&mut rng, 0.1, 0.7);
+            let len = (opts.lease_ms as f64 * rng.random_range(2.0..3.0)) as u64;
+            actions.push((
+                t,
+                Action::Pause(rng.random_range(0..opts.workers as usize), len),
+            ));
+        }
+    }
+    if has(Fault::Restart) {
+        for _ in 0..opts.restarts {
+            actions.push((at(&mut rng, 0.15, 0.5), Action::Restart));
+        }
+    }
+    actions.sort_by_key(|(t, _)| *t);
+
+    // Workers.
+    let harness = std::env::current_exe().context("locate this executable")?;
+    let harness = if harness.file_name().is_some_and(|n| n == "errand-harness") {
+        harness
+    } else {
+        errand_bin.with_file_name("errand-harness")
+    };
+    let exec = format!(
+        "exec {} handle --dir {}",
+        shell_quote(&harness.display().to_string()),
+        shell_quote(&dir.display().to_string())
+    );
+    let mut workers = Workers {
+        errand: errand_bin,
+        db_args,
+        exec,
+        dir: dir.clone(),
+        concurrency: opts.concurrency,
+        lease_ms: opts.lease_ms,
+        slots: Vec::new(),
+    };
+    for _ in 0..opts.workers {
+        let child = workers.spawn()?;
+        workers.slots.push(Slot {
+            child: Some(child),
+            killed: false,
+            respawn_at: None,
+            paused_until: None,
+        });
+    }
+
+    // The load generator: batches spread over the first 60% of the fault phase.
+    let intents: Arc<Mutex<BTreeMap<String, Intent>>> = Arc::default();
+    let load = {
+        let store = Arc::clone(&store);
+        let intents = Arc::clone(&intents);
+        let batches: Vec<Vec<(String, bool, NewJob)>> =
+            jobs.chunks(25).map(<[_]>::to_vec).collect();
+        let spread = fault_ms * 7 / 10 / batches.len().max(1) as u64;
+        tokio::spawn(async move {
+            let t0 = Instant::now();
+            for (i, batch) in batches.into_iter().enumerate() {
+                let due = t0 + Duration::from_millis(spread * i as u64);
+                tokio::time::sleep_until(due.into()).await;
+                let ids: Vec<(String, bool)> =
+                    batch.iter().map(|(id, p, _)| (id.clone(), *p)).collect();
+                let status = enqueue_batch(
+                    store.as_ref(),
+                    batch.into_iter().map(|(_, _, j)| j).collect(),
+                )
+                .await;
+                if let Ok(mut map) = intents.lock() {
+                    for (id, poison) in ids {
+                        map.insert(id, Intent { status, poison });
+                    }
+                }
+            }
+        })
+    };
+
+    // The fault phase.
+    let mut nemesis: Vec<String> = Vec::new();
+    let mut outages: Vec<(i32, i64)> = Vec::new();
+    let t0 = Instant::now();
+    let mut next = 0;
+    let restart_delay = Duration::from_millis(300);
+    let mut fault_phase = true;
+    let drain_deadline = |t: Instant| t + Duration::from_secs(opts.drain_secs);
+    let mut drain_until: Option<Instant> = None;
+    let left = loop {
+        let now = Instant::now();
+        let elapsed = now.duration_since(t0).as_millis() as u64;
+        // Nemesis actions that are due.
+        while fault_phase && let Some((t, action)) = actions.get(next).copied() {
+            if t > elapsed {
+                break;
+            }
+            next += 1;
+            match action {
+                Action::Kill(slot) => {
+                    // Down (killed, not yet reaped) or paused: skip.
+                    let paused = workers
+                        .slots
+                        .get(slot)
+                        .is_some_and(|s| s.paused_until.is_some() || s.killed);
+                    // Kill it mid-handler when it can be (at most a second's wait).
+                    let pid = workers
+                        .slots
+                        .get(slot)
+                        .and_then(|s| s.child.as_ref())
+                        .map(Child::id);
+                    if !paused
+                        && let Some(pid) = pid
+                        && !in_flight(&dir, pid)
+                        && elapsed < t + 1000
+                    {
+                        next -= 1;
+                        break;
+                    }
+                    match (!paused)
+                        .then(|| workers.signal(slot, Signal::SIGKILL))
+                        .flatten()
+                    {
+                        Some(pid) => {
+                            outages.push((pid, crate::handle::now_ms()));
+                            if let Some(s) = workers.slots.get_mut(slot) {
+                                s.killed = true;
+                            }
+                            nemesis.push(format!("{t} ms: SIGKILL worker {slot} (pid {pid})"));
+                        }
+                        None => nemesis.push(format!(
+                            "{t} ms: kill of worker {slot} skipped (down or paused)"
+                        )),
+                    }
+                }
+                Action::Pause(slot, len) => {
+                    let paused = workers
+                        .slots
+                        .get(slot)
+                        .is_some_and(|s| s.paused_until.is_some());
+                    // Stop it mid-handler, or the pause proves nothing: wait
+                    // (at most a second) for the worker to be running one.
+                    let pid = workers
+                        .slots
+                        .get(slot)
+                        .and_then(|s| s.child.as_ref())
+                        .map(Child::id);
+                    if !paused
+                        && let Some(pid) = pid
+                        && !in_flight(&dir, pid)
+                        && elapsed < t + 1000
+                    {
+                        next -= 1;
+                        break;
+                    }
+                    match (!paused)
+                        .then(|| workers.signal(slot, Signal::SIGSTOP))
+                        .flatten()
+                    {
+                        Some(pid) => {
+                            outages.push((pid, crate::handle::now_ms()));
+                            if let Some(s) = workers.slots.get_mut(slot) {
+                                s.paused_until = Some(now + Duration::from_millis(len));
+                            }
+                            nemesis.push(format!(
+                                "{t} ms: SIGSTOP worker {slot} (pid {pid}) for {len} ms"
+                            ));
+                        }
+                        None => nemesis.push(format!(
+                            "{t} ms: pause of worker {slot} skipped (down or paused)"
+                        )),
+                    }
+                }
+                Action::Restart => {
+                    if let Some(c) = &cluster {
+                        let r = tokio::task::block_in_place(|| c.crash_restart());
+                        nemesis.push(format!("{t} ms: pg_ctl restart -m immediate: {r:?}"));
+                        r?;
+                    }
+                }
+            }
+        }
+        // Resume paused workers whose time is up (or all of them on heal).
+        for (i, slot) in workers.slots.iter_mut().enumerate() {
+            if slot.paused_until.is_some_and(|u| !fault_phase || u <= now) {
+                slot.paused_until = None;
+                if let Some(c) = &slot.child
+                    && let Ok(pid) = i32::try_from(c.id())
+                {
+                    let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
+                    nemesis.push(format!("{elapsed} ms: SIGCONT worker {i} (pid {pid})"));
+                }
+            }
+        }
+        // Reap dead workers (killed by the nemesis or by a poison job) and
+        // respawn them after a short delay.
+        for slot_index in 0..workers.slots.len() {
+            let exited = match workers
+                .slots
+                .get_mut(slot_index)
+                .and_then(|s| s.child.as_mut())
+            {
+                Some(c) => c
+                    .try_wait()
+                    .context("wait for a worker")?
+                    .map(|st| (c.id(), st)),
+                None => None,
+            };
+            if let Some((pid, status)) = exited
+                && let Some(slot) = workers.slots.get_mut(slot_index)
+            {
+                slot.child = None;
+                slot.killed = false;
+                slot.respawn_at = Some(now + restart_delay);
+                nemesis.push(format!(
+                    "{elapsed} ms: worker {slot_index} (pid {pid}) exited: {status}"
+                ));
+            }
+            let due = workers
+                .slots
+                .get(slot_index)
+                .is_some_and(|s| s.child.is_none() && s.respawn_at.is_some_and(|r| r <= now));
+            if due {
+                let child = workers.spawn()?;
+                if let Some(slot) = workers.slots.get_mut(slot_index) {
+                    slot.child = Some(child);
+                    slot.respawn_at = None;
+                }
+            }
+        }
+        if fault_phase && elapsed >= fault_ms && load.is_finished() {
+            fault_phase = false;
+            drain_until = Some(drain_deadline(now));
+            nemesis.push(format!("{elapsed} ms: heal and drain"));
+            continue;
+        }
+        if let Some(until) = drain_until {
+            let left = unfinished(store.as_ref()).await.unwrap_or(usize::MAX);
+            if left == 0 || now >= until {
+                break left;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        } else {
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    };
+    nemesis.push(format!(
+        "{} ms: drained ({left} unfinished)",
+        t0.elapsed().as_millis()
+    ));
+
+    // Stop the workers: SIGTERM, then SIGKILL after the drain deadline.
+    for i in 0..workers.slots.len() {
+        workers.signal(i, Signal::SIGTERM);
+    }
+    let stop_by = Instant::now() + Duration::from_secs(15);
+    for slot in &mut workers.slots {
+        if let Some(child) = slot.child.as_mut() {
+            while child.try_wait().context("wait for a worker")?.is_none() {
+                if Instant::now() > stop_by {
+                    let _ = child.kill();
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            slot.child = None;
+        }
+    }
+    // Orphaned handlers of killed workers finish within their `ms`.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // The final database.
+    let mut listed = Vec::new();
+    for state in JobState::ALL {
+        let filter = JobFilter {
+            state: Some(state),
+            limit: Some(10_000),
+            ..JobFilter::default()
+        };
+        listed.extend(
+            store
+                .list(&filter)
+                .await?
+                .into_iter()
+                .map(|j| j.id.to_string()),
+        );
+    }
+    let mut finals: HashMap<String, FinalJob> = HashMap::new();
+    for id in &listed {
+        if finals.contains_key(id) {
+            continue;
+        }
+        let d = store.detail(&JobId::new(id.clone())?).await?;
+        finals.insert(
+            id.clone(),
+            FinalJob {
+                state: d.job.state.as_str().to_owned(),
+                attempts: d.job.attempts,
+                max_attempts: d.job.max_attempts,
+                last_error_class: d.job.last_error_class.map(|c| c.as_str().to_owned()),
+                history: d
+                    .history
+                    .iter()
+                    .map(|a| {
+                        (
+                            a.attempt,
+                            a.started_at.as_millis(),
+                            a.finished_at.map(|t| t.as_millis()),
+                            a.outcome.clone(),
+                        )
+                    })
+                    .collect(),
+            },
+        );
+    }
+    drop(store);
+    let integrity = match &pg_url {
+        Some(_) => None,
+        None => {
+            let conn = rusqlite::Connection::open(&db).context("open the SQLite file")?;
+            let rows: Vec<String> = conn
+                .prepare("PRAGMA integrity_check")
+                .and_then(|mut s| {
+                    s.query_map([], |r| r.get::<_, String>(0))?
+                        .collect::<rusqlite::Result<Vec<String>>>()
+                })
+                .context("PRAGMA integrity_check")?;
+            Some(rows.join("; "))
+        }
+    };
+    let mut deaths = outages;
+    deaths.extend(parse_poison_deaths(&dir));
+    let intents = intents
+        .lock()
+        .map_err(|_| anyhow::anyhow!("the load generator panicked"))?
+        .clone();
+    let history = History {
+        intents,
+        listed,
+        jobs: finals,
+        starts: parse_starts(&dir),
+        effects: parse_effects(&dir),
+        reports: parse_reports(&dir)?,
+        deaths,
+        lease_ms: opts.lease_ms,
+        integrity,
+    };
+    let figures = check::check(&history);
+    let violations = figures.violations(has(Fault::Pause), has(Fault::Kill) || has(Fault::Pause));
+    drop(workers);
+    if let (Some(url), Some(s)) = (&pg_url, &schema)
+        && !opts.keep
+        && cluster.is_none()
+    {
+        drop_schema(url, s).await?;
+    }
+    drop(cluster);
+    let keep = opts.keep || !violations.is_empty();
+    if keep && opts.dir.is_none() {
+        let _ = tmp.keep();
+    }
+    Ok(RunResult {
+        seed,
+        backend,
+        plan: opts.plan.clone(),
+        replay,
+        dir: dir.display().to_string(),
+        elapsed_ms: started.elapsed().as_millis() as u64,
+        nemesis,
+        figures,
+        violations,
+    })
+}

@@ -1,0 +1,155 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! CI-sized runs of every fault plan, on SQLite always and on PostgreSQL
+//! when `ERRAND_TEST_POSTGRES_URL` is set (under `CI` it must be). The
+//! restart plan starts a private cluster (root and the server binaries).
+//!
+//! They need the `errand` binary next to `errand-harness` in the target
+//! directory: `cargo test --workspace` builds it; alone, run
+//! `cargo build -p errand-cli` first.
+//!
+//! The assertions are the checker's: every safety figure 0, and the
+//! counters that show the faults hit (stale-token rejections for pauses,
+//! recovery samples for kills, a quarantined poison job). Never timings.
+
+use std::process::Command;
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+/// One run at a time: each spawns several workers on a small machine.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn pg_url() -> Option<String> {
+    let url = std::env::var("ERRAND_TEST_POSTGRES_URL")
+        .ok()
+        .filter(|s| !s.is_empty());
+    if url.is_none() {
+        eprintln!("SKIPPED: the PostgreSQL half (set ERRAND_TEST_POSTGRES_URL)");
+        assert!(
+            std::env::var("CI").is_err(),
+            "ERRAND_TEST_POSTGRES_URL must be set under CI"
+        );
+    }
+    url
+}
+
+/// Runs the harness and returns its figures, failing with its whole
+/// output when it reports a violation.
+fn harness(args: &[&str]) -> Value {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let out = Command::new(env!("CARGO_BIN_EXE_errand-harness"))
+        .args(["run", "--json", "--jobs", "300", "--fault-secs", "8"])
+        .args(args)
+        .output()
+        .expect("run errand-harness");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{stderr}");
+    assert!(
+        out.status.success(),
+        "errand-harness {args:?} failed ({}):\n{stderr}",
+        out.status
+    );
+    let result: Value = serde_json::from_slice(&out.stdout).expect("the JSON result");
+    assert_eq!(result["violations"], Value::Array(vec![]), "{result}");
+    let f = result["figures"].clone();
+    for name in [
+        "lost",
+        "duplicate_jobs",
+        "duplicate_effects",
+        "unexpected",
+        "stuck",
+        "attempts_over_max",
+        "overlapping_valid_leases",
+        "acks_not_recorded",
+        "poison_not_quarantined",
+    ] {
+        assert_eq!(f[name], 0, "{name}: {f}");
+    }
+    assert_eq!(f["completed"], 300, "every job done: {f}");
+    f
+}
+
+fn kill(backend: &[&str]) {
+    let mut args = vec!["--plan", "kill", "--kills", "4"];
+    args.extend_from_slice(backend);
+    let f = harness(&args);
+    assert!(f["redeliveries"].as_u64().unwrap() > 0, "{f}");
+    assert!(f["recovery_samples"].as_u64().unwrap() > 0, "{f}");
+}
+
+fn pause(backend: &[&str]) {
+    let mut args = vec!["--plan", "pause", "--pauses", "2"];
+    args.extend_from_slice(backend);
+    let f = harness(&args);
+    assert!(f["stale_token_rejections"].as_u64().unwrap() > 0, "{f}");
+}
+
+fn poison(backend: &[&str]) {
+    let mut args = vec!["--plan", "poison"];
+    args.extend_from_slice(backend);
+    let f = harness(&args);
+    assert_eq!(f["dead"], 1, "the poison job, quarantined: {f}");
+    assert!(f["worker_outages"].as_u64().unwrap() >= 3, "{f}");
+}
+
+#[test]
+fn sqlite_random_sigkills_lose_nothing() {
+    kill(&[]);
+}
+
+#[test]
+fn sqlite_a_zombie_worker_paused_past_its_lease_has_its_settlements_refused() {
+    pause(&[]);
+}
+
+#[test]
+fn sqlite_a_job_that_kills_its_worker_every_time_is_quarantined() {
+    poison(&[]);
+}
+
+#[test]
+fn postgres_random_sigkills_lose_nothing() {
+    if let Some(url) = pg_url() {
+        kill(&["--pg", &url]);
+    }
+}
+
+#[test]
+fn postgres_a_zombie_worker_paused_past_its_lease_has_its_settlements_refused() {
+    if let Some(url) = pg_url() {
+        pause(&["--pg", &url]);
+    }
+}
+
+#[test]
+fn postgres_a_job_that_kills_its_worker_every_time_is_quarantined() {
+    if let Some(url) = pg_url() {
+        poison(&["--pg", &url]);
+    }
+}
+
+#[test]
+fn postgres_crash_restart_mid_run_with_kills_loses_nothing() {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+    let can = root
+        && std::fs::read_dir("/usr/lib/postgresql")
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .any(|e| e.path().join("bin/initdb").exists())
+            })
+            .unwrap_or(false);
+    if !can {
+        eprintln!(
+            "SKIPPED: the restart plan needs root and the PostgreSQL server binaries (a private cluster)"
+        );
+        assert!(
+            std::env::var("CI").is_err(),
+            "the restart plan must run under CI"
+        );
+        return;
+    }
+    harness(&["--plan", "restart,kill", "--kills", "2", "--pg-cluster"]);
+}
