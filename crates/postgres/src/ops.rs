@@ -286,7 +286,7 @@ pub(crate) async fn insert<C: Conn>(
 }
 
 /// A job's per-key limit as the schema stores it.
-fn key_limit(job: &NewJob) -> Result<Option<i32>> {
+pub(crate) fn key_limit(job: &NewJob) -> Result<Option<i32>> {
     job.key
         .as_ref()
         .map(|k| i32::try_from(k.limit).map_err(|_| Error::invalid("key limit out of range")))

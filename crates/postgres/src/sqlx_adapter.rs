@@ -75,6 +75,9 @@ pub async fn enqueue_in(
             job.give_up_after
                 .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
         )
+        .bind(job.key.as_ref().map(|k| k.name.as_str()))
+        .bind(crate::ops::key_limit(job)?)
+        .bind(job.key.as_ref().is_some_and(|k| k.ordered))
         .fetch_optional(&mut *conn)
         .await
         .map_err(map_sqlx)?;

@@ -74,6 +74,27 @@ async fn a_job_enqueued_in_a_sqlx_transaction_commits_or_rolls_back_with_it() {
         .expect("job");
     assert_eq!(stored.payload.as_str(), r#"{"p": 1}"#);
 
+    // A concurrency key travels through the adapter too.
+    let keyed = job("s3")
+        .with_key("tenant-3", errand_core::KeyLimit::Concurrent(4))
+        .expect("key");
+    assert!(
+        enqueue_in(&mut conn, &schema, &keyed)
+            .await
+            .expect("keyed")
+            .created
+    );
+    let key = store
+        .get(&JobId::new("s3").expect("id"))
+        .await
+        .expect("job")
+        .key
+        .expect("stored key");
+    assert_eq!(
+        (key.name.as_str(), key.limit, key.ordered),
+        ("tenant-3", 4, false)
+    );
+
     let err = enqueue_in(&mut conn, "no_such_schema", &job("s2"))
         .await
         .expect_err("missing schema");
