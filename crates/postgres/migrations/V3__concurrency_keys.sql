@@ -34,3 +34,80 @@ CREATE INDEX errand_jobs_keyed_due
 CREATE INDEX errand_jobs_keys
     ON __SCHEMA__.errand_jobs (queue, key_name, state, seq)
     WHERE key_name IS NOT NULL AND state IN ('ready', 'running');
+
+-- The SQL enqueue function takes a concurrency key too (same rules as the
+-- Rust API): key => 'tenant-7', key_limit => 2 (default 1), ordered => true.
+DROP FUNCTION __SCHEMA__.enqueue(text, jsonb, text, text, timestamptz, integer, integer);
+
+CREATE FUNCTION __SCHEMA__.enqueue(
+    kind         text,
+    payload      jsonb       DEFAULT '{}',
+    queue        text        DEFAULT 'default',
+    id           text        DEFAULT NULL,
+    run_at       timestamptz DEFAULT NULL,
+    max_attempts integer     DEFAULT 25,
+    priority     integer     DEFAULT 0,
+    key          text        DEFAULT NULL,
+    key_limit    integer     DEFAULT NULL,
+    ordered      boolean     DEFAULT false
+) RETURNS text
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    job_id text := coalesce(enqueue.id, gen_random_uuid()::text);
+    lim integer := CASE WHEN enqueue.key IS NULL THEN NULL ELSE coalesce(enqueue.key_limit, 1) END;
+BEGIN
+    IF enqueue.kind IS NULL OR enqueue.kind !~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$' THEN
+        RAISE EXCEPTION 'errand.enqueue: kind % is not valid', coalesce(quote_literal(enqueue.kind), 'NULL')
+            USING ERRCODE = '22023',
+                  HINT = 'use 1 to 100 letters, digits or -_.: starting with a letter or digit';
+    END IF;
+    IF enqueue.queue IS NULL OR enqueue.queue !~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$' THEN
+        RAISE EXCEPTION 'errand.enqueue: queue % is not valid', coalesce(quote_literal(enqueue.queue), 'NULL')
+            USING ERRCODE = '22023',
+                  HINT = 'use 1 to 100 letters, digits or -_.: starting with a letter or digit';
+    END IF;
+    IF job_id !~ '^[A-Za-z0-9_.:@/+=-]{1,200}$' THEN
+        RAISE EXCEPTION 'errand.enqueue: id % is not valid', quote_literal(job_id)
+            USING ERRCODE = '22023', HINT = 'use 1 to 200 letters, digits or -_.:@/+=';
+    END IF;
+    IF enqueue.payload IS NULL OR octet_length(enqueue.payload::text) > 1048576 THEN
+        RAISE EXCEPTION 'errand.enqueue: the payload must be JSON of at most 1048576 bytes'
+            USING ERRCODE = '22023', HINT = 'store large data elsewhere and pass a reference';
+    END IF;
+    IF enqueue.max_attempts IS NULL OR enqueue.max_attempts NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION 'errand.enqueue: max_attempts must be between 1 and 1000 (got %)', enqueue.max_attempts
+            USING ERRCODE = '22023';
+    END IF;
+    IF enqueue.priority IS NULL OR enqueue.priority NOT BETWEEN -32768 AND 32767 THEN
+        RAISE EXCEPTION 'errand.enqueue: priority must be between -32768 and 32767 (got %)', enqueue.priority
+            USING ERRCODE = '22023';
+    END IF;
+    IF enqueue.key IS NULL AND (enqueue.key_limit IS NOT NULL OR enqueue.ordered) THEN
+        RAISE EXCEPTION 'errand.enqueue: key_limit and ordered need a key'
+            USING ERRCODE = '22023', HINT = 'pass key => ''tenant-7''';
+    END IF;
+    IF enqueue.key IS NOT NULL AND (octet_length(enqueue.key) NOT BETWEEN 1 AND 200
+                                    OR enqueue.key ~ '[[:cntrl:]]') THEN
+        RAISE EXCEPTION 'errand.enqueue: key % is not valid', quote_literal(enqueue.key)
+            USING ERRCODE = '22023', HINT = 'use 1 to 200 bytes without control characters';
+    END IF;
+    IF lim IS NOT NULL AND lim NOT BETWEEN 1 AND 10000 THEN
+        RAISE EXCEPTION 'errand.enqueue: key_limit must be between 1 and 10000 (got %)', lim
+            USING ERRCODE = '22023';
+    END IF;
+    IF enqueue.ordered AND lim <> 1 THEN
+        RAISE EXCEPTION 'errand.enqueue: an ordered key runs one job at a time: key_limit must be 1 (got %)', lim
+            USING ERRCODE = '22023';
+    END IF;
+    INSERT INTO __SCHEMA__.errand_jobs
+        (id, queue, kind, state, payload, priority, attempts, max_attempts, replays,
+         available_at, created_at, updated_at, key_name, key_limit, key_ordered)
+    VALUES
+        (job_id, enqueue.queue, enqueue.kind, 'ready', enqueue.payload, enqueue.priority, 0,
+         enqueue.max_attempts, 0, coalesce(enqueue.run_at, now()), now(), now(),
+         enqueue.key, lim, coalesce(enqueue.ordered, false))
+    ON CONFLICT (id) DO NOTHING;
+    RETURN job_id;
+END
+$$;

@@ -167,7 +167,44 @@ async fn the_sql_enqueue_function_validates_and_joins_the_callers_transaction() 
             .is_ok()
     );
 
+    // A concurrency key, from SQL.
+    for (sql, want) in [
+        (
+            format!("SELECT {schema}.enqueue('mail', key => 'tenant 9', key_limit => 3)"),
+            ("tenant 9", 3, false),
+        ),
+        (
+            format!("SELECT {schema}.enqueue('mail', key => 'acct-1', ordered => true)"),
+            ("acct-1", 1, true),
+        ),
+    ] {
+        let id: String = client
+            .query_one(&sql, &[])
+            .await
+            .expect("keyed enqueue")
+            .get(0);
+        let key = store
+            .get(&JobId::new(&id).expect("id"))
+            .await
+            .expect("job")
+            .key
+            .expect("stored key");
+        assert_eq!((key.name.as_str(), key.limit, key.ordered), want, "{sql}");
+    }
+
     for (sql, needle) in [
+        (
+            format!("SELECT {schema}.enqueue('k', ordered => true)"),
+            "need a key",
+        ),
+        (
+            format!("SELECT {schema}.enqueue('k', key => 't', key_limit => 0)"),
+            "key_limit must be between",
+        ),
+        (
+            format!("SELECT {schema}.enqueue('k', key => 't', key_limit => 2, ordered => true)"),
+            "ordered key",
+        ),
         (
             format!("SELECT {schema}.enqueue('bad kind')"),
             "kind 'bad kind' is not valid",
@@ -216,7 +253,8 @@ async fn the_sql_enqueue_function_validates_and_joins_the_callers_transaction() 
             .await
             .expect("list")
             .len(),
-        2
+        4,
+        "p-9, the generated one and the two keyed ones: no refused call wrote a row"
     );
     client
         .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
