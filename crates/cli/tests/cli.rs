@@ -846,3 +846,74 @@ fn prune_deletes_old_finished_jobs_and_keeps_dead_ones() {
     assert_eq!(left.as_array().map(Vec::len), Some(1));
     assert_eq!(left[0]["state"], "dead");
 }
+
+#[test]
+fn enqueue_takes_a_concurrency_key_and_refuses_key_flags_without_one() {
+    let d = db();
+    let ordered = json(&errand(
+        &d.path,
+        &[
+            "enqueue",
+            "--kind",
+            "k",
+            "--id",
+            "o1",
+            "--key",
+            "acct 7",
+            "--ordered",
+            "--json",
+        ],
+    ));
+    assert_eq!(
+        ordered["key"],
+        serde_json::json!({"name": "acct 7", "limit": 1, "ordered": true})
+    );
+    let capped = json(&errand(
+        &d.path,
+        &[
+            "enqueue",
+            "--kind",
+            "k",
+            "--id",
+            "c1",
+            "--key",
+            "t",
+            "--key-limit",
+            "3",
+            "--json",
+        ],
+    ));
+    assert_eq!(
+        capped["key"],
+        serde_json::json!({"name": "t", "limit": 3, "ordered": false})
+    );
+    assert_eq!(job(&d.path, "c1")["key"]["limit"], 3);
+    let plain = json(&errand(
+        &d.path,
+        &["enqueue", "--kind", "k", "--id", "p1", "--json"],
+    ));
+    assert!(plain.get("key").is_none(), "{plain}");
+
+    for (args, needle) in [
+        (vec!["--key-limit", "3"], "--key"),
+        (vec!["--ordered"], "--key"),
+        (
+            vec!["--key", "t", "--ordered", "--key-limit", "2"],
+            "cannot be used with",
+        ),
+        (vec!["--key", "t", "--key-limit", "0"], "key-limit"),
+        (vec!["--key", "", "--key-limit", "1"], "concurrency key"),
+    ] {
+        let mut all = vec!["enqueue", "--kind", "k", "--id", "bad"];
+        all.extend(args.iter().copied());
+        let out = errand(&d.path, &all);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
+    }
+    let listed = json(&errand(&d.path, &["jobs", "--json"]));
+    assert_eq!(
+        listed.as_array().map(Vec::len),
+        Some(3),
+        "nothing refused was written"
+    );
+}
