@@ -161,13 +161,16 @@ async fn a_handler_longer_than_its_lease_keeps_it_by_heartbeat() {
     let (_d, store) = store();
     let runtime = Runtime::builder(store.clone())
         .handler("long", |_: serde_json::Value, _ctx| async {
-            tokio::time::sleep(Duration::from_millis(900)).await;
+            tokio::time::sleep(Duration::from_millis(2500)).await;
             Outcome::Success
         })
         .unwrap()
         .queue("default", 1)
         .unwrap()
-        .lease(Duration::from_millis(300))
+        // Renewed every third: a renewal may be up to two thirds of the
+        // lease late (a busy CI disk) before the lease is lost. A 300 ms
+        // lease failed that way once (attempts = 2) in a loaded CI run.
+        .lease(Duration::from_millis(1000))
         .poll(Duration::from_millis(20))
         .build()
         .unwrap();
