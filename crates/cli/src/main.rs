@@ -348,6 +348,16 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    match errand::configure_failpoints() {
+        Ok(armed) if !armed.is_empty() => {
+            tracing::warn!(points = %armed.join(";"), "crash points armed (ERRAND_FAILPOINTS)");
+        }
+        Ok(_) => {}
+        Err(e) => {
+            eprintln!("errand: {e}");
+            return ExitCode::from(exit::INVALID);
+        }
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

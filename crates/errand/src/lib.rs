@@ -36,6 +36,7 @@
 mod client;
 mod cron;
 mod exec;
+mod failpoint;
 mod maintenance;
 mod runtime;
 pub mod testkit;
@@ -56,6 +57,7 @@ pub use errand_sqlite::{self as sqlite, SqliteOptions, SqliteStore, Synchronous}
 pub use client::Client;
 pub use cron::{CronEnqueuer, CronSchedule, Misfire};
 pub use exec::{EXIT_PERMANENT, EXIT_TEMPFAIL, ExecHandler};
+pub use failpoint::{FAILPOINTS, configure_failpoints};
 pub use maintenance::{Pruner, Sweeper};
 pub use runtime::{KindOptions, ReportHook, RunStats, Runtime, RuntimeBuilder};
 pub use worker::{

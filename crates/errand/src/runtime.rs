@@ -620,6 +620,9 @@ impl Inner {
                     continue;
                 }
             };
+            if !claimed.is_empty() {
+                crate::failpoint::crash_point("claim-committed");
+            }
             let asked = permits.len();
             let got = claimed.len();
             let claimed = self.hold_back_over_rate_keys(claimed).await;
@@ -750,7 +753,11 @@ impl Inner {
             heartbeat: true,
             deadline: options.deadline,
         };
-        let report = match run.execute(handler, claimed, token).await {
+        let outcome = run.execute(handler, claimed, token).await;
+        if outcome.is_some() {
+            crate::failpoint::crash_point("before-settle");
+        }
+        let report = match outcome {
             Some(Outcome::Success) => self.acknowledge(&lease).await,
             Some(outcome) => {
                 let policy = options.retry.as_ref().unwrap_or(&self.settings.retry);
@@ -768,6 +775,9 @@ impl Inner {
         lock(&self.in_flight).remove(&lease.id);
         match report {
             Ok(r) => {
+                if r.acknowledged {
+                    crate::failpoint::crash_point("settle-committed");
+                }
                 tracing::debug!(job = %lease.id, attempt = lease.attempt, outcome = r.outcome.as_str(), "attempt settled");
                 *lock(&self.stats)
                     .outcomes

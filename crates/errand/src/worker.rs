@@ -280,7 +280,10 @@ impl Worker {
         };
         match self.store.claim(&req).await?.pop() {
             None => Ok(WorkReport::idle()),
-            Some(claimed) => self.run_claimed(handler, claimed).await,
+            Some(claimed) => {
+                crate::failpoint::crash_point("claim-committed");
+                self.run_claimed(handler, claimed).await
+            }
         }
     }
 
@@ -301,7 +304,14 @@ impl Worker {
             .execute(handler, claimed, CancellationToken::new())
             .await
         {
-            Some(outcome) => self.settle(&lease, outcome).await,
+            Some(outcome) => {
+                crate::failpoint::crash_point("before-settle");
+                let report = self.settle(&lease, outcome).await?;
+                if report.acknowledged {
+                    crate::failpoint::crash_point("settle-committed");
+                }
+                Ok(report)
+            }
             None => release(self.store.as_ref(), &lease).await,
         }
     }
@@ -348,6 +358,7 @@ impl Execution {
             tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(every / 3).await;
+                    crate::failpoint::crash_point("heartbeat");
                     match store.heartbeat(&lease, every).await {
                         Ok(_) => {}
                         Err(Error::LeaseLost { .. }) => {

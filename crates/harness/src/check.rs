@@ -70,6 +70,9 @@ pub struct History {
     /// Worker outages: (worker pid, ms) — nemesis kills, poison kills and
     /// SIGSTOPs.
     pub deaths: Vec<(i32, i64)>,
+    /// Crash points that fired: (point, worker pid, ms), from the workers'
+    /// stderr. Also in `deaths`.
+    pub crash_points: Vec<(String, i32, i64)>,
     pub lease_ms: u64,
     pub integrity: Option<String>,
 }
@@ -88,6 +91,8 @@ pub struct Figures {
     pub effect_repeats: u64,
     pub stale_token_rejections: u64,
     pub worker_outages: u64,
+    /// Crash-point SIGKILLs by point (crash plan).
+    pub crash_point_kills: BTreeMap<String, u64>,
     // Safety: each must be 0.
     pub lost: u64,
     pub duplicate_jobs: u64,
@@ -123,7 +128,12 @@ impl Figures {
     }
 
     /// Why the run failed, if it did.
-    pub fn violations(&self, require_stale: bool, require_recovery: bool) -> Vec<String> {
+    pub fn violations(
+        &self,
+        require_stale: bool,
+        require_recovery: bool,
+        require_crash_points: bool,
+    ) -> Vec<String> {
         let mut v: Vec<String> = self
             .safety()
             .iter()
@@ -135,6 +145,9 @@ impl Figures {
         }
         if require_stale && self.stale_token_rejections == 0 {
             v.push("stale_token_rejections = 0: the pauses proved nothing".into());
+        }
+        if require_crash_points && self.crash_point_kills.values().sum::<u64>() == 0 {
+            v.push("no crash point fired: the crash plan proved nothing".into());
         }
         if require_recovery && self.recovery_samples == 0 {
             v.push("no recovery sample: no kill hit a job in flight".into());
@@ -293,6 +306,9 @@ pub fn check(h: &History) -> Figures {
     // Recovery latency: from a worker's death to the next start of each job
     // it held (started by it, never reported settled by it).
     f.worker_outages = h.deaths.len() as u64;
+    for (point, _, _) in &h.crash_points {
+        *f.crash_point_kills.entry(point.clone()).or_insert(0) += 1;
+    }
     let settled: BTreeSet<(i32, &str, u32)> = h
         .reports
         .iter()
@@ -353,6 +369,14 @@ pub fn table(f: &Figures) -> String {
             f.stale_token_rejections.to_string(),
         ),
     ];
+    if !f.crash_point_kills.is_empty() {
+        let kills: Vec<String> = f
+            .crash_point_kills
+            .iter()
+            .map(|(p, n)| format!("{p} {n}"))
+            .collect();
+        rows.push(("crash-point kills".into(), kills.join(", ")));
+    }
     for (name, n) in f.safety() {
         rows.push((format!("{name} (must be 0)"), n.to_string()));
     }
@@ -441,14 +465,24 @@ mod tests {
     #[test]
     fn a_clean_history_has_no_violation_and_one_recovery_sample() {
         let f = check(&clean());
-        assert!(f.violations(false, true).is_empty(), "{f:?}");
+        assert!(f.violations(false, true, false).is_empty(), "{f:?}");
         assert_eq!((f.executions, f.redeliveries, f.completed), (2, 1, 1));
         assert_eq!(f.recovery_samples, 1);
         assert_eq!(f.recovery_p50_ms, Some(1100));
         assert!(
-            !f.violations(true, true).is_empty(),
+            !f.violations(true, true, false).is_empty(),
             "stale tokens required"
         );
+    }
+
+    #[test]
+    fn a_crash_plan_without_a_fired_crash_point_is_a_violation() {
+        let mut h = clean();
+        assert!(!check(&h).violations(false, false, true).is_empty());
+        h.crash_points.push(("before-settle".into(), 7, 50));
+        let f = check(&h);
+        assert_eq!(f.crash_point_kills.get("before-settle"), Some(&1));
+        assert!(f.violations(false, false, true).is_empty(), "{f:?}");
     }
 
     #[test]
@@ -529,7 +563,7 @@ mod tests {
                 poison: false,
             },
         );
-        assert!(check(&h).violations(false, false).is_empty());
+        assert!(check(&h).violations(false, false, false).is_empty());
         h.intents.insert(
             "no".into(),
             Intent {
@@ -556,7 +590,7 @@ mod tests {
         });
         let f = check(&h);
         assert_eq!(f.stale_token_rejections, 1);
-        assert!(f.violations(true, true).is_empty());
+        assert!(f.violations(true, true, false).is_empty());
         // A refused settlement does not release the job: it was still held.
         assert_eq!(f.recovery_samples, 1);
         // An accepted one does.

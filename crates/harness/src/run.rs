@@ -29,6 +29,10 @@ pub enum Fault {
     Poison,
     /// `pg_ctl restart -m immediate` of the harness's private cluster.
     Restart,
+    /// Workers armed with a crash point (`ERRAND_FAILPOINTS`) that SIGKILL
+    /// themselves at a named moment: after a claim commits, at a heartbeat,
+    /// after the effect before the settlement, after the acknowledgment.
+    Crash,
 }
 
 impl Fault {
@@ -38,6 +42,7 @@ impl Fault {
             Fault::Pause => "pause",
             Fault::Poison => "poison",
             Fault::Restart => "restart",
+            Fault::Crash => "crash",
         }
     }
 }
@@ -91,6 +96,10 @@ pub struct RunOptions {
     /// Crash-restarts (restart plan).
     #[arg(long, default_value_t = 1)]
     pub restarts: u32,
+    /// Worker spawns armed with a crash point (crash plan); the points are
+    /// taken in turn.
+    #[arg(long, default_value_t = 8)]
+    pub crashes: u32,
     /// How long heal + drain may take before what is left counts as stuck.
     #[arg(long, default_value_t = 120)]
     pub drain_secs: u64,
@@ -112,7 +121,7 @@ impl RunOptions {
     fn replay_line(&self, seed: u64) -> String {
         let plan: Vec<&str> = self.plan.iter().map(|f| f.name()).collect();
         let mut line = format!(
-            "errand-harness run --seed {seed} --plan {} --jobs {} --workers {} --concurrency {} --lease-ms {} --fault-secs {} --kills {} --pauses {} --poison {} --restarts {}",
+            "errand-harness run --seed {seed} --plan {} --jobs {} --workers {} --concurrency {} --lease-ms {} --fault-secs {} --kills {} --pauses {} --poison {} --restarts {} --crashes {}",
             plan.join(","),
             self.jobs,
             self.workers,
@@ -122,7 +131,8 @@ impl RunOptions {
             self.kills,
             self.pauses,
             self.poison,
-            self.restarts
+            self.restarts,
+            self.crashes
         );
         if self.pg_cluster {
             line.push_str(" --pg-cluster");
@@ -174,7 +184,7 @@ struct Workers {
 }
 
 impl Workers {
-    fn spawn(&self) -> Result<Child> {
+    fn spawn(&self, failpoints: Option<&str>) -> Result<Child> {
         // The file names need the pid: spawn into a temporary name, rename.
         let tmp_out = self
             .dir
@@ -190,6 +200,7 @@ impl Workers {
             .args(["--lease", &format!("{}ms", self.lease_ms)])
             .args(["--exec", &self.exec])
             .env("ERRAND_LOG", "warn")
+            .env("ERRAND_FAILPOINTS", failpoints.unwrap_or_default())
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -345,6 +356,35 @@ fn parse_reports(dir: &Path) -> Result<Vec<Report>> {
     Ok(reports)
 }
 
+/// `errand failpoint POINT: SIGKILL pid PID at MS` lines of the workers'
+/// stderr files: (point, pid, ms).
+fn parse_crash_points(dir: &Path) -> Result<Vec<(String, i32, i64)>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).context("read the run directory")? {
+        let path = entry.context("read the run directory")?.path();
+        if !path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("worker-") && n.ends_with(".err"))
+        {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        for line in text.lines() {
+            let Some(rest) = line.strip_prefix("errand failpoint ") else {
+                continue;
+            };
+            let w: Vec<&str> = rest.split(' ').collect();
+            if let (Some(point), Some(pid), Some(ms)) = (w.first(), w.get(3), w.get(5))
+                && let (Ok(pid), Ok(ms)) = (pid.parse(), ms.parse())
+            {
+                out.push((point.trim_end_matches(':').to_owned(), pid, ms));
+            }
+        }
+    }
+    Ok(out)
+}
+
 fn parse_poison_deaths(dir: &Path) -> Vec<(i32, i64)> {
     let text = std::fs::read_to_string(dir.join("deaths.log")).unwrap_or_default();
     text.lines()
@@ -467,7 +507,14 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
         }
     }
     for n in 0..opts.jobs {
-        let ms: u64 = rng.random_range(10..150);
+        // The crash plan needs handlers that outlive a heartbeat (a third
+        // of the lease): one job in ten works for 0.4–0.75 of a lease.
+        let long = has(Fault::Crash) && rng.random_bool(0.1);
+        let ms: u64 = if long {
+            rng.random_range(opts.lease_ms * 2 / 5..opts.lease_ms * 3 / 4)
+        } else {
+            rng.random_range(10..150)
+        };
         let fail_first = u32::from(rng.random_bool(0.05));
         let payload =
             Payload::from_value(&serde_json::json!({"ms": ms, "fail_first": fail_first}))?;
@@ -500,6 +547,24 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
         }
     }
     actions.sort_by_key(|(t, _)| *t);
+    // Crash points for worker spawns in the fault phase, in turn: the
+    // point, after how many passes it fires.
+    let mut crash_arms: std::collections::VecDeque<String> = std::collections::VecDeque::new();
+    if has(Fault::Crash) {
+        for i in 0..opts.crashes as usize {
+            let point = errand::FAILPOINTS[i % errand::FAILPOINTS.len()];
+            let passes: u32 = match point {
+                "heartbeat" => rng.random_range(0..2),
+                "claim-committed" => rng.random_range(0..4),
+                _ => rng.random_range(0..6),
+            };
+            crash_arms.push_back(if passes == 0 {
+                format!("{point}=return")
+            } else {
+                format!("{point}={passes}*off->return")
+            });
+        }
+    }
 
     // Workers.
     let harness = std::env::current_exe().context("locate this executable")?;
@@ -522,8 +587,16 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
         lease_ms: opts.lease_ms,
         slots: Vec::new(),
     };
-    for _ in 0..opts.workers {
-        let child = workers.spawn()?;
+    let mut nemesis: Vec<String> = Vec::new();
+    for i in 0..opts.workers {
+        let arm = crash_arms.pop_front();
+        let child = workers.spawn(arm.as_deref())?;
+        if let Some(arm) = arm {
+            nemesis.push(format!(
+                "0 ms: worker {i} (pid {}) armed: {arm}",
+                child.id()
+            ));
+        }
         workers.slots.push(Slot {
             child: Some(child),
             killed: false,
@@ -562,7 +635,6 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
     };
 
     // The fault phase.
-    let mut nemesis: Vec<String> = Vec::new();
     let mut outages: Vec<(i32, i64)> = Vec::new();
     let t0 = Instant::now();
     let mut next = 0;
@@ -704,7 +776,14 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
                 .get(slot_index)
                 .is_some_and(|s| s.child.is_none() && s.respawn_at.is_some_and(|r| r <= now));
             if due {
-                let child = workers.spawn()?;
+                let arm = fault_phase.then(|| crash_arms.pop_front()).flatten();
+                let child = workers.spawn(arm.as_deref())?;
+                if let Some(arm) = arm {
+                    nemesis.push(format!(
+                        "{elapsed} ms: worker {slot_index} (pid {}) armed: {arm}",
+                        child.id()
+                    ));
+                }
                 if let Some(slot) = workers.slots.get_mut(slot_index) {
                     slot.child = Some(child);
                     slot.respawn_at = None;
@@ -810,8 +889,10 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
             Some(rows.join("; "))
         }
     };
+    let crash_points = parse_crash_points(&dir)?;
     let mut deaths = outages;
     deaths.extend(parse_poison_deaths(&dir));
+    deaths.extend(crash_points.iter().map(|(_, pid, ms)| (*pid, *ms)));
     let intents = intents
         .lock()
         .map_err(|_| anyhow::anyhow!("the load generator panicked"))?
@@ -824,11 +905,16 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
         effects: parse_effects(&dir),
         reports: parse_reports(&dir)?,
         deaths,
+        crash_points,
         lease_ms: opts.lease_ms,
         integrity,
     };
     let figures = check::check(&history);
-    let violations = figures.violations(has(Fault::Pause), has(Fault::Kill) || has(Fault::Pause));
+    let violations = figures.violations(
+        has(Fault::Pause),
+        has(Fault::Kill) || has(Fault::Pause),
+        has(Fault::Crash),
+    );
     drop(workers);
     if let (Some(url), Some(s)) = (&pg_url, &schema)
         && !opts.keep

@@ -92,6 +92,39 @@ fn poison(backend: &[&str]) {
     assert!(f["worker_outages"].as_u64().unwrap() >= 3, "{f}");
 }
 
+/// Eight workers armed in turn with each crash point: every point fires,
+/// and the one between the effect and the settlement shows as a repeated
+/// (absorbed) effect, never a duplicate.
+fn crash(backend: &[&str]) {
+    let mut args = vec!["--plan", "crash", "--crashes", "8"];
+    args.extend_from_slice(backend);
+    let f = harness(&args);
+    for point in [
+        "claim-committed",
+        "heartbeat",
+        "before-settle",
+        "settle-committed",
+    ] {
+        assert!(
+            f["crash_point_kills"][point].as_u64().unwrap_or(0) > 0,
+            "{point} never fired: {f}"
+        );
+    }
+    assert!(f["effect_repeats"].as_u64().unwrap() > 0, "{f}");
+}
+
+#[test]
+fn sqlite_sigkills_at_each_crash_point_lose_nothing() {
+    crash(&[]);
+}
+
+#[test]
+fn postgres_sigkills_at_each_crash_point_lose_nothing() {
+    if let Some(url) = pg_url() {
+        crash(&["--pg", &url]);
+    }
+}
+
 #[test]
 fn sqlite_random_sigkills_lose_nothing() {
     kill(&[]);
