@@ -540,9 +540,10 @@ async fn complete_in_batches(store: Arc<dyn Store>, mut rx: mpsc::UnboundedRecei
                 }
             }
             Err(e) => {
-                let msg = e.to_string();
+                // Every waiter gets the error itself, class included (a
+                // full disk stays `StorageFull`).
                 for (_, reply) in batch {
-                    let _ = reply.send(Err(Error::Storage(msg.clone())));
+                    let _ = reply.send(Err(e.clone()));
                 }
             }
         }

@@ -73,6 +73,8 @@ pub struct History {
     /// Crash points that fired: (point, worker pid, ms), from the workers'
     /// stderr. Also in `deaths`.
     pub crash_points: Vec<(String, i32, i64)>,
+    /// "Storage full" errors the load generator and the workers saw.
+    pub storage_full: u64,
     pub lease_ms: u64,
     pub integrity: Option<String>,
 }
@@ -93,6 +95,9 @@ pub struct Figures {
     pub worker_outages: u64,
     /// Crash-point SIGKILLs by point (crash plan).
     pub crash_point_kills: BTreeMap<String, u64>,
+    /// "Storage full" errors seen by the load generator and the workers
+    /// (disk-full plan).
+    pub storage_full_errors: u64,
     // Safety: each must be 0.
     pub lost: u64,
     pub duplicate_jobs: u64,
@@ -133,6 +138,7 @@ impl Figures {
         require_stale: bool,
         require_recovery: bool,
         require_crash_points: bool,
+        require_storage_full: bool,
     ) -> Vec<String> {
         let mut v: Vec<String> = self
             .safety()
@@ -148,6 +154,9 @@ impl Figures {
         }
         if require_crash_points && self.crash_point_kills.values().sum::<u64>() == 0 {
             v.push("no crash point fired: the crash plan proved nothing".into());
+        }
+        if require_storage_full && self.storage_full_errors == 0 {
+            v.push("no storage-full error: the disk-full plan proved nothing".into());
         }
         if require_recovery && self.recovery_samples == 0 {
             v.push("no recovery sample: no kill hit a job in flight".into());
@@ -306,6 +315,7 @@ pub fn check(h: &History) -> Figures {
     // Recovery latency: from a worker's death to the next start of each job
     // it held (started by it, never reported settled by it).
     f.worker_outages = h.deaths.len() as u64;
+    f.storage_full_errors = h.storage_full;
     for (point, _, _) in &h.crash_points {
         *f.crash_point_kills.entry(point.clone()).or_insert(0) += 1;
     }
@@ -369,6 +379,12 @@ pub fn table(f: &Figures) -> String {
             f.stale_token_rejections.to_string(),
         ),
     ];
+    if f.storage_full_errors > 0 {
+        rows.push((
+            "storage-full errors (load + workers)".into(),
+            f.storage_full_errors.to_string(),
+        ));
+    }
     if !f.crash_point_kills.is_empty() {
         let kills: Vec<String> = f
             .crash_point_kills
@@ -465,12 +481,12 @@ mod tests {
     #[test]
     fn a_clean_history_has_no_violation_and_one_recovery_sample() {
         let f = check(&clean());
-        assert!(f.violations(false, true, false).is_empty(), "{f:?}");
+        assert!(f.violations(false, true, false, false).is_empty(), "{f:?}");
         assert_eq!((f.executions, f.redeliveries, f.completed), (2, 1, 1));
         assert_eq!(f.recovery_samples, 1);
         assert_eq!(f.recovery_p50_ms, Some(1100));
         assert!(
-            !f.violations(true, true, false).is_empty(),
+            !f.violations(true, true, false, false).is_empty(),
             "stale tokens required"
         );
     }
@@ -478,11 +494,11 @@ mod tests {
     #[test]
     fn a_crash_plan_without_a_fired_crash_point_is_a_violation() {
         let mut h = clean();
-        assert!(!check(&h).violations(false, false, true).is_empty());
+        assert!(!check(&h).violations(false, false, true, false).is_empty());
         h.crash_points.push(("before-settle".into(), 7, 50));
         let f = check(&h);
         assert_eq!(f.crash_point_kills.get("before-settle"), Some(&1));
-        assert!(f.violations(false, false, true).is_empty(), "{f:?}");
+        assert!(f.violations(false, false, true, false).is_empty(), "{f:?}");
     }
 
     #[test]
@@ -563,7 +579,7 @@ mod tests {
                 poison: false,
             },
         );
-        assert!(check(&h).violations(false, false, false).is_empty());
+        assert!(check(&h).violations(false, false, false, false).is_empty());
         h.intents.insert(
             "no".into(),
             Intent {
@@ -590,7 +606,7 @@ mod tests {
         });
         let f = check(&h);
         assert_eq!(f.stale_token_rejections, 1);
-        assert!(f.violations(true, true, false).is_empty());
+        assert!(f.violations(true, true, false, false).is_empty());
         // A refused settlement does not release the job: it was still held.
         assert_eq!(f.recovery_samples, 1);
         // An accepted one does.

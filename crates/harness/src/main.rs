@@ -4,6 +4,7 @@
 
 mod check;
 mod cluster;
+mod disk;
 mod handle;
 mod run;
 

@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -33,6 +34,11 @@ pub enum Fault {
     /// themselves at a named moment: after a claim commits, at a heartbeat,
     /// after the effect before the settlement, after the acknowledgment.
     Crash,
+    /// Fill the small file system the SQLite file lives on (a tmpfs the
+    /// harness mounts; root) for a while, then free it.
+    #[value(name = "disk-full")]
+    #[serde(rename = "disk-full")]
+    DiskFull,
 }
 
 impl Fault {
@@ -43,6 +49,7 @@ impl Fault {
             Fault::Poison => "poison",
             Fault::Restart => "restart",
             Fault::Crash => "crash",
+            Fault::DiskFull => "disk-full",
         }
     }
 }
@@ -100,6 +107,9 @@ pub struct RunOptions {
     /// taken in turn.
     #[arg(long, default_value_t = 8)]
     pub crashes: u32,
+    /// Times the file system fills up (disk-full plan).
+    #[arg(long, default_value_t = 2)]
+    pub fulls: u32,
     /// How long heal + drain may take before what is left counts as stuck.
     #[arg(long, default_value_t = 120)]
     pub drain_secs: u64,
@@ -121,7 +131,7 @@ impl RunOptions {
     fn replay_line(&self, seed: u64) -> String {
         let plan: Vec<&str> = self.plan.iter().map(|f| f.name()).collect();
         let mut line = format!(
-            "errand-harness run --seed {seed} --plan {} --jobs {} --workers {} --concurrency {} --lease-ms {} --fault-secs {} --kills {} --pauses {} --poison {} --restarts {} --crashes {}",
+            "errand-harness run --seed {seed} --plan {} --jobs {} --workers {} --concurrency {} --lease-ms {} --fault-secs {} --kills {} --pauses {} --poison {} --restarts {} --crashes {} --fulls {}",
             plan.join(","),
             self.jobs,
             self.workers,
@@ -132,7 +142,8 @@ impl RunOptions {
             self.pauses,
             self.poison,
             self.restarts,
-            self.crashes
+            self.crashes,
+            self.fulls
         );
         if self.pg_cluster {
             line.push_str(" --pg-cluster");
@@ -162,6 +173,7 @@ enum Action {
     Kill(usize),
     Pause(usize, u64),
     Restart,
+    Fill(u64),
 }
 
 struct Slot {
@@ -275,13 +287,19 @@ async fn drop_schema(url: &str, schema: &str) -> Result<()> {
     Ok(())
 }
 
-/// Inserts `batch`, retrying the same ids while the outcome is unknown.
-async fn enqueue_batch(store: &dyn Store, batch: Vec<NewJob>) -> Enqueue {
+/// Inserts `batch`, retrying the same ids while the outcome is unknown;
+/// counts the "storage full" refusals.
+async fn enqueue_batch(store: &dyn Store, batch: Vec<NewJob>, full: &AtomicU64) -> Enqueue {
     for _ in 0..40 {
         match store.insert_many(batch.clone()).await {
             Ok(_) => return Enqueue::Ok,
             Err(Error::Invalid(_)) => return Enqueue::Failed,
-            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+            Err(e) => {
+                if matches!(e, Error::StorageFull(_)) {
+                    full.fetch_add(1, Ordering::Relaxed);
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
         }
     }
     Enqueue::Ambiguous
@@ -354,6 +372,23 @@ fn parse_reports(dir: &Path) -> Result<Vec<Report>> {
         }
     }
     Ok(reports)
+}
+
+/// Lines of the workers' stderr files that contain `needle`.
+fn count_worker_lines(dir: &Path, needle: &str) -> Result<u64> {
+    let mut n = 0;
+    for entry in std::fs::read_dir(dir).context("read the run directory")? {
+        let path = entry.context("read the run directory")?.path();
+        if path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("worker-") && n.ends_with(".err"))
+        {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            n += text.lines().filter(|l| l.contains(needle)).count() as u64;
+        }
+    }
+    Ok(n)
 }
 
 /// `errand failpoint POINT: SIGKILL pid PID at MS` lines of the workers'
@@ -439,6 +474,9 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
     if has(Fault::Restart) && !opts.pg_cluster {
         bail!("the restart plan needs --pg-cluster (a cluster the harness may crash)");
     }
+    if has(Fault::DiskFull) && (opts.pg.is_some() || opts.pg_cluster) {
+        bail!("the disk-full plan is SQLite's: drop --pg / --pg-cluster");
+    }
     if opts.workers == 0 || opts.jobs == 0 {
         bail!("--workers and --jobs must be at least 1");
     }
@@ -457,6 +495,11 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
     std::fs::create_dir_all(dir.join("effects")).context("create the effects directory")?;
 
     // The backend.
+    let disk = if has(Fault::DiskFull) {
+        Some(crate::disk::SmallDisk::mount(&dir.join("fs"), 64)?)
+    } else {
+        None
+    };
     let cluster = if opts.pg_cluster {
         Some(Cluster::start()?)
     } else {
@@ -477,7 +520,10 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
             (url.clone(), Some(schema), name.to_owned())
         }
         None => {
-            let path = opts.db.clone().unwrap_or_else(|| dir.join("jobs.db"));
+            let path = match &disk {
+                Some(d) => d.path().join("jobs.db"),
+                None => opts.db.clone().unwrap_or_else(|| dir.join("jobs.db")),
+            };
             (path.display().to_string(), None, "sqlite".to_owned())
         }
     };
@@ -539,6 +585,18 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
                 t,
                 Action::Pause(rng.random_range(0..opts.workers as usize), len),
             ));
+        }
+    }
+    if has(Fault::DiskFull) {
+        // Disjoint slots over 10–70% of the fault phase, full for about
+        // half of each.
+        let n = f64::from(opts.fulls.max(1));
+        for i in 0..opts.fulls {
+            let slot = 0.6 / n;
+            let start = 0.1 + slot * f64::from(i);
+            let t = at(&mut rng, start, start + slot * 0.3);
+            let len = (rng.random_range(0.4..0.6) * slot * fault_ms as f64) as u64;
+            actions.push((t, Action::Fill(len)));
         }
     }
     if has(Fault::Restart) {
@@ -607,8 +665,10 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
 
     // The load generator: batches spread over the first 60% of the fault phase.
     let intents: Arc<Mutex<BTreeMap<String, Intent>>> = Arc::default();
+    let load_full: Arc<AtomicU64> = Arc::default();
     let load = {
         let store = Arc::clone(&store);
+        let load_full = Arc::clone(&load_full);
         let intents = Arc::clone(&intents);
         let batches: Vec<Vec<(String, bool, NewJob)>> =
             jobs.chunks(25).map(<[_]>::to_vec).collect();
@@ -623,6 +683,7 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
                 let status = enqueue_batch(
                     store.as_ref(),
                     batch.into_iter().map(|(_, _, j)| j).collect(),
+                    &load_full,
                 )
                 .await;
                 if let Ok(mut map) = intents.lock() {
@@ -642,6 +703,7 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
     let mut fault_phase = true;
     let drain_deadline = |t: Instant| t + Duration::from_secs(opts.drain_secs);
     let mut drain_until: Option<Instant> = None;
+    let mut full_until: Option<Instant> = None;
     let left = loop {
         let now = Instant::now();
         let elapsed = now.duration_since(t0).as_millis() as u64;
@@ -726,6 +788,15 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
                         )),
                     }
                 }
+                Action::Fill(len) => {
+                    if let Some(d) = &disk {
+                        let n = tokio::task::block_in_place(|| d.fill())?;
+                        full_until = Some(now + Duration::from_millis(len));
+                        nemesis.push(format!(
+                            "{t} ms: file system full ({n} bytes of ballast) for {len} ms"
+                        ));
+                    }
+                }
                 Action::Restart => {
                     if let Some(c) = &cluster {
                         let r = tokio::task::block_in_place(|| c.crash_restart());
@@ -734,6 +805,14 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
                     }
                 }
             }
+        }
+        // Free the file system when its time is up (or on heal).
+        if full_until.is_some_and(|u| !fault_phase || u <= now)
+            && let Some(d) = &disk
+        {
+            full_until = None;
+            d.free()?;
+            nemesis.push(format!("{elapsed} ms: file system space returned"));
         }
         // Resume paused workers whose time is up (or all of them on heal).
         for (i, slot) in workers.slots.iter_mut().enumerate() {
@@ -890,6 +969,13 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
         }
     };
     let crash_points = parse_crash_points(&dir)?;
+    let storage_full =
+        load_full.load(Ordering::Relaxed) + count_worker_lines(&dir, "storage is full")?;
+    if let Some(d) = &disk
+        && opts.keep
+    {
+        d.copy_out(&dir);
+    }
     let mut deaths = outages;
     deaths.extend(parse_poison_deaths(&dir));
     deaths.extend(crash_points.iter().map(|(_, pid, ms)| (*pid, *ms)));
@@ -906,6 +992,7 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
         reports: parse_reports(&dir)?,
         deaths,
         crash_points,
+        storage_full,
         lease_ms: opts.lease_ms,
         integrity,
     };
@@ -914,6 +1001,7 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
         has(Fault::Pause),
         has(Fault::Kill) || has(Fault::Pause),
         has(Fault::Crash),
+        has(Fault::DiskFull),
     );
     drop(workers);
     if let (Some(url), Some(s)) = (&pg_url, &schema)

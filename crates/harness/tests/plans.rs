@@ -33,6 +33,13 @@ fn pg_url() -> Option<String> {
     url
 }
 
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0\n"))
+}
+
 /// Runs the harness and returns its figures, failing with its whole
 /// output when it reports a violation.
 fn harness(args: &[&str]) -> Value {
@@ -125,6 +132,25 @@ fn postgres_sigkills_at_each_crash_point_lose_nothing() {
     }
 }
 
+/// The SQLite file's file system (a 64 MiB tmpfs) filled twice for about a
+/// second: inserts, claims and settlements get "storage full" errors, none
+/// is acknowledged falsely (`acks_not_recorded`, `lost`), and every job is
+/// done once space returns.
+#[test]
+fn sqlite_a_full_disk_gives_definite_errors_and_progress_once_space_returns() {
+    if !is_root() {
+        eprintln!("SKIPPED: the disk-full plan mounts a tmpfs, which needs root");
+        assert!(
+            std::env::var("CI").is_err(),
+            "the disk-full plan must run under CI"
+        );
+        return;
+    }
+    let f = harness(&["--plan", "disk-full", "--fulls", "2"]);
+    assert!(f["storage_full_errors"].as_u64().unwrap() > 0, "{f}");
+    assert_eq!(f["integrity_check"], "ok", "{f}");
+}
+
 #[test]
 fn sqlite_random_sigkills_lose_nothing() {
     kill(&[]);
@@ -163,11 +189,7 @@ fn postgres_a_job_that_kills_its_worker_every_time_is_quarantined() {
 
 #[test]
 fn postgres_crash_restart_mid_run_with_kills_loses_nothing() {
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
-    let can = root
+    let can = is_root()
         && std::fs::read_dir("/usr/lib/postgresql")
             .map(|d| {
                 d.filter_map(Result::ok)
