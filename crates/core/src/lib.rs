@@ -29,6 +29,7 @@ mod error;
 mod job;
 mod outcome;
 mod retry;
+mod step;
 mod store;
 
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
@@ -40,6 +41,7 @@ pub use job::{
 };
 pub use outcome::{ErrorClass, Outcome};
 pub use retry::RetryPolicy;
+pub use step::StepGuard;
 pub use store::{
     CancelRequest, ClaimRequest, FailResult, Failure, Inserted, JobFilter, RateBucket, RateLimit,
     ReplayRequest, RetryAt, Store, SweepReport, WorkSignal,

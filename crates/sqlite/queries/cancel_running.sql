@@ -7,5 +7,5 @@ SET state            = 'cancelled',
     last_error_class = 'cancelled',
     finished_at      = :now,
     updated_at       = :now
-WHERE id = :id AND state = 'running' AND lease_token = :token AND lease_until > :now
+WHERE id = :id AND state = 'running' AND lease_token = :token AND lease_until > :lease_now
 RETURNING *

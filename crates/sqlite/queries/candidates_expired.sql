@@ -1,7 +1,7 @@
 -- Running jobs whose lease expired with attempts left: reclaimable.
 SELECT id FROM errand_jobs INDEXED BY errand_jobs_leases
 WHERE state = 'running'
-  AND lease_until <= :now
+  AND lease_until <= :lease_now
   AND attempts < max_attempts
   AND lease_expiries + 1 < max_lease_expiries
 ORDER BY lease_until, id

@@ -1,7 +1,7 @@
 -- Reclaimable jobs in the named queues (:queues is a JSON array of names).
 SELECT id FROM errand_jobs INDEXED BY errand_jobs_leases
 WHERE state = 'running'
-  AND lease_until <= :now
+  AND lease_until <= :lease_now
   AND attempts < max_attempts
   AND lease_expiries + 1 < max_lease_expiries
   AND queue IN (SELECT value FROM json_each(:queues))

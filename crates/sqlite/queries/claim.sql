@@ -12,7 +12,7 @@ SET state          = 'running',
 WHERE id = :id
   AND attempts < max_attempts
   AND ((state = 'ready' AND available_at <= :now)
-       OR (state = 'running' AND lease_until <= :now
+       OR (state = 'running' AND lease_until <= :lease_now
            AND lease_expiries + 1 < max_lease_expiries))
   AND (key_name IS NULL OR state = 'running'
        OR ((SELECT count(*) FROM errand_jobs o INDEXED BY errand_jobs_keys

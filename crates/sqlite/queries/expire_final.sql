@@ -16,6 +16,6 @@ SET state            = 'dead',
     finished_at      = :now,
     updated_at       = :now
 WHERE state = 'running'
-  AND lease_until <= :now
+  AND lease_until <= :lease_now
   AND (attempts >= max_attempts OR lease_expiries + 1 >= max_lease_expiries)
 RETURNING id

@@ -19,5 +19,5 @@ SET state            = CASE WHEN :retry_at IS NULL OR attempts >= max_attempts
                             ELSE :error END,
     last_error_class = :class,
     updated_at       = :now
-WHERE id = :id AND state = 'running' AND lease_token = :token AND lease_until > :now
+WHERE id = :id AND state = 'running' AND lease_token = :token AND lease_until > :lease_now
 RETURNING *

@@ -7,5 +7,5 @@ SET state        = 'ready',
     lease_token  = NULL,
     lease_until  = NULL,
     updated_at   = :now
-WHERE id = :id AND state = 'running' AND lease_token = :token AND lease_until > :now
+WHERE id = :id AND state = 'running' AND lease_token = :token AND lease_until > :lease_now
 RETURNING *

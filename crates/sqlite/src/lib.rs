@@ -36,10 +36,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use errand_core::{
     CancelRequest, ClaimRequest, ClaimedJob, Clock, Error, Failure, Inserted, Job, JobDetail,
-    JobFilter, JobId, Lease, NewJob, RateBucket, RateLimit, ReplayRequest, Result, Store,
-    SweepReport, SystemClock, Timestamp, WorkSignal,
+    JobFilter, JobId, Lease, NewJob, RateBucket, RateLimit, ReplayRequest, Result, StepGuard,
+    Store, SweepReport, SystemClock, Timestamp, WorkSignal,
 };
 use rusqlite::{Connection, OpenFlags};
+
+use crate::ops::Now;
 
 pub use ops::{complete as complete_in, insert as enqueue_in};
 pub use rusqlite;
@@ -136,6 +138,9 @@ struct Inner {
     wake: tokio::sync::watch::Sender<u64>,
     readers: Mutex<Vec<Connection>>,
     options: SqliteOptions,
+    /// Keeps lease decisions on the old timeline after the host's clock
+    /// steps forward (not for a manual clock: tests move it on purpose).
+    steps: Arc<StepGuard>,
 }
 
 impl fmt::Debug for SqliteStore {
@@ -212,6 +217,7 @@ impl SqliteStore {
                 wake: tokio::sync::watch::Sender::new(0),
                 readers: Mutex::new(Vec::new()),
                 options,
+                steps: Arc::new(StepGuard::new()),
             }),
         })
     }
@@ -302,12 +308,24 @@ impl SqliteStore {
         self.inner.with_reader(f)
     }
 
+    /// Runs one of the store's own operations on the writer, with the
+    /// time it runs by and the time leases are judged by.
     async fn op<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection, Timestamp) -> Result<T> + Send + 'static,
+        F: FnOnce(&Connection, Now) -> Result<T> + Send + 'static,
     {
-        self.submit(f).await
+        let steps = self.inner.steps.clone();
+        let manual = self.inner.options.clock.is_manual();
+        self.submit(move |c, at| {
+            let leases = if manual {
+                at
+            } else {
+                steps.leases_now(at, std::time::Instant::now())
+            };
+            f(c, Now { at, leases })
+        })
+        .await
     }
 }
 
@@ -344,12 +362,14 @@ impl Store for SqliteStore {
 
     async fn claim(&self, req: &ClaimRequest) -> Result<Vec<ClaimedJob>> {
         let req = req.clone();
+        self.inner.steps.note_lease(req.lease);
         self.op(move |c, now| ops::claim(c, &req, now)).await
     }
 
     async fn complete(&self, lease: &Lease) -> Result<Job> {
         let lease = lease.clone();
-        self.op(move |c, now| ops::complete(c, &lease, now)).await
+        self.op(move |c, now| ops::complete_at(c, &lease, now))
+            .await
     }
 
     async fn complete_many(&self, leases: &[Lease]) -> Result<Vec<bool>> {
@@ -357,7 +377,7 @@ impl Store for SqliteStore {
         self.op(move |c, now| {
             leases
                 .iter()
-                .map(|l| match ops::complete(c, l, now) {
+                .map(|l| match ops::complete_at(c, l, now) {
                     Ok(_) => Ok(true),
                     Err(Error::LeaseLost { .. }) => Ok(false),
                     Err(e) => Err(e),
@@ -387,14 +407,20 @@ impl Store for SqliteStore {
 
     async fn heartbeat(&self, lease: &Lease, extend: Duration) -> Result<Timestamp> {
         let lease = lease.clone();
+        self.inner.steps.note_lease(extend);
         self.op(move |c, now| ops::heartbeat(c, &lease, extend, now))
             .await
     }
 
     async fn release(&self, lease: &Lease) -> Result<Job> {
         let lease = lease.clone();
-        self.write(move |c, now| ops::snooze(c, &lease, Duration::ZERO, now, "released"))
-            .await
+        let out = self
+            .op(move |c, now| ops::snooze(c, &lease, Duration::ZERO, now, "released"))
+            .await;
+        if out.is_ok() {
+            self.wake();
+        }
+        out
     }
 
     async fn sweep_expired(&self) -> Result<SweepReport> {
@@ -407,7 +433,7 @@ impl Store for SqliteStore {
     }
 
     async fn prune(&self, older_than: Duration, limit: u32) -> Result<u64> {
-        self.op(move |c, now| ops::prune(c, older_than, limit, now))
+        self.op(move |c, now| ops::prune(c, older_than, limit, now.at))
             .await
     }
 
@@ -421,8 +447,10 @@ impl Store for SqliteStore {
 
     async fn cancel(&self, req: &CancelRequest) -> Result<Vec<Job>> {
         let req = req.clone();
-        self.op(move |c, now| ops::cancel(c, &req.ids, &req.operator, req.reason.as_deref(), now))
-            .await
+        self.op(move |c, now| {
+            ops::cancel(c, &req.ids, &req.operator, req.reason.as_deref(), now.at)
+        })
+        .await
     }
 
     async fn get(&self, id: &JobId) -> Result<Job> {
@@ -456,7 +484,7 @@ impl Store for SqliteStore {
 
     async fn take_tokens(&self, bucket: &RateBucket, limit: RateLimit, want: u32) -> Result<u32> {
         let bucket = bucket.clone();
-        self.op(move |c, now| ops::take_tokens(c, &bucket, limit, want, now))
+        self.op(move |c, now| ops::take_tokens(c, &bucket, limit, want, now.at))
             .await
     }
 

@@ -18,6 +18,16 @@ use rusqlite::{Connection, OptionalExtension, Row, named_params};
 
 use crate::map_err;
 
+/// The clock readings one operation runs by: `at` stamps rows and
+/// schedules; `leases` judges whether a lease has expired. They differ only
+/// for a while after the host's clock stepped forward (see
+/// [`errand_core::StepGuard`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Now {
+    pub(crate) at: Timestamp,
+    pub(crate) leases: Timestamp,
+}
+
 const INSERT: &str = include_str!("../queries/insert.sql");
 const GET: &str = include_str!("../queries/get.sql");
 const EXPIRE_FINAL: &str = include_str!("../queries/expire_final.sql");
@@ -194,11 +204,14 @@ fn finish_attempt(
 }
 
 /// Running jobs whose final attempt's lease expired go to `dead`.
-pub(crate) fn expire_final(conn: &Connection, now: Timestamp) -> Result<Vec<JobId>> {
+pub(crate) fn expire_final(conn: &Connection, now: Now) -> Result<Vec<JobId>> {
     let mut ids: Vec<String> = conn
         .prepare_cached(EXPIRE_FINAL)
         .map_err(map_err)?
-        .query_map(named_params! {":now": now.as_millis()}, |r| r.get(0))
+        .query_map(
+            named_params! {":now": now.at.as_millis(), ":lease_now": now.leases.as_millis()},
+            |r| r.get(0),
+        )
         .map_err(map_err)?
         .collect::<rusqlite::Result<_>>()
         .map_err(map_err)?;
@@ -209,7 +222,7 @@ pub(crate) fn expire_final(conn: &Connection, now: Timestamp) -> Result<Vec<JobI
         finish_attempt(
             conn,
             &id,
-            now,
+            now.at,
             "lease_expired",
             Some("lease expired before the attempt was settled"),
             Some(ErrorClass::LeaseExpired),
@@ -345,25 +358,27 @@ fn candidate_ids(
     conn: &Connection,
     sql: (&str, &str),
     queues: Option<&str>,
-    now: Timestamp,
+    lease_now: Timestamp,
     limit: u32,
 ) -> Result<Vec<String>> {
     if limit == 0 {
         return Ok(Vec::new());
     }
-    let now = now.as_millis();
+    let now = lease_now.as_millis();
     let rows = match queues {
         None => conn
             .prepare_cached(sql.0)
             .map_err(map_err)?
-            .query_map(named_params! {":now": now, ":limit": limit}, |r| r.get(0))
+            .query_map(named_params! {":lease_now": now, ":limit": limit}, |r| {
+                r.get(0)
+            })
             .map_err(map_err)?
             .collect::<rusqlite::Result<_>>(),
         Some(q) => conn
             .prepare_cached(sql.1)
             .map_err(map_err)?
             .query_map(
-                named_params! {":now": now, ":limit": limit, ":queues": q},
+                named_params! {":lease_now": now, ":limit": limit, ":queues": q},
                 |r| r.get(0),
             )
             .map_err(map_err)?
@@ -373,19 +388,16 @@ fn candidate_ids(
 }
 
 /// Claims up to `req.limit` due jobs.
-pub(crate) fn claim(
-    conn: &Connection,
-    req: &ClaimRequest,
-    now: Timestamp,
-) -> Result<Vec<ClaimedJob>> {
+pub(crate) fn claim(conn: &Connection, req: &ClaimRequest, clock: Now) -> Result<Vec<ClaimedJob>> {
+    let now = clock.at;
     if req.lease.is_zero() {
         return Err(Error::invalid("a lease must be longer than zero"));
     }
-    expire_final(conn, now)?;
+    expire_final(conn, clock)?;
     let queues = queue_param(req);
     let limit = req.limit.min(10_000);
     let expired_sql = (CANDIDATES_EXPIRED, CANDIDATES_EXPIRED_IN);
-    let mut ids = candidate_ids(conn, expired_sql, queues.as_deref(), now, limit)?;
+    let mut ids = candidate_ids(conn, expired_sql, queues.as_deref(), clock.leases, limit)?;
     let expired = ids.len();
     let rest = limit.saturating_sub(u32::try_from(expired).unwrap_or(u32::MAX));
     ids.extend(ready_candidates(conn, queues.as_deref(), now, rest)?);
@@ -412,6 +424,7 @@ pub(crate) fn claim(
                     ":token": token.as_str(),
                     ":lease_until": lease_until.as_millis(),
                     ":now": now.as_millis(),
+                    ":lease_now": clock.leases.as_millis(),
                 },
                 job_from_row,
             )
@@ -444,14 +457,19 @@ fn fenced(
     conn: &Connection,
     sql: &str,
     lease: &Lease,
-    now: Timestamp,
+    now: Now,
     extra: &[(&str, &dyn rusqlite::ToSql)],
 ) -> Result<Job> {
-    let now_ms = now.as_millis();
+    let now_ms = now.at.as_millis();
+    let lease_now_ms = now.leases.as_millis();
     let id = lease.id.as_str();
     let token = lease.token.as_str();
-    let mut params: Vec<(&str, &dyn rusqlite::ToSql)> =
-        vec![(":id", &id), (":token", &token), (":now", &now_ms)];
+    let mut params: Vec<(&str, &dyn rusqlite::ToSql)> = vec![
+        (":id", &id),
+        (":token", &token),
+        (":now", &now_ms),
+        (":lease_now", &lease_now_ms),
+    ];
     params.extend_from_slice(extra);
     conn.prepare_cached(sql)
         .map_err(map_err)?
@@ -464,20 +482,30 @@ fn fenced(
         })
 }
 
-/// Fenced acknowledgment.
+/// Fenced acknowledgment inside a write transaction the caller has open
+/// (`SqliteStore::write`): the job is done only if `lease` still holds at
+/// `now`.
 pub fn complete(conn: &Connection, lease: &Lease, now: Timestamp) -> Result<Job> {
+    complete_at(
+        conn,
+        lease,
+        Now {
+            at: now,
+            leases: now,
+        },
+    )
+}
+
+/// Fenced acknowledgment.
+pub(crate) fn complete_at(conn: &Connection, lease: &Lease, now: Now) -> Result<Job> {
     let job = fenced(conn, COMPLETE, lease, now, &[])?;
-    finish_attempt(conn, lease.id.as_str(), now, "succeeded", None, None)?;
+    finish_attempt(conn, lease.id.as_str(), now.at, "succeeded", None, None)?;
     Ok(job)
 }
 
 /// Fenced failure.
-pub(crate) fn fail(
-    conn: &Connection,
-    lease: &Lease,
-    failure: &Failure,
-    now: Timestamp,
-) -> Result<Job> {
+pub(crate) fn fail(conn: &Connection, lease: &Lease, failure: &Failure, clock: Now) -> Result<Job> {
+    let now = clock.at;
     let retry_at: Option<i64> = failure.retry.map(|r| match r {
         RetryAt::After(d) => now.plus(d).as_millis(),
         RetryAt::At(t) => t.as_millis(),
@@ -487,7 +515,7 @@ pub(crate) fn fail(
         conn,
         FAIL,
         lease,
-        now,
+        clock,
         &[
             (":retry_at", &retry_at),
             (":error", &failure.error),
@@ -515,12 +543,12 @@ pub(crate) fn snooze(
     conn: &Connection,
     lease: &Lease,
     delay: Duration,
-    now: Timestamp,
+    now: Now,
     outcome: &str,
 ) -> Result<Job> {
-    let at = now.plus(delay).as_millis();
+    let at = now.at.plus(delay).as_millis();
     let job = fenced(conn, SNOOZE, lease, now, &[(":available_at", &at)])?;
-    finish_attempt(conn, lease.id.as_str(), now, outcome, None, None)?;
+    finish_attempt(conn, lease.id.as_str(), now.at, outcome, None, None)?;
     Ok(job)
 }
 
@@ -529,13 +557,13 @@ pub(crate) fn cancel_running(
     conn: &Connection,
     lease: &Lease,
     reason: &str,
-    now: Timestamp,
+    now: Now,
 ) -> Result<Job> {
     let job = fenced(conn, CANCEL_RUNNING, lease, now, &[(":reason", &reason)])?;
     finish_attempt(
         conn,
         lease.id.as_str(),
-        now,
+        now.at,
         "cancelled",
         Some(reason),
         Some(ErrorClass::Cancelled),
@@ -548,13 +576,20 @@ pub(crate) fn heartbeat(
     conn: &Connection,
     lease: &Lease,
     extend: Duration,
-    now: Timestamp,
+    clock: Now,
 ) -> Result<Timestamp> {
+    let now = clock.at;
     let until = now.plus(extend).as_millis();
     conn.prepare_cached(HEARTBEAT)
         .map_err(map_err)?
         .query_row(
-            named_params! {":id": lease.id.as_str(), ":token": lease.token.as_str(), ":now": now.as_millis(), ":lease_until": until},
+            named_params! {
+                ":id": lease.id.as_str(),
+                ":token": lease.token.as_str(),
+                ":now": now.as_millis(),
+                ":lease_now": clock.leases.as_millis(),
+                ":lease_until": until,
+            },
             |r| r.get::<_, i64>(0),
         )
         .optional()
