@@ -380,6 +380,7 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
         create_and_migrate: false,
         synchronous: cli.synchronous,
         schema: Some(cli.schema.clone()),
+        clock: errand::test_clock_from_env().map_err(errand::Error::Invalid)?,
     };
     if let Command::Migrate(args) = &cli.command {
         options.create_and_migrate = true;

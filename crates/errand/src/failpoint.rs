@@ -18,6 +18,13 @@
 //! feature the points compile to nothing, and a set `ERRAND_FAILPOINTS` is
 //! refused by [`configure_failpoints`] so a harness cannot believe it
 //! injected crashes it did not.
+//!
+//! The same feature gives processes a steppable clock for the harness's
+//! clock plan: [`test_clock_from_env`].
+
+use std::sync::Arc;
+
+use errand_core::Clock;
 
 /// The names of the crash points.
 pub const FAILPOINTS: [&str; 4] = [
@@ -74,6 +81,74 @@ fn arm(_name: &str, _actions: &str) -> Result<(), String> {
          build it with `--features errand/failpoints` (errand-harness does)"
             .to_owned(),
     )
+}
+
+/// With the `failpoints` feature, `ERRAND_CLOCK_OFFSET_FILE=PATH` gives a
+/// SQLite store the host's clock plus an offset in milliseconds read from
+/// PATH (re-read at most every 20 ms; a missing or unreadable file is an
+/// offset of 0), so a harness can step the clock of running workers.
+/// Returns `None` when the variable is unset or empty.
+///
+/// # Errors
+/// Without the feature, a set variable is refused (as for crash points).
+pub fn test_clock_from_env() -> Result<Option<Arc<dyn Clock>>, String> {
+    let path = match std::env::var("ERRAND_CLOCK_OFFSET_FILE") {
+        Ok(p) if !p.is_empty() => p,
+        _ => return Ok(None),
+    };
+    offset_clock(path)
+}
+
+#[cfg(feature = "failpoints")]
+fn offset_clock(path: String) -> Result<Option<Arc<dyn Clock>>, String> {
+    Ok(Some(Arc::new(OffsetFileClock {
+        path: path.into(),
+        cache: std::sync::Mutex::new(None),
+    })))
+}
+
+#[cfg(not(feature = "failpoints"))]
+fn offset_clock(_path: String) -> Result<Option<Arc<dyn Clock>>, String> {
+    Err(
+        "ERRAND_CLOCK_OFFSET_FILE is set, but this errand was built without test hooks; \
+         build it with `--features errand/failpoints` (errand-harness does)"
+            .to_owned(),
+    )
+}
+
+/// The host's clock plus an offset a file holds.
+#[cfg(feature = "failpoints")]
+#[derive(Debug)]
+struct OffsetFileClock {
+    path: std::path::PathBuf,
+    cache: std::sync::Mutex<Option<(std::time::Instant, i64)>>,
+}
+
+#[cfg(feature = "failpoints")]
+impl Clock for OffsetFileClock {
+    fn now(&self) -> errand_core::Timestamp {
+        let mut cache = self
+            .cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let fresh = cache.filter(|(at, _)| at.elapsed() < std::time::Duration::from_millis(20));
+        let offset = match fresh {
+            Some((_, offset)) => offset,
+            None => {
+                let offset = std::fs::read_to_string(&self.path)
+                    .ok()
+                    .and_then(|t| t.trim().parse::<i64>().ok())
+                    .unwrap_or(0);
+                *cache = Some((std::time::Instant::now(), offset));
+                offset
+            }
+        };
+        errand_core::Timestamp::from_millis(
+            errand_core::Timestamp::now()
+                .as_millis()
+                .saturating_add(offset),
+        )
+    }
 }
 
 /// A crash point: SIGKILLs this process when the point is armed and fires.

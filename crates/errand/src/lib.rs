@@ -57,7 +57,7 @@ pub use errand_sqlite::{self as sqlite, SqliteOptions, SqliteStore, Synchronous}
 pub use client::Client;
 pub use cron::{CronEnqueuer, CronSchedule, Misfire};
 pub use exec::{EXIT_PERMANENT, EXIT_TEMPFAIL, ExecHandler};
-pub use failpoint::{FAILPOINTS, configure_failpoints};
+pub use failpoint::{FAILPOINTS, configure_failpoints, test_clock_from_env};
 pub use maintenance::{Pruner, Sweeper};
 pub use runtime::{KindOptions, ReportHook, RunStats, Runtime, RuntimeBuilder};
 pub use worker::{
@@ -113,19 +113,24 @@ pub struct ConnectOptions {
     pub synchronous: Synchronous,
     /// PostgreSQL only: the schema holding Errand's tables (default `errand`).
     pub schema: Option<String>,
+    /// SQLite only: the clock lease and due decisions use (default: the
+    /// host's). PostgreSQL always uses the server's.
+    pub clock: Option<Arc<dyn Clock>>,
 }
 
 /// Opens the store a `--db` string names.
 pub async fn connect(db: &str, options: &ConnectOptions) -> Result<Arc<dyn Store>> {
     match DbTarget::parse(db)? {
         DbTarget::Sqlite(path) => {
-            let options = SqliteOptions {
+            let defaults = SqliteOptions::default();
+            let sqlite = SqliteOptions {
                 create: options.create_and_migrate,
                 migrate: options.create_and_migrate,
                 synchronous: options.synchronous,
-                ..SqliteOptions::default()
+                clock: options.clock.clone().unwrap_or(defaults.clock.clone()),
+                ..defaults
             };
-            Ok(Arc::new(SqliteStore::open(path, options)?))
+            Ok(Arc::new(SqliteStore::open(path, sqlite)?))
         }
         DbTarget::Postgres(url) => {
             let defaults = PgOptions::default();

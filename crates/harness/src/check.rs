@@ -75,6 +75,8 @@ pub struct History {
     pub crash_points: Vec<(String, i32, i64)>,
     /// "Storage full" errors the load generator and the workers saw.
     pub storage_full: u64,
+    /// Forward clock steps taken while a worker held a lease (clock plan).
+    pub forward_steps_over_leases: u64,
     pub lease_ms: u64,
     pub integrity: Option<String>,
 }
@@ -98,6 +100,15 @@ pub struct Figures {
     /// "Storage full" errors seen by the load generator and the workers
     /// (disk-full plan).
     pub storage_full_errors: u64,
+    /// Leases reclaimed from a worker that was alive and running: the
+    /// attempt's history row says `lease_expired`, and its worker had no
+    /// outage (kill, crash, pause) between the attempt's start and the
+    /// job's next start. Must be 0 in the clock plan (a clock step must not
+    /// steal live leases); elsewhere it shows heartbeats starved by load.
+    pub live_lease_reclaims: u64,
+    /// Forward clock steps taken while a handler ran (clock plan; must be
+    /// above 0 there, or the steps proved nothing).
+    pub forward_steps_over_leases: u64,
     // Safety: each must be 0.
     pub lost: u64,
     pub duplicate_jobs: u64,
@@ -139,6 +150,7 @@ impl Figures {
         require_recovery: bool,
         require_crash_points: bool,
         require_storage_full: bool,
+        forbid_live_reclaims: bool,
     ) -> Vec<String> {
         let mut v: Vec<String> = self
             .safety()
@@ -157,6 +169,18 @@ impl Figures {
         }
         if require_storage_full && self.storage_full_errors == 0 {
             v.push("no storage-full error: the disk-full plan proved nothing".into());
+        }
+        if forbid_live_reclaims && self.forward_steps_over_leases == 0 {
+            v.push(
+                "no forward clock step while a lease was held: the clock plan proved nothing"
+                    .into(),
+            );
+        }
+        if forbid_live_reclaims && self.live_lease_reclaims != 0 {
+            v.push(format!(
+                "live_lease_reclaims = {} (must be 0 under clock steps)",
+                self.live_lease_reclaims
+            ));
         }
         if require_recovery && self.recovery_samples == 0 {
             v.push("no recovery sample: no kill hit a job in flight".into());
@@ -316,6 +340,35 @@ pub fn check(h: &History) -> Figures {
     // it held (started by it, never reported settled by it).
     f.worker_outages = h.deaths.len() as u64;
     f.storage_full_errors = h.storage_full;
+    f.forward_steps_over_leases = h.forward_steps_over_leases;
+    for (id, job) in &h.jobs {
+        for (attempt, _, _, outcome) in &job.history {
+            if outcome.as_deref() != Some("lease_expired") {
+                continue;
+            }
+            let Some(start) = h
+                .starts
+                .iter()
+                .find(|s| s.id == *id && s.attempt == *attempt)
+            else {
+                continue; // no handler started (a crash right after the claim)
+            };
+            let next = h
+                .starts
+                .iter()
+                .filter(|s| s.id == *id && s.at >= start.at && s.attempt > *attempt)
+                .map(|s| s.at)
+                .min()
+                .unwrap_or(i64::MAX);
+            let outage = h
+                .deaths
+                .iter()
+                .any(|(pid, t)| *pid == start.worker && *t >= start.at && *t <= next);
+            if !outage {
+                f.live_lease_reclaims += 1;
+            }
+        }
+    }
     for (point, _, _) in &h.crash_points {
         *f.crash_point_kills.entry(point.clone()).or_insert(0) += 1;
     }
@@ -379,6 +432,16 @@ pub fn table(f: &Figures) -> String {
             f.stale_token_rejections.to_string(),
         ),
     ];
+    rows.push((
+        "live_lease_reclaims".into(),
+        f.live_lease_reclaims.to_string(),
+    ));
+    if f.forward_steps_over_leases > 0 {
+        rows.push((
+            "forward clock steps over held leases".into(),
+            f.forward_steps_over_leases.to_string(),
+        ));
+    }
     if f.storage_full_errors > 0 {
         rows.push((
             "storage-full errors (load + workers)".into(),
@@ -481,12 +544,15 @@ mod tests {
     #[test]
     fn a_clean_history_has_no_violation_and_one_recovery_sample() {
         let f = check(&clean());
-        assert!(f.violations(false, true, false, false).is_empty(), "{f:?}");
+        assert!(
+            f.violations(false, true, false, false, false).is_empty(),
+            "{f:?}"
+        );
         assert_eq!((f.executions, f.redeliveries, f.completed), (2, 1, 1));
         assert_eq!(f.recovery_samples, 1);
         assert_eq!(f.recovery_p50_ms, Some(1100));
         assert!(
-            !f.violations(true, true, false, false).is_empty(),
+            !f.violations(true, true, false, false, false).is_empty(),
             "stale tokens required"
         );
     }
@@ -494,11 +560,38 @@ mod tests {
     #[test]
     fn a_crash_plan_without_a_fired_crash_point_is_a_violation() {
         let mut h = clean();
-        assert!(!check(&h).violations(false, false, true, false).is_empty());
+        assert!(
+            !check(&h)
+                .violations(false, false, true, false, false)
+                .is_empty()
+        );
         h.crash_points.push(("before-settle".into(), 7, 50));
         let f = check(&h);
         assert_eq!(f.crash_point_kills.get("before-settle"), Some(&1));
-        assert!(f.violations(false, false, true, false).is_empty(), "{f:?}");
+        assert!(
+            f.violations(false, false, true, false, false).is_empty(),
+            "{f:?}"
+        );
+    }
+
+    #[test]
+    fn a_reclaim_from_a_worker_without_an_outage_is_a_live_lease_reclaim() {
+        let f = check(&clean());
+        assert_eq!(f.live_lease_reclaims, 0, "worker 7 was killed first");
+        let mut h = clean();
+        h.deaths.clear();
+        let f = check(&h);
+        assert_eq!(f.live_lease_reclaims, 1);
+        assert!(f.violations(false, false, false, false, false).is_empty());
+        h.forward_steps_over_leases = 1;
+        let f = check(&h);
+        assert_eq!(
+            f.violations(false, false, false, false, true),
+            vec!["live_lease_reclaims = 1 (must be 0 under clock steps)".to_owned()]
+        );
+        // An outage after the job's next start does not explain the reclaim.
+        h.deaths.push((7, 2000));
+        assert_eq!(check(&h).live_lease_reclaims, 1);
     }
 
     #[test]
@@ -579,7 +672,11 @@ mod tests {
                 poison: false,
             },
         );
-        assert!(check(&h).violations(false, false, false, false).is_empty());
+        assert!(
+            check(&h)
+                .violations(false, false, false, false, false)
+                .is_empty()
+        );
         h.intents.insert(
             "no".into(),
             Intent {
@@ -606,7 +703,7 @@ mod tests {
         });
         let f = check(&h);
         assert_eq!(f.stale_token_rejections, 1);
-        assert!(f.violations(true, true, false, false).is_empty());
+        assert!(f.violations(true, true, false, false, false).is_empty());
         // A refused settlement does not release the job: it was still held.
         assert_eq!(f.recovery_samples, 1);
         // An accepted one does.

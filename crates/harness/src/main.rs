@@ -26,7 +26,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Cmd {
     /// Run workers, load and nemesis, heal, drain, and check.
-    Run(run::RunOptions),
+    Run(Box<run::RunOptions>),
     /// The job handler (run by `errand work --exec`).
     Handle {
         /// The run directory (logs and effects).

@@ -39,6 +39,9 @@ pub enum Fault {
     #[value(name = "disk-full")]
     #[serde(rename = "disk-full")]
     DiskFull,
+    /// Step the workers' clock forward and back (SQLite; the workers read
+    /// an offset file through `ERRAND_CLOCK_OFFSET_FILE`).
+    Clock,
 }
 
 impl Fault {
@@ -50,6 +53,7 @@ impl Fault {
             Fault::Restart => "restart",
             Fault::Crash => "crash",
             Fault::DiskFull => "disk-full",
+            Fault::Clock => "clock",
         }
     }
 }
@@ -110,6 +114,9 @@ pub struct RunOptions {
     /// Times the file system fills up (disk-full plan).
     #[arg(long, default_value_t = 2)]
     pub fulls: u32,
+    /// Clock steps (clock plan): forward, back, forward…
+    #[arg(long, default_value_t = 3)]
+    pub jumps: u32,
     /// How long heal + drain may take before what is left counts as stuck.
     #[arg(long, default_value_t = 120)]
     pub drain_secs: u64,
@@ -131,7 +138,7 @@ impl RunOptions {
     fn replay_line(&self, seed: u64) -> String {
         let plan: Vec<&str> = self.plan.iter().map(|f| f.name()).collect();
         let mut line = format!(
-            "errand-harness run --seed {seed} --plan {} --jobs {} --workers {} --concurrency {} --lease-ms {} --fault-secs {} --kills {} --pauses {} --poison {} --restarts {} --crashes {} --fulls {}",
+            "errand-harness run --seed {seed} --plan {} --jobs {} --workers {} --concurrency {} --lease-ms {} --fault-secs {} --kills {} --pauses {} --poison {} --restarts {} --crashes {} --fulls {} --jumps {}",
             plan.join(","),
             self.jobs,
             self.workers,
@@ -143,7 +150,8 @@ impl RunOptions {
             self.poison,
             self.restarts,
             self.crashes,
-            self.fulls
+            self.fulls,
+            self.jumps
         );
         if self.pg_cluster {
             line.push_str(" --pg-cluster");
@@ -174,6 +182,7 @@ enum Action {
     Pause(usize, u64),
     Restart,
     Fill(u64),
+    Jump(i64),
 }
 
 struct Slot {
@@ -192,6 +201,8 @@ struct Workers {
     dir: PathBuf,
     concurrency: u32,
     lease_ms: u64,
+    /// The clock plan's offset file (`ERRAND_CLOCK_OFFSET_FILE`).
+    clock_file: Option<PathBuf>,
     slots: Vec<Slot>,
 }
 
@@ -213,6 +224,10 @@ impl Workers {
             .args(["--exec", &self.exec])
             .env("ERRAND_LOG", "warn")
             .env("ERRAND_FAILPOINTS", failpoints.unwrap_or_default())
+            .env(
+                "ERRAND_CLOCK_OFFSET_FILE",
+                self.clock_file.as_deref().unwrap_or(Path::new("")),
+            )
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -474,8 +489,10 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
     if has(Fault::Restart) && !opts.pg_cluster {
         bail!("the restart plan needs --pg-cluster (a cluster the harness may crash)");
     }
-    if has(Fault::DiskFull) && (opts.pg.is_some() || opts.pg_cluster) {
-        bail!("the disk-full plan is SQLite's: drop --pg / --pg-cluster");
+    if (has(Fault::DiskFull) || has(Fault::Clock)) && (opts.pg.is_some() || opts.pg_cluster) {
+        bail!(
+            "the disk-full and clock plans are SQLite's (PostgreSQL judges leases by the server's clock): drop --pg / --pg-cluster"
+        );
     }
     if opts.workers == 0 || opts.jobs == 0 {
         bail!("--workers and --jobs must be at least 1");
@@ -565,7 +582,13 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
         let payload =
             Payload::from_value(&serde_json::json!({"ms": ms, "fail_first": fail_first}))?;
         let id = format!("j{n:06}");
-        let job = NewJob::new("work", payload)?.with_id(JobId::new(id.clone())?);
+        let mut job = NewJob::new("work", payload)?.with_id(JobId::new(id.clone())?);
+        // The clock plan schedules one job in five up to 1.5 leases ahead:
+        // the steps must lose no schedule.
+        if has(Fault::Clock) && rng.random_bool(0.2) {
+            let ms = rng.random_range(100..opts.lease_ms * 3 / 2);
+            job = job.scheduled(errand::Schedule::After(Duration::from_millis(ms)));
+        }
         jobs.push((id, false, job));
     }
     let mut actions: Vec<(u64, Action)> = Vec::new();
@@ -597,6 +620,24 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
             let t = at(&mut rng, start, start + slot * 0.3);
             let len = (rng.random_range(0.4..0.6) * slot * fault_ms as f64) as u64;
             actions.push((t, Action::Fill(len)));
+        }
+    }
+    if has(Fault::Clock) {
+        // Disjoint slots over 15–75% of the fault phase: forward 3–6 leases,
+        // back 1–2 leases (less than the step before, so the workers' clock
+        // never ends behind the load generator's), forward again…
+        let n = f64::from(opts.jumps.max(1));
+        let lease = opts.lease_ms as f64;
+        for i in 0..opts.jumps {
+            let slot = 0.6 / n;
+            let start = 0.15 + slot * f64::from(i);
+            let t = at(&mut rng, start, start + slot * 0.5);
+            let step = if i % 2 == 0 {
+                (lease * rng.random_range(3.0..6.0)) as i64
+            } else {
+                -((lease * rng.random_range(1.0..2.0)) as i64)
+            };
+            actions.push((t, Action::Jump(step)));
         }
     }
     if has(Fault::Restart) {
@@ -643,8 +684,11 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
         dir: dir.clone(),
         concurrency: opts.concurrency,
         lease_ms: opts.lease_ms,
+        clock_file: has(Fault::Clock).then(|| dir.join("clock-offset")),
         slots: Vec::new(),
     };
+    let mut clock_offset: i64 = 0;
+    let mut forward_steps_over_leases: u64 = 0;
     let mut nemesis: Vec<String> = Vec::new();
     for i in 0..opts.workers {
         let arm = crash_arms.pop_front();
@@ -794,6 +838,32 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
                         full_until = Some(now + Duration::from_millis(len));
                         nemesis.push(format!(
                             "{t} ms: file system full ({n} bytes of ballast) for {len} ms"
+                        ));
+                    }
+                }
+                Action::Jump(step) => {
+                    // Step while some worker holds a lease, or the step
+                    // proves nothing: wait (at most a second) for one.
+                    let busy = workers
+                        .slots
+                        .iter()
+                        .filter_map(|s| s.child.as_ref())
+                        .any(|c| in_flight(&dir, c.id()));
+                    if !busy && elapsed < t + 1000 {
+                        next -= 1;
+                        break;
+                    }
+                    if busy && step > 0 {
+                        forward_steps_over_leases += 1;
+                    }
+                    if let Some(file) = &workers.clock_file {
+                        clock_offset += step;
+                        let tmp = file.with_extension("tmp");
+                        std::fs::write(&tmp, clock_offset.to_string())
+                            .context("write the clock offset")?;
+                        std::fs::rename(&tmp, file).context("write the clock offset")?;
+                        nemesis.push(format!(
+                            "{t} ms: workers' clock stepped {step:+} ms (offset {clock_offset:+} ms)"
                         ));
                     }
                 }
@@ -993,6 +1063,7 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
         deaths,
         crash_points,
         storage_full,
+        forward_steps_over_leases,
         lease_ms: opts.lease_ms,
         integrity,
     };
@@ -1002,6 +1073,7 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
         has(Fault::Kill) || has(Fault::Pause),
         has(Fault::Crash),
         has(Fault::DiskFull),
+        has(Fault::Clock),
     );
     drop(workers);
     if let (Some(url), Some(s)) = (&pg_url, &schema)

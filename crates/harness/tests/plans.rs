@@ -151,6 +151,18 @@ fn sqlite_a_full_disk_gives_definite_errors_and_progress_once_space_returns() {
     assert_eq!(f["integrity_check"], "ok", "{f}");
 }
 
+/// The workers' clock stepped forward 3–6 leases, back 1–2, forward
+/// again, while handlers run and one job in five is scheduled ahead: no
+/// live lease is reclaimed, no renewal or settlement refused, and every
+/// scheduled job runs.
+#[test]
+fn sqlite_clock_steps_reclaim_no_live_lease_and_lose_no_schedule() {
+    let f = harness(&["--plan", "clock", "--jumps", "3", "--lease-ms", "3000"]);
+    assert!(f["forward_steps_over_leases"].as_u64().unwrap() > 0, "{f}");
+    assert_eq!(f["live_lease_reclaims"], 0, "{f}");
+    assert_eq!(f["stale_token_rejections"], 0, "{f}");
+}
+
 #[test]
 fn sqlite_random_sigkills_lose_nothing() {
     kill(&[]);
