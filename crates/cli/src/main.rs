@@ -187,6 +187,10 @@ struct JobsArgs {
     /// At most this many (1–10000).
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     limit: u32,
+    /// Start after this job id (the last one of the previous page): pages
+    /// are in creation order, then id.
+    #[arg(long)]
+    after: Option<String>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -470,6 +474,7 @@ async fn jobs(store: Arc<dyn Store>, a: JobsArgs) -> Result<ExitCode, Failure> {
         queue: name("queue", a.queue)?,
         kind: name("kind", a.kind)?,
         limit: Some(a.limit),
+        after: a.after.map(JobId::new).transpose()?,
         ..JobFilter::default()
     };
     let list = store.list(&filter).await?;
@@ -517,6 +522,7 @@ async fn replay(store: Arc<dyn Store>, a: ReplayArgs) -> Result<ExitCode, Failur
             updated_since: time_arg("since", a.since)?,
             updated_before: time_arg("until", a.until)?,
             limit: Some(a.limit),
+            after: None,
         };
         store.list(&filter).await?
     } else {

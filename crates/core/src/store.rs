@@ -67,6 +67,9 @@ pub struct JobFilter {
     pub updated_before: Option<Timestamp>,
     /// At most this many (default 100, at most 10,000).
     pub limit: Option<u32>,
+    /// Keyset pagination: only jobs after this one in the listing's order
+    /// (creation time, then id). Pass the last id of the previous page.
+    pub after: Option<JobId>,
 }
 
 impl JobFilter {

@@ -670,15 +670,29 @@ pub(crate) async fn list<C: Conn>(client: &C, q: &Queries, f: &JobFilter) -> Res
     let since = f.updated_since.map(to_odt);
     let before = f.updated_before.map(to_odt);
     let limit = i64::from(f.effective_limit());
-    query(
+    let after = f.after.as_ref().map(JobId::as_str);
+    let page = query(
         client,
         &q.list,
-        &[&state, &queue, &kind, &error, &since, &before, &limit],
+        &[
+            &state, &queue, &kind, &error, &since, &before, &limit, &after,
+        ],
     )
     .await?
     .iter()
     .map(job_from_row)
-    .collect()
+    .collect::<Result<Vec<_>>>()?;
+    if page.is_empty()
+        && let Some(after) = &f.after
+    {
+        let found = query(client, &q.get, &[&after.as_str()]).await?;
+        if found.is_empty() {
+            return Err(Error::NotFound(format!(
+                "{after} (the job a page starts after no longer exists, so the page cannot be placed; list again from the start)"
+            )));
+        }
+    }
+    Ok(page)
 }
 
 /// Deletes finished jobs older than `older_than` (at most `limit`).

@@ -743,7 +743,8 @@ pub(crate) fn history(
 
 /// Jobs matching `filter`.
 pub(crate) fn list(conn: &Connection, filter: &JobFilter) -> Result<Vec<Job>> {
-    conn.prepare_cached(LIST)
+    let page = conn
+        .prepare_cached(LIST)
         .map_err(map_err)?
         .query_map(
             named_params! {
@@ -754,12 +755,29 @@ pub(crate) fn list(conn: &Connection, filter: &JobFilter) -> Result<Vec<Job>> {
                 ":since": filter.updated_since.map(Timestamp::as_millis),
                 ":before": filter.updated_before.map(Timestamp::as_millis),
                 ":limit": filter.effective_limit(),
+                ":after": filter.after.as_ref().map(JobId::as_str),
             },
             job_from_row,
         )
         .map_err(map_err)?
         .collect::<rusqlite::Result<Vec<_>>>()
-        .map_err(map_err)
+        .map_err(map_err)?;
+    if page.is_empty()
+        && let Some(after) = &filter.after
+    {
+        match get(conn, after) {
+            Err(Error::NotFound(_)) => return Err(gone_cursor(after)),
+            Err(e) => return Err(e),
+            Ok(_) => {}
+        }
+    }
+    Ok(page)
+}
+
+fn gone_cursor(after: &JobId) -> Error {
+    Error::NotFound(format!(
+        "{after} (the job a page starts after no longer exists, so the page cannot be placed; list again from the start)"
+    ))
 }
 
 /// Deletes finished jobs older than `older_than` (at most `limit`).

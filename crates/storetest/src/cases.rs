@@ -963,6 +963,54 @@ pub async fn list_filters_by_state_queue_and_kind(store: Arc<dyn Store>, _clock:
     assert_eq!(limited.len(), 1);
 }
 
+/// Keyset pages (`after` = the last id of the previous page) visit every
+/// job exactly once in the listing's order, ties on creation time included;
+/// a page placed after a job that does not exist is an error, not an empty
+/// page that looks like the end.
+pub async fn list_pages_by_cursor_visit_every_job_once(store: Arc<dyn Store>, clock: ManualClock) {
+    // Three created at the same instant, then four more, two per instant.
+    let batch = ["m", "c", "x"].map(job).to_vec();
+    store.insert_many(batch).await.unwrap();
+    for pair in [["b", "z"], ["a", "k"]] {
+        clock.advance(Duration::from_millis(5));
+        store.insert_many(pair.map(job).to_vec()).await.unwrap();
+    }
+    let all = store.list(&JobFilter::default()).await.unwrap();
+    let all: Vec<String> = all.iter().map(|j| j.id.to_string()).collect();
+    assert_eq!(all, ["c", "m", "x", "b", "z", "a", "k"]);
+    for size in [1u32, 2, 3, 7] {
+        let mut seen = Vec::new();
+        let mut after = None;
+        loop {
+            let page = store
+                .list(&JobFilter {
+                    limit: Some(size),
+                    after: after.clone(),
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            if page.is_empty() {
+                break;
+            }
+            assert!(page.len() <= size as usize);
+            after = page.last().map(|j| j.id.clone());
+            seen.extend(page.iter().map(|j| j.id.to_string()));
+        }
+        assert_eq!(seen, all, "pages of {size}");
+    }
+    match store
+        .list(&JobFilter {
+            after: Some(JobId::new("no-such-job").unwrap()),
+            ..Default::default()
+        })
+        .await
+    {
+        Err(Error::NotFound(msg)) => assert!(msg.contains("no-such-job"), "{msg}"),
+        other => panic!("a page after a missing job must be NotFound: {other:?}"),
+    }
+}
+
 /// Reads the manual clock as a timestamp.
 trait NowTs {
     fn now_ts(&self) -> errand_core::Timestamp;

@@ -73,6 +73,7 @@ macro_rules! conformance_tests {
             unknown_ids_are_not_found,
             history_records_every_attempt,
             list_filters_by_state_queue_and_kind,
+            list_pages_by_cursor_visit_every_job_once,
         );
         $crate::conformance_tests!(@keys $make;
             a_job_keeps_its_concurrency_key,
