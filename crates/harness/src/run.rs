@@ -980,20 +980,19 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     // The final database.
+    // Every job, page by page (keyset pagination), whatever its state.
     let mut listed = Vec::new();
-    for state in JobState::ALL {
+    let mut after: Option<JobId> = None;
+    loop {
         let filter = JobFilter {
-            state: Some(state),
             limit: Some(10_000),
+            after: after.clone(),
             ..JobFilter::default()
         };
-        listed.extend(
-            store
-                .list(&filter)
-                .await?
-                .into_iter()
-                .map(|j| j.id.to_string()),
-        );
+        let page = store.list(&filter).await?;
+        let Some(last) = page.last() else { break };
+        after = Some(last.id.clone());
+        listed.extend(page.into_iter().map(|j| j.id.to_string()));
     }
     let mut finals: HashMap<String, FinalJob> = HashMap::new();
     for id in &listed {
