@@ -246,7 +246,12 @@ pub fn check(h: &History) -> Figures {
     }
     f.duplicate_effects = applied.values().map(|n| n.saturating_sub(1)).sum();
 
-    // Executions.
+    // Executions, and the starts of each job (runs of 100,000 jobs need
+    // lookups, not scans).
+    let mut starts_of: HashMap<&str, Vec<&Start>> = HashMap::new();
+    for s in &h.starts {
+        starts_of.entry(s.id.as_str()).or_default().push(s);
+    }
     f.executions = h.starts.len() as u64;
     let executed: BTreeSet<&str> = h.starts.iter().map(|s| s.id.as_str()).collect();
     f.redeliveries = f.executions - executed.len() as u64;
@@ -346,17 +351,13 @@ pub fn check(h: &History) -> Figures {
             if outcome.as_deref() != Some("lease_expired") {
                 continue;
             }
-            let Some(start) = h
-                .starts
-                .iter()
-                .find(|s| s.id == *id && s.attempt == *attempt)
-            else {
+            let of_job = starts_of.get(id.as_str()).map_or(&[][..], Vec::as_slice);
+            let Some(start) = of_job.iter().find(|s| s.attempt == *attempt) else {
                 continue; // no handler started (a crash right after the claim)
             };
-            let next = h
-                .starts
+            let next = of_job
                 .iter()
-                .filter(|s| s.id == *id && s.at >= start.at && s.attempt > *attempt)
+                .filter(|s| s.at >= start.at && s.attempt > *attempt)
                 .map(|s| s.at)
                 .min()
                 .unwrap_or(i64::MAX);
@@ -378,17 +379,22 @@ pub fn check(h: &History) -> Figures {
         .filter(|r| r.outcome != "lease_lost")
         .map(|r| (r.worker, r.id.as_str(), r.attempt))
         .collect();
+    let mut by_worker: HashMap<i32, Vec<&Start>> = HashMap::new();
+    for s in &h.starts {
+        by_worker.entry(s.worker).or_default().push(s);
+    }
     let mut samples = Vec::new();
     for (pid, died) in &h.deaths {
-        for s in h.starts.iter().filter(|s| {
-            s.worker == *pid
-                && s.at <= *died
-                && !settled.contains(&(*pid, s.id.as_str(), s.attempt))
-        }) {
-            let next = h
-                .starts
+        let of_worker = by_worker.get(pid).map_or(&[][..], Vec::as_slice);
+        for s in of_worker
+            .iter()
+            .filter(|s| s.at <= *died && !settled.contains(&(*pid, s.id.as_str(), s.attempt)))
+        {
+            let next = starts_of
+                .get(s.id.as_str())
+                .map_or(&[][..], Vec::as_slice)
                 .iter()
-                .filter(|n| n.id == s.id && n.at > *died)
+                .filter(|n| n.at > *died)
                 .map(|n| n.at)
                 .min();
             if let Some(next) = next {

@@ -83,6 +83,9 @@ pub struct RunOptions {
     /// Jobs to enqueue.
     #[arg(long, default_value_t = 400)]
     pub jobs: u32,
+    /// The longest a job's handler works, in ms (each works 10..this).
+    #[arg(long, default_value_t = 150)]
+    pub job_ms_max: u64,
     /// Worker processes.
     #[arg(long, default_value_t = 3)]
     pub workers: u32,
@@ -138,9 +141,10 @@ impl RunOptions {
     fn replay_line(&self, seed: u64) -> String {
         let plan: Vec<&str> = self.plan.iter().map(|f| f.name()).collect();
         let mut line = format!(
-            "errand-harness run --seed {seed} --plan {} --jobs {} --workers {} --concurrency {} --lease-ms {} --fault-secs {} --kills {} --pauses {} --poison {} --restarts {} --crashes {} --fulls {} --jumps {}",
+            "errand-harness run --seed {seed} --plan {} --jobs {} --job-ms-max {} --workers {} --concurrency {} --lease-ms {} --fault-secs {} --kills {} --pauses {} --poison {} --restarts {} --crashes {} --fulls {} --jumps {}",
             plan.join(","),
             self.jobs,
+            self.job_ms_max,
             self.workers,
             self.concurrency,
             self.lease_ms,
@@ -445,11 +449,23 @@ fn parse_poison_deaths(dir: &Path) -> Vec<(i32, i64)> {
         .collect()
 }
 
-/// Whether worker `pid` has a handler running (a `start` without its `end`).
+/// Whether worker `pid` has a handler running (a `start` without its `end`
+/// in the log's last 512 KiB: handlers are short, and big runs must not
+/// re-read a log of millions of lines before every fault).
 fn in_flight(dir: &Path, pid: u32) -> bool {
-    let text = std::fs::read_to_string(dir.join("exec.log")).unwrap_or_default();
+    use std::io::{Read, Seek, SeekFrom};
+    const TAIL: u64 = 512 * 1024;
+    let mut text = String::new();
+    if let Ok(mut f) = std::fs::File::open(dir.join("exec.log")) {
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        let _ = f.seek(SeekFrom::Start(len.saturating_sub(TAIL)));
+        let mut bytes = Vec::new();
+        let _ = f.read_to_end(&mut bytes);
+        text = String::from_utf8_lossy(&bytes).into_owned();
+    }
     let pid = pid.to_string();
     let mut open: i64 = 0;
+    // The first line of a tail may be cut: lines are matched by shape.
     for l in text.lines() {
         let mut w = l.split(' ');
         let word = w.next();
@@ -576,7 +592,7 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
         let ms: u64 = if long {
             rng.random_range(opts.lease_ms * 2 / 5..opts.lease_ms * 3 / 4)
         } else {
-            rng.random_range(10..150)
+            rng.random_range(10..opts.job_ms_max.max(11))
         };
         let fail_first = u32::from(rng.random_bool(0.05));
         let payload =
