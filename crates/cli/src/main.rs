@@ -13,7 +13,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use errand::{
     CancelRequest, Error, ExecHandler, Job, JobFilter, JobId, JobState, Name, NewJob, Payload,
-    ReplayRequest, RetryPolicy, Schedule, Store, Timestamp, Worker, WorkerConfig,
+    ReplayRequest, RetryPolicy, Store, Timestamp, Worker, WorkerConfig,
 };
 
 mod exit;
@@ -315,12 +315,10 @@ struct WorkArgs {
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s)
-        .map_err(|e| format!("`{s}` is not a duration ({e}); write it like 250ms, 5s or 15m"))?;
-    if d.is_zero() {
-        return Err(format!("`{s}` must be longer than zero"));
-    }
-    Ok(d)
+    errand::parse_duration(s).map_err(|e| match e {
+        Error::Invalid(m) => m,
+        other => other.to_string(),
+    })
 }
 
 fn operator(by: Option<String>) -> String {
@@ -425,31 +423,22 @@ async fn enqueue(store: Arc<dyn Store>, a: EnqueueArgs) -> Result<ExitCode, Fail
     } else {
         a.payload
     };
-    let schedule = match (a.delay, time_arg("run-at", a.run_at)?) {
-        (Some(d), _) => Schedule::After(d),
-        (None, Some(t)) => Schedule::At(t),
-        (None, None) => Schedule::Now,
-    };
-    let mut job = NewJob::new(&a.kind, Payload::from_json_text(text)?)?
-        .on_queue(&a.queue)?
-        .scheduled(schedule)
-        .with_max_attempts(a.max_attempts)?
-        .with_max_lease_expiries(a.max_lease_expiries)?
-        .with_priority(a.priority);
-    if let Some(d) = a.give_up_after {
-        job = job.give_up_after(d);
+    let job = errand::JobSpec {
+        kind: a.kind,
+        queue: Some(a.queue),
+        payload: Some(text),
+        id: a.id,
+        delay: a.delay,
+        run_at: a.run_at,
+        max_attempts: Some(a.max_attempts),
+        max_lease_expiries: Some(a.max_lease_expiries),
+        give_up_after: a.give_up_after,
+        priority: Some(a.priority),
+        key_limit: (a.key.is_some() && !a.ordered).then_some(a.key_limit),
+        key: a.key,
+        ordered: a.ordered,
     }
-    if let Some(id) = a.id {
-        job = job.with_id(JobId::new(id)?);
-    }
-    if let Some(key) = &a.key {
-        let limit = if a.ordered {
-            errand::KeyLimit::Ordered
-        } else {
-            errand::KeyLimit::Concurrent(a.key_limit)
-        };
-        job = job.with_key(key, limit)?;
-    }
+    .build()?;
     let inserted = store.insert(job).await?;
     if a.json {
         let mut v = serde_json::to_value(&inserted.job).context("encoding the job")?;

@@ -1,0 +1,212 @@
+//! A job described field by field — as `errand enqueue` flags or an HTTP
+//! request body give it — and the one place that turns such a description
+//! into a validated [`NewJob`], so the command line and `errand serve`
+//! accept and refuse exactly the same jobs.
+
+use std::time::Duration;
+
+use errand_core::{Error, JobId, KeyLimit, NewJob, Payload, Result, Schedule, Timestamp};
+
+/// A job as plain values. `None` means "the default": queue `default`,
+/// payload `{}`, a generated id, due now, the library's attempt and
+/// lost-lease budgets, priority 0, no concurrency key.
+#[derive(Clone, Debug, Default)]
+pub struct JobSpec {
+    /// Job kind (selects the handler).
+    pub kind: String,
+    /// Queue name.
+    pub queue: Option<String>,
+    /// Payload as JSON text.
+    pub payload: Option<String>,
+    /// A caller-chosen id (one business event, one job).
+    pub id: Option<String>,
+    /// Due after this delay (exclusive with `run_at`).
+    pub delay: Option<Duration>,
+    /// Due at this RFC 3339 time (exclusive with `delay`).
+    pub run_at: Option<String>,
+    /// Attempt budget (1–1000).
+    pub max_attempts: Option<u32>,
+    /// Lost-lease budget (1–1000).
+    pub max_lease_expiries: Option<u32>,
+    /// Elapsed-time budget from insertion.
+    pub give_up_after: Option<Duration>,
+    /// Higher runs first.
+    pub priority: Option<i16>,
+    /// Concurrency key.
+    pub key: Option<String>,
+    /// With `key`: at most this many of the key's jobs run at once (default 1).
+    pub key_limit: Option<u32>,
+    /// With `key`: the key's jobs run one at a time, in enqueue order.
+    pub ordered: bool,
+}
+
+impl JobSpec {
+    /// A job of `kind` with every other field at its default.
+    pub fn new(kind: impl Into<String>) -> Self {
+        JobSpec {
+            kind: kind.into(),
+            ..JobSpec::default()
+        }
+    }
+
+    /// Validates every field against the default payload limit
+    /// ([`errand_core::MAX_PAYLOAD_BYTES`]) and builds the job.
+    pub fn build(self) -> Result<NewJob> {
+        self.build_limited(errand_core::MAX_PAYLOAD_BYTES)
+    }
+
+    /// Validates every field, with payloads limited to `payload_limit`
+    /// bytes of JSON text, and builds the job. Nothing is written.
+    pub fn build_limited(self, payload_limit: usize) -> Result<NewJob> {
+        let schedule = match (self.delay, self.run_at) {
+            (Some(_), Some(_)) => {
+                return Err(Error::invalid(
+                    "give either a delay or a run-at time, not both",
+                ));
+            }
+            (Some(d), None) => Schedule::After(d),
+            (None, Some(t)) => Schedule::At(Timestamp::parse_rfc3339(&t)?),
+            (None, None) => Schedule::Now,
+        };
+        let payload = match self.payload {
+            Some(text) => Payload::from_json_text_limited(text, payload_limit)?,
+            None => Payload::default(),
+        };
+        let mut job = NewJob::new(&self.kind, payload)?.scheduled(schedule);
+        if let Some(q) = &self.queue {
+            job = job.on_queue(q)?;
+        }
+        if let Some(n) = self.max_attempts {
+            job = job.with_max_attempts(n)?;
+        }
+        if let Some(n) = self.max_lease_expiries {
+            job = job.with_max_lease_expiries(n)?;
+        }
+        if let Some(d) = self.give_up_after {
+            job = job.give_up_after(d);
+        }
+        if let Some(p) = self.priority {
+            job = job.with_priority(p);
+        }
+        if let Some(id) = self.id {
+            job = job.with_id(JobId::new(id)?);
+        }
+        match (&self.key, self.key_limit, self.ordered) {
+            (None, None, false) => {}
+            (None, _, _) => {
+                return Err(Error::invalid(
+                    "a key limit and ordered apply to a concurrency key: give the key too",
+                ));
+            }
+            (Some(_), Some(_), true) => {
+                return Err(Error::invalid(
+                    "an ordered key runs one job at a time: give ordered or a key limit, not both",
+                ));
+            }
+            (Some(key), limit, ordered) => {
+                let limit = if ordered {
+                    KeyLimit::Ordered
+                } else {
+                    KeyLimit::Concurrent(limit.unwrap_or(1))
+                };
+                job = job.with_key(key, limit)?;
+            }
+        }
+        job.validate()?;
+        Ok(job)
+    }
+}
+
+/// Parses a duration written like `250ms`, `5s`, `15m` or `1h`; zero is
+/// refused.
+pub fn parse_duration(text: &str) -> Result<Duration> {
+    let d = humantime::parse_duration(text).map_err(|e| {
+        Error::invalid(format!(
+            "`{text}` is not a duration ({e}); write it like 250ms, 5s or 15m"
+        ))
+    })?;
+    if d.is_zero() {
+        return Err(Error::invalid(format!("`{text}` must be longer than zero")));
+    }
+    Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_the_library() {
+        let job = JobSpec::new("mail").build().unwrap();
+        assert_eq!(job.queue.as_str(), errand_core::DEFAULT_QUEUE);
+        assert_eq!(job.payload.as_str(), "{}");
+        assert_eq!(job.schedule, Schedule::Now);
+        assert_eq!(job.max_attempts, errand_core::DEFAULT_MAX_ATTEMPTS);
+        assert!(job.id.is_none() && job.key.is_none());
+    }
+
+    #[test]
+    fn every_field_is_validated() {
+        let bad = [
+            JobSpec::new("bad kind!"),
+            JobSpec::new("k\0"),
+            JobSpec {
+                queue: Some(String::new()),
+                ..JobSpec::new("k")
+            },
+            JobSpec {
+                id: Some("a b".into()),
+                ..JobSpec::new("k")
+            },
+            JobSpec {
+                payload: Some("{nope".into()),
+                ..JobSpec::new("k")
+            },
+            JobSpec {
+                max_attempts: Some(0),
+                ..JobSpec::new("k")
+            },
+            JobSpec {
+                run_at: Some("tomorrow".into()),
+                ..JobSpec::new("k")
+            },
+            JobSpec {
+                delay: Some(Duration::from_secs(1)),
+                run_at: Some("2026-11-30T14:05:00Z".into()),
+                ..JobSpec::new("k")
+            },
+            JobSpec {
+                key_limit: Some(2),
+                ..JobSpec::new("k")
+            },
+            JobSpec {
+                key: Some("t".into()),
+                key_limit: Some(2),
+                ordered: true,
+                ..JobSpec::new("k")
+            },
+        ];
+        for spec in bad {
+            let shown = format!("{spec:?}");
+            assert!(
+                matches!(spec.build(), Err(Error::Invalid(_))),
+                "accepted {shown}"
+            );
+        }
+        let big = JobSpec {
+            payload: Some("[1,2,3]".into()),
+            ..JobSpec::new("k")
+        };
+        assert!(big.build_limited(3).is_err());
+    }
+
+    #[test]
+    fn durations_are_written_like_5s_and_never_zero() {
+        assert_eq!(
+            parse_duration("250ms").ok(),
+            Some(Duration::from_millis(250))
+        );
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("0s").is_err());
+    }
+}
