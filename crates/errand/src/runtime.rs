@@ -799,3 +799,123 @@ impl Inner {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use async_trait::async_trait;
+    use errand_core::{
+        CancelRequest, Failure, Inserted, Job, JobDetail, JobFilter, LeaseToken, NewJob,
+        ReplayRequest, SweepReport, Timestamp, WorkSignal,
+    };
+
+    /// A store on a full disk: every call fails with `StorageFull`.
+    #[derive(Debug)]
+    struct FullDisk;
+
+    fn full<T>() -> Result<T> {
+        Err(Error::StorageFull("database or disk is full".into()))
+    }
+
+    #[derive(Debug)]
+    struct Never;
+
+    #[async_trait]
+    impl WorkSignal for Never {
+        async fn wait(&mut self, timeout: Duration) -> bool {
+            tokio::time::sleep(timeout).await;
+            false
+        }
+    }
+
+    #[async_trait]
+    impl Store for FullDisk {
+        async fn insert(&self, _: NewJob) -> Result<Inserted> {
+            full()
+        }
+        async fn insert_many(&self, _: Vec<NewJob>) -> Result<Vec<Inserted>> {
+            full()
+        }
+        async fn claim(&self, _: &ClaimRequest) -> Result<Vec<ClaimedJob>> {
+            full()
+        }
+        async fn complete(&self, _: &Lease) -> Result<Job> {
+            full()
+        }
+        async fn complete_many(&self, _: &[Lease]) -> Result<Vec<bool>> {
+            full()
+        }
+        async fn fail(&self, _: &Lease, _: Failure) -> Result<Job> {
+            full()
+        }
+        async fn snooze(&self, _: &Lease, _: Duration) -> Result<Job> {
+            full()
+        }
+        async fn cancel_running(&self, _: &Lease, _: &str) -> Result<Job> {
+            full()
+        }
+        async fn heartbeat(&self, _: &Lease, _: Duration) -> Result<Timestamp> {
+            full()
+        }
+        async fn release(&self, _: &Lease) -> Result<Job> {
+            full()
+        }
+        async fn sweep_expired(&self) -> Result<SweepReport> {
+            full()
+        }
+        async fn prune(&self, _: Duration, _: u32) -> Result<u64> {
+            full()
+        }
+        async fn replay(&self, _: &ReplayRequest) -> Result<Vec<Job>> {
+            full()
+        }
+        async fn cancel(&self, _: &CancelRequest) -> Result<Vec<Job>> {
+            full()
+        }
+        async fn get(&self, _: &JobId) -> Result<Job> {
+            full()
+        }
+        async fn detail(&self, _: &JobId) -> Result<JobDetail> {
+            full()
+        }
+        async fn list(&self, _: &JobFilter) -> Result<Vec<Job>> {
+            full()
+        }
+        async fn take_tokens(&self, _: &RateBucket, _: RateLimit, _: u32) -> Result<u32> {
+            full()
+        }
+        fn work_signal(&self) -> Box<dyn WorkSignal> {
+            Box::new(Never)
+        }
+    }
+
+    /// Found by the harness's disk-full plan: a batched acknowledgment that
+    /// failed reached every waiting job as a generic storage error, so the
+    /// worker reported "storage error: the database storage is full" and
+    /// the class (`StorageFull`: free space, then retry) was lost.
+    #[tokio::test]
+    async fn a_batch_acknowledgment_on_a_full_disk_stays_storage_full_for_every_job() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let batcher = tokio::spawn(complete_in_batches(Arc::new(FullDisk), rx));
+        let mut waiting = Vec::new();
+        for n in 0..3 {
+            let (reply, verdict) = oneshot::channel();
+            let lease = Lease {
+                id: JobId::new(format!("job-{n}")).unwrap(),
+                token: LeaseToken::generate(),
+                attempt: 1,
+            };
+            tx.send((lease, reply)).unwrap();
+            waiting.push(verdict);
+        }
+        for verdict in waiting {
+            match verdict.await.unwrap() {
+                Err(Error::StorageFull(m)) => assert!(m.contains("full"), "{m}"),
+                other => panic!("expected StorageFull, got {other:?}"),
+            }
+        }
+        drop(tx);
+        batcher.await.unwrap();
+    }
+}
