@@ -61,7 +61,7 @@ pub use exec::{EXIT_PERMANENT, EXIT_TEMPFAIL, ExecHandler};
 pub use failpoint::{FAILPOINTS, configure_failpoints, test_clock_from_env};
 pub use maintenance::{Pruner, Sweeper};
 pub use runtime::{KindOptions, ReportHook, RunStats, Runtime, RuntimeBuilder};
-pub use spec::{JobSpec, parse_duration};
+pub use spec::{JobSpec, MAX_PAYLOAD_DEPTH, parse_duration};
 pub use worker::{
     Handler, JobContext, Sampler, WorkOutcome, WorkReport, Worker, WorkerConfig, handler_fn,
 };
