@@ -1,0 +1,310 @@
+//! # errand-server
+//!
+//! The JSON HTTP API behind `errand serve`: enqueue a job, read one with its
+//! history, list jobs page by page, replay and cancel — over any
+//! [`errand::Store`]. [`router`] builds the [`axum::Router`]; [`Server`]
+//! binds it and serves it until a shutdown signal; [`serve`] does both.
+//! The routes, status codes and error bodies are described in
+//! `docs/http-api.md`.
+//!
+//! ## Design decisions
+//!
+//! **Safe by default.** The server binds to 127.0.0.1 unless told otherwise,
+//! and [`ServerConfig::check`] refuses any other address unless an access
+//! token is configured: an API that can enqueue and replay jobs is never
+//! reachable from the network without a secret. With a token, every route
+//! except `GET /healthz` requires `Authorization: Bearer <token>`, compared
+//! in time that does not depend on where the presented token differs.
+//!
+//! **Browsers are fenced out.** This API is for programs and operators'
+//! tools, not for web pages. A request carrying an `Origin` header (or a
+//! `Sec-Fetch-Site`/`Sec-Fetch-Mode` header, which browsers add to every
+//! request) is refused with 403 before authentication, routing or the body
+//! is looked at, so no page can make a visitor's browser enqueue or replay
+//! jobs (CSRF) or read them. Without a token (loopback only) the `Host`
+//! header must also name a loopback address or `localhost`, which defeats
+//! DNS rebinding. The future dashboard will be a separate surface with its
+//! own CSRF token.
+//!
+//! **Nothing is written by a refused request.** The guards run before the
+//! handler; bodies are read under [`axum::extract::DefaultBodyLimit`]
+//! (413 past the limit) and parsed with `deny_unknown_fields`; the job is
+//! built by [`errand::JobSpec`], the same validation `errand enqueue` uses,
+//! and only a fully valid job reaches [`errand::Store::insert`].
+//!
+//! **Idempotent enqueue.** `POST /v1/jobs` with an `id` that already exists
+//! creates nothing and answers 200 with the stored job (201 when it was
+//! created), so a client that lost its connection retries with the same id
+//! and gets exactly one job.
+//!
+//! **Errors are problem documents** (RFC 9457, `application/problem+json`)
+//! whose `code` is a stable machine-readable string: the library's
+//! [`errand::Error::code`] for library errors, mapped one-to-one onto status
+//! codes, or one of the server's own (`malformed_json`, `unauthorized`,
+//! `browser_origin_refused`, `body_too_large`, …). Every kind of bad input —
+//! malformed JSON, a wrong type, an unknown field, an invalid name or id —
+//! is a 400; the `code` says which. Storage failures are logged in full but
+//! answered with a generic detail.
+//!
+//! **Graceful shutdown.** [`Server::run`] stops accepting connections when
+//! its shutdown future completes, lets in-flight requests finish, and gives
+//! up on stragglers after [`ServerConfig::drain`].
+#![deny(missing_docs)]
+
+mod guard;
+mod problem;
+mod routes;
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::future::Future;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use errand::Store;
+
+/// Where the server listens unless told otherwise.
+pub const DEFAULT_BIND: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 7878));
+/// The default request body limit (and payload limit): 1 MiB.
+pub const DEFAULT_MAX_BODY: usize = 1024 * 1024;
+/// How long in-flight requests may take to finish after shutdown is asked.
+pub const DEFAULT_DRAIN: Duration = Duration::from_secs(30);
+const MAX_TOKEN_BYTES: usize = 1024;
+
+/// A secret that clients present as `Authorization: Bearer <token>`.
+/// Its `Debug` output never shows the secret.
+#[derive(Clone)]
+pub struct AccessToken(Arc<str>);
+
+impl AccessToken {
+    /// Validates a token: 1 to 1024 visible ASCII characters (no spaces),
+    /// so that it fits in an `Authorization` header as it is.
+    pub fn new(token: impl Into<String>) -> Result<Self, ServeError> {
+        let token = token.into();
+        if token.is_empty() || token.len() > MAX_TOKEN_BYTES {
+            return Err(ServeError::InvalidConfig(format!(
+                "the access token must be 1 to {MAX_TOKEN_BYTES} characters long (got {}); generate one with `openssl rand -hex 32`",
+                token.len()
+            )));
+        }
+        if !token.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(ServeError::InvalidConfig(
+                "the access token may hold only visible ASCII characters (no spaces or control characters); generate one with `openssl rand -hex 32`".into(),
+            ));
+        }
+        Ok(AccessToken(token.into()))
+    }
+
+    /// The token's length in bytes (the length is not secret enough to hide
+    /// from the operator who chose it; a short token deserves a warning).
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Always `false`: an empty token is refused by [`AccessToken::new`].
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Compares `presented` with the token in time that depends only on the
+    /// token's length, never on where the two differ.
+    pub(crate) fn matches(&self, presented: &[u8]) -> bool {
+        let expected = self.0.as_bytes();
+        let mut diff = u64::from(expected.len() != presented.len());
+        for (i, e) in expected.iter().enumerate() {
+            let p = presented.get(i).copied().unwrap_or(0);
+            diff |= u64::from(e ^ p);
+        }
+        std::hint::black_box(diff) == 0
+    }
+}
+
+impl fmt::Debug for AccessToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AccessToken(<redacted>)")
+    }
+}
+
+/// How the server listens and what it accepts.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// The address to listen on (default 127.0.0.1:7878; port 0 picks a
+    /// free port, see [`Server::local_addr`]).
+    pub bind: SocketAddr,
+    /// The access token; required unless `bind` is a loopback address.
+    pub token: Option<AccessToken>,
+    /// The largest request body accepted, in bytes (default 1 MiB).
+    pub max_body: usize,
+    /// The largest job payload accepted, in bytes of JSON text (default
+    /// 1 MiB).
+    pub max_payload: usize,
+    /// How long in-flight requests may take to finish after shutdown is
+    /// asked (default 30 s).
+    pub drain: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            bind: DEFAULT_BIND,
+            token: None,
+            max_body: DEFAULT_MAX_BODY,
+            max_payload: errand::core::MAX_PAYLOAD_BYTES,
+            drain: DEFAULT_DRAIN,
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Refuses unsafe or unusable settings: a non-loopback address without
+    /// an access token, a zero body or payload limit.
+    pub fn check(&self) -> Result<(), ServeError> {
+        if !is_loopback(self.bind) && self.token.is_none() {
+            return Err(ServeError::TokenRequired { addr: self.bind });
+        }
+        if self.max_body == 0 || self.max_payload == 0 {
+            return Err(ServeError::InvalidConfig(
+                "the body and payload limits must be at least 1 byte".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Whether `addr` is reachable only from this host (127.0.0.0/8, ::1, or
+/// an IPv4-mapped loopback address).
+pub fn is_loopback(addr: SocketAddr) -> bool {
+    addr.ip().to_canonical().is_loopback()
+}
+
+/// Why the server did not start or stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// A non-loopback address without an access token.
+    #[error(
+        "refusing to listen on {addr} without an access token: anyone who can reach it could enqueue, read, replay and cancel jobs. Set one with --token or ERRAND_TOKEN (generate it with `openssl rand -hex 32`), or bind a loopback address such as 127.0.0.1:7878"
+    )]
+    TokenRequired {
+        /// The address asked for.
+        addr: SocketAddr,
+    },
+    /// A setting was not acceptable; the message says what to change.
+    #[error("{0}")]
+    InvalidConfig(String),
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The server failed while running.
+    #[error("the server failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl ServeError {
+    /// Whether the error is a refused setting (the operator's input), as
+    /// opposed to a runtime failure.
+    pub fn is_config(&self) -> bool {
+        matches!(
+            self,
+            ServeError::TokenRequired { .. } | ServeError::InvalidConfig(_)
+        )
+    }
+}
+
+/// The API's router over `store`. It answers every request itself (no
+/// listener needed), which is what tests use.
+pub fn router(store: Arc<dyn Store>, config: ServerConfig) -> Router {
+    routes::router(store, config)
+}
+
+/// A bound server, not yet serving.
+#[derive(Debug)]
+pub struct Server {
+    listener: tokio::net::TcpListener,
+    addr: SocketAddr,
+    drain: Duration,
+    router: Router,
+}
+
+impl Server {
+    /// Checks the configuration ([`ServerConfig::check`]) and binds its
+    /// address.
+    pub async fn bind(store: Arc<dyn Store>, config: ServerConfig) -> Result<Server, ServeError> {
+        config.check()?;
+        let listener = tokio::net::TcpListener::bind(config.bind)
+            .await
+            .map_err(|source| ServeError::Bind {
+                addr: config.bind,
+                source,
+            })?;
+        let addr = listener.local_addr()?;
+        Ok(Server {
+            listener,
+            addr,
+            drain: config.drain,
+            router: router(store, config),
+        })
+    }
+
+    /// The address actually bound (the real port when 0 was asked for).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Serves until `shutdown` completes, then stops accepting connections
+    /// and waits for in-flight requests to finish — at most the configured
+    /// drain time, after which the remaining connections are abandoned.
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServeError> {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            shutdown.await;
+            let _ = tx.send(true);
+        });
+        let asked = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+            if rx.wait_for(|asked| *asked).await.is_err() {
+                // The sender is gone without asking: never shut down on that.
+                std::future::pending::<()>().await;
+            }
+        };
+        let graceful = asked(rx.clone());
+        let deadline = {
+            let asked = asked(rx);
+            let drain = self.drain;
+            async move {
+                asked.await;
+                tokio::time::sleep(drain).await;
+            }
+        };
+        let server = axum::serve(self.listener, self.router).with_graceful_shutdown(graceful);
+        tokio::select! {
+            result = server.into_future() => result.map_err(ServeError::Io),
+            () = deadline => {
+                tracing::warn!(drain = ?self.drain, "requests still in flight after the drain time; abandoning them");
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Binds `config.bind` and serves the API over `store` until `shutdown`
+/// completes (see [`Server::run`]).
+pub async fn serve(
+    store: Arc<dyn Store>,
+    config: ServerConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    let server = Server::bind(store, config).await?;
+    tracing::info!(addr = %server.local_addr(), "listening");
+    server.run(shutdown).await
+}

@@ -1,0 +1,397 @@
+//! The routes and their handlers.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::middleware;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use errand::{CancelRequest, JobFilter, JobId, JobSpec, JobState, Name, ReplayRequest, Store};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::value::RawValue;
+
+use crate::ServerConfig;
+use crate::guard::{HEALTHZ, fence};
+use crate::problem::Problem;
+
+const MAX_OPERATOR_BYTES: usize = 200;
+const MAX_REASON_BYTES: usize = 2000;
+
+#[derive(Clone, Debug)]
+struct App {
+    store: Arc<dyn Store>,
+    max_body: usize,
+    max_payload: usize,
+}
+
+pub(crate) fn router(store: Arc<dyn Store>, config: ServerConfig) -> Router {
+    let app = App {
+        store,
+        max_body: config.max_body,
+        max_payload: config.max_payload,
+    };
+    Router::new()
+        .route(HEALTHZ, get(healthz))
+        .route("/v1/jobs", post(enqueue).get(list))
+        .route("/v1/jobs/{id}", get(show))
+        .route("/v1/jobs/{id}/replay", post(replay))
+        .route("/v1/jobs/{id}/cancel", post(cancel))
+        .fallback(no_route)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(app)
+        .layer(DefaultBodyLimit::max(config.max_body))
+        .layer(middleware::from_fn_with_state(config.token, fence))
+}
+
+type Answer = Result<Response, Problem>;
+
+fn json<T: Serialize + ?Sized>(status: StatusCode, value: &T) -> Answer {
+    let body = serde_json::to_vec(value)
+        .map_err(|e| Problem::internal(format!("the response could not be encoded: {e}")))?;
+    Ok((
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response())
+}
+
+async fn healthz() -> Answer {
+    json(StatusCode::OK, &serde_json::json!({"ok": true}))
+}
+
+async fn no_route(uri: Uri) -> Problem {
+    Problem::route_not_found(uri.path())
+}
+
+async fn method_not_allowed() -> Problem {
+    Problem::method_not_allowed()
+}
+
+// ---- request bodies -------------------------------------------------------
+
+/// Absent, `application/json` or `application/*+json`: anything else (a
+/// form, plain text) is refused, which also keeps HTML forms out.
+fn json_content_type(headers: &HeaderMap) -> Result<(), Problem> {
+    let Some(value) = headers.get(header::CONTENT_TYPE) else {
+        return Ok(());
+    };
+    let essence = value
+        .to_str()
+        .ok()
+        .and_then(|v| v.split(';').next())
+        .map(|v| v.trim().to_ascii_lowercase());
+    match essence.as_deref() {
+        Some("application/json") => Ok(()),
+        Some(t) if t.starts_with("application/") && t.ends_with("+json") => Ok(()),
+        _ => Err(Problem::unsupported_media_type()),
+    }
+}
+
+/// Reads and parses a JSON body; `example` shows the expected shape.
+fn body_json<T: DeserializeOwned>(
+    app: &App,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    example: &str,
+) -> Result<T, Problem> {
+    json_content_type(headers)?;
+    let body = match body {
+        Ok(b) => b,
+        Err(r) if r.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return Err(Problem::body_too_large(app.max_body));
+        }
+        Err(r) => {
+            return Err(Problem::malformed_json(format!(
+                "the request body could not be read: {}",
+                r.body_text()
+            )));
+        }
+    };
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(Problem::malformed_json(format!(
+            "the request body is empty: send a JSON object like {example}"
+        )));
+    }
+    serde_json::from_slice(&body).map_err(|e| {
+        use serde_json::error::Category;
+        let what = match e.classify() {
+            Category::Data => "the JSON does not have the expected shape",
+            Category::Syntax | Category::Eof | Category::Io => "the body is not valid JSON",
+        };
+        Problem::malformed_json(format!("{what}: {e}; send a JSON object like {example}"))
+    })
+}
+
+/// A present field keeps its raw JSON, `null` included.
+fn raw_json<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Box<RawValue>>, D::Error> {
+    Box::<RawValue>::deserialize(d).map(Some)
+}
+
+fn job_id(path: Result<Path<String>, PathRejection>) -> Result<JobId, Problem> {
+    let Path(id) = path.map_err(|r| {
+        Problem::invalid(format!(
+            "the job id in the path is not valid: {}",
+            r.body_text()
+        ))
+    })?;
+    Ok(JobId::new(id)?)
+}
+
+/// Operator names and reasons end up in the audit log: printable text of a
+/// bounded size (PostgreSQL text cannot hold NUL at all).
+fn audit_text(
+    field: &str,
+    value: &str,
+    max: usize,
+    allow_line_breaks: bool,
+) -> Result<(), Problem> {
+    let control = value
+        .chars()
+        .any(|c| c.is_control() && !(allow_line_breaks && matches!(c, '\n' | '\r' | '\t')));
+    if value.trim().is_empty() || value.len() > max || control {
+        let breaks = if allow_line_breaks {
+            " (line breaks and tabs are allowed)"
+        } else {
+            ""
+        };
+        return Err(Problem::invalid(format!(
+            "`{field}` must be 1 to {max} bytes of printable text{breaks}, not blank"
+        )));
+    }
+    Ok(())
+}
+
+// ---- POST /v1/jobs --------------------------------------------------------
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EnqueueBody {
+    kind: String,
+    queue: Option<String>,
+    #[serde(default, deserialize_with = "raw_json")]
+    payload: Option<Box<RawValue>>,
+    id: Option<String>,
+    delay: Option<String>,
+    run_at: Option<String>,
+    max_attempts: Option<u32>,
+    max_lease_expiries: Option<u32>,
+    give_up_after: Option<String>,
+    priority: Option<i16>,
+    key: Option<String>,
+    key_limit: Option<u32>,
+    #[serde(default)]
+    ordered: bool,
+}
+
+const ENQUEUE_EXAMPLE: &str =
+    r#"{"kind": "email", "id": "order-17", "payload": {"to": "a@example.com"}}"#;
+
+fn duration_field(
+    field: &str,
+    text: Option<String>,
+) -> Result<Option<std::time::Duration>, Problem> {
+    text.map(|t| {
+        errand::parse_duration(&t)
+            .map_err(|e| Problem::invalid(format!("`{field}`: {}", detail_of(e))))
+    })
+    .transpose()
+}
+
+fn detail_of(e: errand::Error) -> String {
+    match e {
+        errand::Error::Invalid(m) => m,
+        other => other.to_string(),
+    }
+}
+
+async fn enqueue(
+    State(app): State<App>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer {
+    let req: EnqueueBody = body_json(&app, &headers, body, ENQUEUE_EXAMPLE)?;
+    let payload = match req.payload {
+        Some(raw) if raw.get().len() > app.max_payload => {
+            return Err(Problem::payload_too_large(raw.get().len(), app.max_payload));
+        }
+        Some(raw) => Some(String::from(raw.get())),
+        None => None,
+    };
+    let spec = JobSpec {
+        kind: req.kind,
+        queue: req.queue,
+        payload,
+        id: req.id,
+        delay: duration_field("delay", req.delay)?,
+        run_at: req.run_at,
+        max_attempts: req.max_attempts,
+        max_lease_expiries: req.max_lease_expiries,
+        give_up_after: duration_field("give_up_after", req.give_up_after)?,
+        priority: req.priority,
+        key: req.key,
+        key_limit: req.key_limit,
+        ordered: req.ordered,
+    };
+    let job = spec.build_limited(app.max_payload)?;
+    let inserted = app.store.insert(job).await?;
+    let status = if inserted.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    json(
+        status,
+        &serde_json::json!({"created": inserted.created, "job": inserted.job}),
+    )
+}
+
+// ---- GET /v1/jobs ---------------------------------------------------------
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    state: Option<String>,
+    queue: Option<String>,
+    kind: Option<String>,
+    limit: Option<String>,
+    after: Option<String>,
+}
+
+/// An empty parameter (`?state=`) means "not given".
+fn given(v: Option<String>) -> Option<String> {
+    v.filter(|s| !s.is_empty())
+}
+
+async fn list(State(app): State<App>, query: Result<Query<ListQuery>, QueryRejection>) -> Answer {
+    let Query(q) = query.map_err(|r| {
+        Problem::malformed_json(format!(
+            "{}; the parameters are state, queue, kind, limit and after",
+            r.body_text()
+        ))
+    })?;
+    let limit = match given(q.limit) {
+        None => 100,
+        Some(text) => match text.parse::<u32>() {
+            Ok(n @ 1..=10_000) => n,
+            _ => {
+                return Err(Problem::invalid(format!(
+                    "limit {text:?} is not valid: give a whole number from 1 to 10000"
+                )));
+            }
+        },
+    };
+    let filter = JobFilter {
+        state: given(q.state).map(|s| s.parse::<JobState>()).transpose()?,
+        queue: given(q.queue)
+            .map(|s| Name::parse("queue", s))
+            .transpose()?,
+        kind: given(q.kind).map(|s| Name::parse("kind", s)).transpose()?,
+        limit: Some(limit),
+        after: given(q.after).map(JobId::new).transpose()?,
+        ..JobFilter::default()
+    };
+    let jobs = app.store.list(&filter).await?;
+    let next = if jobs.len() >= limit as usize {
+        jobs.last().map(|j| j.id.clone())
+    } else {
+        None
+    };
+    json(
+        StatusCode::OK,
+        &serde_json::json!({"jobs": jobs, "next": next}),
+    )
+}
+
+// ---- GET /v1/jobs/{id} ----------------------------------------------------
+
+async fn show(State(app): State<App>, path: Result<Path<String>, PathRejection>) -> Answer {
+    let id = job_id(path)?;
+    let detail = app.store.detail(&id).await?;
+    json(StatusCode::OK, &detail)
+}
+
+// ---- POST /v1/jobs/{id}/replay and /cancel --------------------------------
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReplayBody {
+    operator: String,
+    reason: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CancelBody {
+    operator: String,
+    reason: Option<String>,
+}
+
+fn one_job(jobs: Vec<errand::Job>) -> Answer {
+    match jobs.into_iter().next() {
+        Some(job) => json(StatusCode::OK, &serde_json::json!({"job": job})),
+        None => Err(Problem::internal("the store answered without the job")),
+    }
+}
+
+async fn replay(
+    State(app): State<App>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer {
+    let id = job_id(path)?;
+    let req: ReplayBody = body_json(
+        &app,
+        &headers,
+        body,
+        r#"{"operator": "alice", "reason": "SMTP relay fixed"}"#,
+    )?;
+    audit_text("operator", &req.operator, MAX_OPERATOR_BYTES, false)?;
+    audit_text("reason", &req.reason, MAX_REASON_BYTES, true)?;
+    let replayed = app
+        .store
+        .replay(&ReplayRequest {
+            ids: vec![id],
+            operator: req.operator,
+            reason: Some(req.reason),
+        })
+        .await?;
+    one_job(replayed)
+}
+
+async fn cancel(
+    State(app): State<App>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer {
+    let id = job_id(path)?;
+    let req: CancelBody = body_json(
+        &app,
+        &headers,
+        body,
+        r#"{"operator": "alice", "reason": "customer withdrew"}"#,
+    )?;
+    audit_text("operator", &req.operator, MAX_OPERATOR_BYTES, false)?;
+    if let Some(reason) = &req.reason {
+        audit_text("reason", reason, MAX_REASON_BYTES, true)?;
+    }
+    let cancelled = app
+        .store
+        .cancel(&CancelRequest {
+            ids: vec![id],
+            operator: req.operator,
+            reason: req.reason,
+        })
+        .await?;
+    one_job(cancelled)
+}
