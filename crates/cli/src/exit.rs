@@ -20,6 +20,8 @@ pub const SCHEMA: u8 = 5;
 pub enum Failure {
     /// An error from the library, with its own exit code.
     Errand(Error),
+    /// Bad input that is not the library's (exit code 2).
+    Usage(String),
     /// Anything else.
     Other(anyhow::Error),
 }
@@ -43,6 +45,10 @@ impl Failure {
             Failure::Errand(e) => {
                 eprintln!("errand: {e}");
                 ExitCode::from(code(&e))
+            }
+            Failure::Usage(message) => {
+                eprintln!("errand: {message}");
+                ExitCode::from(INVALID)
             }
             Failure::Other(e) => {
                 eprintln!("errand: {e:#}");

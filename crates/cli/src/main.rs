@@ -4,7 +4,8 @@
 //! `sqlite://PATH` (default `./errand.db`). Output is human-readable, or JSON
 //! with `--json`. Exit codes are a stable interface; see `docs/cli.md`.
 
-use std::io::Read;
+use std::io::{Read, Write};
+use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,6 +73,27 @@ enum Command {
     /// Enqueue a job on a cron schedule, exactly once per tick however many
     /// processes run the same schedule.
     Schedule(ScheduleArgs),
+    /// Serve the JSON HTTP API (docs/http-api.md) until SIGTERM/SIGINT.
+    Serve(ServeArgs),
+}
+
+#[derive(Args, Debug)]
+struct ServeArgs {
+    /// The address to listen on (IP:PORT; port 0 picks a free one). Any
+    /// address but a loopback one needs an access token.
+    #[arg(long, default_value_t = errand_server::DEFAULT_BIND)]
+    bind: SocketAddr,
+    /// The access token clients must send as `Authorization: Bearer TOKEN`.
+    /// Prefer the environment variable: flags show in process listings.
+    #[arg(long, env = "ERRAND_TOKEN", hide_env_values = true, value_parser = parse_token)]
+    token: Option<errand_server::AccessToken>,
+    /// The largest request body, and the largest job payload, in bytes.
+    #[arg(long, default_value_t = errand_server::DEFAULT_MAX_BODY as u64,
+          value_parser = clap::value_parser!(u64).range(1024..=64 * 1024 * 1024))]
+    max_body: u64,
+    /// After SIGTERM/SIGINT, how long in-flight requests may take to finish.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    drain: Duration,
 }
 
 #[derive(Args, Debug)]
@@ -321,6 +343,10 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     })
 }
 
+fn parse_token(s: &str) -> Result<errand_server::AccessToken, String> {
+    errand_server::AccessToken::new(s).map_err(|e| e.to_string())
+}
+
 fn operator(by: Option<String>) -> String {
     by.or_else(|| std::env::var("USER").ok())
         .or_else(|| std::env::var("LOGNAME").ok())
@@ -398,6 +424,12 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    // A refused server configuration is reported before the database is
+    // opened: the operator's mistake comes first.
+    let serve_config = match &cli.command {
+        Command::Serve(args) => Some(serve_config(args)?),
+        _ => None,
+    };
     let store = errand::connect(&cli.db, &options).await?;
     match cli.command {
         Command::Migrate(_) => Ok(ExitCode::SUCCESS),
@@ -409,6 +441,10 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Work(args) => work(store, args).await,
         Command::Prune(args) => prune(store, args).await,
         Command::Schedule(args) => schedule(store, args).await,
+        Command::Serve(_) => match serve_config {
+            Some(config) => serve(store, config).await,
+            None => Err(anyhow::anyhow!("the server configuration went missing").into()),
+        },
     }
 }
 
@@ -706,4 +742,81 @@ async fn work(store: Arc<dyn Store>, a: WorkArgs) -> Result<ExitCode, Failure> {
     };
     serve_loop::run(store, handler, args).await?;
     Ok(ExitCode::SUCCESS)
+}
+
+fn serve_config(a: &ServeArgs) -> Result<errand_server::ServerConfig, Failure> {
+    let max_body = usize::try_from(a.max_body).unwrap_or(usize::MAX);
+    let config = errand_server::ServerConfig {
+        bind: a.bind,
+        token: a.token.clone(),
+        max_body,
+        max_payload: max_body,
+        drain: a.drain,
+    };
+    config.check().map_err(|e| Failure::Usage(e.to_string()))?;
+    if let Some(token) = &config.token
+        && token.len() < 16
+    {
+        eprintln!(
+            "errand: warning: the access token is only {} characters long; use a long random one (openssl rand -hex 32)",
+            token.len()
+        );
+    }
+    Ok(config)
+}
+
+async fn serve(
+    store: Arc<dyn Store>,
+    config: errand_server::ServerConfig,
+) -> Result<ExitCode, Failure> {
+    use tokio::signal::unix::{SignalKind, signal};
+    // Installed before the address is announced: a signal sent as soon as
+    // the line is read is a graceful stop, not a kill.
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let server = errand_server::Server::bind(store, config)
+        .await
+        .map_err(|e| {
+            if e.is_config() {
+                Failure::Usage(e.to_string())
+            } else {
+                Failure::Other(e.into())
+            }
+        })?;
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "listening on http://{}", server.local_addr())
+            .and_then(|()| out.flush())
+            .context("writing to stdout")?;
+    }
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = server.run(async {
+        let _ = stopped.await;
+    });
+    tokio::pin!(run);
+    let name = tokio::select! {
+        result = &mut run => {
+            result.context("the server failed")?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    };
+    let _ = stop.send(());
+    eprintln!(
+        "errand: {name} received; finishing in-flight requests (signal again to exit at once)"
+    );
+    tokio::select! {
+        result = &mut run => {
+            result.context("the server failed")?;
+            Ok(ExitCode::SUCCESS)
+        }
+        _ = term.recv() => second_signal(),
+        _ = int.recv() => second_signal(),
+    }
+}
+
+fn second_signal() -> Result<ExitCode, Failure> {
+    eprintln!("errand: second signal, exiting now; requests still in flight are cut off");
+    Ok(ExitCode::from(130))
 }

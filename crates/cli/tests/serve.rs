@@ -1,0 +1,492 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! `errand serve` as a real process: the port read from its first stdout
+//! line, requests over plain HTTP/1.1 (a hand-rolled client on
+//! `std::net::TcpStream`), the idempotent retry by id, the refusal of a
+//! non-loopback address without a token, and a graceful SIGTERM that lets an
+//! in-flight request finish. On SQLite, and on PostgreSQL in its own schema
+//! when `ERRAND_TEST_POSTGRES_URL` is set.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const TOKEN: &str = "serve-test-token-5f1c2a9e";
+
+/// Where the jobs live: a SQLite file or a PostgreSQL schema.
+struct Backend {
+    args: Vec<String>,
+    _dir: tempfile::TempDir,
+    pg: Option<(String, String)>,
+}
+
+impl Backend {
+    fn sqlite() -> Backend {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("jobs.db").display().to_string();
+        let b = Backend {
+            args: vec!["--db".into(), db],
+            _dir: dir,
+            pg: None,
+        };
+        b.migrate();
+        b
+    }
+
+    fn postgres(tag: &str) -> Option<Backend> {
+        let Some(url) = std::env::var("ERRAND_TEST_POSTGRES_URL")
+            .ok()
+            .filter(|s| !s.is_empty())
+        else {
+            eprintln!("SKIPPED: the PostgreSQL half (set ERRAND_TEST_POSTGRES_URL)");
+            assert!(
+                std::env::var("CI").is_err(),
+                "ERRAND_TEST_POSTGRES_URL must be set under CI"
+            );
+            return None;
+        };
+        let schema = format!("errand_serve_{tag}_{}", std::process::id());
+        let b = Backend {
+            args: vec![
+                "--db".into(),
+                url.clone(),
+                "--schema".into(),
+                schema.clone(),
+            ],
+            _dir: tempfile::tempdir().unwrap(),
+            pg: Some((url, schema)),
+        };
+        b.drop_schema();
+        b.migrate();
+        Some(b)
+    }
+
+    fn drop_schema(&self) {
+        if let Some((url, schema)) = &self.pg {
+            let _ = Command::new("psql")
+                .args([
+                    url.as_str(),
+                    "-q",
+                    "-c",
+                    &format!("DROP SCHEMA IF EXISTS {schema} CASCADE"),
+                ])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+
+    fn command(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_errand"));
+        c.args(&self.args)
+            .env("ERRAND_LOG", "error")
+            .env_remove("ERRAND_TOKEN");
+        c
+    }
+
+    fn migrate(&self) {
+        let out = self.command().arg("migrate").output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Every job, as `errand jobs --json` sees it (not through the server).
+    fn jobs(&self) -> Vec<Value> {
+        let out = self
+            .command()
+            .args(["jobs", "--limit", "1000", "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        serde_json::from_slice::<Value>(&out.stdout)
+            .unwrap()
+            .as_array()
+            .cloned()
+            .unwrap()
+    }
+
+    /// Starts `errand serve` with `args` and waits for its address.
+    fn serve(&self, args: &[&str], env: &[(&str, &str)]) -> Server {
+        let mut child = self
+            .command()
+            .arg("serve")
+            .args(args)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn errand serve");
+        let stdout = child.stdout.take().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let mut server = Server {
+            child: Some(child),
+            stdout: lines(stdout),
+            stderr: lines(stderr),
+            port: 0,
+        };
+        let line = server
+            .stdout
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("no address line; stderr: {}", server.drain_stderr()));
+        let addr = line
+            .strip_prefix("listening on http://")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+        server.port = addr.rsplit(':').next().unwrap().parse().unwrap();
+        server
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        self.drop_schema();
+    }
+}
+
+/// Forwards a pipe's lines to a channel from a thread of its own.
+fn lines(pipe: impl Read + Send + 'static) -> Receiver<String> {
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// A running `errand serve`; killed if the test panics before it exits.
+struct Server {
+    child: Option<Child>,
+    stdout: Receiver<String>,
+    stderr: Receiver<String>,
+    port: u16,
+}
+
+impl Server {
+    fn child(&self) -> &Child {
+        self.child.as_ref().unwrap()
+    }
+
+    fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args([sig, &self.child().id().to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+
+    fn drain_stderr(&self) -> String {
+        self.stderr.try_iter().collect::<Vec<_>>().join("\n")
+    }
+
+    /// Waits for a line on stderr containing `needle`.
+    fn await_stderr(&self, needle: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.stderr.recv_timeout(left) {
+                Ok(line) if line.contains(needle) => return,
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        panic!("stderr never said {needle:?}");
+    }
+
+    /// Waits for the process to exit and returns its exit code.
+    fn wait(mut self) -> Option<i32> {
+        let mut child = self.child.take().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status.code();
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("errand serve did not exit within 60 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
+        let mut stream = self.connect();
+        stream
+            .write_all(request_head(self.port, method, path, headers, body.len()).as_bytes())
+            .unwrap();
+        stream.write_all(body.as_bytes()).unwrap();
+        read_reply(stream)
+    }
+
+    fn connect(&self) -> TcpStream {
+        let stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        stream
+    }
+
+    fn post(&self, path: &str, body: &Value) -> Reply {
+        self.request(
+            "POST",
+            path,
+            &[("Content-Type", "application/json")],
+            &body.to_string(),
+        )
+    }
+
+    fn get(&self, path: &str) -> Reply {
+        self.request("GET", path, &[], "")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn request_head(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    length: usize,
+) -> String {
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nContent-Length: {length}\r\n"
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    head
+}
+
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    head: String,
+    body: Value,
+}
+
+/// Reads a whole response (the server closes the connection after it).
+fn read_reply(mut stream: TcpStream) -> Reply {
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8(raw).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").expect("a complete response");
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("a status line");
+    assert!(
+        !head.to_ascii_lowercase().contains("transfer-encoding"),
+        "this client reads only Content-Length bodies: {head}"
+    );
+    let body = if body.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
+    };
+    Reply {
+        status,
+        head: head.to_owned(),
+        body,
+    }
+}
+
+fn both(tag: &str, test: impl Fn(&Backend)) {
+    test(&Backend::sqlite());
+    if let Some(pg) = Backend::postgres(tag) {
+        test(&pg);
+    }
+}
+
+#[test]
+fn serve_enqueues_once_per_id_and_finishes_in_flight_requests_on_sigterm() {
+    both("main", |b| {
+        let server = b.serve(&["--bind", "127.0.0.1:0"], &[]);
+        let health = server.get("/healthz");
+        assert_eq!((health.status, &health.body), (200, &json!({"ok": true})));
+
+        // A client that lost its connection retries with the same id.
+        let job = json!({"kind": "email", "id": "order-17", "payload": {"to": "a@example.com"}});
+        let first = server.post("/v1/jobs", &job);
+        assert_eq!(first.status, 201, "{:?}", first);
+        assert_eq!(first.body["created"], true);
+        let retry = server.post("/v1/jobs", &job);
+        assert_eq!(retry.status, 200, "{:?}", retry);
+        assert_eq!(retry.body["created"], false);
+        assert_eq!(retry.body["job"]["id"], "order-17");
+        let jobs = b.jobs();
+        assert_eq!(jobs.len(), 1, "exactly one job: {jobs:?}");
+        assert_eq!(jobs[0]["payload"], json!({"to": "a@example.com"}));
+
+        let shown = server.get("/v1/jobs/order-17");
+        assert_eq!((shown.status, &shown.body["state"]), (200, &json!("ready")));
+        let listed = server.get("/v1/jobs?state=ready&limit=1");
+        assert_eq!(
+            listed.body["next"], "order-17",
+            "a full page names the next"
+        );
+        let missing = server.get("/v1/jobs/nope");
+        assert_eq!(missing.status, 404);
+        assert!(
+            missing
+                .head
+                .to_ascii_lowercase()
+                .contains("content-type: application/problem+json")
+        );
+        assert_eq!(missing.body["code"], "not_found");
+
+        // Browsers and broken input are refused and write nothing.
+        let browser = server.request(
+            "POST",
+            "/v1/jobs",
+            &[
+                ("Origin", "https://evil.example"),
+                ("Content-Type", "application/json"),
+            ],
+            r#"{"kind":"k"}"#,
+        );
+        assert_eq!(
+            (browser.status, &browser.body["code"]),
+            (403, &json!("browser_origin_refused"))
+        );
+        let broken = server.request(
+            "POST",
+            "/v1/jobs",
+            &[("Content-Type", "application/json")],
+            r#"{"kind":"k","payload":"#,
+        );
+        assert_eq!(
+            (broken.status, &broken.body["code"]),
+            (400, &json!("malformed_json"))
+        );
+        let big = format!(r#"{{"kind":"k","payload":"{}"}}"#, "x".repeat(1024 * 1024));
+        let too_big = server.request(
+            "POST",
+            "/v1/jobs",
+            &[("Content-Type", "application/json")],
+            &big,
+        );
+        assert_eq!(
+            (too_big.status, &too_big.body["code"]),
+            (413, &json!("body_too_large"))
+        );
+        assert_eq!(b.jobs().len(), 1);
+
+        // A request in flight when SIGTERM arrives: its head and half its
+        // body are sent, then the signal, then the rest. It is answered, and
+        // then the process exits 0.
+        let body = json!({"kind": "email", "id": "in-flight"}).to_string();
+        let (front, back) = body.split_at(body.len() / 2);
+        let mut stream = server.connect();
+        let head = request_head(
+            server.port,
+            "POST",
+            "/v1/jobs",
+            &[("Content-Type", "application/json")],
+            body.len(),
+        );
+        stream.write_all(head.as_bytes()).unwrap();
+        stream.write_all(front.as_bytes()).unwrap();
+        stream.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        server.signal("-TERM");
+        server.await_stderr("SIGTERM received");
+        // New connections are refused once the server has seen the signal.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while TcpStream::connect(("127.0.0.1", server.port)).is_ok() {
+            assert!(Instant::now() < deadline, "still accepting after SIGTERM");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        stream.write_all(back.as_bytes()).unwrap();
+        let answer = read_reply(stream);
+        assert_eq!(answer.status, 201, "{answer:?}");
+        assert_eq!(server.wait(), Some(0), "a graceful stop exits 0");
+        assert_eq!(b.jobs().len(), 2);
+    });
+}
+
+#[test]
+fn a_non_loopback_address_needs_a_token_and_then_requires_it() {
+    let b = Backend::sqlite();
+    for bind in ["0.0.0.0:0", "[::]:0"] {
+        let out = b
+            .command()
+            .args(["serve", "--bind", bind])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bind}: {stderr}");
+        assert!(
+            stderr.contains("--token") && stderr.contains("ERRAND_TOKEN"),
+            "the message says what to do: {stderr}"
+        );
+        assert!(out.stdout.is_empty(), "it never listened");
+    }
+    let out = b
+        .command()
+        .args(["serve", "--bind", "0.0.0.0:0"])
+        .env("ERRAND_TOKEN", "")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "an empty token is no token");
+    let out = b
+        .command()
+        .args(["serve", "--bind", "127.0.0.1:0", "--max-body", "12"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "a body limit below 1 KiB");
+
+    // The token from the environment: the server starts on every
+    // interface, and every /v1 route wants the token.
+    let server = b.serve(&["--bind", "0.0.0.0:0"], &[("ERRAND_TOKEN", TOKEN)]);
+    let body = r#"{"kind":"k","id":"t1"}"#;
+    let json_type = ("Content-Type", "application/json");
+    let anonymous = server.request("POST", "/v1/jobs", &[json_type], body);
+    assert_eq!(
+        (anonymous.status, &anonymous.body["code"]),
+        (401, &json!("unauthorized"))
+    );
+    assert!(
+        anonymous
+            .head
+            .to_ascii_lowercase()
+            .contains("www-authenticate: bearer")
+    );
+    let wrong = server.request(
+        "POST",
+        "/v1/jobs",
+        &[json_type, ("Authorization", "Bearer not-the-token")],
+        body,
+    );
+    assert_eq!(wrong.status, 401);
+    assert!(b.jobs().is_empty());
+    let bearer = format!("Bearer {TOKEN}");
+    let created = server.request(
+        "POST",
+        "/v1/jobs",
+        &[json_type, ("Authorization", &bearer)],
+        body,
+    );
+    assert_eq!(created.status, 201, "{created:?}");
+    assert_eq!(server.get("/healthz").status, 200, "healthz stays open");
+    server.signal("-INT");
+    assert_eq!(server.wait(), Some(0));
+    assert_eq!(b.jobs().len(), 1);
+}
