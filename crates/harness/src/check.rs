@@ -77,8 +77,35 @@ pub struct History {
     pub storage_full: u64,
     /// Forward clock steps taken while a worker held a lease (clock plan).
     pub forward_steps_over_leases: u64,
+    /// HTTP enqueue requests that failed (connection refused or cut, 5xx)
+    /// and were retried with the same id (http plan).
+    pub http_requests_failed: u64,
+    /// Retries answered "already exists": the request that failed had
+    /// committed the job, and its answer was lost with the server.
+    pub http_found_existing: u64,
+    /// Server kills that landed while a request was in flight.
+    pub http_kills_mid_request: u64,
     pub lease_ms: u64,
     pub integrity: Option<String>,
+}
+
+/// The counters a plan must see above 0 (or, for live reclaims, at 0):
+/// without them the run proved nothing about its faults.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Require {
+    /// Pause plans: stale-token rejections.
+    pub stale_tokens: bool,
+    /// Kill and pause plans: a recovery sample.
+    pub recovery: bool,
+    /// Crash plan: a crash point fired.
+    pub crash_points: bool,
+    /// Disk-full plan: a storage-full error.
+    pub storage_full: bool,
+    /// Clock plan: a forward step over held leases, and no live lease
+    /// reclaimed.
+    pub no_live_reclaims: bool,
+    /// HTTP plan: a failed (retried) enqueue request.
+    pub http_failures: bool,
 }
 
 /// The checker's figures.
@@ -109,6 +136,15 @@ pub struct Figures {
     /// Forward clock steps taken while a handler ran (clock plan; must be
     /// above 0 there, or the steps proved nothing).
     pub forward_steps_over_leases: u64,
+    /// HTTP enqueues that failed and were retried with the same id (http
+    /// plan; must be above 0 there, or no kill hit a request).
+    pub http_requests_failed: u64,
+    /// Of those, retries answered "already exists" (the lost answer's job
+    /// had committed): each must still be exactly one job.
+    pub http_found_existing: u64,
+    /// Server SIGKILLs that landed while a request was in flight (http
+    /// plan; must be above 0 there).
+    pub http_kills_mid_request: u64,
     // Safety: each must be 0.
     pub lost: u64,
     pub duplicate_jobs: u64,
@@ -144,14 +180,7 @@ impl Figures {
     }
 
     /// Why the run failed, if it did.
-    pub fn violations(
-        &self,
-        require_stale: bool,
-        require_recovery: bool,
-        require_crash_points: bool,
-        require_storage_full: bool,
-        forbid_live_reclaims: bool,
-    ) -> Vec<String> {
+    pub fn violations(&self, require: &Require) -> Vec<String> {
         let mut v: Vec<String> = self
             .safety()
             .iter()
@@ -161,28 +190,31 @@ impl Figures {
         if self.integrity_check != "ok" && self.integrity_check != "n/a" {
             v.push(format!("integrity_check = {}", self.integrity_check));
         }
-        if require_stale && self.stale_token_rejections == 0 {
+        if require.stale_tokens && self.stale_token_rejections == 0 {
             v.push("stale_token_rejections = 0: the pauses proved nothing".into());
         }
-        if require_crash_points && self.crash_point_kills.values().sum::<u64>() == 0 {
+        if require.crash_points && self.crash_point_kills.values().sum::<u64>() == 0 {
             v.push("no crash point fired: the crash plan proved nothing".into());
         }
-        if require_storage_full && self.storage_full_errors == 0 {
+        if require.storage_full && self.storage_full_errors == 0 {
             v.push("no storage-full error: the disk-full plan proved nothing".into());
         }
-        if forbid_live_reclaims && self.forward_steps_over_leases == 0 {
+        if require.no_live_reclaims && self.forward_steps_over_leases == 0 {
             v.push(
                 "no forward clock step while a lease was held: the clock plan proved nothing"
                     .into(),
             );
         }
-        if forbid_live_reclaims && self.live_lease_reclaims != 0 {
+        if require.no_live_reclaims && self.live_lease_reclaims != 0 {
             v.push(format!(
                 "live_lease_reclaims = {} (must be 0 under clock steps)",
                 self.live_lease_reclaims
             ));
         }
-        if require_recovery && self.recovery_samples == 0 {
+        if require.http_failures && self.http_kills_mid_request == 0 {
+            v.push("no server kill landed mid-request: the http plan proved nothing".into());
+        }
+        if require.recovery && self.recovery_samples == 0 {
             v.push("no recovery sample: no kill hit a job in flight".into());
         }
         v
@@ -346,6 +378,9 @@ pub fn check(h: &History) -> Figures {
     f.worker_outages = h.deaths.len() as u64;
     f.storage_full_errors = h.storage_full;
     f.forward_steps_over_leases = h.forward_steps_over_leases;
+    f.http_requests_failed = h.http_requests_failed;
+    f.http_found_existing = h.http_found_existing;
+    f.http_kills_mid_request = h.http_kills_mid_request;
     for (id, job) in &h.jobs {
         for (attempt, _, _, outcome) in &job.history {
             if outcome.as_deref() != Some("lease_expired") {
@@ -446,6 +481,15 @@ pub fn table(f: &Figures) -> String {
         rows.push((
             "forward clock steps over held leases".into(),
             f.forward_steps_over_leases.to_string(),
+        ));
+    }
+    if f.http_requests_failed > 0 {
+        rows.push((
+            "HTTP: kills mid-request / failed requests retried / found existing".into(),
+            format!(
+                "{} / {} / {}",
+                f.http_kills_mid_request, f.http_requests_failed, f.http_found_existing
+            ),
         ));
     }
     if f.storage_full_errors > 0 {
@@ -551,14 +595,23 @@ mod tests {
     fn a_clean_history_has_no_violation_and_one_recovery_sample() {
         let f = check(&clean());
         assert!(
-            f.violations(false, true, false, false, false).is_empty(),
+            f.violations(&Require {
+                recovery: true,
+                ..Require::default()
+            })
+            .is_empty(),
             "{f:?}"
         );
         assert_eq!((f.executions, f.redeliveries, f.completed), (2, 1, 1));
         assert_eq!(f.recovery_samples, 1);
         assert_eq!(f.recovery_p50_ms, Some(1100));
         assert!(
-            !f.violations(true, true, false, false, false).is_empty(),
+            !f.violations(&Require {
+                stale_tokens: true,
+                recovery: true,
+                ..Require::default()
+            })
+            .is_empty(),
             "stale tokens required"
         );
     }
@@ -568,14 +621,21 @@ mod tests {
         let mut h = clean();
         assert!(
             !check(&h)
-                .violations(false, false, true, false, false)
+                .violations(&Require {
+                    crash_points: true,
+                    ..Require::default()
+                })
                 .is_empty()
         );
         h.crash_points.push(("before-settle".into(), 7, 50));
         let f = check(&h);
         assert_eq!(f.crash_point_kills.get("before-settle"), Some(&1));
         assert!(
-            f.violations(false, false, true, false, false).is_empty(),
+            f.violations(&Require {
+                crash_points: true,
+                ..Require::default()
+            })
+            .is_empty(),
             "{f:?}"
         );
     }
@@ -588,16 +648,48 @@ mod tests {
         h.deaths.clear();
         let f = check(&h);
         assert_eq!(f.live_lease_reclaims, 1);
-        assert!(f.violations(false, false, false, false, false).is_empty());
+        assert!(f.violations(&Require::default()).is_empty());
         h.forward_steps_over_leases = 1;
         let f = check(&h);
         assert_eq!(
-            f.violations(false, false, false, false, true),
+            f.violations(&Require {
+                no_live_reclaims: true,
+                ..Require::default()
+            }),
             vec!["live_lease_reclaims = 1 (must be 0 under clock steps)".to_owned()]
         );
         // An outage after the job's next start does not explain the reclaim.
         h.deaths.push((7, 2000));
         assert_eq!(check(&h).live_lease_reclaims, 1);
+    }
+
+    #[test]
+    fn each_plans_required_counter_is_a_violation_when_zero() {
+        let h = clean();
+        let plans = [
+            Require {
+                http_failures: true,
+                ..Require::default()
+            },
+            Require {
+                storage_full: true,
+                ..Require::default()
+            },
+            Require {
+                no_live_reclaims: true,
+                ..Require::default()
+            },
+        ];
+        for plan in plans {
+            assert_eq!(check(&h).violations(&plan).len(), 1, "{plan:?}");
+        }
+        let mut h = clean();
+        h.http_kills_mid_request = 1;
+        h.storage_full = 3;
+        h.forward_steps_over_leases = 1;
+        for plan in plans {
+            assert!(check(&h).violations(&plan).is_empty(), "{plan:?}");
+        }
     }
 
     #[test]
@@ -678,11 +770,7 @@ mod tests {
                 poison: false,
             },
         );
-        assert!(
-            check(&h)
-                .violations(false, false, false, false, false)
-                .is_empty()
-        );
+        assert!(check(&h).violations(&Require::default()).is_empty());
         h.intents.insert(
             "no".into(),
             Intent {
@@ -709,7 +797,14 @@ mod tests {
         });
         let f = check(&h);
         assert_eq!(f.stale_token_rejections, 1);
-        assert!(f.violations(true, true, false, false, false).is_empty());
+        assert!(
+            f.violations(&Require {
+                stale_tokens: true,
+                recovery: true,
+                ..Require::default()
+            })
+            .is_empty()
+        );
         // A refused settlement does not release the job: it was still held.
         assert_eq!(f.recovery_samples, 1);
         // An accepted one does.

@@ -6,6 +6,7 @@ mod check;
 mod cluster;
 mod disk;
 mod handle;
+mod http;
 mod run;
 
 use std::path::PathBuf;

@@ -42,6 +42,9 @@ pub enum Fault {
     /// Step the workers' clock forward and back (SQLite; the workers read
     /// an offset file through `ERRAND_CLOCK_OFFSET_FILE`).
     Clock,
+    /// Enqueue through an `errand serve` process and SIGKILL it mid-enqueue;
+    /// clients retry with the same id.
+    Http,
 }
 
 impl Fault {
@@ -54,6 +57,7 @@ impl Fault {
             Fault::Crash => "crash",
             Fault::DiskFull => "disk-full",
             Fault::Clock => "clock",
+            Fault::Http => "http",
         }
     }
 }
@@ -120,6 +124,9 @@ pub struct RunOptions {
     /// Clock steps (clock plan): forward, back, forward…
     #[arg(long, default_value_t = 3)]
     pub jumps: u32,
+    /// SIGKILLs of the HTTP server (http plan).
+    #[arg(long, default_value_t = 4)]
+    pub server_kills: u32,
     /// How long heal + drain may take before what is left counts as stuck.
     #[arg(long, default_value_t = 120)]
     pub drain_secs: u64,
@@ -141,7 +148,7 @@ impl RunOptions {
     fn replay_line(&self, seed: u64) -> String {
         let plan: Vec<&str> = self.plan.iter().map(|f| f.name()).collect();
         let mut line = format!(
-            "errand-harness run --seed {seed} --plan {} --jobs {} --job-ms-max {} --workers {} --concurrency {} --lease-ms {} --fault-secs {} --kills {} --pauses {} --poison {} --restarts {} --crashes {} --fulls {} --jumps {}",
+            "errand-harness run --seed {seed} --plan {} --jobs {} --job-ms-max {} --workers {} --concurrency {} --lease-ms {} --fault-secs {} --kills {} --pauses {} --poison {} --restarts {} --crashes {} --fulls {} --jumps {} --server-kills {}",
             plan.join(","),
             self.jobs,
             self.job_ms_max,
@@ -155,7 +162,8 @@ impl RunOptions {
             self.restarts,
             self.crashes,
             self.fulls,
-            self.jumps
+            self.jumps,
+            self.server_kills
         );
         if self.pg_cluster {
             line.push_str(" --pg-cluster");
@@ -187,6 +195,7 @@ enum Action {
     Restart,
     Fill(u64),
     Jump(i64),
+    KillServer,
 }
 
 struct Slot {
@@ -304,6 +313,13 @@ async fn drop_schema(url: &str, schema: &str) -> Result<()> {
     drop(client);
     let _ = task.await;
     Ok(())
+}
+
+/// What the HTTP clients saw (http plan).
+#[derive(Debug, Default)]
+struct HttpStats {
+    requests_failed: u64,
+    found_existing: u64,
 }
 
 /// Inserts `batch`, retrying the same ids while the outcome is unknown;
@@ -656,6 +672,11 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
             actions.push((t, Action::Jump(step)));
         }
     }
+    if has(Fault::Http) {
+        for _ in 0..opts.server_kills {
+            actions.push((at(&mut rng, 0.05, 0.65), Action::KillServer));
+        }
+    }
     if has(Fault::Restart) {
         for _ in 0..opts.restarts {
             actions.push((at(&mut rng, 0.15, 0.5), Action::Restart));
@@ -723,11 +744,32 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
         });
     }
 
-    // The load generator: batches spread over the first 60% of the fault phase.
+    // The HTTP plan's server (on its own port, restarted after each kill).
+    let mut server = if has(Fault::Http) {
+        Some(crate::http::Server::start(
+            &workers.errand,
+            &workers.db_args,
+            &dir,
+        )?)
+    } else {
+        None
+    };
+    let base = server.as_ref().map(crate::http::Server::base);
+
+    // The load generator: batches spread over the first 70% of the fault phase.
     let intents: Arc<Mutex<BTreeMap<String, Intent>>> = Arc::default();
     let load_full: Arc<AtomicU64> = Arc::default();
+    let http_stats: Arc<Mutex<HttpStats>> = Arc::default();
+    let http_in_flight: Arc<AtomicU64> = Arc::default();
+    let mut kills_mid_request: u64 = 0;
     let load = {
+        let http_in_flight = Arc::clone(&http_in_flight);
         let store = Arc::clone(&store);
+        let http_stats = Arc::clone(&http_stats);
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(5))
+            .build()
+            .context("build the HTTP client")?;
         let load_full = Arc::clone(&load_full);
         let intents = Arc::clone(&intents);
         let batches: Vec<Vec<(String, bool, NewJob)>> =
@@ -738,6 +780,43 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
             for (i, batch) in batches.into_iter().enumerate() {
                 let due = t0 + Duration::from_millis(spread * i as u64);
                 tokio::time::sleep_until(due.into()).await;
+                if let Some(base) = &base {
+                    // One request per job, the batch's requests at once.
+                    let mut set = tokio::task::JoinSet::new();
+                    for (id, poison, job) in batch {
+                        let (client, base) = (client.clone(), base.clone());
+                        let in_flight = Arc::clone(&http_in_flight);
+                        set.spawn(async move {
+                            let kind = job.kind.as_str().to_owned();
+                            let posted = crate::http::enqueue(
+                                &client,
+                                &base,
+                                &id,
+                                &kind,
+                                &job.payload,
+                                &in_flight,
+                            )
+                            .await;
+                            (id, poison, posted)
+                        });
+                    }
+                    while let Some(Ok((id, poison, posted))) = set.join_next().await {
+                        if let Ok(mut s) = http_stats.lock() {
+                            s.requests_failed += posted.errors;
+                            s.found_existing += u64::from(posted.found_existing);
+                        }
+                        if let Ok(mut map) = intents.lock() {
+                            map.insert(
+                                id,
+                                Intent {
+                                    status: posted.status,
+                                    poison,
+                                },
+                            );
+                        }
+                    }
+                    continue;
+                }
                 let ids: Vec<(String, bool)> =
                     batch.iter().map(|(id, p, _)| (id.clone(), *p)).collect();
                 let status = enqueue_batch(
@@ -883,6 +962,23 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
                         ));
                     }
                 }
+                Action::KillServer => {
+                    // Kill it mid-request when it can be (at most a second's wait).
+                    let requests = http_in_flight.load(Ordering::SeqCst);
+                    if requests == 0 && elapsed < t + 1000 {
+                        next -= 1;
+                        break;
+                    }
+                    match server.as_mut().and_then(crate::http::Server::kill) {
+                        Some(pid) => {
+                            kills_mid_request += u64::from(requests > 0);
+                            nemesis.push(format!(
+                                "{t} ms: SIGKILL server (pid {pid}) with {requests} requests in flight"
+                            ));
+                        }
+                        None => nemesis.push(format!("{t} ms: server kill skipped (down)")),
+                    }
+                }
                 Action::Restart => {
                     if let Some(c) = &cluster {
                         let r = tokio::task::block_in_place(|| c.crash_restart());
@@ -891,6 +987,12 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
                     }
                 }
             }
+        }
+        // Restart a killed server (until the load is done).
+        if let Some(s) = server.as_mut()
+            && let Some(line) = s.tick(now)?
+        {
+            nemesis.push(format!("{elapsed} ms: {line}"));
         }
         // Free the file system when its time is up (or on heal).
         if full_until.is_some_and(|u| !fault_phase || u <= now)
@@ -976,6 +1078,9 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
         t0.elapsed().as_millis()
     ));
 
+    if let Some(s) = server.as_mut() {
+        tokio::task::block_in_place(|| s.stop());
+    }
     // Stop the workers: SIGTERM, then SIGKILL after the drain deadline.
     for i in 0..workers.slots.len() {
         workers.signal(i, Signal::SIGTERM);
@@ -1079,17 +1184,21 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
         crash_points,
         storage_full,
         forward_steps_over_leases,
+        http_requests_failed: http_stats.lock().map(|s| s.requests_failed).unwrap_or(0),
+        http_found_existing: http_stats.lock().map(|s| s.found_existing).unwrap_or(0),
+        http_kills_mid_request: kills_mid_request,
         lease_ms: opts.lease_ms,
         integrity,
     };
     let figures = check::check(&history);
-    let violations = figures.violations(
-        has(Fault::Pause),
-        has(Fault::Kill) || has(Fault::Pause),
-        has(Fault::Crash),
-        has(Fault::DiskFull),
-        has(Fault::Clock),
-    );
+    let violations = figures.violations(&check::Require {
+        stale_tokens: has(Fault::Pause),
+        recovery: has(Fault::Kill) || has(Fault::Pause),
+        crash_points: has(Fault::Crash),
+        storage_full: has(Fault::DiskFull),
+        no_live_reclaims: has(Fault::Clock),
+        http_failures: has(Fault::Http),
+    });
     drop(workers);
     if let (Some(url), Some(s)) = (&pg_url, &schema)
         && !opts.keep

@@ -163,6 +163,29 @@ fn sqlite_clock_steps_reclaim_no_live_lease_and_lose_no_schedule() {
     assert_eq!(f["stale_token_rejections"], 0, "{f}");
 }
 
+/// Jobs enqueued through `errand serve`, which is SIGKILLed four times
+/// mid-enqueue: clients retry with the same id, so every acknowledged job
+/// exists exactly once and is done.
+fn http(backend: &[&str]) {
+    let mut args = vec!["--plan", "http", "--server-kills", "4"];
+    args.extend_from_slice(backend);
+    let f = harness(&args);
+    assert!(f["http_requests_failed"].as_u64().unwrap() > 0, "{f}");
+    assert_eq!(f["enqueued_ambiguous"], 0, "{f}");
+}
+
+#[test]
+fn sqlite_an_http_server_killed_mid_enqueue_loses_and_duplicates_nothing() {
+    http(&[]);
+}
+
+#[test]
+fn postgres_an_http_server_killed_mid_enqueue_loses_and_duplicates_nothing() {
+    if let Some(url) = pg_url() {
+        http(&["--pg", &url]);
+    }
+}
+
 #[test]
 fn sqlite_random_sigkills_lose_nothing() {
     kill(&[]);
