@@ -105,6 +105,10 @@ pub struct RunOptions {
     /// SIGKILLs (kill plan).
     #[arg(long, default_value_t = 4)]
     pub kills: u32,
+    /// How long a kill or pause waits for its worker to be running a
+    /// handler before it strikes anyway, in ms.
+    #[arg(long, default_value_t = 1000)]
+    pub strike_wait_ms: u64,
     /// SIGSTOP/SIGCONT pauses (pause plan).
     #[arg(long, default_value_t = 3)]
     pub pauses: u32,
@@ -148,10 +152,11 @@ impl RunOptions {
     fn replay_line(&self, seed: u64) -> String {
         let plan: Vec<&str> = self.plan.iter().map(|f| f.name()).collect();
         let mut line = format!(
-            "errand-harness run --seed {seed} --plan {} --jobs {} --job-ms-max {} --workers {} --concurrency {} --lease-ms {} --fault-secs {} --kills {} --pauses {} --poison {} --restarts {} --crashes {} --fulls {} --jumps {} --server-kills {}",
+            "errand-harness run --seed {seed} --plan {} --jobs {} --job-ms-max {} --strike-wait-ms {} --workers {} --concurrency {} --lease-ms {} --fault-secs {} --kills {} --pauses {} --poison {} --restarts {} --crashes {} --fulls {} --jumps {} --server-kills {}",
             plan.join(","),
             self.jobs,
             self.job_ms_max,
+            self.strike_wait_ms,
             self.workers,
             self.concurrency,
             self.lease_ms,
@@ -868,7 +873,7 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
                     if !paused
                         && let Some(pid) = pid
                         && !in_flight(&dir, pid)
-                        && elapsed < t + 1000
+                        && elapsed < t + opts.strike_wait_ms
                     {
                         next -= 1;
                         break;
@@ -904,7 +909,7 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
                     if !paused
                         && let Some(pid) = pid
                         && !in_flight(&dir, pid)
-                        && elapsed < t + 1000
+                        && elapsed < t + opts.strike_wait_ms
                     {
                         next -= 1;
                         break;
