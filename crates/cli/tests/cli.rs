@@ -161,7 +161,7 @@ fn work_once_maps_exit_codes_and_records_the_stderr_tail() {
     ));
     let seen = d.path.with_file_name("seen");
     let cmd = format!(
-        "cat > {0}; echo \" $ERRAND_JOB_ID $ERRAND_ATTEMPT $ERRAND_KIND $ERRAND_QUEUE\" >> {0}; echo 'first line' >&2; echo 'provider timed out' >&2; exit 75",
+        "cat > {0}; echo \" $ERRAND_JOB_ID $ERRAND_ATTEMPT $ERRAND_KIND $ERRAND_QUEUE $ERRAND_WORKER_PID\" >> {0}; echo 'first line' >&2; echo 'provider timed out' >&2; exit 75",
         seen.display()
     );
     let r = json(&errand(
@@ -181,9 +181,12 @@ fn work_once_maps_exit_codes_and_records_the_stderr_tail() {
     assert_eq!(r["outcome"], "retry_scheduled");
     assert_eq!(r["job_id"], "j1");
     assert_eq!(r["attempt"], 1);
-    assert_eq!(
-        std::fs::read_to_string(&seen).unwrap(),
-        "{\"n\":1} j1 1 send default\n"
+    let seen = std::fs::read_to_string(&seen).unwrap();
+    let (head, worker_pid) = seen.trim_end().rsplit_once(' ').unwrap();
+    assert_eq!(head, "{\"n\":1} j1 1 send default");
+    assert!(
+        worker_pid.parse::<u32>().is_ok_and(|p| p > 1),
+        "ERRAND_WORKER_PID: {seen}"
     );
     let j = job(&d.path, "j1");
     assert_eq!(j["state"], "ready");

@@ -1,7 +1,8 @@
 //! A handler that runs an external command per job (`errand work --exec`).
 //!
 //! The command runs under `sh -c`. It gets the job's payload on stdin and
-//! `ERRAND_JOB_ID`, `ERRAND_ATTEMPT`, `ERRAND_KIND`, `ERRAND_QUEUE` in its
+//! `ERRAND_JOB_ID`, `ERRAND_ATTEMPT`, `ERRAND_KIND`, `ERRAND_QUEUE` and
+//! `ERRAND_WORKER_PID` (the process that claimed the job) in its
 //! environment; its stdout goes to the worker's stderr (so the worker's own
 //! stdout stays machine-readable). Exit 0 is success, exit 65 a permanent
 //! failure, any other exit or a signal a retryable failure; the tail of its
@@ -60,6 +61,7 @@ impl Handler for ExecHandler {
             .env("ERRAND_ATTEMPT", ctx.attempt().to_string())
             .env("ERRAND_KIND", ctx.job.kind.as_str())
             .env("ERRAND_QUEUE", ctx.job.queue.as_str())
+            .env("ERRAND_WORKER_PID", std::process::id().to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::from(std::io::stderr()))
             .stderr(Stdio::piped())
