@@ -51,9 +51,17 @@ fn parent_of(pid: i32) -> Option<(i32, String)> {
     Some((ppid, comm))
 }
 
-/// The `errand` process this handler runs under: the parent, or the
-/// parent's parent when `sh -c` did not exec.
+/// The `errand` process that claimed this job: `ERRAND_WORKER_PID`, or —
+/// from an `errand` that does not set it — the `errand` ancestor (the
+/// parent, or the parent's parent when `sh -c` did not exec), which is
+/// gone when the worker was killed before the handler looked.
 fn worker_pid() -> i32 {
+    if let Some(pid) = std::env::var("ERRAND_WORKER_PID")
+        .ok()
+        .and_then(|p| p.parse().ok())
+    {
+        return pid;
+    }
     let mut pid = std::process::id() as i32;
     for _ in 0..4 {
         let Some((ppid, _)) = parent_of(pid) else {

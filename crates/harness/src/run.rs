@@ -858,8 +858,19 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
             }
             next += 1;
             match action {
-                Action::Kill(slot) => {
-                    // Down (killed, not yet reaped) or paused: skip.
+                Action::Kill(chosen) => {
+                    // The chosen worker, or when it is down (killed, not yet
+                    // respawned) or paused, the next one that is up; all
+                    // down: skip.
+                    let n = workers.slots.len().max(1);
+                    let slot = (0..n)
+                        .map(|i| (chosen + i) % n)
+                        .find(|&i| {
+                            workers.slots.get(i).is_some_and(|s| {
+                                s.child.is_some() && !s.killed && s.paused_until.is_none()
+                            })
+                        })
+                        .unwrap_or(chosen);
                     let paused = workers
                         .slots
                         .get(slot)
