@@ -382,7 +382,7 @@ pub fn check(h: &History) -> Figures {
     f.http_found_existing = h.http_found_existing;
     f.http_kills_mid_request = h.http_kills_mid_request;
     for (id, job) in &h.jobs {
-        for (attempt, _, _, outcome) in &job.history {
+        for (attempt, claimed_at, _, outcome) in &job.history {
             if outcome.as_deref() != Some("lease_expired") {
                 continue;
             }
@@ -390,6 +390,10 @@ pub fn check(h: &History) -> Figures {
             let Some(start) = of_job.iter().find(|s| s.attempt == *attempt) else {
                 continue; // no handler started (a crash right after the claim)
             };
+            // From the claim: a worker killed between its claim and its
+            // handler's first line leaves an orphan that starts after the
+            // death.
+            let from = start.at.min(*claimed_at);
             let next = of_job
                 .iter()
                 .filter(|s| s.at >= start.at && s.attempt > *attempt)
@@ -399,7 +403,7 @@ pub fn check(h: &History) -> Figures {
             let outage = h
                 .deaths
                 .iter()
-                .any(|(pid, t)| *pid == start.worker && *t >= start.at && *t <= next);
+                .any(|(pid, t)| *pid == start.worker && *t >= from && *t <= next);
             if !outage {
                 f.live_lease_reclaims += 1;
             }
@@ -661,6 +665,11 @@ mod tests {
         // An outage after the job's next start does not explain the reclaim.
         h.deaths.push((7, 2000));
         assert_eq!(check(&h).live_lease_reclaims, 1);
+        // A worker killed after its claim, before its orphaned handler
+        // logged the start, does.
+        let mut h = clean();
+        h.starts[0].at = 60;
+        assert_eq!(check(&h).live_lease_reclaims, 0);
     }
 
     #[test]
