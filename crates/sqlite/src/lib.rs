@@ -227,6 +227,15 @@ impl SqliteStore {
         &self.inner.path
     }
 
+    /// How many write transactions this store's writer thread has
+    /// committed since the store was opened: one per group commit, however
+    /// many operations it carried. Commits by other processes or other
+    /// stores on the same file are not counted. `errand bench` divides it
+    /// by the jobs processed ("commits per job").
+    pub fn commits(&self) -> u64 {
+        self.inner.writer.commits()
+    }
+
     /// The store's clock.
     pub fn now(&self) -> Timestamp {
         self.inner.options.clock.now()
@@ -571,6 +580,34 @@ mod tests {
         };
         store.claim(&req).await.unwrap();
         assert!(!signal.wait(Duration::from_millis(50)).await);
+    }
+
+    #[tokio::test]
+    async fn commits_counts_the_writer_threads_transactions() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = SqliteOptions {
+            create: true,
+            migrate: true,
+            ..Default::default()
+        };
+        let store = SqliteStore::open(dir.path().join("c.db"), options).unwrap();
+        assert_eq!(
+            store.commits(),
+            0,
+            "migrations run before the writer starts"
+        );
+        let job = || NewJob::new("k", errand_core::Payload::default()).unwrap();
+        store.insert(job()).await.unwrap();
+        assert_eq!(store.commits(), 1);
+        store.insert_many(vec![job(), job(), job()]).await.unwrap();
+        assert_eq!(store.commits(), 2, "one insert_many is one transaction");
+        // A failed operation rolls back to its savepoint; the (empty)
+        // transaction still commits.
+        let err: Result<()> = store
+            .write(|_, _| Err(Error::invalid("refused on purpose")))
+            .await;
+        assert!(err.is_err());
+        assert_eq!(store.commits(), 3);
     }
 
     #[test]

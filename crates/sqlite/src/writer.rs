@@ -9,6 +9,7 @@
 //! ever hears "done" for a write that is not durable.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::thread;
 
@@ -81,17 +82,26 @@ fn clone_error(e: &Error) -> Error {
 #[derive(Debug, Clone)]
 pub(crate) struct Writer {
     tx: mpsc::Sender<Box<dyn WriteOp>>,
+    /// Transactions the writer thread has committed.
+    commits: Arc<AtomicU64>,
 }
 
 impl Writer {
     /// Starts the writer thread on `conn`.
     pub(crate) fn start(conn: Connection, clock: Arc<dyn Clock>) -> Result<Writer, Error> {
         let (tx, rx) = mpsc::channel::<Box<dyn WriteOp>>();
+        let commits = Arc::new(AtomicU64::new(0));
+        let counter = commits.clone();
         thread::Builder::new()
             .name("errand-sqlite-writer".into())
-            .spawn(move || run(conn, clock, rx))
+            .spawn(move || run(conn, clock, rx, &counter))
             .map_err(|e| Error::Storage(format!("cannot start the writer thread: {e}")))?;
-        Ok(Writer { tx })
+        Ok(Writer { tx, commits })
+    }
+
+    /// How many transactions the writer thread has committed so far.
+    pub(crate) fn commits(&self) -> u64 {
+        self.commits.load(Ordering::Relaxed)
     }
 
     /// Queues `f` and returns a receiver for its result.
@@ -114,7 +124,12 @@ impl Writer {
     }
 }
 
-fn run(mut conn: Connection, clock: Arc<dyn Clock>, rx: mpsc::Receiver<Box<dyn WriteOp>>) {
+fn run(
+    mut conn: Connection,
+    clock: Arc<dyn Clock>,
+    rx: mpsc::Receiver<Box<dyn WriteOp>>,
+    commits: &AtomicU64,
+) {
     while let Ok(first) = rx.recv() {
         let mut ops = vec![first];
         while ops.len() < MAX_BATCH {
@@ -124,6 +139,9 @@ fn run(mut conn: Connection, clock: Arc<dyn Clock>, rx: mpsc::Receiver<Box<dyn W
             }
         }
         let commit = run_batch(&mut conn, clock.as_ref(), &mut ops);
+        if commit.is_ok() {
+            commits.fetch_add(1, Ordering::Relaxed);
+        }
         for op in ops {
             op.finish(commit.as_ref().map(|_| ()));
         }
