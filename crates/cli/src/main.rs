@@ -75,6 +75,82 @@ enum Command {
     Schedule(ScheduleArgs),
     /// Serve the JSON HTTP API (docs/http-api.md) until SIGTERM/SIGINT.
     Serve(ServeArgs),
+    /// Measure throughput, latency, commits per job and peak RSS on a fresh
+    /// database (a new SQLite file, or a scratch PostgreSQL --schema); the
+    /// benchmark's jobs are left in it (docs/performance.md).
+    Bench(BenchArgs),
+}
+
+/// The workloads of `errand bench` (see docs/performance.md).
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum BenchWorkload {
+    /// Bulk enqueue in batches (1, 100 and 5000 unless --batch is given).
+    Enqueue,
+    /// Pre-insert --jobs, then drain them with the worker runtime.
+    BurnDown,
+    /// Drain for --duration while a producer keeps --batch jobs waiting.
+    Continuous,
+    /// Enqueue-to-start and enqueue-to-finish of one job at a time (or at --rate).
+    Latency,
+    /// Drain where every second job fails its first attempt.
+    RetryHeavy,
+    /// Claim latency on an empty table, then next to --rows done and future rows.
+    ClaimCost,
+}
+
+impl From<BenchWorkload> for errand_bench::Workload {
+    fn from(w: BenchWorkload) -> Self {
+        use errand_bench::Workload;
+        match w {
+            BenchWorkload::Enqueue => Workload::Enqueue,
+            BenchWorkload::BurnDown => Workload::BurnDown,
+            BenchWorkload::Continuous => Workload::Continuous,
+            BenchWorkload::Latency => Workload::Latency,
+            BenchWorkload::RetryHeavy => Workload::RetryHeavy,
+            BenchWorkload::ClaimCost => Workload::ClaimCost,
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+struct BenchArgs {
+    /// What to measure.
+    #[arg(value_enum)]
+    workload: BenchWorkload,
+    /// Jobs (enqueue, burn-down, retry-heavy; default 100000, batch-of-one
+    /// enqueue 10000), samples (latency; default 1000) or jobs claimed per
+    /// phase (claim-cost; default 2000).
+    #[arg(long)]
+    jobs: Option<u64>,
+    /// Enqueue: jobs per call. Continuous: the backlog kept waiting
+    /// (default 1000).
+    #[arg(long)]
+    batch: Option<u32>,
+    /// Enqueue: concurrent producers (default 1). Others: the worker
+    /// runtime's slots (default 256).
+    #[arg(long)]
+    concurrency: Option<usize>,
+    /// Continuous: how long (default 10s). Claim-cost on PostgreSQL: how
+    /// long another session holds a snapshot open (default 30s).
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Latency: jobs arriving per second at a steady rate instead of one
+    /// at a time.
+    #[arg(long)]
+    rate: Option<f64>,
+    /// How long each handler works (default: no-op).
+    #[arg(long, value_parser = parse_duration)]
+    job_time: Option<Duration>,
+    /// Claim-cost: finished rows and future rows to load (default 1000000
+    /// of each).
+    #[arg(long)]
+    rows: Option<u64>,
+    /// Give up when no job finishes for this long.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    stall: Duration,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -424,6 +500,9 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    if let Command::Bench(args) = &cli.command {
+        return bench(&cli, args).await;
+    }
     // A refused server configuration is reported before the database is
     // opened: the operator's mistake comes first.
     let serve_config = match &cli.command {
@@ -441,6 +520,7 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Work(args) => work(store, args).await,
         Command::Prune(args) => prune(store, args).await,
         Command::Schedule(args) => schedule(store, args).await,
+        Command::Bench(_) => Err(anyhow::anyhow!("errand bench opens its own database").into()),
         Command::Serve(_) => match serve_config {
             Some(config) => serve(store, config).await,
             None => Err(anyhow::anyhow!("the server configuration went missing").into()),
@@ -741,6 +821,49 @@ async fn work(store: Arc<dyn Store>, a: WorkArgs) -> Result<ExitCode, Failure> {
         json: a.json,
     };
     serve_loop::run(store, handler, args).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn bench(cli: &Cli, a: &BenchArgs) -> Result<ExitCode, Failure> {
+    let config = errand_bench::BenchConfig {
+        db: cli.db.clone(),
+        schema: cli.schema.clone(),
+        synchronous: cli.synchronous,
+        workload: a.workload.into(),
+        jobs: a.jobs,
+        batch: a.batch,
+        concurrency: a.concurrency,
+        duration: a.duration,
+        rate: a.rate,
+        job_time: a.job_time.unwrap_or_default(),
+        rows: a.rows,
+        stall: a.stall,
+    };
+    let progress: Option<errand_bench::Progress> = (!a.json).then(|| {
+        Arc::new(|i: &errand_bench::Interval| {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(
+                out,
+                "  {:>6.1} s  {:>10} done  {:>8} jobs/s",
+                i.at_s,
+                errand_bench::thousands(i.done as f64),
+                errand_bench::thousands(i.jobs_per_sec)
+            );
+            let _ = out.flush();
+        }) as errand_bench::Progress
+    });
+    let report = errand_bench::run(&config, progress)
+        .await
+        .map_err(|e| match e {
+            errand_bench::BenchError::Invalid(m) => Failure::Usage(m),
+            errand_bench::BenchError::Store(e) => Failure::Errand(e),
+            other => Failure::Other(anyhow::anyhow!(other)),
+        })?;
+    if a.json {
+        output::json(&report)?;
+    } else {
+        print!("{}", report.human());
+    }
     Ok(ExitCode::SUCCESS)
 }
 
