@@ -1182,6 +1182,9 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
     {
         d.copy_out(&dir);
     }
+    // Kept for re-checking a run offline: `PID MS` per nemesis kill/pause.
+    let outage_lines: String = outages.iter().map(|(p, t)| format!("{p} {t}\n")).collect();
+    std::fs::write(dir.join("outages.log"), outage_lines).context("write outages.log")?;
     let mut deaths = outages;
     deaths.extend(parse_poison_deaths(&dir));
     deaths.extend(crash_points.iter().map(|(_, pid, ms)| (*pid, *ms)));
