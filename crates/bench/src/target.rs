@@ -140,6 +140,11 @@ impl Target {
                 Target::Sqlite { store, synchronous }
             }
             DbTarget::Postgres(url) => {
+                if let Err(e) = url.parse::<tokio_postgres::Config>() {
+                    return Err(BenchError::Invalid(format!(
+                        "the PostgreSQL URL is malformed ({e}); write it like postgres://user@host:5432/dbname"
+                    )));
+                }
                 quote_schema(schema)?;
                 if schema == PRODUCTION_SCHEMA {
                     return Err(BenchError::Invalid(format!(
