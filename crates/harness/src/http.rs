@@ -156,12 +156,14 @@ pub async fn enqueue(
     kind: &str,
     payload: &errand::Payload,
     in_flight: &AtomicU64,
+    started: &tokio::sync::Notify,
 ) -> Posted {
     let body = json!({"kind": kind, "id": id, "payload": payload});
     let url = format!("{base}/v1/jobs");
     let mut errors = 0;
     for _ in 0..300 {
         in_flight.fetch_add(1, Ordering::SeqCst);
+        started.notify_one();
         let answer = client.post(&url).json(&body).send().await;
         in_flight.fetch_sub(1, Ordering::SeqCst);
         match answer {

@@ -766,9 +766,11 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
     let load_full: Arc<AtomicU64> = Arc::default();
     let http_stats: Arc<Mutex<HttpStats>> = Arc::default();
     let http_in_flight: Arc<AtomicU64> = Arc::default();
+    let request_started: Arc<tokio::sync::Notify> = Arc::default();
     let mut kills_mid_request: u64 = 0;
     let load = {
         let http_in_flight = Arc::clone(&http_in_flight);
+        let request_started = Arc::clone(&request_started);
         let store = Arc::clone(&store);
         let http_stats = Arc::clone(&http_stats);
         let client = reqwest::Client::builder()
@@ -791,6 +793,7 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
                     for (id, poison, job) in batch {
                         let (client, base) = (client.clone(), base.clone());
                         let in_flight = Arc::clone(&http_in_flight);
+                        let started = Arc::clone(&request_started);
                         set.spawn(async move {
                             let kind = job.kind.as_str().to_owned();
                             let posted = crate::http::enqueue(
@@ -800,6 +803,7 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
                                 &kind,
                                 &job.payload,
                                 &in_flight,
+                                &started,
                             )
                             .await;
                             (id, poison, posted)
@@ -979,11 +983,18 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
                     }
                 }
                 Action::KillServer => {
-                    // Kill it mid-request when it can be (at most a second's wait).
-                    let requests = http_in_flight.load(Ordering::SeqCst);
-                    if requests == 0 && elapsed < t + 1000 {
-                        next -= 1;
-                        break;
+                    // Kill it mid-request: wait (at most a second) for a
+                    // request to start — woken by the client, not by polling,
+                    // since a request lasts milliseconds — then strike at once.
+                    let by = Instant::now() + Duration::from_millis(1000);
+                    let mut requests = http_in_flight.load(Ordering::SeqCst);
+                    while requests == 0 && Instant::now() < by {
+                        let _ =
+                            tokio::time::timeout_at(by.into(), request_started.notified()).await;
+                        // A few ms more, so the burst reaches the server and
+                        // some requests are being committed when it dies.
+                        tokio::time::sleep(Duration::from_millis(3)).await;
+                        requests = http_in_flight.load(Ordering::SeqCst);
                     }
                     match server.as_mut().and_then(crate::http::Server::kill) {
                         Some(pid) => {
