@@ -52,7 +52,9 @@
 //!   the report's `load` note), and on PostgreSQL once more while another
 //!   session holds a `REPEATABLE READ` snapshot open for the duration
 //!   (default 30 s), which keeps vacuum from removing the rows each round
-//!   leaves dead.
+//!   leaves dead. Its `jobs_per_sec` is jobs claimed per second of claim
+//!   time with the rows loaded (10 / the mean claim), and its commits per
+//!   job count the rounds' inserts and acknowledgments too.
 //!
 //! ## Commits per job
 //!
@@ -62,10 +64,11 @@
 //! many operations it carried (reads are not counted; other processes on
 //! the file are not counted). On PostgreSQL it is the growth of
 //! `xact_commit` in `pg_stat_database` for the database: every committed
-//! transaction, read-only ones (an idle poll, a `LISTEN`) included, of
-//! every session, so other sessions working on the same database count
-//! too, and so do the few transactions the benchmark's own statistics
-//! reads and connection start-ups make. PostgreSQL flushes a session's
+//! transaction, read-only ones included (an idle poll; the `LISTEN`
+//! session's read of each notification it receives, one per insert that
+//! wakes a worker), of every session, so other sessions working on the same
+//! database count too, and so do the few transactions the benchmark's own
+//! statistics reads and connection start-ups make. PostgreSQL flushes a session's
 //! statistics at most once a second, or when it ends; each phase therefore
 //! uses a store of its own, closes it, and waits (up to 5 s) until the
 //! sessions it opened have ended before reading the counter. The report
