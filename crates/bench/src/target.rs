@@ -100,22 +100,12 @@ async fn pg_counters(url: &str) -> Result<(u64, i64)> {
     Ok((u64::try_from(commits).unwrap_or(0), backends))
 }
 
+/// The schema name checked and quoted by the PostgreSQL store's own rule.
 fn quote_schema(schema: &str) -> Result<String> {
-    let ok = !schema.is_empty()
-        && schema.len() <= 63
-        && schema
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && schema
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if !ok {
-        return Err(BenchError::Invalid(format!(
-            "schema name {schema:?} is not valid: use up to 63 letters, digits or _, starting with a letter"
-        )));
-    }
-    Ok(format!("\"{schema}\""))
+    errand::postgres::quote_schema(schema).map_err(|e| match e {
+        errand::Error::Invalid(m) => BenchError::Invalid(m),
+        other => BenchError::Invalid(other.to_string()),
+    })
 }
 
 impl Target {

@@ -116,8 +116,12 @@ fn pool_err(e: deadpool_postgres::PoolError) -> Error {
     }
 }
 
-/// Checks a schema name: letters, digits and `_`, starting with a letter.
-fn quote_schema(schema: &str) -> Result<String> {
+/// Checks a schema name (up to 63 letters, digits and `_`, starting with a
+/// letter or `_`) and returns it double-quoted for SQL.
+///
+/// # Errors
+/// [`Error::Invalid`] saying what a valid name looks like.
+pub fn quote_schema(schema: &str) -> Result<String> {
     let ok = !schema.is_empty()
         && schema.len() <= 63
         && schema
