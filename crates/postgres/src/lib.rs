@@ -47,7 +47,7 @@ pub use listen::PgSignal;
 pub use ops::{Conn, Param, Queries};
 
 /// The schema version this build expects.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 const MIGRATIONS: &[(&str, &str)] = &[
     ("V1__jobs", include_str!("../migrations/V1__jobs.sql")),
     (
@@ -57,6 +57,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     (
         "V3__concurrency_keys",
         include_str!("../migrations/V3__concurrency_keys.sql"),
+    ),
+    (
+        "V4__cheap_name_check",
+        include_str!("../migrations/V4__cheap_name_check.sql"),
     ),
 ];
 

@@ -237,16 +237,43 @@ async fn the_sql_enqueue_function_validates_and_joins_the_callers_transaction() 
             .unwrap_or_default();
         assert!(msg.contains(needle), "{sql}: {msg}");
     }
-    // Direct inserts obey the same name rules.
-    let err = client
-        .execute(
-            &format!(
-                "INSERT INTO {schema}.errand_jobs (id, queue, kind, state, payload, max_attempts, available_at, created_at, updated_at) VALUES ('x', 'q', 'bad kind', 'ready', '{{}}', 1, now(), now(), now())"
-            ),
-            &[],
+    // Direct inserts obey the same name rules, at their bounds too: 100
+    // characters for a queue or kind, 200 for an id, and only the allowed
+    // characters.
+    let (q100, q101) = (
+        format!("q{}", "x".repeat(99)),
+        format!("q{}", "x".repeat(100)),
+    );
+    let (id200, id201) = ("i".repeat(200), "i".repeat(201));
+    let refused: [(&str, &str, &str); 8] = [
+        ("x", "q", "bad kind"),
+        ("x", "q", "-k"),
+        ("x", "", "k"),
+        ("x", &q101, "k"),
+        ("x", "q", &q101),
+        (&id201, "q", "k"),
+        ("bad id", "q", "k"),
+        ("x", "q\u{e9}", "k"),
+    ];
+    let insert = |id: &str, queue: &str, kind: &str| {
+        format!(
+            "INSERT INTO {schema}.errand_jobs (id, queue, kind, state, payload, max_attempts, available_at, created_at, updated_at) VALUES ('{id}', '{queue}', '{kind}', 'ready', '{{}}', 1, now(), now(), now())"
         )
-        .await;
-    assert!(err.is_err());
+    };
+    for (id, queue, kind) in refused {
+        let err = client.execute(&insert(id, queue, kind), &[]).await;
+        assert!(
+            err.is_err(),
+            "accepted id {id:?}, queue {queue:?}, kind {kind:?}"
+        );
+    }
+    // The longest valid names are accepted (rolled back: the count below
+    // is of the jobs enqueued above).
+    let tx = client.transaction().await.expect("begin");
+    tx.execute(&insert(&id200, &q100, &q100), &[])
+        .await
+        .expect("the longest valid id, queue and kind are accepted");
+    tx.rollback().await.expect("rollback");
     assert_eq!(
         store
             .list(&errand_core::JobFilter::default())
