@@ -923,7 +923,7 @@ async fn claim_cost(target: &Target, r: &Resolved, report: &mut Report) -> Resul
         rows_future: r.rows,
         load: format!(
             "direct SQL in statements of up to 200,000 rows ({}), not the store's insert path: \
-             done rows with their closed attempt row, future rows ready and due from a day ahead{}",
+             done rows holding their succeeded attempt (no history row, as the store leaves them), future rows ready and due from a day ahead{}",
             if target.pg_url().is_some() {
                 "INSERT … SELECT FROM generate_series"
             } else {

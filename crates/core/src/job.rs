@@ -607,6 +607,10 @@ pub struct Job {
     pub updated_at: Timestamp,
     /// End of the current lease, while running.
     pub lease_until: Option<Timestamp>,
+    /// When the current attempt began (while running), or the last one.
+    /// The attempt the job row holds — running, or the one that succeeded —
+    /// is not yet in the history table; [`JobDetail::history`] shows it.
+    pub attempt_started_at: Option<Timestamp>,
     /// The last recorded error.
     pub last_error: Option<String>,
     /// The class of the last recorded error.

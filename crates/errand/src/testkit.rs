@@ -164,6 +164,7 @@ impl TestQueue {
             created_at: now,
             updated_at: now,
             lease_until: Some(now.plus(Duration::from_secs(30))),
+            attempt_started_at: Some(now),
             last_error: None,
             last_error_class: None,
             finished_at: None,

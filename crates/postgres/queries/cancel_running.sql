@@ -9,8 +9,9 @@ gone AS (
     RETURNING j.*
 ),
 closed AS (
-    UPDATE __SCHEMA__.errand_attempts a
-    SET finished_at = t.now, outcome = 'cancelled', error = $4, error_class = 'cancelled'
-    FROM gone g, t WHERE a.job_id = g.id AND a.finished_at IS NULL
+    INSERT INTO __SCHEMA__.errand_attempts
+        (job_id, cycle, attempt, started_at, finished_at, outcome, error, error_class)
+    SELECT g.id, g.replays, g.attempts, g.attempt_started_at, t.now, 'cancelled', $4, 'cancelled'
+    FROM gone g, t
 )
 SELECT * FROM gone

@@ -18,7 +18,8 @@
 -- to `t` it once chose the per-queue index and sorted the whole backlog).
 WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now),
 expired AS (
-    SELECT j.id, 0 AS src, 0::smallint AS priority, j.lease_until AS due
+    SELECT j.id, 0 AS src, 0::smallint AS priority, j.lease_until AS due,
+           j.attempt_started_at AS started
     FROM __SCHEMA__.errand_jobs j
     WHERE j.state = 'running' AND j.lease_until <= coalesce($1::timestamptz, now()) AND j.attempts < j.max_attempts
       AND j.lease_expiries + 1 < j.max_lease_expiries
@@ -77,7 +78,7 @@ ready_keyed AS (
 ),
 picked AS (
     SELECT id, src, row_number() OVER (ORDER BY src, priority DESC, due, id) AS n
-    FROM (SELECT * FROM expired UNION ALL SELECT * FROM ready
+    FROM (SELECT id, src, priority, due FROM expired UNION ALL SELECT * FROM ready
           UNION ALL SELECT * FROM ready_keyed) u
     ORDER BY src, priority DESC, due, id
     LIMIT $2
@@ -89,6 +90,7 @@ claimed AS (
         lease_expiries = j.lease_expiries + CASE WHEN j.state = 'running' THEN 1 ELSE 0 END,
         lease_token = tk.token,
         lease_until = t.now + $5::bigint * interval '1 millisecond',
+        attempt_started_at = t.now,
         updated_at  = t.now
     FROM picked p
     JOIN unnest($4::text[]) WITH ORDINALITY AS tk (token, n) ON tk.n = p.n,
@@ -100,15 +102,14 @@ claimed AS (
                AND j.lease_expiries + 1 < j.max_lease_expiries))
     RETURNING j.*, p.src, p.n
 ),
+-- A reclaimed lease: the attempt it held (its start read by `expired`,
+-- under the row lock) goes to the history.
 closed AS (
-    UPDATE __SCHEMA__.errand_attempts a
-    SET finished_at = t.now, outcome = 'lease_expired',
-        error = 'lease expired before the attempt was settled', error_class = 'lease_expired'
-    FROM claimed c, t
-    WHERE c.src = 0 AND a.job_id = c.id AND a.finished_at IS NULL
-),
-opened AS (
-    INSERT INTO __SCHEMA__.errand_attempts (job_id, cycle, attempt, started_at)
-    SELECT c.id, c.replays, c.attempts, t.now FROM claimed c, t
+    INSERT INTO __SCHEMA__.errand_attempts
+        (job_id, cycle, attempt, started_at, finished_at, outcome, error, error_class)
+    SELECT c.id, c.replays, c.attempts - 1, e.started, t.now, 'lease_expired',
+           'lease expired before the attempt was settled', 'lease_expired'
+    FROM claimed c JOIN expired e ON e.id = c.id, t
+    WHERE c.src = 0
 )
 SELECT * FROM claimed ORDER BY n

@@ -1,4 +1,5 @@
--- Fenced acknowledgment. $1 now, $2 id, $3 token.
+-- Fenced acknowledgment. $1 now, $2 id, $3 token. The succeeding attempt
+-- stays on the job row (history.sql reads it).
 WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now),
 done AS (
     UPDATE __SCHEMA__.errand_jobs j
@@ -7,9 +8,5 @@ done AS (
     FROM t
     WHERE j.id = $2 AND j.state = 'running' AND j.lease_token = $3 AND j.lease_until > t.now
     RETURNING j.*
-),
-closed AS (
-    UPDATE __SCHEMA__.errand_attempts a SET finished_at = t.now, outcome = 'succeeded'
-    FROM done d, t WHERE a.job_id = d.id AND a.finished_at IS NULL
 )
 SELECT * FROM done

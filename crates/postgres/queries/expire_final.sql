@@ -1,7 +1,7 @@
 -- Running jobs whose lease expired with no budget left die visibly: on
 -- their final attempt (class lease_expired), or when this expiry spends the
 -- lost-lease budget (class lost_lease: the job keeps killing its worker).
--- Their open attempt rows are closed as lease_expired.
+-- The attempt each held goes to the history as lease_expired.
 WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now),
 expired AS (
     SELECT j.id FROM __SCHEMA__.errand_jobs j, t
@@ -27,13 +27,13 @@ dead AS (
     FROM expired e, t
     WHERE j.id = e.id AND j.state = 'running' AND j.lease_until <= t.now
       AND (j.attempts >= j.max_attempts OR j.lease_expiries + 1 >= j.max_lease_expiries)
-    RETURNING j.id
+    RETURNING j.id, j.replays, j.attempts, j.attempt_started_at
 ),
 closed AS (
-    UPDATE __SCHEMA__.errand_attempts a
-    SET finished_at = t.now, outcome = 'lease_expired',
-        error = 'lease expired before the attempt was settled', error_class = 'lease_expired'
+    INSERT INTO __SCHEMA__.errand_attempts
+        (job_id, cycle, attempt, started_at, finished_at, outcome, error, error_class)
+    SELECT d.id, d.replays, d.attempts, d.attempt_started_at, t.now, 'lease_expired',
+           'lease expired before the attempt was settled', 'lease_expired'
     FROM dead d, t
-    WHERE a.job_id = d.id AND a.finished_at IS NULL
 )
 SELECT id FROM dead ORDER BY id

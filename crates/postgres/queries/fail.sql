@@ -25,10 +25,10 @@ failed AS (
     RETURNING j.*
 ),
 closed AS (
-    UPDATE __SCHEMA__.errand_attempts a
-    SET finished_at = t.now,
-        outcome = CASE WHEN f.state = 'dead' THEN 'dead' ELSE 'retry' END,
-        error = $4, error_class = $5
-    FROM failed f, t WHERE a.job_id = f.id AND a.finished_at IS NULL
+    INSERT INTO __SCHEMA__.errand_attempts
+        (job_id, cycle, attempt, started_at, finished_at, outcome, error, error_class)
+    SELECT f.id, f.replays, f.attempts, f.attempt_started_at, t.now,
+           CASE WHEN f.state = 'dead' THEN 'dead' ELSE 'retry' END, $4, $5
+    FROM failed f, t
 )
 SELECT * FROM failed

@@ -1,2 +1,15 @@
+-- A job's attempts, oldest first: the finished ones in the history table,
+-- then the one the job row holds — running (open) or the one that
+-- succeeded. (A job migrated from V4 while done has no start time on its
+-- row: its succeeding attempt is already a history row.) $1 id.
 SELECT cycle, attempt, started_at, finished_at, outcome, error, error_class
-FROM __SCHEMA__.errand_attempts WHERE job_id = $1 ORDER BY seq
+FROM (
+    SELECT seq, cycle, attempt, started_at, finished_at, outcome, error, error_class
+    FROM __SCHEMA__.errand_attempts WHERE job_id = $1
+    UNION ALL
+    SELECT NULL, replays, attempts, attempt_started_at, finished_at,
+           CASE state WHEN 'done' THEN 'succeeded' END, NULL, NULL
+    FROM __SCHEMA__.errand_jobs
+    WHERE id = $1 AND state IN ('running', 'done') AND attempt_started_at IS NOT NULL
+) h
+ORDER BY seq IS NULL, seq

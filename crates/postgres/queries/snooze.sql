@@ -11,7 +11,11 @@ back AS (
     RETURNING j.*
 ),
 closed AS (
-    UPDATE __SCHEMA__.errand_attempts a SET finished_at = t.now, outcome = $5
-    FROM back b, t WHERE a.job_id = b.id AND a.finished_at IS NULL
+    -- The attempt was given back: the row's count is one lower than the
+    -- attempt that ran.
+    INSERT INTO __SCHEMA__.errand_attempts
+        (job_id, cycle, attempt, started_at, finished_at, outcome)
+    SELECT b.id, b.replays, b.attempts + 1, b.attempt_started_at, t.now, $5
+    FROM back b, t
 )
 SELECT * FROM back

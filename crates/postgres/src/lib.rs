@@ -47,7 +47,7 @@ pub use listen::PgSignal;
 pub use ops::{Conn, Param, Queries};
 
 /// The schema version this build expects.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 const MIGRATIONS: &[(&str, &str)] = &[
     ("V1__jobs", include_str!("../migrations/V1__jobs.sql")),
     (
@@ -61,6 +61,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     (
         "V4__cheap_name_check",
         include_str!("../migrations/V4__cheap_name_check.sql"),
+    ),
+    (
+        "V5__current_attempt_on_the_job",
+        include_str!("../migrations/V5__current_attempt_on_the_job.sql"),
     ),
 ];
 
@@ -326,6 +330,16 @@ async fn schema_version(client: &tokio_postgres::Client, schema: &str) -> Result
 }
 
 async fn migrate(client: &mut tokio_postgres::Client, schema: &str, quoted: &str) -> Result<()> {
+    migrate_to(client, schema, quoted, refinery::Target::Latest).await
+}
+
+/// Applies the migrations up to `target` (tests build older schemas with it).
+async fn migrate_to(
+    client: &mut tokio_postgres::Client,
+    schema: &str,
+    quoted: &str,
+    target: refinery::Target,
+) -> Result<()> {
     if let Some(v) = schema_version(client, schema).await?
         && v > SCHEMA_VERSION
     {
@@ -343,6 +357,7 @@ async fn migrate(client: &mut tokio_postgres::Client, schema: &str, quoted: &str
         .collect::<std::result::Result<Vec<_>, _>>()
         .map_err(|e| Error::Storage(format!("bad migration: {e}")))?;
     refinery::Runner::new(&migrations)
+        .set_target(target)
         .set_migration_table_name(history_table(schema))
         .run_async(client)
         .await
@@ -495,5 +510,94 @@ impl Store for PgStore {
 
     fn work_signal(&self) -> Box<dyn WorkSignal> {
         Box::new(self.listener().signal())
+    }
+}
+
+#[cfg(test)]
+mod upgrade_tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    /// A schema at V4 with a running job (its attempt open in the history
+    /// table) and a done one upgrades to V5: the running attempt moves onto
+    /// the job row, shows as open, and the job settles normally.
+    #[tokio::test]
+    async fn v5_moves_a_running_attempt_onto_the_job_row() {
+        let Ok(url) = std::env::var("ERRAND_TEST_POSTGRES_URL") else {
+            eprintln!(
+                "SKIPPED v5_moves_a_running_attempt_onto_the_job_row: ERRAND_TEST_POSTGRES_URL is not set"
+            );
+            return;
+        };
+        let schema = format!("errand_up5_{}", std::process::id());
+        let quoted = quote_schema(&schema).unwrap();
+        let (mut client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        client
+            .batch_execute(&format!("DROP SCHEMA IF EXISTS {quoted} CASCADE"))
+            .await
+            .unwrap();
+        migrate_to(&mut client, &schema, &quoted, refinery::Target::Version(4))
+            .await
+            .unwrap();
+        let started = "2026-11-30 10:00:00+00";
+        client
+            .batch_execute(&format!(
+                "INSERT INTO {quoted}.errand_jobs (id, queue, kind, state, payload, attempts, max_attempts,
+                     available_at, created_at, updated_at, lease_token, lease_until, finished_at)
+                 VALUES ('run', 'default', 'k', 'running', '{{}}', 2, 5, '{started}', '{started}', '{started}',
+                         'tok', '2099-01-01 00:00:00+00', NULL),
+                        ('fin', 'default', 'k', 'done', '{{}}', 1, 5, '{started}', '{started}', '{started}',
+                         NULL, NULL, '{started}');
+                 INSERT INTO {quoted}.errand_attempts (job_id, cycle, attempt, started_at, finished_at, outcome)
+                 VALUES ('run', 0, 1, '2026-11-30 09:00:00+00', '2026-11-30 09:30:00+00', 'retry'),
+                        ('run', 0, 2, '2026-11-30 09:45:00+00', NULL, NULL),
+                        ('fin', 0, 1, '{started}', '{started}', 'succeeded');"
+            ))
+            .await
+            .unwrap();
+        migrate(&mut client, &schema, &quoted).await.unwrap();
+        let store = PgStore::connect(
+            &url,
+            PgOptions {
+                schema: schema.clone(),
+                ..PgOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+        let run = store.detail(&JobId::new("run").unwrap()).await.unwrap();
+        let summary: Vec<(u32, Option<&str>, bool)> = run
+            .history
+            .iter()
+            .map(|r| (r.attempt, r.outcome.as_deref(), r.finished_at.is_some()))
+            .collect();
+        assert_eq!(
+            summary,
+            vec![(1, Some("retry"), true), (2, None, false)],
+            "the open attempt shows once, still open"
+        );
+        // 2026-11-30T09:45:00Z: the open row's start, not the job's update.
+        let open_start = Timestamp::from_millis(1_796_031_900_000);
+        assert_eq!(run.job.attempt_started_at, Some(open_start));
+        assert_eq!(run.history[1].started_at, open_start);
+        let fin = store.detail(&JobId::new("fin").unwrap()).await.unwrap();
+        assert_eq!(fin.history.len(), 1, "a done job's history is unchanged");
+        let lease = Lease {
+            id: JobId::new("run").unwrap(),
+            token: errand_core::LeaseToken::from_string("tok".into()),
+            attempt: 2,
+        };
+        store.complete(&lease).await.unwrap();
+        let run = store.detail(&JobId::new("run").unwrap()).await.unwrap();
+        let outcomes: Vec<Option<&str>> =
+            run.history.iter().map(|r| r.outcome.as_deref()).collect();
+        assert_eq!(outcomes, vec![Some("retry"), Some("succeeded")]);
+        client
+            .batch_execute(&format!("DROP SCHEMA {quoted} CASCADE"))
+            .await
+            .unwrap();
     }
 }

@@ -147,6 +147,7 @@ pub(crate) fn job_from_row(row: &Row) -> Result<Job> {
         created_at: get_ts("created_at")?,
         updated_at: get_ts("updated_at")?,
         lease_until: get_opt_ts("lease_until")?,
+        attempt_started_at: get_opt_ts("attempt_started_at")?,
         last_error: row.try_get("last_error").map_err(map_err)?,
         last_error_class: class
             .map(|c| c.parse::<ErrorClass>())

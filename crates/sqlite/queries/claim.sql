@@ -8,6 +8,7 @@ SET state          = 'running',
     lease_expiries = lease_expiries + (state = 'running'),
     lease_token    = :token,
     lease_until    = :lease_until,
+    attempt_started_at = :now,
     updated_at     = :now
 WHERE id = :id
   AND attempts < max_attempts

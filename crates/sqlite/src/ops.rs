@@ -45,8 +45,8 @@ const CANCEL_RUNNING: &str = include_str!("../queries/cancel_running.sql");
 const HEARTBEAT: &str = include_str!("../queries/heartbeat.sql");
 const REPLAY: &str = include_str!("../queries/replay.sql");
 const CANCEL: &str = include_str!("../queries/cancel.sql");
-const ATTEMPT_START: &str = include_str!("../queries/attempt_start.sql");
-const ATTEMPT_FINISH: &str = include_str!("../queries/attempt_finish.sql");
+const ATTEMPT_RECORD: &str = include_str!("../queries/attempt_record.sql");
+const HELD: &str = "SELECT replays, attempts, attempt_started_at FROM errand_jobs WHERE id = :id";
 const AUDIT: &str = include_str!("../queries/audit.sql");
 const HISTORY: &str = include_str!("../queries/history.sql");
 const AUDIT_OF: &str = include_str!("../queries/audit_of.sql");
@@ -113,6 +113,7 @@ pub(crate) fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Job> {
         created_at: ts_col(row, "created_at")?,
         updated_at: ts_col(row, "updated_at")?,
         lease_until: opt_ts_col(row, "lease_until")?,
+        attempt_started_at: opt_ts_col(row, "attempt_started_at")?,
         last_error: row.get("last_error")?,
         last_error_class: class_col(row, "last_error_class")?,
         finished_at: opt_ts_col(row, "finished_at")?,
@@ -182,22 +183,61 @@ pub(crate) fn get(conn: &Connection, id: &JobId) -> Result<Job> {
         .ok_or_else(|| Error::NotFound(id.to_string()))
 }
 
-fn finish_attempt(
-    conn: &Connection,
-    id: &str,
-    now: Timestamp,
-    outcome: &str,
-    error: Option<&str>,
+/// The attempt a job row holds: its number, cycle and start.
+#[derive(Clone, Copy)]
+struct Held<'a> {
+    id: &'a str,
+    cycle: u32,
+    attempt: u32,
+    started_at: Option<Timestamp>,
+}
+
+impl<'a> Held<'a> {
+    /// The attempt `job` holds (read after a settlement that kept its
+    /// attempt count).
+    fn of(job: &'a Job) -> Self {
+        Held {
+            id: job.id.as_str(),
+            cycle: job.replays,
+            attempt: job.attempts,
+            started_at: job.attempt_started_at,
+        }
+    }
+}
+
+/// How an attempt ended.
+struct Ended<'a> {
+    outcome: &'a str,
+    error: Option<&'a str>,
     class: Option<ErrorClass>,
+}
+
+const LEASE_EXPIRED: Ended<'static> = Ended {
+    outcome: "lease_expired",
+    error: Some("lease expired before the attempt was settled"),
+    class: Some(ErrorClass::LeaseExpired),
+};
+
+/// Writes the attempt a job row held to the history, finished at `now`.
+fn record_attempt(
+    conn: &Connection,
+    held: Held<'_>,
+    now: Timestamp,
+    ended: &Ended<'_>,
 ) -> Result<()> {
-    conn.prepare_cached(ATTEMPT_FINISH)
+    conn.prepare_cached(ATTEMPT_RECORD)
         .map_err(map_err)?
         .execute(named_params! {
-            ":id": id,
+            ":id": held.id,
+            ":cycle": held.cycle,
+            ":attempt": held.attempt,
+            // Every way into `running` sets the start; a missing one
+            // (impossible) is recorded as the finish.
+            ":started_at": held.started_at.unwrap_or(now).as_millis(),
             ":now": now.as_millis(),
-            ":outcome": outcome,
-            ":error": error,
-            ":class": class.map(ErrorClass::as_str),
+            ":outcome": ended.outcome,
+            ":error": ended.error,
+            ":class": ended.class.map(ErrorClass::as_str),
         })
         .map_err(map_err)?;
     Ok(())
@@ -205,28 +245,34 @@ fn finish_attempt(
 
 /// Running jobs whose final attempt's lease expired go to `dead`.
 pub(crate) fn expire_final(conn: &Connection, now: Now) -> Result<Vec<JobId>> {
-    let mut ids: Vec<String> = conn
+    let mut expired: Vec<(String, u32, u32, Option<Timestamp>)> = conn
         .prepare_cached(EXPIRE_FINAL)
         .map_err(map_err)?
         .query_map(
             named_params! {":now": now.at.as_millis(), ":lease_now": now.leases.as_millis()},
-            |r| r.get(0),
+            |r| {
+                Ok((
+                    r.get("id")?,
+                    u32_col(r, "replays")?,
+                    u32_col(r, "attempts")?,
+                    opt_ts_col(r, "attempt_started_at")?,
+                ))
+            },
         )
         .map_err(map_err)?
         .collect::<rusqlite::Result<_>>()
         .map_err(map_err)?;
     // RETURNING order is unspecified; report in id order, as PostgreSQL does.
-    ids.sort();
-    let mut out = Vec::with_capacity(ids.len());
-    for id in ids {
-        finish_attempt(
-            conn,
-            &id,
-            now.at,
-            "lease_expired",
-            Some("lease expired before the attempt was settled"),
-            Some(ErrorClass::LeaseExpired),
-        )?;
+    expired.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut out = Vec::with_capacity(expired.len());
+    for (id, cycle, attempt, started_at) in expired {
+        let held = Held {
+            id: &id,
+            cycle,
+            attempt,
+            started_at,
+        };
+        record_attempt(conn, held, now.at, &LEASE_EXPIRED)?;
         out.push(JobId::new(id)?);
     }
     Ok(out)
@@ -404,16 +450,24 @@ pub(crate) fn claim(conn: &Connection, req: &ClaimRequest, clock: Now) -> Result
     let lease_until = now.plus(req.lease);
     let mut claimed = Vec::with_capacity(ids.len());
     for (n, id) in ids.iter().enumerate() {
-        if n < expired {
-            finish_attempt(
-                conn,
-                id,
-                now,
-                "lease_expired",
-                Some("lease expired before the attempt was settled"),
-                Some(ErrorClass::LeaseExpired),
-            )?;
-        }
+        // A reclaimed lease: the attempt it held goes to the history once
+        // the claim below has taken the job (nothing else writes between
+        // this read and that statement: this is the one write transaction).
+        let superseded = if n < expired {
+            conn.prepare_cached(HELD)
+                .map_err(map_err)?
+                .query_row(named_params! {":id": id}, |r| {
+                    Ok((
+                        u32_col(r, "replays")?,
+                        u32_col(r, "attempts")?,
+                        opt_ts_col(r, "attempt_started_at")?,
+                    ))
+                })
+                .optional()
+                .map_err(map_err)?
+        } else {
+            None
+        };
         let token = LeaseToken::generate();
         let job = conn
             .prepare_cached(CLAIM)
@@ -431,15 +485,15 @@ pub(crate) fn claim(conn: &Connection, req: &ClaimRequest, clock: Now) -> Result
             .optional()
             .map_err(map_err)?;
         let Some(job) = job else { continue };
-        conn.prepare_cached(ATTEMPT_START)
-            .map_err(map_err)?
-            .execute(named_params! {
-                ":id": id,
-                ":cycle": job.replays,
-                ":attempt": job.attempts,
-                ":now": now.as_millis(),
-            })
-            .map_err(map_err)?;
+        if let Some((cycle, attempt, started_at)) = superseded {
+            let held = Held {
+                id,
+                cycle,
+                attempt,
+                started_at,
+            };
+            record_attempt(conn, held, now, &LEASE_EXPIRED)?;
+        }
         claimed.push(ClaimedJob {
             lease: Lease {
                 id: job.id.clone(),
@@ -498,9 +552,8 @@ pub fn complete(conn: &Connection, lease: &Lease, now: Timestamp) -> Result<Job>
 
 /// Fenced acknowledgment.
 pub(crate) fn complete_at(conn: &Connection, lease: &Lease, now: Now) -> Result<Job> {
-    let job = fenced(conn, COMPLETE, lease, now, &[])?;
-    finish_attempt(conn, lease.id.as_str(), now.at, "succeeded", None, None)?;
-    Ok(job)
+    // The succeeding attempt stays on the job row (history.sql reads it).
+    fenced(conn, COMPLETE, lease, now, &[])
 }
 
 /// Fenced failure.
@@ -527,14 +580,12 @@ pub(crate) fn fail(conn: &Connection, lease: &Lease, failure: &Failure, clock: N
     } else {
         "retry"
     };
-    finish_attempt(
-        conn,
-        lease.id.as_str(),
-        now,
+    let ended = Ended {
         outcome,
-        Some(&failure.error),
-        Some(failure.class),
-    )?;
+        error: Some(&failure.error),
+        class: Some(failure.class),
+    };
+    record_attempt(conn, Held::of(&job), now, &ended)?;
     Ok(job)
 }
 
@@ -548,7 +599,18 @@ pub(crate) fn snooze(
 ) -> Result<Job> {
     let at = now.at.plus(delay).as_millis();
     let job = fenced(conn, SNOOZE, lease, now, &[(":available_at", &at)])?;
-    finish_attempt(conn, lease.id.as_str(), now.at, outcome, None, None)?;
+    // The attempt was given back: the row's count is one lower than the
+    // attempt that ran.
+    let held = Held {
+        attempt: job.attempts + 1,
+        ..Held::of(&job)
+    };
+    let ended = Ended {
+        outcome,
+        error: None,
+        class: None,
+    };
+    record_attempt(conn, held, now.at, &ended)?;
     Ok(job)
 }
 
@@ -560,14 +622,12 @@ pub(crate) fn cancel_running(
     now: Now,
 ) -> Result<Job> {
     let job = fenced(conn, CANCEL_RUNNING, lease, now, &[(":reason", &reason)])?;
-    finish_attempt(
-        conn,
-        lease.id.as_str(),
-        now.at,
-        "cancelled",
-        Some(reason),
-        Some(ErrorClass::Cancelled),
-    )?;
+    let ended = Ended {
+        outcome: "cancelled",
+        error: Some(reason),
+        class: Some(ErrorClass::Cancelled),
+    };
+    record_attempt(conn, Held::of(&job), now.at, &ended)?;
     Ok(job)
 }
 
@@ -678,6 +738,9 @@ pub(crate) fn cancel(
     check_operator(operator)?;
     let mut out = Vec::with_capacity(ids.len());
     for id in ids {
+        // Whether it was running (then its attempt ends here, in the
+        // history); nothing writes between this read and the update.
+        let was_running = matches!(get(conn, id), Ok(j) if j.state == JobState::Running);
         let job = conn
             .prepare_cached(CANCEL)
             .map_err(map_err)?
@@ -688,14 +751,14 @@ pub(crate) fn cancel(
             .optional()
             .map_err(map_err)?
             .ok_or_else(|| refused(conn, id, "only ready or running jobs can be cancelled"))?;
-        finish_attempt(
-            conn,
-            id.as_str(),
-            now,
-            "cancelled",
-            Some("cancelled by an operator"),
-            Some(ErrorClass::Cancelled),
-        )?;
+        if was_running {
+            let ended = Ended {
+                outcome: "cancelled",
+                error: Some("cancelled by an operator"),
+                class: Some(ErrorClass::Cancelled),
+            };
+            record_attempt(conn, Held::of(&job), now, &ended)?;
+        }
         audit(conn, id, "cancel", operator, reason, now)?;
         out.push(job);
     }

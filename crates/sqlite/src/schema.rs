@@ -12,7 +12,7 @@ mod embedded {
 const HISTORY_TABLE: &str = "errand_schema_history";
 
 /// The schema version this build of the library expects.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// The version recorded in the database, or `None` if Errand's schema was
 /// never applied.
@@ -71,7 +71,76 @@ pub(crate) fn check(conn: &Connection) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use errand_core::{JobId, Lease, LeaseToken, Store};
+
+    /// A database at V2 with a running job (its attempt open in the history
+    /// table) and a done one upgrades to V3: the running attempt moves onto
+    /// the job row, shows once and open, and the job settles normally.
+    #[tokio::test]
+    async fn v3_moves_a_running_attempt_onto_the_job_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("up.db");
+        let mut conn = Connection::open(&path).unwrap();
+        embedded::migrations::runner()
+            .set_target(refinery::Target::Version(2))
+            .set_migration_table_name(HISTORY_TABLE)
+            .run(&mut conn)
+            .unwrap();
+        // Times in ms: the open attempt started at 1000, the job last
+        // changed at 2000.
+        conn.execute_batch(
+            "INSERT INTO errand_jobs (id, queue, kind, state, payload, attempts, max_attempts,
+                 available_at, created_at, updated_at, lease_token, lease_until, finished_at)
+             VALUES ('run', 'default', 'k', 'running', '{}', 2, 5, 0, 0, 2000, 'tok', 9000000000000, NULL),
+                    ('fin', 'default', 'k', 'done', '{}', 1, 5, 0, 0, 2000, NULL, NULL, 2000);
+             INSERT INTO errand_attempts (job_id, cycle, attempt, started_at, finished_at, outcome)
+             VALUES ('run', 0, 1, 100, 500, 'retry'),
+                    ('run', 0, 2, 1000, NULL, NULL),
+                    ('fin', 0, 1, 1500, 2000, 'succeeded');",
+        )
+        .unwrap();
+        drop(conn);
+        let store = crate::SqliteStore::open(
+            &path,
+            crate::SqliteOptions {
+                migrate: true,
+                ..crate::SqliteOptions::default()
+            },
+        )
+        .unwrap();
+        let run = store.detail(&JobId::new("run").unwrap()).await.unwrap();
+        let summary: Vec<(u32, i64, Option<&str>, bool)> = run
+            .history
+            .iter()
+            .map(|r| {
+                (
+                    r.attempt,
+                    r.started_at.as_millis(),
+                    r.outcome.as_deref(),
+                    r.finished_at.is_some(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            vec![(1, 100, Some("retry"), true), (2, 1000, None, false)],
+            "the open attempt shows once, still open, with its own start"
+        );
+        let fin = store.detail(&JobId::new("fin").unwrap()).await.unwrap();
+        assert_eq!(fin.history.len(), 1, "a done job's history is unchanged");
+        let lease = Lease {
+            id: JobId::new("run").unwrap(),
+            token: LeaseToken::from_string("tok".into()),
+            attempt: 2,
+        };
+        store.complete(&lease).await.unwrap();
+        let run = store.detail(&JobId::new("run").unwrap()).await.unwrap();
+        let outcomes: Vec<Option<&str>> =
+            run.history.iter().map(|r| r.outcome.as_deref()).collect();
+        assert_eq!(outcomes, vec![Some("retry"), Some("succeeded")]);
+    }
 
     #[test]
     fn the_embedded_migrations_end_at_the_declared_version() {

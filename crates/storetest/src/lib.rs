@@ -15,6 +15,7 @@
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed rule.
 
 pub mod cases;
+pub mod history;
 pub mod keys;
 pub mod model;
 
@@ -75,6 +76,10 @@ macro_rules! conformance_tests {
             list_filters_by_state_queue_and_kind,
             list_pages_by_cursor_visit_every_job_once,
         );
+        $crate::conformance_tests!(@in history $make;
+            history_times_every_attempt_and_shows_the_running_one,
+            history_records_releases_cancels_expiry_and_replay_cycles,
+        );
         $crate::conformance_tests!(@keys $make;
             a_job_keeps_its_concurrency_key,
             an_ordered_key_runs_one_job_at_a_time_in_enqueue_order,
@@ -82,6 +87,19 @@ macro_rules! conformance_tests {
             a_saturated_key_does_not_hold_back_other_keys,
             concurrent_claims_never_exceed_a_key_limit,
         );
+    };
+    (@in $module:ident $make:path; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let clock = ::errand_core::ManualClock::new($crate::T0);
+                let Some(store) = $make(clock.clone()).await else {
+                    eprintln!("SKIPPED {}: backend not configured", stringify!($case));
+                    return;
+                };
+                $crate::$module::$case(store, clock).await;
+            }
+        )*
     };
     (@keys $make:path; $($case:ident),* $(,)?) => {
         $(
