@@ -528,6 +528,8 @@ async fn complete_in_batches(store: Arc<dyn Store>, mut rx: mpsc::UnboundedRecei
         let leases: Vec<Lease> = batch.iter().map(|(l, _)| l.clone()).collect();
         match store.complete_many(&leases).await {
             Ok(acked) if acked.len() == batch.len() => {
+                // Committed, and no waiter told yet.
+                crate::failpoint::batch_ack_committed(&leases, &acked);
                 for ((_, reply), ok) in batch.into_iter().zip(acked) {
                     let _ = reply.send(Ok(ok));
                 }
@@ -622,6 +624,7 @@ impl Inner {
                 }
             };
             if !claimed.is_empty() {
+                crate::failpoint::claimed_batch(&claimed);
                 crate::failpoint::crash_point("claim-committed");
             }
             let asked = permits.len();

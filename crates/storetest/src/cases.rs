@@ -525,6 +525,61 @@ pub async fn complete_many_fences_each_job_individually(store: Arc<dyn Store>, c
     assert_eq!(get(store.as_ref(), "b2").await.state, JobState::Ready);
     assert_eq!(get(store.as_ref(), "b3").await.state, JobState::Running);
     assert!(store.complete_many(&[]).await.unwrap().is_empty());
+
+    // One claimed batch acknowledged together: an expired lease (c3, not
+    // renewed) and a wrong token (c4's) among live leases refuse only
+    // their own jobs; every other job is acknowledged.
+    let queue = || ClaimRequest {
+        queues: vec![Name::parse("queue", "batch").unwrap()],
+        limit: 5,
+        lease: LEASE,
+    };
+    for name in ["c1", "c2", "c3", "c4", "c5"] {
+        store
+            .insert(job(name).on_queue("batch").unwrap())
+            .await
+            .unwrap();
+    }
+    let claimed = store.claim(&queue()).await.unwrap();
+    let names: Vec<&str> = claimed.iter().map(|c| c.job.id.as_str()).collect();
+    assert_eq!(names, ["c1", "c2", "c3", "c4", "c5"]);
+    clock.advance(LEASE / 2);
+    for c in claimed.iter().filter(|c| c.job.id.as_str() != "c3") {
+        store.heartbeat(&c.lease, LEASE).await.unwrap();
+    }
+    clock.advance(LEASE / 2); // c3's lease ends now; the others' live on
+    let mut leases: Vec<Lease> = claimed.iter().map(|c| c.lease.clone()).collect();
+    leases[3] = forged(&claimed[3].lease);
+    let acked = store.complete_many(&leases).await.unwrap();
+    assert_eq!(acked, vec![true, true, false, false, true]);
+    for (name, state) in [
+        ("c1", JobState::Done),
+        ("c2", JobState::Done),
+        ("c3", JobState::Running),
+        ("c4", JobState::Running),
+        ("c5", JobState::Done),
+    ] {
+        assert_eq!(get(store.as_ref(), name).await.state, state, "{name}");
+    }
+    // The refused jobs are untouched: c4's holder still settles it, and c3
+    // is reclaimed as its next attempt.
+    assert_eq!(
+        store.complete(&claimed[3].lease).await.unwrap().state,
+        JobState::Done
+    );
+    let again = store.claim(&queue()).await.unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(
+        (again[0].job.id.as_str(), again[0].lease.attempt),
+        ("c3", 2)
+    );
+    assert_eq!(
+        store
+            .complete_many(&[again[0].lease.clone()])
+            .await
+            .unwrap(),
+        vec![true]
+    );
 }
 
 /// A shared token bucket: starts full, refills on the store's clock at its
