@@ -719,15 +719,17 @@ pub(crate) async fn complete_many<C: Conn>(
 ) -> Result<Vec<bool>> {
     let ids: Vec<&str> = leases.iter().map(|l| l.id.as_str()).collect();
     let tokens: Vec<&str> = leases.iter().map(|l| l.token.as_str()).collect();
-    let done: std::collections::HashSet<(String, String)> =
+    let mut done: std::collections::HashSet<(String, String)> =
         query(client, &q.complete_many, &[&now, &ids, &tokens])
             .await?
             .iter()
             .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
             .collect();
+    // A lease listed twice is acknowledged once: its repeats found the job
+    // already done, as they would one call after another.
     Ok(leases
         .iter()
-        .map(|l| done.contains(&(l.id.to_string(), l.token.as_str().to_owned())))
+        .map(|l| done.remove(&(l.id.to_string(), l.token.as_str().to_owned())))
         .collect())
 }
 

@@ -155,7 +155,7 @@ impl fmt::Debug for SqliteStore {
 fn configure(conn: &Connection, options: &SqliteOptions) -> Result<()> {
     conn.busy_timeout(options.busy_timeout).map_err(map_err)?;
     conn.execute_batch(&format!(
-        "PRAGMA synchronous = {}; PRAGMA foreign_keys = ON;",
+        "PRAGMA synchronous = {}; PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;",
         options.synchronous.pragma()
     ))
     .map_err(map_err)
@@ -383,17 +383,8 @@ impl Store for SqliteStore {
 
     async fn complete_many(&self, leases: &[Lease]) -> Result<Vec<bool>> {
         let leases = leases.to_vec();
-        self.op(move |c, now| {
-            leases
-                .iter()
-                .map(|l| match ops::complete_at(c, l, now) {
-                    Ok(_) => Ok(true),
-                    Err(Error::LeaseLost { .. }) => Ok(false),
-                    Err(e) => Err(e),
-                })
-                .collect()
-        })
-        .await
+        self.op(move |c, now| ops::complete_many(c, &leases, now))
+            .await
     }
 
     async fn fail(&self, lease: &Lease, failure: Failure) -> Result<Job> {

@@ -38,6 +38,8 @@ const CANDIDATES_READY_IN: &str = include_str!("../queries/candidates_ready_in.s
 const KEY_RUNNING: &str = include_str!("../queries/key_running.sql");
 const KEY_NEXT: &str = include_str!("../queries/key_next.sql");
 const CLAIM: &str = include_str!("../queries/claim.sql");
+const CLAIM_MANY: &str = include_str!("../queries/claim_many.sql");
+const COMPLETE_MANY: &str = include_str!("../queries/complete_many.sql");
 const COMPLETE: &str = include_str!("../queries/complete.sql");
 const FAIL: &str = include_str!("../queries/fail.sql");
 const SNOOZE: &str = include_str!("../queries/snooze.sql");
@@ -303,7 +305,7 @@ fn ready_candidates(
     queues: Option<&str>,
     now: Timestamp,
     limit: u32,
-) -> Result<Vec<String>> {
+) -> Result<Vec<(String, bool)>> {
     let mut out = Vec::new();
     if limit == 0 {
         return Ok(out);
@@ -335,6 +337,7 @@ fn ready_candidates(
     let mut admitted: HashMap<(String, String), HashSet<String>> = HashMap::new();
     while let Some(row) = rows.next().map_err(map_err)? {
         let row = read(row).map_err(map_err)?;
+        let keyed = row.key.is_some();
         if let Some((key, key_limit, ordered)) = row.key {
             let ids = match admitted.entry((row.queue, key)) {
                 Entry::Occupied(e) => e.into_mut(),
@@ -348,7 +351,7 @@ fn ready_candidates(
                 continue;
             }
         }
-        out.push(row.id);
+        out.push((row.id, keyed));
         if out.len() >= limit as usize {
             break;
         }
@@ -443,67 +446,167 @@ pub(crate) fn claim(conn: &Connection, req: &ClaimRequest, clock: Now) -> Result
     let queues = queue_param(req);
     let limit = req.limit.min(10_000);
     let expired_sql = (CANDIDATES_EXPIRED, CANDIDATES_EXPIRED_IN);
-    let mut ids = candidate_ids(conn, expired_sql, queues.as_deref(), clock.leases, limit)?;
-    let expired = ids.len();
-    let rest = limit.saturating_sub(u32::try_from(expired).unwrap_or(u32::MAX));
-    ids.extend(ready_candidates(conn, queues.as_deref(), now, rest)?);
+    let expired = candidate_ids(conn, expired_sql, queues.as_deref(), clock.leases, limit)?;
+    let rest = limit.saturating_sub(u32::try_from(expired.len()).unwrap_or(u32::MAX));
+    let ready = ready_candidates(conn, queues.as_deref(), now, rest)?;
     let lease_until = now.plus(req.lease);
-    let mut claimed = Vec::with_capacity(ids.len());
-    for (n, id) in ids.iter().enumerate() {
-        // A reclaimed lease: the attempt it held goes to the history once
-        // the claim below has taken the job (nothing else writes between
-        // this read and that statement: this is the one write transaction).
-        let superseded = if n < expired {
-            conn.prepare_cached(HELD)
-                .map_err(map_err)?
-                .query_row(named_params! {":id": id}, |r| {
-                    Ok((
-                        u32_col(r, "replays")?,
-                        u32_col(r, "attempts")?,
-                        opt_ts_col(r, "attempt_started_at")?,
-                    ))
-                })
-                .optional()
-                .map_err(map_err)?
-        } else {
-            None
-        };
-        let token = LeaseToken::generate();
-        let job = conn
-            .prepare_cached(CLAIM)
-            .map_err(map_err)?
-            .query_row(
-                named_params! {
-                    ":id": id,
-                    ":token": token.as_str(),
-                    ":lease_until": lease_until.as_millis(),
-                    ":now": now.as_millis(),
-                    ":lease_now": clock.leases.as_millis(),
-                },
-                job_from_row,
-            )
-            .optional()
-            .map_err(map_err)?;
-        let Some(job) = job else { continue };
-        if let Some((cycle, attempt, started_at)) = superseded {
-            let held = Held {
-                id,
-                cycle,
-                attempt,
-                started_at,
-            };
-            record_attempt(conn, held, now, &LEASE_EXPIRED)?;
+    // Claim order: reclaimed leases first, then ready jobs as the scan
+    // found them.
+    let order: Vec<&str> = expired
+        .iter()
+        .map(String::as_str)
+        .chain(ready.iter().map(|(id, _)| id.as_str()))
+        .collect();
+    let mut claimed: HashMap<String, ClaimedJob> = HashMap::with_capacity(order.len());
+    for id in &expired {
+        if let Some(c) = claim_expired(conn, id, lease_until, clock)? {
+            claimed.insert(id.clone(), c);
         }
-        claimed.push(ClaimedJob {
-            lease: Lease {
-                id: job.id.clone(),
-                token,
-                attempt: job.attempts,
+    }
+    for (id, _) in ready.iter().filter(|(_, keyed)| *keyed) {
+        if let Some(c) = claim_one(conn, id, lease_until, clock)? {
+            claimed.insert(id.clone(), c);
+        }
+    }
+    let plain: Vec<&str> = ready
+        .iter()
+        .filter(|(_, keyed)| !keyed)
+        .map(|(id, _)| id.as_str())
+        .collect();
+    if !plain.is_empty() {
+        let ids = serde_json::to_string(&plain)
+            .map_err(|e| Error::Storage(format!("encoding claim candidates: {e}")))?;
+        let mut stmt = conn.prepare_cached(CLAIM_MANY).map_err(map_err)?;
+        let mut rows = stmt
+            .query(named_params! {
+                ":ids": ids,
+                ":lease_until": lease_until.as_millis(),
+                ":now": now.as_millis(),
+            })
+            .map_err(map_err)?;
+        while let Some(row) = rows.next().map_err(map_err)? {
+            let job = job_from_row(row).map_err(map_err)?;
+            let token = LeaseToken::from_string(row.get("lease_token").map_err(map_err)?);
+            claimed.insert(job.id.as_str().to_owned(), claimed_job(job, token));
+        }
+    }
+    Ok(order
+        .into_iter()
+        .filter_map(|id| claimed.remove(id))
+        .collect())
+}
+
+fn claimed_job(job: Job, token: LeaseToken) -> ClaimedJob {
+    ClaimedJob {
+        lease: Lease {
+            id: job.id.clone(),
+            token,
+            attempt: job.attempts,
+        },
+        job,
+    }
+}
+
+/// Claims one candidate with claim.sql (which also applies a key's limit).
+fn claim_one(
+    conn: &Connection,
+    id: &str,
+    lease_until: Timestamp,
+    clock: Now,
+) -> Result<Option<ClaimedJob>> {
+    let token = LeaseToken::generate();
+    let job = conn
+        .prepare_cached(CLAIM)
+        .map_err(map_err)?
+        .query_row(
+            named_params! {
+                ":id": id,
+                ":token": token.as_str(),
+                ":lease_until": lease_until.as_millis(),
+                ":now": clock.at.as_millis(),
+                ":lease_now": clock.leases.as_millis(),
             },
-            job,
-        });
+            job_from_row,
+        )
+        .optional()
+        .map_err(map_err)?;
+    Ok(job.map(|job| claimed_job(job, token)))
+}
+
+/// Reclaims a job whose lease expired: the attempt it held goes to the
+/// history once the claim has taken the job (nothing else writes between
+/// the read and the claim: this is the one write transaction).
+fn claim_expired(
+    conn: &Connection,
+    id: &str,
+    lease_until: Timestamp,
+    clock: Now,
+) -> Result<Option<ClaimedJob>> {
+    let held = conn
+        .prepare_cached(HELD)
+        .map_err(map_err)?
+        .query_row(named_params! {":id": id}, |r| {
+            Ok((
+                u32_col(r, "replays")?,
+                u32_col(r, "attempts")?,
+                opt_ts_col(r, "attempt_started_at")?,
+            ))
+        })
+        .optional()
+        .map_err(map_err)?;
+    let claimed = claim_one(conn, id, lease_until, clock)?;
+    if let (Some(_), Some((cycle, attempt, started_at))) = (&claimed, held) {
+        let held = Held {
+            id,
+            cycle,
+            attempt,
+            started_at,
+        };
+        record_attempt(conn, held, clock.at, &LEASE_EXPIRED)?;
     }
     Ok(claimed)
+}
+
+/// Fenced acknowledgment of many jobs in one statement; for each lease, in
+/// order, whether it was acknowledged.
+pub(crate) fn complete_many(conn: &Connection, leases: &[Lease], now: Now) -> Result<Vec<bool>> {
+    let mut seen = HashSet::with_capacity(leases.len());
+    if !leases.iter().all(|l| seen.insert(l.id.as_str())) {
+        // The same job twice: one statement could not tell which token
+        // won; settle them one by one, in order.
+        return leases
+            .iter()
+            .map(|l| match complete_at(conn, l, now) {
+                Ok(_) => Ok(true),
+                Err(Error::LeaseLost { .. }) => Ok(false),
+                Err(e) => Err(e),
+            })
+            .collect();
+    }
+    let pairs: Vec<[&str; 2]> = leases
+        .iter()
+        .map(|l| [l.id.as_str(), l.token.as_str()])
+        .collect();
+    let pairs = serde_json::to_string(&pairs)
+        .map_err(|e| Error::Storage(format!("encoding acknowledgments: {e}")))?;
+    let acked: HashSet<String> = conn
+        .prepare_cached(COMPLETE_MANY)
+        .map_err(map_err)?
+        .query_map(
+            named_params! {
+                ":leases": pairs,
+                ":now": now.at.as_millis(),
+                ":lease_now": now.leases.as_millis(),
+            },
+            |r| r.get(0),
+        )
+        .map_err(map_err)?
+        .collect::<rusqlite::Result<_>>()
+        .map_err(map_err)?;
+    Ok(leases
+        .iter()
+        .map(|l| acked.contains(l.id.as_str()))
+        .collect())
 }
 
 /// Runs a fenced `UPDATE … RETURNING *`; no row means the lease is lost.
@@ -879,4 +982,36 @@ pub(crate) fn take_tokens(
         )
         .map_err(map_err)?;
     Ok(u32::try_from(granted).unwrap_or(0))
+}
+
+#[cfg(test)]
+mod plan_tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    /// The batch statements find their jobs by id. Without statistics
+    /// SQLite's planner prefers an index on `state` — a scan of every ready
+    /// (or running) job per batch — unless the statement keeps it from
+    /// doing so; this fails if a rewrite loses that.
+    #[test]
+    fn batch_claims_and_acknowledgments_look_jobs_up_by_id() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        crate::schema::migrate(&mut conn).unwrap();
+        for sql in [CLAIM_MANY, COMPLETE_MANY] {
+            let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+            let mut rows = stmt.raw_query(); // parameters unbound: the plan only
+            let mut plan: Vec<String> = Vec::new();
+            while let Some(r) = rows.next().unwrap() {
+                plan.push(r.get(3).unwrap());
+            }
+            let jobs: Vec<&String> = plan.iter().filter(|l| l.contains("errand_jobs")).collect();
+            assert_eq!(jobs.len(), 1, "{sql}\n{plan:#?}");
+            assert!(
+                jobs[0].starts_with(
+                    "SEARCH errand_jobs USING INDEX sqlite_autoindex_errand_jobs_1 (id=?)"
+                ),
+                "{sql}\n{plan:#?}"
+            );
+        }
+    }
 }

@@ -582,6 +582,31 @@ pub async fn complete_many_fences_each_job_individually(store: Arc<dyn Store>, c
     );
 }
 
+/// A batch that names the same job more than once settles as if its
+/// leases came one after another: a forged token is refused, the live
+/// lease acknowledges the job once, and its repeat finds it done.
+pub async fn complete_many_with_a_job_listed_twice_acknowledges_it_once(
+    store: Arc<dyn Store>,
+    _clock: ManualClock,
+) {
+    store.insert(job("a")).await.unwrap();
+    store.insert(job("b")).await.unwrap();
+    let a = claim_one(store.as_ref(), LEASE).await;
+    let b = claim_one(store.as_ref(), LEASE).await;
+    let acked = store
+        .complete_many(&[
+            forged(&a.lease),
+            a.lease.clone(),
+            b.lease.clone(),
+            a.lease.clone(),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(acked, vec![false, true, true, false]);
+    assert_eq!(get(store.as_ref(), "a").await.state, JobState::Done);
+    assert_eq!(get(store.as_ref(), "b").await.state, JobState::Done);
+}
+
 /// A shared token bucket: starts full, refills on the store's clock at its
 /// rate, never beyond its burst, and grants no more than it holds.
 pub async fn the_rate_limit_bucket_refills_at_its_rate_up_to_its_burst(
