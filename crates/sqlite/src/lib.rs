@@ -43,7 +43,7 @@ use rusqlite::{Connection, OpenFlags};
 
 use crate::ops::Now;
 
-pub use ops::{complete as complete_in, insert as enqueue_in};
+pub use ops::{complete as complete_in, insert as enqueue_in, insert_many as enqueue_many_in};
 pub use rusqlite;
 pub use schema::{SCHEMA_VERSION, migrate, schema_version};
 
@@ -365,7 +365,7 @@ impl Store for SqliteStore {
     }
 
     async fn insert_many(&self, jobs: Vec<NewJob>) -> Result<Vec<Inserted>> {
-        self.write(move |c, now| jobs.iter().map(|j| ops::insert(c, j, now)).collect())
+        self.write(move |c, now| ops::insert_many(c, &jobs, now))
             .await
     }
 

@@ -14,7 +14,7 @@ use errand_core::{
     Job, JobFilter, JobId, JobKey, JobState, Lease, LeaseToken, Name, NewJob, Payload, Result,
     RetryAt, Schedule, Timestamp,
 };
-use rusqlite::{Connection, OptionalExtension, Row, named_params};
+use rusqlite::{Connection, OptionalExtension, Row, RowIndex, named_params};
 
 use crate::map_err;
 
@@ -29,6 +29,7 @@ pub(crate) struct Now {
 }
 
 const INSERT: &str = include_str!("../queries/insert.sql");
+const INSERT_MANY: &str = include_str!("../queries/insert_many.sql");
 const GET: &str = include_str!("../queries/get.sql");
 const EXPIRE_FINAL: &str = include_str!("../queries/expire_final.sql");
 const CANDIDATES_EXPIRED: &str = include_str!("../queries/candidates_expired.sql");
@@ -64,21 +65,21 @@ fn conversion(col: usize, msg: String) -> rusqlite::Error {
     )
 }
 
-fn u32_col(row: &Row<'_>, name: &str) -> rusqlite::Result<u32> {
-    let v: i64 = row.get(name)?;
-    u32::try_from(v).map_err(|_| conversion(0, format!("{name} out of range: {v}")))
+fn u32_col<I: RowIndex + Copy + std::fmt::Debug>(row: &Row<'_>, col: I) -> rusqlite::Result<u32> {
+    let v: i64 = row.get(col)?;
+    u32::try_from(v).map_err(|_| conversion(0, format!("column {col:?} out of range: {v}")))
 }
 
-fn ts_col(row: &Row<'_>, name: &str) -> rusqlite::Result<Timestamp> {
-    row.get::<_, i64>(name).map(Timestamp::from_millis)
+fn ts_col<I: RowIndex>(row: &Row<'_>, col: I) -> rusqlite::Result<Timestamp> {
+    row.get::<_, i64>(col).map(Timestamp::from_millis)
 }
 
-fn opt_ts_col(row: &Row<'_>, name: &str) -> rusqlite::Result<Option<Timestamp>> {
-    Ok(row.get::<_, Option<i64>>(name)?.map(Timestamp::from_millis))
+fn opt_ts_col<I: RowIndex>(row: &Row<'_>, col: I) -> rusqlite::Result<Option<Timestamp>> {
+    Ok(row.get::<_, Option<i64>>(col)?.map(Timestamp::from_millis))
 }
 
-fn class_col(row: &Row<'_>, name: &str) -> rusqlite::Result<Option<ErrorClass>> {
-    match row.get::<_, Option<String>>(name)? {
+fn class_col<I: RowIndex>(row: &Row<'_>, col: I) -> rusqlite::Result<Option<ErrorClass>> {
+    match row.get::<_, Option<String>>(col)? {
         None => Ok(None),
         Some(s) => s
             .parse()
@@ -87,43 +88,114 @@ fn class_col(row: &Row<'_>, name: &str) -> rusqlite::Result<Option<ErrorClass>> 
     }
 }
 
-/// Maps a row of `errand_jobs` to a [`Job`].
+/// The columns of `errand_jobs` in table order — the order of `SELECT *`
+/// and `RETURNING *`, which [`job_from_row`] reads by position (a lookup
+/// by name scans the column names, a tenth of a claim's time). The schema
+/// check at open verifies the table has exactly these.
+pub(crate) const JOB_COLUMNS: [&str; 24] = [
+    "id",
+    "queue",
+    "kind",
+    "state",
+    "payload",
+    "priority",
+    "attempts",
+    "max_attempts",
+    "replays",
+    "lease_expiries",
+    "max_lease_expiries",
+    "give_up_at",
+    "available_at",
+    "created_at",
+    "updated_at",
+    "lease_token",
+    "lease_until",
+    "last_error",
+    "last_error_class",
+    "finished_at",
+    "key_name",
+    "key_limit",
+    "key_ordered",
+    "attempt_started_at",
+];
+
+/// Positions in [`JOB_COLUMNS`].
+mod col {
+    pub const ID: usize = 0;
+    pub const QUEUE: usize = 1;
+    pub const KIND: usize = 2;
+    pub const STATE: usize = 3;
+    pub const PAYLOAD: usize = 4;
+    pub const PRIORITY: usize = 5;
+    pub const ATTEMPTS: usize = 6;
+    pub const MAX_ATTEMPTS: usize = 7;
+    pub const REPLAYS: usize = 8;
+    pub const LEASE_EXPIRIES: usize = 9;
+    pub const MAX_LEASE_EXPIRIES: usize = 10;
+    pub const GIVE_UP_AT: usize = 11;
+    pub const AVAILABLE_AT: usize = 12;
+    pub const CREATED_AT: usize = 13;
+    pub const UPDATED_AT: usize = 14;
+    pub const LEASE_TOKEN: usize = 15;
+    pub const LEASE_UNTIL: usize = 16;
+    pub const LAST_ERROR: usize = 17;
+    pub const LAST_ERROR_CLASS: usize = 18;
+    pub const FINISHED_AT: usize = 19;
+    pub const KEY_NAME: usize = 20;
+    pub const KEY_LIMIT: usize = 21;
+    pub const KEY_ORDERED: usize = 22;
+    pub const ATTEMPT_STARTED_AT: usize = 23;
+}
+
+/// Maps a row of `errand_jobs` (`SELECT *` or `RETURNING *`) to a [`Job`].
 pub(crate) fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Job> {
-    let text = |name: &str| row.get::<_, String>(name);
-    let id = JobId::new(text("id")?).map_err(|e| conversion(0, e.to_string()))?;
-    let queue = Name::parse("queue", text("queue")?).map_err(|e| conversion(1, e.to_string()))?;
-    let kind = Name::parse("kind", text("kind")?).map_err(|e| conversion(2, e.to_string()))?;
-    let state: JobState = text("state")?
+    let count = row.as_ref().column_count();
+    if count != JOB_COLUMNS.len() {
+        return Err(conversion(
+            0,
+            format!(
+                "a job row has {count} columns, expected the {} of errand_jobs",
+                JOB_COLUMNS.len()
+            ),
+        ));
+    }
+    let text = |i: usize| row.get::<_, String>(i);
+    let id = JobId::new(text(col::ID)?).map_err(|e| conversion(col::ID, e.to_string()))?;
+    let queue = Name::parse("queue", text(col::QUEUE)?)
+        .map_err(|e| conversion(col::QUEUE, e.to_string()))?;
+    let kind =
+        Name::parse("kind", text(col::KIND)?).map_err(|e| conversion(col::KIND, e.to_string()))?;
+    let state: JobState = text(col::STATE)?
         .parse()
-        .map_err(|e: Error| conversion(3, e.to_string()))?;
-    let priority: i64 = row.get("priority")?;
+        .map_err(|e: Error| conversion(col::STATE, e.to_string()))?;
+    let priority: i64 = row.get(col::PRIORITY)?;
     Ok(Job {
         id,
         queue,
         kind,
         state,
-        payload: Payload::from_stored(text("payload")?),
+        payload: Payload::from_stored(text(col::PAYLOAD)?),
         priority: i16::try_from(priority)
-            .map_err(|_| conversion(5, "priority out of range".into()))?,
-        attempts: u32_col(row, "attempts")?,
-        max_attempts: u32_col(row, "max_attempts")?,
-        replays: u32_col(row, "replays")?,
-        lease_expiries: u32_col(row, "lease_expiries")?,
-        max_lease_expiries: u32_col(row, "max_lease_expiries")?,
-        give_up_at: opt_ts_col(row, "give_up_at")?,
-        available_at: ts_col(row, "available_at")?,
-        created_at: ts_col(row, "created_at")?,
-        updated_at: ts_col(row, "updated_at")?,
-        lease_until: opt_ts_col(row, "lease_until")?,
-        attempt_started_at: opt_ts_col(row, "attempt_started_at")?,
-        last_error: row.get("last_error")?,
-        last_error_class: class_col(row, "last_error_class")?,
-        finished_at: opt_ts_col(row, "finished_at")?,
-        key: match row.get::<_, Option<String>>("key_name")? {
+            .map_err(|_| conversion(col::PRIORITY, "priority out of range".into()))?,
+        attempts: u32_col(row, col::ATTEMPTS)?,
+        max_attempts: u32_col(row, col::MAX_ATTEMPTS)?,
+        replays: u32_col(row, col::REPLAYS)?,
+        lease_expiries: u32_col(row, col::LEASE_EXPIRIES)?,
+        max_lease_expiries: u32_col(row, col::MAX_LEASE_EXPIRIES)?,
+        give_up_at: opt_ts_col(row, col::GIVE_UP_AT)?,
+        available_at: ts_col(row, col::AVAILABLE_AT)?,
+        created_at: ts_col(row, col::CREATED_AT)?,
+        updated_at: ts_col(row, col::UPDATED_AT)?,
+        lease_until: opt_ts_col(row, col::LEASE_UNTIL)?,
+        attempt_started_at: opt_ts_col(row, col::ATTEMPT_STARTED_AT)?,
+        last_error: row.get(col::LAST_ERROR)?,
+        last_error_class: class_col(row, col::LAST_ERROR_CLASS)?,
+        finished_at: opt_ts_col(row, col::FINISHED_AT)?,
+        key: match row.get::<_, Option<String>>(col::KEY_NAME)? {
             Some(name) => Some(JobKey::from_stored(
                 name,
-                u32_col(row, "key_limit")?,
-                row.get("key_ordered")?,
+                u32_col(row, col::KEY_LIMIT)?,
+                row.get(col::KEY_ORDERED)?,
             )),
             None => None,
         },
@@ -172,6 +244,137 @@ pub fn insert(conn: &Connection, job: &NewJob, now: Timestamp) -> Result<Inserte
             job: get(conn, &id)?,
             created: false,
         }),
+    }
+}
+
+/// Jobs per multi-row insert statement (12 parameters each, far under
+/// SQLite's 32,766).
+const INSERT_CHUNK: usize = 256;
+
+/// The multi-row insert for `rows` jobs: `?1` is the time, then twelve
+/// parameters per job (see insert_many.sql).
+fn insert_many_sql(rows: usize) -> String {
+    let mut values = Vec::with_capacity(rows);
+    for r in 0..rows {
+        let p = |k: usize| format!("?{}", 2 + r * 12 + k);
+        values.push(format!(
+            "({}, {}, {}, 'ready', {}, {}, 0, {}, 0, {}, {}, {}, ?1, ?1, {}, {}, {})",
+            p(0),
+            p(1),
+            p(2),
+            p(3),
+            p(4),
+            p(5),
+            p(6),
+            p(7),
+            p(8),
+            p(9),
+            p(10),
+            p(11)
+        ));
+    }
+    INSERT_MANY.replace("__VALUES__", &values.join(",\n    "))
+}
+
+/// Inserts `jobs` on `conn` (inside whatever transaction the caller has
+/// open) with one statement per 256 jobs, each like [`insert`]: in input
+/// order, for each job the new row, or the existing one with its id (also
+/// when the batch repeats an id: the first occurrence is created).
+pub fn insert_many(conn: &Connection, jobs: &[NewJob], now: Timestamp) -> Result<Vec<Inserted>> {
+    let mut ids = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        job.validate()?;
+        ids.push(job.id.clone().unwrap_or_else(JobId::generate));
+    }
+    let full_chunk = FULL_CHUNK_SQL.get_or_init(|| insert_many_sql(INSERT_CHUNK));
+    let mut created: HashSet<String> = HashSet::with_capacity(jobs.len());
+    for (chunk, chunk_ids) in jobs.chunks(INSERT_CHUNK).zip(ids.chunks(INSERT_CHUNK)) {
+        let sql = if chunk.len() == INSERT_CHUNK {
+            std::borrow::Cow::Borrowed(full_chunk.as_str())
+        } else {
+            std::borrow::Cow::Owned(insert_many_sql(chunk.len()))
+        };
+        let mut stmt = conn.prepare_cached(&sql).map_err(map_err)?;
+        stmt.raw_bind_parameter(1, now.as_millis())
+            .map_err(map_err)?;
+        for (r, (job, id)) in chunk.iter().zip(chunk_ids).enumerate() {
+            let at = |k: usize| 2 + r * 12 + k;
+            let key = job.key.as_ref();
+            let bind = |stmt: &mut rusqlite::CachedStatement<'_>,
+                        k: usize,
+                        v: &dyn rusqlite::ToSql|
+             -> Result<()> {
+                stmt.raw_bind_parameter(at(k), v).map_err(map_err)
+            };
+            bind(&mut stmt, 0, &id.as_str())?;
+            bind(&mut stmt, 1, &job.queue.as_str())?;
+            bind(&mut stmt, 2, &job.kind.as_str())?;
+            bind(&mut stmt, 3, &job.payload.as_str())?;
+            bind(&mut stmt, 4, &job.priority)?;
+            bind(&mut stmt, 5, &job.max_attempts)?;
+            bind(&mut stmt, 6, &job.max_lease_expiries)?;
+            bind(
+                &mut stmt,
+                7,
+                &job.give_up_after.map(|d| now.plus(d).as_millis()),
+            )?;
+            bind(&mut stmt, 8, &due_time(job.schedule, now).as_millis())?;
+            bind(&mut stmt, 9, &key.map(|k| k.name.as_str()))?;
+            bind(&mut stmt, 10, &key.map(|k| k.limit))?;
+            bind(&mut stmt, 11, &key.is_some_and(|k| k.ordered))?;
+        }
+        let mut rows = stmt.raw_query();
+        while let Some(row) = rows.next().map_err(map_err)? {
+            created.insert(row.get(0).map_err(map_err)?);
+        }
+    }
+    jobs.iter()
+        .zip(ids)
+        .map(|(job, id)| {
+            if created.remove(id.as_str()) {
+                Ok(Inserted {
+                    job: new_row(job, id, now),
+                    created: true,
+                })
+            } else {
+                Ok(Inserted {
+                    job: get(conn, &id)?,
+                    created: false,
+                })
+            }
+        })
+        .collect()
+}
+
+static FULL_CHUNK_SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// The row insert_many.sql writes for `job`: every column is known, so it
+/// is built here rather than read back (reading 5,000 payloads back was a
+/// tenth of a bulk insert). The conformance suite compares it with the
+/// stored row.
+fn new_row(job: &NewJob, id: JobId, now: Timestamp) -> Job {
+    Job {
+        id,
+        queue: job.queue.clone(),
+        kind: job.kind.clone(),
+        state: JobState::Ready,
+        payload: job.payload.clone(),
+        priority: job.priority,
+        attempts: 0,
+        max_attempts: job.max_attempts,
+        replays: 0,
+        lease_expiries: 0,
+        max_lease_expiries: job.max_lease_expiries,
+        give_up_at: job.give_up_after.map(|d| now.plus(d)),
+        available_at: due_time(job.schedule, now),
+        created_at: now,
+        updated_at: now,
+        lease_until: None,
+        attempt_started_at: None,
+        last_error: None,
+        last_error_class: None,
+        finished_at: None,
+        key: job.key.clone(),
     }
 }
 
@@ -486,7 +689,7 @@ pub(crate) fn claim(conn: &Connection, req: &ClaimRequest, clock: Now) -> Result
             .map_err(map_err)?;
         while let Some(row) = rows.next().map_err(map_err)? {
             let job = job_from_row(row).map_err(map_err)?;
-            let token = LeaseToken::from_string(row.get("lease_token").map_err(map_err)?);
+            let token = LeaseToken::from_string(row.get(col::LEASE_TOKEN).map_err(map_err)?);
             claimed.insert(job.id.as_str().to_owned(), claimed_job(job, token));
         }
     }

@@ -65,8 +65,24 @@ pub(crate) fn check(conn: &Connection) -> Result<()> {
         Some(v) if v > SCHEMA_VERSION => Err(Error::SchemaTooNew(format!(
             "database schema version {v}, this program knows up to {SCHEMA_VERSION}"
         ))),
-        Some(_) => Ok(()),
+        Some(_) => check_job_columns(conn),
     }
+}
+
+/// Job rows are read by position: the table must have exactly the columns
+/// the code expects, in order.
+fn check_job_columns(conn: &Connection) -> Result<()> {
+    let columns: Vec<String> = conn
+        .prepare("SELECT name FROM pragma_table_info('errand_jobs') ORDER BY cid")
+        .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+        .map_err(map_err)?;
+    if columns != crate::ops::JOB_COLUMNS {
+        return Err(Error::Storage(format!(
+            "errand_jobs has the columns {columns:?}, not the ones schema version \
+             {SCHEMA_VERSION} defines; the table was changed outside Errand's migrations"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -74,6 +90,19 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use errand_core::{JobId, Lease, LeaseToken, Store};
+
+    /// Job rows are read by position, so a table whose columns differ from
+    /// the expected ones is refused at open, naming the cause.
+    #[test]
+    fn a_job_table_with_other_columns_is_refused() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn).unwrap();
+        check(&conn).unwrap();
+        conn.execute_batch("ALTER TABLE errand_jobs ADD COLUMN extra TEXT")
+            .unwrap();
+        let err = check(&conn).unwrap_err().to_string();
+        assert!(err.contains("changed outside Errand's migrations"), "{err}");
+    }
 
     /// A database at V2 with a running job (its attempt open in the history
     /// table) and a done one upgrades to V3: the running attempt moves onto

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use errand_core::{
-    CancelRequest, ClaimRequest, Error, ErrorClass, Failure, JobFilter, JobId, JobState, Lease,
-    ManualClock, Name, ReplayRequest, RetryAt, Schedule, Store,
+    CancelRequest, ClaimRequest, Clock, Error, ErrorClass, Failure, JobFilter, JobId, JobState,
+    KeyLimit, Lease, ManualClock, Name, Payload, ReplayRequest, RetryAt, Schedule, Store,
 };
 
 use crate::{assert_lease_lost, claim_one, claim_req, forged, get, job, retry_after};
@@ -80,6 +80,91 @@ pub async fn insert_many_is_all_or_nothing_per_call(store: Arc<dyn Store>, _cloc
         store.get(&id("m5")).await,
         Err(Error::NotFound(_))
     ));
+}
+
+/// One `insert_many` call keeps every field of every job, answers in input
+/// order, creates a repeated id once (the first occurrence; the repeat gets
+/// that job back), keeps an existing job untouched, and stores a key's jobs
+/// in input order: an ordered key runs them in that order.
+pub async fn insert_many_keeps_each_job_in_input_order(store: Arc<dyn Store>, clock: ManualClock) {
+    store.insert(job("old")).await.unwrap();
+    let ordered = |name: &str| job(name).with_key("k", KeyLimit::Ordered).unwrap();
+    let special = job("special")
+        .with_priority(-7)
+        .with_max_attempts(3)
+        .unwrap()
+        .give_up_after(Duration::from_secs(60))
+        .scheduled(Schedule::After(Duration::from_secs(5)));
+    let mut again = job("o2");
+    again.payload = Payload::from_json_text(r#"{"n":"second"}"#).unwrap();
+    let res = store
+        .insert_many(vec![
+            ordered("o2"),
+            job("old"),
+            ordered("o1"),
+            special,
+            again,
+            ordered("o3"),
+        ])
+        .await
+        .unwrap();
+    let got: Vec<(&str, bool)> = res.iter().map(|r| (r.job.id.as_str(), r.created)).collect();
+    assert_eq!(
+        got,
+        vec![
+            ("o2", true),
+            ("old", false),
+            ("o1", true),
+            ("special", true),
+            ("o2", false),
+            ("o3", true)
+        ]
+    );
+    for r in &res {
+        assert_eq!(
+            r.job,
+            store.get(&r.job.id).await.unwrap(),
+            "the job insert_many returned is the stored one"
+        );
+    }
+    let n = |p: &Payload| p.as_str().replace(' ', ""); // PostgreSQL's jsonb adds spaces
+    assert_eq!(
+        n(&res[4].job.payload),
+        r#"{"n":"o2"}"#,
+        "the first o2 stays"
+    );
+    let s = &res[3].job;
+    let now = clock.now();
+    assert_eq!(
+        (s.priority, s.max_attempts, s.give_up_at, s.available_at),
+        (
+            -7,
+            3,
+            Some(now.plus(Duration::from_secs(60))),
+            now.plus(Duration::from_secs(5))
+        )
+    );
+    assert_eq!(n(&s.payload), r#"{"n":"special"}"#);
+    assert_eq!(n(&get(store.as_ref(), "o2").await.payload), r#"{"n":"o2"}"#);
+    // The ordered key runs o2, o1, o3: the batch's order, not the ids'.
+    let mut ran = Vec::new();
+    for _ in 0..3 {
+        let c = store
+            .claim(&ClaimRequest {
+                queues: vec![],
+                limit: 10,
+                lease: LEASE,
+            })
+            .await
+            .unwrap();
+        let keyed: Vec<_> = c.iter().filter(|c| c.job.key.is_some()).collect();
+        assert_eq!(keyed.len(), 1, "an ordered key runs one job at a time");
+        ran.push(keyed[0].job.id.as_str().to_owned());
+        for c in &c {
+            store.complete(&c.lease).await.unwrap();
+        }
+    }
+    assert_eq!(ran, vec!["o2", "o1", "o3"]);
 }
 
 /// A claim increments attempts, writes a fresh 128-bit token and

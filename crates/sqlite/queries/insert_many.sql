@@ -1,0 +1,14 @@
+-- Inserts many jobs in one statement, in input order (the rowid order an
+-- ordered key runs in); an id that already exists, or repeats earlier in
+-- the batch, is skipped. The VALUES placeholder becomes one row per job
+-- (insert_many_sql in ops.rs): ?1 is the time, then per job its id, queue,
+-- kind, payload, priority, max_attempts, max_lease_expiries, give_up_at,
+-- available_at, key_name, key_limit and key_ordered.
+INSERT INTO errand_jobs
+    (id, queue, kind, state, payload, priority, attempts, max_attempts, replays,
+     max_lease_expiries, give_up_at, available_at, created_at, updated_at,
+     key_name, key_limit, key_ordered)
+VALUES
+    __VALUES__
+ON CONFLICT (id) DO NOTHING
+RETURNING id
