@@ -219,6 +219,27 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// nothing changed).
     async fn complete_many(&self, leases: &[Lease]) -> Result<Vec<bool>>;
 
+    /// Acknowledges `leases` exactly like [`Store::complete_many`], then
+    /// claims like [`Store::claim`] — in one transaction where the backend
+    /// can (PostgreSQL: one commit, two round trips), so a busy worker
+    /// settles one batch and takes the next together. The claim may not see
+    /// the acknowledgments (a key's running count may still include them).
+    ///
+    /// `Err` means nothing was acknowledged; the claim's own outcome is the
+    /// inner result. The default acknowledges, then claims.
+    async fn complete_and_claim(
+        &self,
+        leases: &[Lease],
+        req: &ClaimRequest,
+    ) -> Result<(Vec<bool>, Result<Vec<ClaimedJob>>)> {
+        let acked = if leases.is_empty() {
+            Vec::new()
+        } else {
+            self.complete_many(leases).await?
+        };
+        Ok((acked, self.claim(req).await))
+    }
+
     /// Records a failure: `running` → `ready` (retry due later) while attempts
     /// remain and `failure.retry` is set, otherwise `running` → `dead`.
     async fn fail(&self, lease: &Lease, failure: Failure) -> Result<Job>;

@@ -33,7 +33,7 @@ use errand_core::{
     RetryPolicy, Store,
 };
 use serde::de::DeserializeOwned;
-use tokio::sync::{Semaphore, mpsc, oneshot, watch};
+use tokio::sync::{Notify, Semaphore, oneshot, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -312,12 +312,10 @@ impl RuntimeBuilder {
                 ));
             }
         }
-        let (completions_tx, completions_rx) = mpsc::unbounded_channel();
         Ok(Runtime {
             inner: Arc::new(Inner {
                 settings: self.settings,
-                completions: completions_tx,
-                completions_rx: Mutex::new(Some(completions_rx)),
+                acks: Arc::new(Acks::default()),
                 in_flight: Mutex::new(HashMap::new()),
                 stats: Mutex::new(RunStats::default()),
             }),
@@ -329,9 +327,8 @@ impl RuntimeBuilder {
 
 struct Inner {
     settings: Settings,
-    /// Acknowledgments waiting for the completion batcher.
-    completions: mpsc::UnboundedSender<Completion>,
-    completions_rx: Mutex<Option<mpsc::UnboundedReceiver<Completion>>>,
+    /// Acknowledgments waiting to be written.
+    acks: Arc<Acks>,
     /// Running jobs: their lease and the token that stops them.
     in_flight: Mutex<HashMap<JobId, (Lease, CancellationToken)>>,
     stats: Mutex<RunStats>,
@@ -381,13 +378,8 @@ impl Runtime {
     pub async fn run_until<F: Future<Output = ()>>(self, shutdown: F) -> Result<RunStats> {
         let (stop_tx, stop_rx) = watch::channel(false);
         let completer = {
-            let rx = lock(&self.inner.completions_rx).take();
-            let store = self.inner.settings.store.clone();
-            tokio::spawn(async move {
-                if let Some(rx) = rx {
-                    complete_in_batches(store, rx).await;
-                }
-            })
+            let (store, acks) = (self.inner.settings.store.clone(), self.inner.acks.clone());
+            tokio::spawn(complete_in_batches(store, acks))
         };
         let mut claimers = JoinSet::new();
         let jobs = Arc::new(Mutex::new(JoinSet::new()));
@@ -514,39 +506,66 @@ type Completion = (Lease, oneshot::Sender<Result<bool>>);
 /// Most acknowledgments in one statement.
 const MAX_COMPLETION_BATCH: usize = 512;
 
+/// Acknowledgments waiting to be written: by the completion batcher, or by
+/// a claimer about to claim, which sends them in the same transaction
+/// ([`Store::complete_and_claim`]). Each is taken by exactly one of them.
+#[derive(Default)]
+struct Acks {
+    pending: Mutex<Vec<Completion>>,
+    arrived: Notify,
+}
+
+impl Acks {
+    fn push(&self, completion: Completion) {
+        lock(&self.pending).push(completion);
+        self.arrived.notify_one();
+    }
+
+    /// Takes up to [`MAX_COMPLETION_BATCH`] waiting acknowledgments.
+    fn take(&self) -> Vec<Completion> {
+        let mut pending = lock(&self.pending);
+        let n = pending.len().min(MAX_COMPLETION_BATCH);
+        pending.drain(..n).collect()
+    }
+}
+
 /// Takes every acknowledgment waiting and settles them in one
 /// [`Store::complete_many`] call.
-async fn complete_in_batches(store: Arc<dyn Store>, mut rx: mpsc::UnboundedReceiver<Completion>) {
-    while let Some(first) = rx.recv().await {
-        let mut batch = vec![first];
-        while batch.len() < MAX_COMPLETION_BATCH {
-            match rx.try_recv() {
-                Ok(c) => batch.push(c),
-                Err(_) => break,
-            }
+async fn complete_in_batches(store: Arc<dyn Store>, acks: Arc<Acks>) {
+    loop {
+        let batch = acks.take();
+        if batch.is_empty() {
+            acks.arrived.notified().await;
+            continue;
         }
         let leases: Vec<Lease> = batch.iter().map(|(l, _)| l.clone()).collect();
-        match store.complete_many(&leases).await {
-            Ok(acked) if acked.len() == batch.len() => {
-                // Committed, and no waiter told yet.
-                crate::failpoint::batch_ack_committed(&leases, &acked);
-                for ((_, reply), ok) in batch.into_iter().zip(acked) {
-                    let _ = reply.send(Ok(ok));
-                }
+        let result = store.complete_many(&leases).await;
+        answer(batch, &leases, result);
+    }
+}
+
+/// Tells each waiter of a batch acknowledgment its verdict.
+fn answer(batch: Vec<Completion>, leases: &[Lease], result: Result<Vec<bool>>) {
+    match result {
+        Ok(acked) if acked.len() == batch.len() => {
+            // Committed, and no waiter told yet.
+            crate::failpoint::batch_ack_committed(leases, &acked);
+            for ((_, reply), ok) in batch.into_iter().zip(acked) {
+                let _ = reply.send(Ok(ok));
             }
-            Ok(_) => {
-                for (_, reply) in batch {
-                    let _ = reply.send(Err(Error::Storage(
-                        "the store answered a batch acknowledgment with the wrong count".into(),
-                    )));
-                }
+        }
+        Ok(_) => {
+            for (_, reply) in batch {
+                let _ = reply.send(Err(Error::Storage(
+                    "the store answered a batch acknowledgment with the wrong count".into(),
+                )));
             }
-            Err(e) => {
-                // Every waiter gets the error itself, class included (a
-                // full disk stays `StorageFull`).
-                for (_, reply) in batch {
-                    let _ = reply.send(Err(e.clone()));
-                }
+        }
+        Err(e) => {
+            // Every waiter gets the error itself, class included (a
+            // full disk stays `StorageFull`).
+            for (_, reply) in batch {
+                let _ = reply.send(Err(e.clone()));
             }
         }
     }
@@ -611,7 +630,7 @@ impl Inner {
                 limit: u32::try_from(permits.len()).unwrap_or(self.settings.batch),
                 lease: self.settings.lease,
             };
-            let claimed = match self.settings.store.claim(&req).await {
+            let claimed = match self.claim_with_acks(&req).await {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::warn!(error = %e, "claim failed; retrying after the poll interval");
@@ -655,6 +674,27 @@ impl Inner {
                     _ = signal.wait(self.settings.poll) => {}
                     _ = stop.changed() => {}
                 }
+            }
+        }
+    }
+
+    /// Claims, sending the acknowledgments waiting (if any) in the same
+    /// transaction: a busy worker settles one batch as it takes the next.
+    async fn claim_with_acks(&self, req: &ClaimRequest) -> Result<Vec<ClaimedJob>> {
+        let store = self.settings.store.as_ref();
+        let batch = self.acks.take();
+        if batch.is_empty() {
+            return store.claim(req).await;
+        }
+        let leases: Vec<Lease> = batch.iter().map(|(l, _)| l.clone()).collect();
+        match store.complete_and_claim(&leases, req).await {
+            Ok((acked, claimed)) => {
+                answer(batch, &leases, Ok(acked));
+                claimed
+            }
+            Err(e) => {
+                answer(batch, &leases, Err(e.clone()));
+                Err(e)
             }
         }
     }
@@ -712,9 +752,7 @@ impl Inner {
     /// its own token and lease.
     async fn acknowledge(&self, lease: &Lease) -> Result<WorkReport> {
         let (tx, rx) = oneshot::channel();
-        if self.completions.send((lease.clone(), tx)).is_err() {
-            return Err(Error::Closed("the completion batcher stopped".into()));
-        }
+        self.acks.push((lease.clone(), tx));
         let acked = rx
             .await
             .map_err(|_| Error::Closed("the completion batcher stopped".into()))??;
@@ -899,8 +937,8 @@ mod tests {
     /// the class (`StorageFull`: free space, then retry) was lost.
     #[tokio::test]
     async fn a_batch_acknowledgment_on_a_full_disk_stays_storage_full_for_every_job() {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let batcher = tokio::spawn(complete_in_batches(Arc::new(FullDisk), rx));
+        let acks = Arc::new(Acks::default());
+        let batcher = tokio::spawn(complete_in_batches(Arc::new(FullDisk), acks.clone()));
         let mut waiting = Vec::new();
         for n in 0..3 {
             let (reply, verdict) = oneshot::channel();
@@ -909,7 +947,7 @@ mod tests {
                 token: LeaseToken::generate(),
                 attempt: 1,
             };
-            tx.send((lease, reply)).unwrap();
+            acks.push((lease, reply));
             waiting.push(verdict);
         }
         for verdict in waiting {
@@ -918,7 +956,6 @@ mod tests {
                 other => panic!("expected StorageFull, got {other:?}"),
             }
         }
-        drop(tx);
-        batcher.await.unwrap();
+        batcher.abort();
     }
 }

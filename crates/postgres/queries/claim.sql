@@ -76,29 +76,32 @@ ready_keyed AS (
     LIMIT $2
     FOR UPDATE OF j SKIP LOCKED
 ),
+-- Each picked job carries its token ($4, by position), so the UPDATE
+-- joins one relation: every relation joined to an UPDATE is copied whole
+-- into every row for its recheck, which cost a sixth of a claim's time
+-- when the tokens and `t` were joined too.
 picked AS (
-    SELECT id, src, row_number() OVER (ORDER BY src, priority DESC, due, id) AS n
-    FROM (SELECT id, src, priority, due FROM expired UNION ALL SELECT * FROM ready
-          UNION ALL SELECT * FROM ready_keyed) u
-    ORDER BY src, priority DESC, due, id
-    LIMIT $2
+    SELECT u.id, u.src, u.n, ($4::text[])[u.n] AS token
+    FROM (SELECT id, src, row_number() OVER (ORDER BY src, priority DESC, due, id) AS n
+          FROM (SELECT id, src, priority, due FROM expired UNION ALL SELECT * FROM ready
+                UNION ALL SELECT * FROM ready_keyed) u0
+          ORDER BY src, priority DESC, due, id
+          LIMIT $2) u
 ),
 claimed AS (
     UPDATE __SCHEMA__.errand_jobs j
     SET state          = 'running',
         attempts       = j.attempts + 1,
         lease_expiries = j.lease_expiries + CASE WHEN j.state = 'running' THEN 1 ELSE 0 END,
-        lease_token = tk.token,
-        lease_until = t.now + $5::bigint * interval '1 millisecond',
-        attempt_started_at = t.now,
-        updated_at  = t.now
+        lease_token = p.token,
+        lease_until = coalesce($1::timestamptz, now()) + $5::bigint * interval '1 millisecond',
+        attempt_started_at = coalesce($1::timestamptz, now()),
+        updated_at  = coalesce($1::timestamptz, now())
     FROM picked p
-    JOIN unnest($4::text[]) WITH ORDINALITY AS tk (token, n) ON tk.n = p.n,
-    t
     WHERE j.id = p.id
       AND j.attempts < j.max_attempts
-      AND ((j.state = 'ready' AND j.available_at <= t.now)
-           OR (j.state = 'running' AND j.lease_until <= t.now
+      AND ((j.state = 'ready' AND j.available_at <= coalesce($1::timestamptz, now()))
+           OR (j.state = 'running' AND j.lease_until <= coalesce($1::timestamptz, now())
                AND j.lease_expiries + 1 < j.max_lease_expiries))
     RETURNING j.*, p.src, p.n
 ),

@@ -8,14 +8,12 @@
 -- job that ran since the last vacuum are dead and which a bitmap scan never
 -- prunes: a 100,000-job burn-down slowed to 100 ms a batch. Unnamed, the
 -- jobs are found by primary key.
-WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now),
-input AS (SELECT * FROM unnest($2::text[], $3::text[]) AS u (id, token)),
-done AS (
-    UPDATE __SCHEMA__.errand_jobs j
-    SET state = 'done', lease_token = NULL, lease_until = NULL,
-        last_error = NULL, last_error_class = NULL, finished_at = t.now, updated_at = t.now
-    FROM input i, t
-    WHERE j.id = i.id AND j.lease_token = i.token AND j.lease_until > t.now
-    RETURNING j.id, i.token
-)
-SELECT id, token FROM done
+-- The time is written out, not joined from a one-row `t`: every relation
+-- joined to an UPDATE is copied whole into every row for its recheck.
+UPDATE __SCHEMA__.errand_jobs j
+SET state = 'done', lease_token = NULL, lease_until = NULL,
+    last_error = NULL, last_error_class = NULL,
+    finished_at = coalesce($1::timestamptz, now()), updated_at = coalesce($1::timestamptz, now())
+FROM unnest($2::text[], $3::text[]) AS i (id, token)
+WHERE j.id = i.id AND j.lease_token = i.token AND j.lease_until > coalesce($1::timestamptz, now())
+RETURNING j.id, i.token

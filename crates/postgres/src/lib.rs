@@ -393,8 +393,19 @@ impl Store for PgStore {
     }
 
     async fn claim(&self, req: &ClaimRequest) -> Result<Vec<ClaimedJob>> {
-        let mut client = self.client().await?;
-        ops::claim(&mut client, &self.queries, self.now(), req).await
+        let client = self.client().await?;
+        let (_, claimed) = ops::claim(&client, &self.queries, self.now(), &[], req).await?;
+        Ok(claimed)
+    }
+
+    async fn complete_and_claim(
+        &self,
+        leases: &[Lease],
+        req: &ClaimRequest,
+    ) -> Result<(Vec<bool>, Result<Vec<ClaimedJob>>)> {
+        let client = self.client().await?;
+        let (acked, claimed) = ops::claim(&client, &self.queries, self.now(), leases, req).await?;
+        Ok((acked, Ok(claimed)))
     }
 
     async fn complete(&self, lease: &Lease) -> Result<Job> {

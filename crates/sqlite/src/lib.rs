@@ -387,6 +387,30 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn complete_and_claim(
+        &self,
+        leases: &[Lease],
+        req: &ClaimRequest,
+    ) -> Result<(Vec<bool>, Result<Vec<ClaimedJob>>)> {
+        let (leases, req) = (leases.to_vec(), req.clone());
+        self.inner.steps.note_lease(req.lease);
+        // One write operation, so one commit for both. The claim has a
+        // savepoint of its own: a failed claim undoes only itself.
+        self.op(move |c, now| {
+            let acked = ops::complete_many(c, &leases, now)?;
+            c.execute_batch("SAVEPOINT errand_claim").map_err(map_err)?;
+            let claimed = ops::claim(c, &req, now);
+            let end = if claimed.is_ok() {
+                "RELEASE errand_claim"
+            } else {
+                "ROLLBACK TO errand_claim; RELEASE errand_claim"
+            };
+            c.execute_batch(end).map_err(map_err)?;
+            Ok((acked, claimed))
+        })
+        .await
+    }
+
     async fn fail(&self, lease: &Lease, failure: Failure) -> Result<Job> {
         let lease = lease.clone();
         self.op(move |c, now| ops::fail(c, &lease, &failure, now))

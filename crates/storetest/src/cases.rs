@@ -692,6 +692,50 @@ pub async fn complete_many_with_a_job_listed_twice_acknowledges_it_once(
     assert_eq!(get(store.as_ref(), "b").await.state, JobState::Done);
 }
 
+/// `complete_and_claim` acknowledges exactly like `complete_many` (each
+/// lease fenced on its own) and claims like `claim`: the acknowledged job
+/// is done, the forged one untouched and not claimable under its live
+/// lease, and the claim takes what is due.
+pub async fn complete_and_claim_settles_one_batch_and_claims_the_next(
+    store: Arc<dyn Store>,
+    _clock: ManualClock,
+) {
+    store.insert(job("a")).await.unwrap();
+    store.insert(job("b")).await.unwrap();
+    let a = claim_one(store.as_ref(), LEASE).await;
+    let b = claim_one(store.as_ref(), LEASE).await;
+    store.insert(job("c")).await.unwrap();
+    store.insert(job("d")).await.unwrap();
+    let req = ClaimRequest {
+        queues: vec![],
+        limit: 1,
+        lease: LEASE,
+    };
+    let (acked, claimed) = store
+        .complete_and_claim(&[a.lease.clone(), forged(&b.lease)], &req)
+        .await
+        .unwrap();
+    assert_eq!(acked, vec![true, false]);
+    let claimed = claimed.unwrap();
+    assert_eq!(claimed.len(), 1, "the claim's limit holds");
+    assert_eq!(claimed[0].job.id.as_str(), "c");
+    assert_eq!(claimed[0].lease.attempt, 1);
+    assert_eq!(get(store.as_ref(), "a").await.state, JobState::Done);
+    assert_eq!(get(store.as_ref(), "b").await.state, JobState::Running);
+    // b's real lease still settles it; with nothing to acknowledge the
+    // call is a plain claim.
+    store.complete(&b.lease).await.unwrap();
+    let (acked, claimed) = store.complete_and_claim(&[], &req).await.unwrap();
+    assert!(acked.is_empty());
+    let claimed = claimed.unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].job.id.as_str(), "d");
+    // The claimed job's lease is a real one.
+    store.complete(&claimed[0].lease).await.unwrap();
+    let (_, nothing) = store.complete_and_claim(&[], &req).await.unwrap();
+    assert!(nothing.unwrap().is_empty());
+}
+
 /// A shared token bucket: starts full, refills on the store's clock at its
 /// rate, never beyond its burst, and grants no more than it holds.
 pub async fn the_rate_limit_bucket_refills_at_its_rate_up_to_its_burst(

@@ -62,6 +62,7 @@ macro_rules! conformance_tests {
             retention_prunes_old_finished_jobs_and_keeps_dead_ones,
             complete_many_fences_each_job_individually,
             complete_many_with_a_job_listed_twice_acknowledges_it_once,
+            complete_and_claim_settles_one_batch_and_claims_the_next,
             the_rate_limit_bucket_refills_at_its_rate_up_to_its_burst,
             a_retryable_failure_persists_its_due_time,
             exhaustion_goes_dead_with_the_last_error,
