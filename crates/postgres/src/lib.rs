@@ -46,6 +46,9 @@ use tokio_postgres::NoTls;
 pub use listen::PgSignal;
 pub use ops::{Conn, Param, Queries};
 
+/// Jobs per statement of a large `insert_many`.
+const INSERT_CHUNK: usize = 1_000;
+
 /// The schema version this build expects.
 pub const SCHEMA_VERSION: i64 = 5;
 const MIGRATIONS: &[(&str, &str)] = &[
@@ -389,7 +392,36 @@ impl Store for PgStore {
 
     async fn insert_many(&self, jobs: Vec<NewJob>) -> Result<Vec<Inserted>> {
         let client = self.client().await?;
-        ops::insert_many(&client, &self.queries, self.now(), &jobs).await
+        let now = self.now();
+        if jobs.len() <= INSERT_CHUNK {
+            return ops::insert_many(&client, &self.queries, now, &jobs).await;
+        }
+        // A large batch goes as statements of INSERT_CHUNK jobs, sent
+        // together in one transaction: PostgreSQL inserts one chunk while
+        // this side encodes the next and reads the last one's rows. The
+        // statement is prepared first, so the chunks are sent — and run —
+        // in input order.
+        let result = async {
+            client
+                .prepare_cached(&self.queries.insert_many)
+                .await
+                .map_err(map_err)?;
+            let inserts = futures_util::future::try_join_all(
+                jobs.chunks(INSERT_CHUNK)
+                    .map(|chunk| ops::insert_many(&client, &self.queries, now, chunk)),
+            );
+            let (_, parts) = tokio::try_join!(
+                async { client.batch_execute("BEGIN").await.map_err(map_err) },
+                inserts
+            )?;
+            client.batch_execute("COMMIT").await.map_err(map_err)?;
+            Ok(parts.concat())
+        }
+        .await;
+        if result.is_err() {
+            let _ = client.batch_execute("ROLLBACK").await;
+        }
+        result
     }
 
     async fn claim(&self, req: &ClaimRequest) -> Result<Vec<ClaimedJob>> {

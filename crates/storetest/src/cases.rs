@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use errand_core::{
     CancelRequest, ClaimRequest, Clock, Error, ErrorClass, Failure, JobFilter, JobId, JobState,
-    KeyLimit, Lease, ManualClock, Name, Payload, ReplayRequest, RetryAt, Schedule, Store,
+    KeyLimit, Lease, ManualClock, Name, NewJob, Payload, ReplayRequest, RetryAt, Schedule, Store,
 };
 
 use crate::{assert_lease_lost, claim_one, claim_req, forged, get, job, retry_after};
@@ -165,6 +165,74 @@ pub async fn insert_many_keeps_each_job_in_input_order(store: Arc<dyn Store>, cl
         }
     }
     assert_eq!(ran, vec!["o2", "o1", "o3"]);
+}
+
+/// A batch larger than a backend's statement (SQLite binds 256 jobs per
+/// statement, PostgreSQL sends 1,000 per statement) is still one atomic
+/// call in input order: an id repeated across statements is created at
+/// its first occurrence, and an ordered key spread over them runs in
+/// input order.
+pub async fn a_large_insert_many_spans_statements_in_input_order(
+    store: Arc<dyn Store>,
+    _clock: ManualClock,
+) {
+    let mut jobs = Vec::new();
+    for i in 0..2_500 {
+        let name = format!("big-{i:04}");
+        let job = job(&name);
+        // Every 600th job is on one ordered key, in descending id order so
+        // that id order and input order disagree.
+        if i % 600 == 0 {
+            let keyed = JobId::new(format!("key-{:04}", 9_999 - i)).unwrap();
+            jobs.push(job.with_id(keyed).with_key("k", KeyLimit::Ordered).unwrap());
+        } else {
+            jobs.push(job);
+        }
+    }
+    let mut again = job("big-0010");
+    again.payload = Payload::from_json_text(r#"{"n":"later"}"#).unwrap();
+    jobs.push(again);
+    let res = store.insert_many(jobs.clone()).await.unwrap();
+    assert_eq!(res.len(), 2_501);
+    for (r, j) in res.iter().zip(&jobs) {
+        assert_eq!(Some(&r.job.id), j.id.as_ref(), "answers in input order");
+    }
+    assert!(res[..2_500].iter().all(|r| r.created));
+    assert!(!res[2_500].created, "the repeat finds the first");
+    assert!(!res[2_500].job.payload.as_str().contains("later"));
+    // A failing job anywhere fails the whole call: nothing of it is kept.
+    let mut bad: Vec<NewJob> = (0..2_000).map(|i| job(&format!("bad-{i:04}"))).collect();
+    bad[1_500].max_attempts = 0;
+    assert!(store.insert_many(bad).await.is_err());
+    assert!(matches!(
+        store.get(&id("bad-0000")).await,
+        Err(Error::NotFound(_))
+    ));
+    // The keyed jobs run one at a time in input order.
+    let mut ran = Vec::new();
+    for _ in 0..5 {
+        let claimed = store
+            .claim(&ClaimRequest {
+                queues: vec![],
+                limit: 3_000,
+                lease: LEASE,
+            })
+            .await
+            .unwrap();
+        for c in &claimed {
+            if c.job.key.is_some() {
+                ran.push(c.job.id.as_str().to_owned());
+            }
+        }
+        store
+            .complete_many(&claimed.iter().map(|c| c.lease.clone()).collect::<Vec<_>>())
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        ran,
+        vec!["key-9999", "key-9399", "key-8799", "key-8199", "key-7599"]
+    );
 }
 
 /// A claim increments attempts, writes a fresh 128-bit token and
