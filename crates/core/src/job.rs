@@ -572,6 +572,36 @@ impl NewJob {
     }
 }
 
+/// The columns of the job table that make a [`Job`] (with `lease_token`),
+/// in the order of SQLite's table, which reads them by position; the
+/// PostgreSQL store looks each up by name.
+pub const JOB_COLUMNS: [&str; 24] = [
+    "id",
+    "queue",
+    "kind",
+    "state",
+    "payload",
+    "priority",
+    "attempts",
+    "max_attempts",
+    "replays",
+    "lease_expiries",
+    "max_lease_expiries",
+    "give_up_at",
+    "available_at",
+    "created_at",
+    "updated_at",
+    "lease_token",
+    "lease_until",
+    "last_error",
+    "last_error_class",
+    "finished_at",
+    "key_name",
+    "key_limit",
+    "key_ordered",
+    "attempt_started_at",
+];
+
 /// A job as stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Job {

@@ -36,8 +36,8 @@ pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use error::{Error, Result};
 pub use job::{
     AttemptRecord, AuditRecord, ClaimedJob, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_LEASE_EXPIRIES,
-    DEFAULT_QUEUE, Job, JobDetail, JobId, JobKey, JobState, KeyLimit, Lease, LeaseToken,
-    MAX_KEY_LIMIT, MAX_PAYLOAD_BYTES, Name, NewJob, Payload, Schedule,
+    DEFAULT_QUEUE, JOB_COLUMNS, Job, JobDetail, JobId, JobKey, JobState, KeyLimit, Lease,
+    LeaseToken, MAX_KEY_LIMIT, MAX_PAYLOAD_BYTES, Name, NewJob, Payload, Schedule,
 };
 pub use outcome::{ErrorClass, Outcome};
 pub use retry::RetryPolicy;

@@ -6,8 +6,8 @@ use std::time::Duration;
 use deadpool_postgres::GenericClient;
 use errand_core::{
     AttemptRecord, AuditRecord, ClaimRequest, ClaimedJob, Error, ErrorClass, Failure, Inserted,
-    Job, JobDetail, JobFilter, JobId, JobKey, JobState, Lease, LeaseToken, Name, NewJob, Payload,
-    Result, RetryAt, Schedule, Timestamp,
+    JOB_COLUMNS, Job, JobDetail, JobFilter, JobId, JobKey, JobState, Lease, LeaseToken, Name,
+    NewJob, Payload, Result, RetryAt, Schedule, Timestamp,
 };
 use std::future::Future;
 use time::OffsetDateTime;
@@ -116,43 +116,19 @@ fn u32_of(v: i32) -> Result<u32> {
     u32::try_from(v).map_err(bad_row)
 }
 
+/// The position of `lease_token` in [`JOB_COLUMNS`].
+const LEASE_TOKEN: usize = 15;
+
 /// Where each column of a job sits in a result's rows: looked up once per
 /// result rather than by name for every field of every row (a tenth of the
 /// client's time reading back a bulk insert).
 struct JobCols([usize; 24]);
 
 impl JobCols {
-    const NAMES: [&'static str; 24] = [
-        "id",
-        "queue",
-        "kind",
-        "state",
-        "payload",
-        "priority",
-        "attempts",
-        "max_attempts",
-        "replays",
-        "lease_expiries",
-        "max_lease_expiries",
-        "give_up_at",
-        "available_at",
-        "created_at",
-        "updated_at",
-        "lease_until",
-        "attempt_started_at",
-        "last_error",
-        "last_error_class",
-        "finished_at",
-        "key_name",
-        "key_limit",
-        "key_ordered",
-        "lease_token",
-    ];
-
     fn of(row: &Row) -> Result<Self> {
         let columns = row.columns();
         let mut at = [0; 24];
-        for (slot, name) in at.iter_mut().zip(Self::NAMES) {
+        for (slot, name) in at.iter_mut().zip(JOB_COLUMNS) {
             *slot = columns
                 .iter()
                 .position(|c| c.name() == name)
@@ -193,15 +169,15 @@ fn job_at(row: &Row, cols: &JobCols) -> Result<Job> {
         available_at,
         created_at,
         updated_at,
+        _lease_token,
         lease_until,
-        attempt_started_at,
         last_error,
         last_error_class,
         finished_at,
         key_name,
         key_limit,
         key_ordered,
-        _lease_token,
+        attempt_started_at,
     ] = cols.0;
     let get_ts = |i: usize| -> Result<Timestamp> {
         row.try_get::<_, OffsetDateTime>(i)
@@ -600,7 +576,7 @@ async fn claim_in_transaction(
     let jobs = jobs_from_rows(&rows)?;
     let token_at = rows
         .first()
-        .map(|r| JobCols::of(r).map(|c| c.0[23]))
+        .map(|r| JobCols::of(r).map(|c| c.0[LEASE_TOKEN]))
         .transpose()?
         .unwrap_or(0);
     let claimed = rows

@@ -88,36 +88,11 @@ fn class_col<I: RowIndex>(row: &Row<'_>, col: I) -> rusqlite::Result<Option<Erro
     }
 }
 
-/// The columns of `errand_jobs` in table order — the order of `SELECT *`
-/// and `RETURNING *`, which [`job_from_row`] reads by position (a lookup
-/// by name scans the column names, a tenth of a claim's time). The schema
-/// check at open verifies the table has exactly these.
-pub(crate) const JOB_COLUMNS: [&str; 24] = [
-    "id",
-    "queue",
-    "kind",
-    "state",
-    "payload",
-    "priority",
-    "attempts",
-    "max_attempts",
-    "replays",
-    "lease_expiries",
-    "max_lease_expiries",
-    "give_up_at",
-    "available_at",
-    "created_at",
-    "updated_at",
-    "lease_token",
-    "lease_until",
-    "last_error",
-    "last_error_class",
-    "finished_at",
-    "key_name",
-    "key_limit",
-    "key_ordered",
-    "attempt_started_at",
-];
+/// `errand_jobs`'s columns are [`JOB_COLUMNS`], in that order: the order of
+/// `SELECT *` and `RETURNING *`, which [`job_from_row`] reads by position
+/// (a lookup by name scans the column names, a tenth of a claim's time).
+/// The schema check at open verifies the table has exactly these.
+pub(crate) use errand_core::JOB_COLUMNS;
 
 /// Positions in [`JOB_COLUMNS`].
 mod col {
@@ -1191,6 +1166,40 @@ pub(crate) fn take_tokens(
 mod plan_tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    /// The positions job rows are read at name the right columns.
+    #[test]
+    fn column_positions_match_the_column_list() {
+        let at = [
+            (col::ID, "id"),
+            (col::QUEUE, "queue"),
+            (col::KIND, "kind"),
+            (col::STATE, "state"),
+            (col::PAYLOAD, "payload"),
+            (col::PRIORITY, "priority"),
+            (col::ATTEMPTS, "attempts"),
+            (col::MAX_ATTEMPTS, "max_attempts"),
+            (col::REPLAYS, "replays"),
+            (col::LEASE_EXPIRIES, "lease_expiries"),
+            (col::MAX_LEASE_EXPIRIES, "max_lease_expiries"),
+            (col::GIVE_UP_AT, "give_up_at"),
+            (col::AVAILABLE_AT, "available_at"),
+            (col::CREATED_AT, "created_at"),
+            (col::UPDATED_AT, "updated_at"),
+            (col::LEASE_TOKEN, "lease_token"),
+            (col::LEASE_UNTIL, "lease_until"),
+            (col::LAST_ERROR, "last_error"),
+            (col::LAST_ERROR_CLASS, "last_error_class"),
+            (col::FINISHED_AT, "finished_at"),
+            (col::KEY_NAME, "key_name"),
+            (col::KEY_LIMIT, "key_limit"),
+            (col::KEY_ORDERED, "key_ordered"),
+            (col::ATTEMPT_STARTED_AT, "attempt_started_at"),
+        ];
+        for (i, name) in at {
+            assert_eq!(JOB_COLUMNS[i], name);
+        }
+    }
 
     /// The batch statements find their jobs by id. Without statistics
     /// SQLite's planner prefers an index on `state` — a scan of every ready

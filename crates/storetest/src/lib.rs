@@ -39,7 +39,7 @@ pub const T0: Timestamp = Timestamp::from_millis(1_795_996_800_000);
 #[macro_export]
 macro_rules! conformance_tests {
     ($make:path) => {
-        $crate::conformance_tests!(@cases $make;
+        $crate::conformance_tests!(@in cases $make;
             insert_returns_a_ready_job_with_a_stable_id,
             inserting_an_existing_id_returns_the_existing_job_and_creates_nothing,
             insert_many_is_all_or_nothing_per_call,
@@ -84,7 +84,7 @@ macro_rules! conformance_tests {
             history_times_every_attempt_and_shows_the_running_one,
             history_records_releases_cancels_expiry_and_replay_cycles,
         );
-        $crate::conformance_tests!(@keys $make;
+        $crate::conformance_tests!(@in keys $make;
             a_job_keeps_its_concurrency_key,
             an_ordered_key_runs_one_job_at_a_time_in_enqueue_order,
             a_key_never_runs_more_than_its_limit,
@@ -102,32 +102,6 @@ macro_rules! conformance_tests {
                     return;
                 };
                 $crate::$module::$case(store, clock).await;
-            }
-        )*
-    };
-    (@keys $make:path; $($case:ident),* $(,)?) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $case() {
-                let clock = ::errand_core::ManualClock::new($crate::T0);
-                let Some(store) = $make(clock.clone()).await else {
-                    eprintln!("SKIPPED {}: backend not configured", stringify!($case));
-                    return;
-                };
-                $crate::keys::$case(store, clock).await;
-            }
-        )*
-    };
-    (@cases $make:path; $($case:ident),* $(,)?) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $case() {
-                let clock = ::errand_core::ManualClock::new($crate::T0);
-                let Some(store) = $make(clock.clone()).await else {
-                    eprintln!("SKIPPED {}: backend not configured", stringify!($case));
-                    return;
-                };
-                $crate::cases::$case(store, clock).await;
             }
         )*
     };
