@@ -99,8 +99,9 @@ fn poison(backend: &[&str]) {
     assert!(f["worker_outages"].as_u64().unwrap() >= 3, "{f}");
 }
 
-/// Eight workers armed in turn with each crash point: every point fires,
-/// and the one between the effect and the settlement shows as a repeated
+/// Eight workers armed in turn with each crash point: the four single-job
+/// points fire (the two batch points are asserted by `batch_crash.rs`), and
+/// the one between the effect and the settlement shows as a repeated
 /// (absorbed) effect, never a duplicate.
 fn crash(backend: &[&str]) {
     let mut args = vec!["--plan", "crash", "--crashes", "8"];
