@@ -401,16 +401,18 @@ impl Store for PgStore {
         // this side encodes the next and reads the last one's rows. The
         // statement is prepared first, so the chunks are sent — and run —
         // in input order.
+        client
+            .prepare_cached(&self.queries.insert_many)
+            .await
+            .map_err(map_err)?;
+        let tx = ops::Pipelined::new(&client);
         let result = async {
-            client
-                .prepare_cached(&self.queries.insert_many)
-                .await
-                .map_err(map_err)?;
             let inserts = futures_util::future::try_join_all(
                 jobs.chunks(INSERT_CHUNK)
                     .map(|chunk| ops::insert_many(&client, &self.queries, now, chunk)),
             );
             let (_, parts) = tokio::try_join!(
+                biased;
                 async { client.batch_execute("BEGIN").await.map_err(map_err) },
                 inserts
             )?;
@@ -418,10 +420,7 @@ impl Store for PgStore {
             Ok(parts.concat())
         }
         .await;
-        if result.is_err() {
-            let _ = client.batch_execute("ROLLBACK").await;
-        }
-        result
+        tx.end(result).await
     }
 
     async fn claim(&self, req: &ClaimRequest) -> Result<Vec<ClaimedJob>> {

@@ -495,7 +495,11 @@ pub(crate) async fn expire_final<C: Conn>(
 /// short transaction of two round trips: `BEGIN`, the acknowledgments, the
 /// sweep of expired final attempts and the key lock are sent together;
 /// then the claim (whose snapshot follows the lock) and `COMMIT`. An error
-/// rolls everything back (nothing acknowledged, nothing claimed).
+/// rolls everything back (nothing acknowledged, nothing claimed) — except
+/// in the one case the client cannot tell: the claim failing before it was
+/// sent (its parameters not encodable) while the `COMMIT` behind it goes
+/// out; the runtime then retries the acknowledgments, which, fenced, find
+/// their jobs done.
 pub(crate) async fn claim(
     client: &deadpool_postgres::Client,
     q: &Queries,
@@ -506,13 +510,54 @@ pub(crate) async fn claim(
     if req.lease.is_zero() {
         return Err(Error::invalid("a lease must be longer than zero"));
     }
+    // Every statement prepared first (no round trip once cached), so each
+    // goes on the wire when first polled — in the order written below.
+    tokio::try_join!(
+        client.prepare_cached(&q.complete_many),
+        client.prepare_cached(&q.expire_final),
+        client.prepare_cached(&q.key_lock),
+        client.prepare_cached(&q.claim),
+    )
+    .map_err(map_err)?;
+    let tx = Pipelined::new(client);
     let result = claim_in_transaction(client, q, now, leases, req).await;
-    if result.is_err() {
-        // Leave no transaction open on the pooled connection (after a
-        // failed COMMIT there is none, and this is a harmless warning).
-        let _ = client.batch_execute("ROLLBACK").await;
+    tx.end(result).await
+}
+
+/// A transaction opened with a plain `BEGIN` on a pooled connection, so
+/// its statements can be sent without waiting for each other. Ended with
+/// an error it is rolled back before the connection is released; dropped
+/// unfinished (the caller's future dropped mid-way) it queues a `ROLLBACK`,
+/// as tokio-postgres's own transactions do, so a connection never returns
+/// to the pool inside it.
+pub(crate) struct Pipelined<'a> {
+    client: &'a tokio_postgres::Client,
+    open: bool,
+}
+
+impl<'a> Pipelined<'a> {
+    pub(crate) fn new(client: &'a tokio_postgres::Client) -> Self {
+        Pipelined { client, open: true }
     }
-    result
+
+    /// Passes `result` on; after an error, rolls back first (after a failed
+    /// `COMMIT` there is nothing left to roll back, which is harmless).
+    pub(crate) async fn end<T>(mut self, result: Result<T>) -> Result<T> {
+        if result.is_err() {
+            let _ = self.client.batch_execute("ROLLBACK").await;
+        }
+        self.open = false;
+        result
+    }
+}
+
+impl Drop for Pipelined<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            // Sent on the first poll; the answer is not waited for.
+            let _ = futures_util::FutureExt::now_or_never(self.client.batch_execute("ROLLBACK"));
+        }
+    }
 }
 
 async fn claim_in_transaction(
@@ -541,6 +586,7 @@ async fn claim_in_transaction(
     };
     // Sent in this order on one connection, without waiting in between.
     let (_, acked, _, locked) = tokio::try_join!(
+        biased;
         async { client.batch_execute(begin).await.map_err(map_err) },
         async {
             if leases.is_empty() {
@@ -561,6 +607,7 @@ async fn claim_in_transaction(
     let keyed = locked > 0;
     let params: [Param<'_>; 6] = [&now, &limit, &queues, &token_text, &lease, &keyed];
     let (rows, committed) = tokio::join!(
+        biased;
         async {
             if limit == 0 {
                 Ok(Vec::new())

@@ -118,3 +118,108 @@ async fn a_claim_of_keyed_jobs_waits_for_the_key_lock_and_a_plain_claim_does_not
         .await
         .expect("drop");
 }
+
+/// A claim dropped while it waits for the key lock (a caller's timeout, a
+/// runtime shut down mid-claim) leaves no transaction behind: its pooled
+/// connection rolls back, so it does not keep the key lock it was granted
+/// later and a claim from another pool goes through. (Its transaction was
+/// opened with a plain BEGIN, so nothing in the driver would end it.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_dropped_mid_transaction_leaves_no_transaction_open() {
+    let Some(url) = url() else { return };
+    let schema = format!("errand_keydrop_{}", std::process::id());
+    let (other, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(conn);
+    other
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .expect("drop");
+    let open = |pool_size| {
+        PgStore::connect(
+            &url,
+            PgOptions {
+                schema: schema.clone(),
+                migrate: true,
+                pool_size,
+                ..PgOptions::default()
+            },
+        )
+    };
+    let store = open(1).await.expect("store");
+    store
+        .insert(job("keyed").with_key("t", KeyLimit::Ordered).expect("key"))
+        .await
+        .expect("insert");
+    let lock_key = format!("\"{schema}\".errand_jobs keys");
+    other
+        .execute(
+            "SELECT pg_advisory_lock(hashtextextended($1, 0))",
+            &[&lock_key],
+        )
+        .await
+        .expect("lock");
+    // The claim begins, then waits for the lock; give up on it once it is
+    // seen waiting.
+    let req = claim_all();
+    let mut claim = Box::pin(store.claim(&req));
+    let mut waiting = false;
+    for _ in 0..200 {
+        if tokio::time::timeout(Duration::from_millis(25), &mut claim)
+            .await
+            .is_ok()
+        {
+            panic!("the claim finished while another session held the key lock");
+        }
+        let n: i64 = other
+            .query_one(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
+                &[],
+            )
+            .await
+            .expect("pg_locks")
+            .get(0);
+        if n > 0 {
+            waiting = true;
+            break;
+        }
+    }
+    assert!(waiting, "the claim waits for the key lock");
+    drop(claim);
+    other
+        .execute(
+            "SELECT pg_advisory_unlock(hashtextextended($1, 0))",
+            &[&lock_key],
+        )
+        .await
+        .expect("unlock");
+    // The dropped claim's session is granted the lock now; unless it rolls
+    // back, it keeps it, idle in its transaction.
+    let elsewhere = open(1).await.expect("second store");
+    let claimed = tokio::time::timeout(Duration::from_secs(10), elsewhere.claim(&claim_all()))
+        .await
+        .expect("a claim from another pool is not blocked by the dropped claim's transaction")
+        .expect("claim");
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].job.id.as_str(), "keyed");
+    let idle_in_tx: i64 = other
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+             AND state LIKE 'idle in transaction%' AND strpos(query, $1) > 0",
+            &[&schema],
+        )
+        .await
+        .expect("pg_stat_activity")
+        .get(0);
+    assert_eq!(
+        idle_in_tx, 0,
+        "no session of this schema is left inside a transaction"
+    );
+    drop(store);
+    drop(elsewhere);
+    other
+        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .await
+        .expect("drop");
+}
