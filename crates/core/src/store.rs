@@ -225,8 +225,11 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// settles one batch and takes the next together. The claim may not see
     /// the acknowledgments (a key's running count may still include them).
     ///
-    /// `Err` means nothing was acknowledged; the claim's own outcome is the
-    /// inner result. The default acknowledges, then claims.
+    /// `Err` means nothing was acknowledged as far as the store can tell
+    /// (a connection lost around the commit leaves it unknown): the
+    /// acknowledgments may be sent again, and, fenced, they find an already
+    /// acknowledged job done. The claim's own outcome is the inner result.
+    /// The default acknowledges, then claims.
     async fn complete_and_claim(
         &self,
         leases: &[Lease],

@@ -27,7 +27,9 @@
 //! know which jobs were claimed together, a worker keeps its claims in
 //! memory while `batch-ack-partial` is armed (never otherwise); a job of a
 //! claim settled some other way (a failure, a snooze, a release) stays
-//! counted as unacknowledged.
+//! counted as unacknowledged, and one whose acknowledgment is being written
+//! (by the batcher, or by a claimer with its claim) no longer counts: the
+//! other writer may commit it while this one crashes.
 //!
 //! The same feature gives processes a steppable clock for the harness's
 //! clock plan: [`test_clock_from_env`].
@@ -189,6 +191,18 @@ pub(crate) fn claimed_batch(claimed: &[ClaimedJob]) {
     let _ = claimed;
 }
 
+/// Notes acknowledgments about to be written: from now on they do not
+/// count as unacknowledged.
+#[inline]
+pub(crate) fn acks_sending(leases: &[Lease]) {
+    #[cfg(feature = "failpoints")]
+    if let Some(claims) = lock(&CLAIMS).as_mut() {
+        claims.sending(leases);
+    }
+    #[cfg(not(feature = "failpoints"))]
+    let _ = leases;
+}
+
 /// The crash points of a batched acknowledgment that has committed, before
 /// any waiter is told: `acked[i]` says whether `leases[i]` was acknowledged.
 #[inline]
@@ -266,6 +280,21 @@ impl ClaimBatches {
             self.claim_of.insert(m.clone(), claim);
         }
         self.open.insert(claim, members);
+    }
+
+    /// Stops counting attempts whose acknowledgment is being written as
+    /// unacknowledged (their claim is still found when they settle).
+    fn sending(&mut self, leases: &[Lease]) {
+        for lease in leases {
+            let key = (lease.id.clone(), lease.attempt);
+            if let Some(members) = self
+                .claim_of
+                .get(&key)
+                .and_then(|claim| self.open.get_mut(claim))
+            {
+                members.remove(&key);
+            }
+        }
     }
 
     /// Forgets the attempts a batch settled (acknowledged or refused) and
@@ -371,6 +400,28 @@ mod tests {
             ids(claims.settled(std::slice::from_ref(&x), &[true])),
             Some(vec!["y".into()])
         );
+    }
+
+    /// A job whose acknowledgment another writer is sending (a claimer
+    /// with its claim, while the batcher commits its own batch) is not
+    /// reported as unacknowledged: that writer may commit it first.
+    #[test]
+    fn an_acknowledgment_being_sent_elsewhere_is_not_unacknowledged() {
+        let mut claims = ClaimBatches::default();
+        let (a, b, c) = (lease("a", 1), lease("b", 1), lease("c", 1));
+        claims.claimed([&a, &b, &c].into_iter());
+        claims.sending(std::slice::from_ref(&b));
+        claims.sending(std::slice::from_ref(&a));
+        assert_eq!(
+            ids(claims.settled(std::slice::from_ref(&a), &[true])),
+            Some(vec!["c".into()])
+        );
+        assert_eq!(
+            ids(claims.settled(std::slice::from_ref(&b), &[true])),
+            Some(vec!["c".into()])
+        );
+        assert_eq!(claims.settled(std::slice::from_ref(&c), &[true]), None);
+        assert!(claims.open.is_empty() && claims.claim_of.is_empty());
     }
 
     #[cfg(not(feature = "failpoints"))]

@@ -509,29 +509,87 @@ const MAX_COMPLETION_BATCH: usize = 512;
 /// Acknowledgments waiting to be written: by the completion batcher, or by
 /// a claimer about to claim, which sends them in the same transaction
 /// ([`Store::complete_and_claim`]). Each is taken by exactly one of them.
-#[derive(Default)]
+/// Once the batcher has stopped (shutdown, or a panic), every waiting and
+/// later acknowledgment is answered `Closed` rather than left waiting.
 struct Acks {
-    pending: Mutex<Vec<Completion>>,
+    /// `None` once closed.
+    pending: Mutex<Option<Vec<Completion>>>,
     arrived: Notify,
+}
+
+impl Default for Acks {
+    fn default() -> Self {
+        Acks {
+            pending: Mutex::new(Some(Vec::new())),
+            arrived: Notify::new(),
+        }
+    }
 }
 
 impl Acks {
     fn push(&self, completion: Completion) {
-        lock(&self.pending).push(completion);
+        match lock(&self.pending).as_mut() {
+            Some(pending) => pending.push(completion),
+            None => {
+                let _ = completion.1.send(Err(closed()));
+                return;
+            }
+        }
         self.arrived.notify_one();
     }
 
     /// Takes up to [`MAX_COMPLETION_BATCH`] waiting acknowledgments.
     fn take(&self) -> Vec<Completion> {
-        let mut pending = lock(&self.pending);
-        let n = pending.len().min(MAX_COMPLETION_BATCH);
-        pending.drain(..n).collect()
+        match lock(&self.pending).as_mut() {
+            Some(pending) => {
+                let n = pending.len().min(MAX_COMPLETION_BATCH);
+                pending.drain(..n).collect()
+            }
+            None => Vec::new(),
+        }
+    }
+
+    /// Puts a batch back in front, for the batcher to write.
+    fn requeue(&self, batch: Vec<Completion>) {
+        match lock(&self.pending).as_mut() {
+            Some(pending) => {
+                pending.splice(0..0, batch);
+            }
+            None => {
+                for (_, reply) in batch {
+                    let _ = reply.send(Err(closed()));
+                }
+                return;
+            }
+        }
+        self.arrived.notify_one();
+    }
+
+    fn close(&self) {
+        let left = lock(&self.pending).take().unwrap_or_default();
+        for (_, reply) in left {
+            let _ = reply.send(Err(closed()));
+        }
+    }
+}
+
+fn closed() -> Error {
+    Error::Closed("the completion batcher stopped".into())
+}
+
+/// Closes the acknowledgment queue when the batcher stops, however it stops.
+struct CloseOnDrop(Arc<Acks>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.close();
     }
 }
 
 /// Takes every acknowledgment waiting and settles them in one
 /// [`Store::complete_many`] call.
 async fn complete_in_batches(store: Arc<dyn Store>, acks: Arc<Acks>) {
+    let _closing = CloseOnDrop(acks.clone());
     loop {
         let batch = acks.take();
         if batch.is_empty() {
@@ -539,6 +597,7 @@ async fn complete_in_batches(store: Arc<dyn Store>, acks: Arc<Acks>) {
             continue;
         }
         let leases: Vec<Lease> = batch.iter().map(|(l, _)| l.clone()).collect();
+        crate::failpoint::acks_sending(&leases);
         let result = store.complete_many(&leases).await;
         answer(batch, &leases, result);
     }
@@ -687,13 +746,18 @@ impl Inner {
             return store.claim(req).await;
         }
         let leases: Vec<Lease> = batch.iter().map(|(l, _)| l.clone()).collect();
+        crate::failpoint::acks_sending(&leases);
         match store.complete_and_claim(&leases, req).await {
             Ok((acked, claimed)) => {
                 answer(batch, &leases, Ok(acked));
                 claimed
             }
             Err(e) => {
-                answer(batch, &leases, Err(e.clone()));
+                // Nothing was acknowledged (or, in a case the store cannot
+                // tell, everything was): the batcher writes them again on
+                // their own, fenced, so a claim's failure costs them
+                // nothing.
+                self.acks.requeue(batch);
                 Err(e)
             }
         }
@@ -929,6 +993,39 @@ mod tests {
         fn work_signal(&self) -> Box<dyn WorkSignal> {
             Box::new(Never)
         }
+    }
+
+    /// Once the batcher has stopped, however it stopped, no acknowledgment
+    /// waits for it: those waiting and those arriving later are answered
+    /// `Closed` (a job's task would otherwise wait forever, and a drain
+    /// with it).
+    #[tokio::test]
+    async fn acknowledgments_are_answered_closed_once_the_batcher_stops() {
+        let acks = Arc::new(Acks::default());
+        let lease = |n: u32| Lease {
+            id: JobId::new(format!("job-{n}")).unwrap(),
+            token: LeaseToken::generate(),
+            attempt: 1,
+        };
+        let (reply, waiting) = oneshot::channel();
+        acks.push((lease(1), reply));
+        // A batcher that stops (aborted here; a panic drops it the same way)
+        // before writing anything.
+        let batcher = tokio::spawn({
+            let acks = acks.clone();
+            async move {
+                let _closing = CloseOnDrop(acks);
+                std::future::pending::<()>().await;
+            }
+        });
+        tokio::task::yield_now().await;
+        batcher.abort();
+        let _ = batcher.await;
+        assert!(matches!(waiting.await.unwrap(), Err(Error::Closed(_))));
+        let (reply, later) = oneshot::channel();
+        acks.push((lease(2), reply));
+        assert!(matches!(later.await.unwrap(), Err(Error::Closed(_))));
+        assert!(acks.take().is_empty());
     }
 
     /// Found by the harness's disk-full plan: a batched acknowledgment that

@@ -605,3 +605,158 @@ async fn a_key_rate_starts_no_more_of_a_keys_jobs_than_its_bucket_grants() {
     assert!(started.contains(&"u0".to_owned()), "{started:?}");
     assert_eq!(started.iter().filter(|id| id.starts_with('t')).count(), 3);
 }
+
+/// A store whose combined settle-and-claim always fails (as a claim that
+/// times out on the key lock would, taking the acknowledgments it carried
+/// down with it) and whose batch acknowledgments are slow, so that
+/// acknowledgments pile up while a claimer is about to claim.
+#[derive(Debug)]
+struct CombinedClaimsFail {
+    inner: Arc<dyn Store>,
+    failed: AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl Store for CombinedClaimsFail {
+    async fn insert(&self, job: NewJob) -> errand::Result<errand::Inserted> {
+        self.inner.insert(job).await
+    }
+    async fn insert_many(&self, jobs: Vec<NewJob>) -> errand::Result<Vec<errand::Inserted>> {
+        self.inner.insert_many(jobs).await
+    }
+    async fn claim(&self, req: &errand::ClaimRequest) -> errand::Result<Vec<errand::ClaimedJob>> {
+        self.inner.claim(req).await
+    }
+    async fn complete_and_claim(
+        &self,
+        _: &[errand::Lease],
+        _: &errand::ClaimRequest,
+    ) -> errand::Result<(Vec<bool>, errand::Result<Vec<errand::ClaimedJob>>)> {
+        self.failed.fetch_add(1, Ordering::SeqCst);
+        Err(errand::Error::Storage(
+            "injected: the claim's transaction failed".into(),
+        ))
+    }
+    async fn complete(&self, lease: &errand::Lease) -> errand::Result<errand::Job> {
+        self.inner.complete(lease).await
+    }
+    async fn complete_many(&self, leases: &[errand::Lease]) -> errand::Result<Vec<bool>> {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        self.inner.complete_many(leases).await
+    }
+    async fn fail(&self, lease: &errand::Lease, f: errand::Failure) -> errand::Result<errand::Job> {
+        self.inner.fail(lease, f).await
+    }
+    async fn snooze(&self, lease: &errand::Lease, d: Duration) -> errand::Result<errand::Job> {
+        self.inner.snooze(lease, d).await
+    }
+    async fn cancel_running(&self, lease: &errand::Lease, r: &str) -> errand::Result<errand::Job> {
+        self.inner.cancel_running(lease, r).await
+    }
+    async fn heartbeat(
+        &self,
+        lease: &errand::Lease,
+        d: Duration,
+    ) -> errand::Result<errand::Timestamp> {
+        self.inner.heartbeat(lease, d).await
+    }
+    async fn release(&self, lease: &errand::Lease) -> errand::Result<errand::Job> {
+        self.inner.release(lease).await
+    }
+    async fn sweep_expired(&self) -> errand::Result<errand::SweepReport> {
+        self.inner.sweep_expired().await
+    }
+    async fn prune(&self, d: Duration, n: u32) -> errand::Result<u64> {
+        self.inner.prune(d, n).await
+    }
+    async fn replay(&self, r: &errand::ReplayRequest) -> errand::Result<Vec<errand::Job>> {
+        self.inner.replay(r).await
+    }
+    async fn cancel(&self, r: &CancelRequest) -> errand::Result<Vec<errand::Job>> {
+        self.inner.cancel(r).await
+    }
+    async fn get(&self, id: &JobId) -> errand::Result<errand::Job> {
+        self.inner.get(id).await
+    }
+    async fn detail(&self, id: &JobId) -> errand::Result<errand::JobDetail> {
+        self.inner.detail(id).await
+    }
+    async fn list(&self, f: &JobFilter) -> errand::Result<Vec<errand::Job>> {
+        self.inner.list(f).await
+    }
+    async fn take_tokens(
+        &self,
+        b: &errand::RateBucket,
+        l: errand::RateLimit,
+        w: u32,
+    ) -> errand::Result<u32> {
+        self.inner.take_tokens(b, l, w).await
+    }
+    fn work_signal(&self) -> Box<dyn errand_core::WorkSignal> {
+        self.inner.work_signal()
+    }
+}
+
+/// When the transaction that was to settle waiting acknowledgments and
+/// claim more fails, the acknowledgments are not lost: the batcher writes
+/// them on their own, and every job is acknowledged once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledgments_a_failed_claim_carried_are_written_again() {
+    let (_d, sqlite) = store();
+    let store = Arc::new(CombinedClaimsFail {
+        inner: sqlite.clone(),
+        failed: AtomicUsize::new(0),
+    });
+    let runtime = Runtime::builder(store.clone())
+        .handler("quick", |_: serde_json::Value, _ctx| async {
+            Outcome::Success
+        })
+        .unwrap()
+        .all_queues(8)
+        .unwrap()
+        .batch(4)
+        .poll(Duration::from_millis(10))
+        .build()
+        .unwrap();
+    for i in 0..200 {
+        enqueue(&sqlite, &format!("q{i:03}"), "quick", "default", "{}").await;
+    }
+    let s = sqlite.clone();
+    let stats = runtime
+        .run_until(async move {
+            for _ in 0..1_200 {
+                let done = s
+                    .list(&JobFilter {
+                        state: Some(JobState::Done),
+                        limit: Some(1_000),
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap();
+                if done.len() == 200 {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            let all = s
+                .list(&JobFilter {
+                    limit: Some(1_000),
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            let mut by_state = std::collections::BTreeMap::new();
+            for j in &all {
+                *by_state.entry(j.state.as_str()).or_insert(0) += 1;
+            }
+            panic!("the jobs never all finished: {by_state:?}");
+        })
+        .await
+        .unwrap();
+    assert!(
+        store.failed.load(Ordering::SeqCst) > 0,
+        "claims carried acknowledgments and failed"
+    );
+    assert_eq!(stats.count(WorkOutcome::Acknowledged), 200);
+    assert_eq!(stats.outcomes.get("settle_failed"), None, "{stats:?}");
+}
