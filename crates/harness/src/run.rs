@@ -991,9 +991,11 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
                     while requests == 0 && Instant::now() < by {
                         let _ =
                             tokio::time::timeout_at(by.into(), request_started.notified()).await;
-                        // A few ms more, so the burst reaches the server and
-                        // some requests are being committed when it dies.
-                        tokio::time::sleep(Duration::from_millis(3)).await;
+                        // A moment more, so the burst reaches the server and
+                        // some requests are being committed when it dies (a
+                        // burst of 25 enqueues on SQLite can be answered
+                        // within 3 ms, so no longer than 1).
+                        tokio::time::sleep(Duration::from_millis(1)).await;
                         requests = http_in_flight.load(Ordering::SeqCst);
                     }
                     match server.as_mut().and_then(crate::http::Server::kill) {

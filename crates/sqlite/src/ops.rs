@@ -256,6 +256,25 @@ fn insert_many_sql(rows: usize) -> String {
 /// order, for each job the new row, or the existing one with its id (also
 /// when the batch repeats an id: the first occurrence is created).
 pub fn insert_many(conn: &Connection, jobs: &[NewJob], now: Timestamp) -> Result<Vec<Inserted>> {
+    // Under a savepoint of its own, so the call is all or nothing however
+    // many statements it takes — in the caller's transaction or in none.
+    conn.execute_batch("SAVEPOINT errand_insert_many")
+        .map_err(map_err)?;
+    let result = insert_many_statements(conn, jobs, now);
+    let end = if result.is_ok() {
+        "RELEASE errand_insert_many"
+    } else {
+        "ROLLBACK TO errand_insert_many; RELEASE errand_insert_many"
+    };
+    conn.execute_batch(end).map_err(map_err)?;
+    result
+}
+
+fn insert_many_statements(
+    conn: &Connection,
+    jobs: &[NewJob],
+    now: Timestamp,
+) -> Result<Vec<Inserted>> {
     let mut ids = Vec::with_capacity(jobs.len());
     for job in jobs {
         job.validate()?;
@@ -1166,6 +1185,38 @@ pub(crate) fn take_tokens(
 mod plan_tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    /// `insert_many` on an application's connection is all or nothing even
+    /// when it takes several statements and no transaction is open: a
+    /// failure in the second statement (here a trigger refusing one job)
+    /// leaves none of the first statement's jobs behind.
+    #[test]
+    fn insert_many_on_a_bare_connection_is_all_or_nothing() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        crate::schema::migrate(&mut conn).unwrap();
+        conn.execute_batch(
+            "CREATE TRIGGER refuse_boom BEFORE INSERT ON errand_jobs WHEN NEW.id = 'boom'
+             BEGIN SELECT RAISE(ABORT, 'injected failure'); END;",
+        )
+        .unwrap();
+        let job = |id: &str| {
+            NewJob::new("k", Payload::default())
+                .unwrap()
+                .with_id(JobId::new(id).unwrap())
+        };
+        let mut jobs: Vec<NewJob> = (0..300).map(|i| job(&format!("j{i}"))).collect();
+        jobs[280] = job("boom");
+        let now = Timestamp::from_millis(1_795_996_800_000);
+        let err = insert_many(&conn, &jobs, now).unwrap_err();
+        assert!(err.to_string().contains("injected"), "{err}");
+        let count: i64 = conn
+            .query_row("SELECT count(*) FROM errand_jobs", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(count, 0);
+        assert!(conn.is_autocommit(), "no transaction is left open");
+        jobs[280] = job("j280");
+        assert_eq!(insert_many(&conn, &jobs, now).unwrap().len(), 300);
+    }
 
     /// The positions job rows are read at name the right columns.
     #[test]
