@@ -32,11 +32,9 @@ fn claim_all() -> ClaimRequest {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_claim_of_keyed_jobs_waits_for_the_key_lock_and_a_plain_claim_does_not() {
-    let Some(url) = url() else { return };
-    let schema = format!("errand_keylock_{}", std::process::id());
-    let (other, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+/// Another session on the database, with `schema` dropped (a fresh start).
+async fn session(url: &str, schema: &str) -> tokio_postgres::Client {
+    let (other, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
         .await
         .expect("connect");
     tokio::spawn(conn);
@@ -44,26 +42,58 @@ async fn a_claim_of_keyed_jobs_waits_for_the_key_lock_and_a_plain_claim_does_not
         .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
         .await
         .expect("drop");
-    let store = PgStore::connect(
-        &url,
+    other
+}
+
+async fn open(url: &str, schema: &str, pool_size: usize) -> PgStore {
+    PgStore::connect(
+        url,
         PgOptions {
-            schema: schema.clone(),
+            schema: schema.to_owned(),
             migrate: true,
+            pool_size,
             ..PgOptions::default()
         },
     )
     .await
-    .expect("store");
+    .expect("store")
+}
 
-    // Another session holds the key lock, as a claim in flight would.
+/// Takes (`lock`) or releases the schema's key lock from `other`, as a
+/// claim in flight would hold it.
+async fn key_lock(other: &tokio_postgres::Client, schema: &str, lock: bool) {
+    let sql = if lock {
+        "SELECT pg_advisory_lock(hashtextextended($1, 0))"
+    } else {
+        "SELECT pg_advisory_unlock(hashtextextended($1, 0))"
+    };
     let lock_key = format!("\"{schema}\".errand_jobs keys");
-    other
-        .execute(
-            "SELECT pg_advisory_lock(hashtextextended($1, 0))",
-            &[&lock_key],
+    other.execute(sql, &[&lock_key]).await.expect("key lock");
+}
+
+/// Whether some session waits for an advisory lock (watched in pg_locks
+/// rather than trusting a sleep).
+async fn someone_waits_for_a_lock(other: &tokio_postgres::Client) -> bool {
+    let n: i64 = other
+        .query_one(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
+            &[],
         )
         .await
-        .expect("lock");
+        .expect("pg_locks")
+        .get(0);
+    n > 0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_of_keyed_jobs_waits_for_the_key_lock_and_a_plain_claim_does_not() {
+    let Some(url) = url() else { return };
+    let schema = format!("errand_keylock_{}", std::process::id());
+    let other = session(&url, &schema).await;
+    let store = open(&url, &schema, 8).await;
+
+    // Another session holds the key lock, as a claim in flight would.
+    key_lock(&other, &schema, true).await;
 
     store.insert(job("plain")).await.expect("insert");
     let plain = tokio::time::timeout(Duration::from_secs(10), store.claim(&claim_all()))
@@ -80,19 +110,10 @@ async fn a_claim_of_keyed_jobs_waits_for_the_key_lock_and_a_plain_claim_does_not
         let store = store.clone();
         async move { store.claim(&claim_all()).await }
     });
-    // The claim must be waiting on the lock: watch it in pg_locks rather
-    // than trusting a sleep.
+    // The claim must be waiting on the lock.
     let mut waiting = false;
     for _ in 0..200 {
-        let n: i64 = other
-            .query_one(
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
-                &[],
-            )
-            .await
-            .expect("pg_locks")
-            .get(0);
-        if n > 0 {
+        if someone_waits_for_a_lock(&other).await {
             waiting = true;
             break;
         }
@@ -103,13 +124,7 @@ async fn a_claim_of_keyed_jobs_waits_for_the_key_lock_and_a_plain_claim_does_not
         "a claim with a keyed job due waits for the key lock"
     );
     assert!(!pending.is_finished());
-    other
-        .execute(
-            "SELECT pg_advisory_unlock(hashtextextended($1, 0))",
-            &[&lock_key],
-        )
-        .await
-        .expect("unlock");
+    key_lock(&other, &schema, false).await;
     let keyed = pending.await.expect("task").expect("claim");
     assert_eq!(keyed.len(), 1);
     assert_eq!(keyed[0].job.id.as_str(), "keyed");
@@ -128,38 +143,13 @@ async fn a_claim_of_keyed_jobs_waits_for_the_key_lock_and_a_plain_claim_does_not
 async fn a_claim_dropped_mid_transaction_leaves_no_transaction_open() {
     let Some(url) = url() else { return };
     let schema = format!("errand_keydrop_{}", std::process::id());
-    let (other, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .expect("connect");
-    tokio::spawn(conn);
-    other
-        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-        .await
-        .expect("drop");
-    let open = |pool_size| {
-        PgStore::connect(
-            &url,
-            PgOptions {
-                schema: schema.clone(),
-                migrate: true,
-                pool_size,
-                ..PgOptions::default()
-            },
-        )
-    };
-    let store = open(1).await.expect("store");
+    let other = session(&url, &schema).await;
+    let store = open(&url, &schema, 1).await;
     store
         .insert(job("keyed").with_key("t", KeyLimit::Ordered).expect("key"))
         .await
         .expect("insert");
-    let lock_key = format!("\"{schema}\".errand_jobs keys");
-    other
-        .execute(
-            "SELECT pg_advisory_lock(hashtextextended($1, 0))",
-            &[&lock_key],
-        )
-        .await
-        .expect("lock");
+    key_lock(&other, &schema, true).await;
     // The claim begins, then waits for the lock; give up on it once it is
     // seen waiting.
     let req = claim_all();
@@ -172,31 +162,17 @@ async fn a_claim_dropped_mid_transaction_leaves_no_transaction_open() {
         {
             panic!("the claim finished while another session held the key lock");
         }
-        let n: i64 = other
-            .query_one(
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
-                &[],
-            )
-            .await
-            .expect("pg_locks")
-            .get(0);
-        if n > 0 {
+        if someone_waits_for_a_lock(&other).await {
             waiting = true;
             break;
         }
     }
     assert!(waiting, "the claim waits for the key lock");
     drop(claim);
-    other
-        .execute(
-            "SELECT pg_advisory_unlock(hashtextextended($1, 0))",
-            &[&lock_key],
-        )
-        .await
-        .expect("unlock");
+    key_lock(&other, &schema, false).await;
     // The dropped claim's session is granted the lock now; unless it rolls
     // back, it keeps it, idle in its transaction.
-    let elsewhere = open(1).await.expect("second store");
+    let elsewhere = open(&url, &schema, 1).await;
     let claimed = tokio::time::timeout(Duration::from_secs(10), elsewhere.claim(&claim_all()))
         .await
         .expect("a claim from another pool is not blocked by the dropped claim's transaction")
