@@ -147,24 +147,39 @@ pub async fn insert_many_keeps_each_job_in_input_order(store: Arc<dyn Store>, cl
     assert_eq!(n(&s.payload), r#"{"n":"special"}"#);
     assert_eq!(n(&get(store.as_ref(), "o2").await.payload), r#"{"n":"o2"}"#);
     // The ordered key runs o2, o1, o3: the batch's order, not the ids'.
+    let rounds = keyed_runs(store.as_ref(), 3, 10).await;
     let mut ran = Vec::new();
-    for _ in 0..3 {
-        let c = store
+    for keyed in rounds {
+        assert_eq!(keyed.len(), 1, "an ordered key runs one job at a time");
+        ran.extend(keyed);
+    }
+    assert_eq!(ran, vec!["o2", "o1", "o3"]);
+}
+
+/// Claims (up to `limit`) and acknowledges everything due, `rounds` times;
+/// returns the keyed jobs each round started.
+async fn keyed_runs(store: &dyn Store, rounds: usize, limit: u32) -> Vec<Vec<String>> {
+    let mut out = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        let claimed = store
             .claim(&ClaimRequest {
                 queues: vec![],
-                limit: 10,
+                limit,
                 lease: LEASE,
             })
             .await
             .unwrap();
-        let keyed: Vec<_> = c.iter().filter(|c| c.job.key.is_some()).collect();
-        assert_eq!(keyed.len(), 1, "an ordered key runs one job at a time");
-        ran.push(keyed[0].job.id.as_str().to_owned());
-        for c in &c {
-            store.complete(&c.lease).await.unwrap();
-        }
+        out.push(
+            claimed
+                .iter()
+                .filter(|c| c.job.key.is_some())
+                .map(|c| c.job.id.as_str().to_owned())
+                .collect(),
+        );
+        let leases: Vec<Lease> = claimed.iter().map(|c| c.lease.clone()).collect();
+        store.complete_many(&leases).await.unwrap();
     }
-    assert_eq!(ran, vec!["o2", "o1", "o3"]);
+    out
 }
 
 /// A batch larger than a backend's statement (SQLite binds 256 jobs per
@@ -209,26 +224,11 @@ pub async fn a_large_insert_many_spans_statements_in_input_order(
         Err(Error::NotFound(_))
     ));
     // The keyed jobs run one at a time in input order.
-    let mut ran = Vec::new();
-    for _ in 0..5 {
-        let claimed = store
-            .claim(&ClaimRequest {
-                queues: vec![],
-                limit: 3_000,
-                lease: LEASE,
-            })
-            .await
-            .unwrap();
-        for c in &claimed {
-            if c.job.key.is_some() {
-                ran.push(c.job.id.as_str().to_owned());
-            }
-        }
-        store
-            .complete_many(&claimed.iter().map(|c| c.lease.clone()).collect::<Vec<_>>())
-            .await
-            .unwrap();
-    }
+    let ran: Vec<String> = keyed_runs(store.as_ref(), 5, 3_000)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
     assert_eq!(
         ran,
         vec!["key-9999", "key-9399", "key-8799", "key-8199", "key-7599"]
