@@ -27,6 +27,7 @@
 mod clock;
 mod error;
 mod job;
+mod operate;
 mod outcome;
 mod retry;
 mod step;
@@ -38,6 +39,12 @@ pub use job::{
     AttemptRecord, AuditRecord, ClaimedJob, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_LEASE_EXPIRIES,
     DEFAULT_QUEUE, JOB_COLUMNS, Job, JobDetail, JobId, JobKey, JobState, KeyLimit, Lease,
     LeaseToken, MAX_KEY_LIMIT, MAX_PAYLOAD_BYTES, Name, NewJob, Payload, Schedule,
+};
+pub use operate::{
+    AuditEntry, AuditFilter, Counts, Histogram, LATENCY_BUCKETS_MS, MAX_OPERATOR_BYTES,
+    MAX_REASON_BYTES, PausedQueue, PurgeRequest, QueueAction, QueueStats, SampleRow, Stats,
+    StatsRequest, WindowRow, WorkerMetrics, WorkerReport, WorkerSeen, assemble_stats,
+    check_operator, check_reason,
 };
 pub use outcome::{ErrorClass, Outcome};
 pub use retry::RetryPolicy;

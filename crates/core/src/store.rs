@@ -8,6 +8,10 @@ use async_trait::async_trait;
 use crate::clock::Timestamp;
 use crate::error::Result;
 use crate::job::{ClaimedJob, Job, JobDetail, JobId, JobKey, JobState, Lease, Name, NewJob};
+use crate::operate::{
+    AuditEntry, AuditFilter, PausedQueue, PurgeRequest, QueueAction, Stats, StatsRequest,
+    WorkerReport,
+};
 use crate::outcome::ErrorClass;
 
 /// The result of inserting a job.
@@ -286,6 +290,37 @@ pub trait Store: Send + Sync + fmt::Debug {
 
     /// Jobs matching the filter, oldest first.
     async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>>;
+
+    /// Pauses a queue for every process using the store: claims take
+    /// nothing from it (neither due jobs nor expired leases) until it is
+    /// resumed; running jobs finish. Writes an audit entry. Returns `false`
+    /// (writing nothing) when it was already paused.
+    async fn pause_queue(&self, action: &QueueAction) -> Result<bool>;
+
+    /// Resumes a paused queue, with an audit entry. Returns `false` (writing
+    /// nothing) when it was not paused.
+    async fn resume_queue(&self, action: &QueueAction) -> Result<bool>;
+
+    /// The paused queues, by name.
+    async fn paused_queues(&self) -> Result<Vec<PausedQueue>>;
+
+    /// Deletes dead jobs for good, with their attempt history, writing an
+    /// audit entry for each (the audit log keeps it after the job is gone).
+    /// Refuses (changing nothing) if any job is not dead. Returns the ids.
+    async fn purge(&self, req: &PurgeRequest) -> Result<Vec<JobId>>;
+
+    /// Audit entries, newest first.
+    async fn audit_log(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>>;
+
+    /// Records a worker process's report of itself (an upsert by id), which
+    /// also tells when it last completed a claim cycle. Reports of workers
+    /// silent for a day are deleted.
+    async fn report_worker(&self, report: &WorkerReport) -> Result<()>;
+
+    /// The operator signals: per queue counts (bounded by `req.cap` rows per
+    /// state), oldest due age, leases, retries and dead letters in the
+    /// window by error class, paused queues, and the workers' reports.
+    async fn stats(&self, req: &StatsRequest) -> Result<Stats>;
 
     /// Takes up to `want` tokens from the shared bucket `bucket` (created
     /// full on first use, refilled on the store's clock) in one statement,

@@ -52,6 +52,10 @@ pub use errand_core::{
     ReplayRequest, Result, RetryAt, RetryPolicy, Schedule, Store, SweepReport, SystemClock,
     Timestamp,
 };
+pub use errand_core::{
+    AuditEntry, AuditFilter, Counts, Histogram, LATENCY_BUCKETS_MS, PausedQueue, PurgeRequest,
+    QueueAction, QueueStats, Stats, StatsRequest, WorkerMetrics, WorkerReport, WorkerSeen,
+};
 pub use errand_postgres::{self as postgres, PgOptions, PgStore};
 pub use errand_sqlite::{self as sqlite, SqliteOptions, SqliteStore, Synchronous};
 

@@ -990,6 +990,30 @@ mod tests {
         async fn take_tokens(&self, _: &RateBucket, _: RateLimit, _: u32) -> Result<u32> {
             full()
         }
+        async fn pause_queue(&self, _: &errand_core::QueueAction) -> Result<bool> {
+            full()
+        }
+        async fn resume_queue(&self, _: &errand_core::QueueAction) -> Result<bool> {
+            full()
+        }
+        async fn paused_queues(&self) -> Result<Vec<errand_core::PausedQueue>> {
+            full()
+        }
+        async fn purge(&self, _: &errand_core::PurgeRequest) -> Result<Vec<JobId>> {
+            full()
+        }
+        async fn audit_log(
+            &self,
+            _: &errand_core::AuditFilter,
+        ) -> Result<Vec<errand_core::AuditEntry>> {
+            full()
+        }
+        async fn report_worker(&self, _: &errand_core::WorkerReport) -> Result<()> {
+            full()
+        }
+        async fn stats(&self, _: &errand_core::StatsRequest) -> Result<errand_core::Stats> {
+            full()
+        }
         fn work_signal(&self) -> Box<dyn WorkSignal> {
             Box::new(Never)
         }

@@ -692,6 +692,27 @@ impl Store for CombinedClaimsFail {
     ) -> errand::Result<u32> {
         self.inner.take_tokens(b, l, w).await
     }
+    async fn pause_queue(&self, a: &errand::QueueAction) -> errand::Result<bool> {
+        self.inner.pause_queue(a).await
+    }
+    async fn resume_queue(&self, a: &errand::QueueAction) -> errand::Result<bool> {
+        self.inner.resume_queue(a).await
+    }
+    async fn paused_queues(&self) -> errand::Result<Vec<errand::PausedQueue>> {
+        self.inner.paused_queues().await
+    }
+    async fn purge(&self, r: &errand::PurgeRequest) -> errand::Result<Vec<errand::JobId>> {
+        self.inner.purge(r).await
+    }
+    async fn audit_log(&self, f: &errand::AuditFilter) -> errand::Result<Vec<errand::AuditEntry>> {
+        self.inner.audit_log(f).await
+    }
+    async fn report_worker(&self, r: &errand::WorkerReport) -> errand::Result<()> {
+        self.inner.report_worker(r).await
+    }
+    async fn stats(&self, r: &errand::StatsRequest) -> errand::Result<errand::Stats> {
+        self.inner.stats(r).await
+    }
     fn work_signal(&self) -> Box<dyn errand_core::WorkSignal> {
         self.inner.work_signal()
     }

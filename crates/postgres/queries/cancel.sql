@@ -23,7 +23,7 @@ closed AS (
     FROM gone g, t WHERE g.prior_state = 'running'
 ),
 audited AS (
-    INSERT INTO __SCHEMA__.errand_audit (job_id, action, operator, reason, at)
-    SELECT g.id, 'cancel', $3, $4, t.now FROM gone g, t
+    INSERT INTO __SCHEMA__.errand_audit (job_id, queue, action, operator, reason, at)
+    SELECT g.id, g.queue, 'cancel', $3, $4, t.now FROM gone g, t
 )
 SELECT * FROM gone

@@ -12,6 +12,10 @@
 -- scan of its backlog. Holding the key lock, no other claim can start a
 -- keyed job between these counts and this statement's commit.
 --
+-- Paused queues (errand_paused_queues) are left out of every scan: the
+-- list is read once per statement, an InitPlan, so the scans keep their
+-- index order.
+--
 -- The due-set scans compare with `coalesce($1, now())` directly rather
 -- than joining `t`: as a plain index scan the planner takes the index
 -- whose order the LIMIT needs even before the table has statistics (joined
@@ -24,6 +28,7 @@ expired AS (
     WHERE j.state = 'running' AND j.lease_until <= coalesce($1::timestamptz, now()) AND j.attempts < j.max_attempts
       AND j.lease_expiries + 1 < j.max_lease_expiries
       AND ($3::text[] IS NULL OR j.queue = ANY ($3::text[]))
+      AND j.queue <> ALL (ARRAY(SELECT p.queue FROM __SCHEMA__.errand_paused_queues p))
     ORDER BY j.lease_until, j.id
     LIMIT $2
     FOR UPDATE OF j SKIP LOCKED
@@ -34,6 +39,7 @@ ready AS (
     WHERE j.state = 'ready' AND j.key_name IS NULL
       AND j.available_at <= coalesce($1::timestamptz, now())
       AND ($3::text[] IS NULL OR j.queue = ANY ($3::text[]))
+      AND j.queue <> ALL (ARRAY(SELECT p.queue FROM __SCHEMA__.errand_paused_queues p))
     ORDER BY j.priority DESC, j.available_at, j.id
     LIMIT $2
     FOR UPDATE OF j SKIP LOCKED
@@ -44,6 +50,7 @@ keys AS (
     WHERE $6::boolean AND j.state = 'ready' AND j.key_name IS NOT NULL
       AND j.available_at <= t.now
       AND ($3::text[] IS NULL OR j.queue = ANY ($3::text[]))
+      AND j.queue <> ALL (ARRAY(SELECT p.queue FROM __SCHEMA__.errand_paused_queues p))
     GROUP BY j.queue, j.key_name
 ),
 admitted AS (

@@ -10,7 +10,7 @@ back AS (
     RETURNING j.*
 ),
 audited AS (
-    INSERT INTO __SCHEMA__.errand_audit (job_id, action, operator, reason, at)
-    SELECT b.id, 'replay', $3, $4, t.now FROM back b, t
+    INSERT INTO __SCHEMA__.errand_audit (job_id, queue, action, operator, reason, at)
+    SELECT b.id, b.queue, 'replay', $3, $4, t.now FROM back b, t
 )
 SELECT * FROM back

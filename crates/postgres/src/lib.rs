@@ -25,6 +25,7 @@
 #![deny(missing_docs)]
 
 mod listen;
+mod operate;
 mod ops;
 #[cfg(feature = "sqlx")]
 pub mod sqlx_adapter;
@@ -36,6 +37,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use errand_core::{
+    AuditEntry, AuditFilter, PausedQueue, PurgeRequest, QueueAction, Stats, StatsRequest,
+    WorkerReport,
+};
 use errand_core::{
     CancelRequest, ClaimRequest, ClaimedJob, Clock, Error, Failure, Inserted, Job, JobDetail,
     JobFilter, JobId, Lease, NewJob, RateBucket, RateLimit, ReplayRequest, Result, Store,
@@ -50,7 +55,7 @@ pub use ops::{Conn, Param, Queries};
 const INSERT_CHUNK: usize = 1_000;
 
 /// The schema version this build expects.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 const MIGRATIONS: &[(&str, &str)] = &[
     ("V1__jobs", include_str!("../migrations/V1__jobs.sql")),
     (
@@ -68,6 +73,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     (
         "V5__current_attempt_on_the_job",
         include_str!("../migrations/V5__current_attempt_on_the_job.sql"),
+    ),
+    (
+        "V6__operator_surface",
+        include_str!("../migrations/V6__operator_surface.sql"),
     ),
 ];
 
@@ -545,6 +554,41 @@ impl Store for PgStore {
         ops::list(&client, &self.queries, filter).await
     }
 
+    async fn pause_queue(&self, action: &QueueAction) -> Result<bool> {
+        let mut client = self.client().await?;
+        operate::pause(&mut client, &self.queries, self.now(), action).await
+    }
+
+    async fn resume_queue(&self, action: &QueueAction) -> Result<bool> {
+        let mut client = self.client().await?;
+        operate::resume(&mut client, &self.queries, self.now(), action).await
+    }
+
+    async fn paused_queues(&self) -> Result<Vec<PausedQueue>> {
+        let client = self.client().await?;
+        operate::paused(&client, &self.queries).await
+    }
+
+    async fn purge(&self, req: &PurgeRequest) -> Result<Vec<JobId>> {
+        let mut client = self.client().await?;
+        operate::purge(&mut client, &self.queries, self.now(), req).await
+    }
+
+    async fn audit_log(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
+        let client = self.client().await?;
+        operate::audit_log(&client, &self.queries, filter).await
+    }
+
+    async fn report_worker(&self, report: &WorkerReport) -> Result<()> {
+        let client = self.client().await?;
+        operate::report_worker(&client, &self.queries, self.now(), report).await
+    }
+
+    async fn stats(&self, req: &StatsRequest) -> Result<Stats> {
+        let mut client = self.client().await?;
+        operate::stats(&mut client, &self.queries, self.now(), req).await
+    }
+
     async fn take_tokens(&self, bucket: &RateBucket, limit: RateLimit, want: u32) -> Result<u32> {
         let client = self.client().await?;
         ops::take_tokens(&client, &self.queries, self.now(), bucket, limit, want).await
@@ -637,6 +681,88 @@ mod upgrade_tests {
         let outcomes: Vec<Option<&str>> =
             run.history.iter().map(|r| r.outcome.as_deref()).collect();
         assert_eq!(outcomes, vec![Some("retry"), Some("succeeded")]);
+        client
+            .batch_execute(&format!("DROP SCHEMA {quoted} CASCADE"))
+            .await
+            .unwrap();
+    }
+
+    /// A schema at V5 with audit entries (one of a job that still exists,
+    /// one of a job pruned since) upgrades to V6: the entries keep their
+    /// fields, gain the queue of a job that still exists, and the log takes
+    /// the new actions.
+    #[tokio::test]
+    async fn v6_keeps_the_audit_log_and_widens_it() {
+        let Ok(url) = std::env::var("ERRAND_TEST_POSTGRES_URL") else {
+            eprintln!(
+                "SKIPPED v6_keeps_the_audit_log_and_widens_it: ERRAND_TEST_POSTGRES_URL is not set"
+            );
+            return;
+        };
+        let schema = format!("errand_up6_{}", std::process::id());
+        let quoted = quote_schema(&schema).unwrap();
+        let (mut client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        client
+            .batch_execute(&format!("DROP SCHEMA IF EXISTS {quoted} CASCADE"))
+            .await
+            .unwrap();
+        migrate_to(&mut client, &schema, &quoted, refinery::Target::Version(5))
+            .await
+            .unwrap();
+        let at = "2026-11-30 10:00:00+00";
+        client
+            .batch_execute(&format!(
+                "INSERT INTO {quoted}.errand_jobs (id, queue, kind, state, payload, attempts, max_attempts,
+                     available_at, created_at, updated_at, finished_at)
+                 VALUES ('kept', 'mail', 'k', 'dead', '{{}}', 1, 1, '{at}', '{at}', '{at}', '{at}');
+                 INSERT INTO {quoted}.errand_audit (job_id, action, operator, reason, at)
+                 VALUES ('gone', 'cancel', 'alice', NULL, '{at}'),
+                        ('kept', 'replay', 'bob', 'fixed', '{at}');"
+            ))
+            .await
+            .unwrap();
+        migrate(&mut client, &schema, &quoted).await.unwrap();
+        let store = PgStore::connect(
+            &url,
+            PgOptions {
+                schema: schema.clone(),
+                ..PgOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+        let log = store.audit_log(&AuditFilter::default()).await.unwrap();
+        let summary: Vec<String> = log
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {:?} {:?} {}",
+                    e.action,
+                    e.job_id.as_ref().map(JobId::as_str),
+                    e.queue.as_ref().map(errand_core::Name::as_str),
+                    e.operator,
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                r#"replay Some("kept") Some("mail") bob"#,
+                r#"cancel Some("gone") None alice"#,
+            ]
+        );
+        let purge = PurgeRequest {
+            ids: vec![JobId::new("kept").unwrap()],
+            operator: "carol".into(),
+            reason: "done with it".into(),
+        };
+        store.purge(&purge).await.unwrap();
+        let log = store.audit_log(&AuditFilter::default()).await.unwrap();
+        assert_eq!(log.len(), 3);
+        assert_eq!(log[0].action, "purge");
         client
             .batch_execute(&format!("DROP SCHEMA {quoted} CASCADE"))
             .await

@@ -19,6 +19,8 @@ use crate::map_err;
 /// The store's SQL with the schema name filled in.
 #[derive(Debug)]
 pub struct Queries {
+    /// The quoted schema name, for the operator's rarer statements.
+    pub(crate) schema: String,
     pub(crate) insert: String,
     pub(crate) insert_many: String,
     pub(crate) get_many: String,
@@ -39,6 +41,10 @@ pub struct Queries {
     pub(crate) list: String,
     pub(crate) prune: String,
     pub(crate) take_tokens: String,
+    pub(crate) audit: String,
+    pub(crate) stats_sample: String,
+    pub(crate) stats_window: String,
+    pub(crate) report_worker: String,
 }
 
 impl Queries {
@@ -46,6 +52,7 @@ impl Queries {
     pub fn new(quoted_schema: &str) -> Self {
         let q = |sql: &str| sql.replace("__SCHEMA__", quoted_schema);
         Queries {
+            schema: quoted_schema.to_owned(),
             insert: q(include_str!("../queries/insert.sql")),
             insert_many: q(include_str!("../queries/insert_many.sql")),
             get_many: q(include_str!("../queries/get_many.sql")),
@@ -66,6 +73,10 @@ impl Queries {
             list: q(include_str!("../queries/list.sql")),
             prune: q(include_str!("../queries/prune.sql")),
             take_tokens: q(include_str!("../queries/take_tokens.sql")),
+            audit: q(include_str!("../queries/audit.sql")),
+            stats_sample: q(include_str!("../queries/stats_sample.sql")),
+            stats_window: q(include_str!("../queries/stats_window.sql")),
+            report_worker: q(include_str!("../queries/report_worker.sql")),
         }
     }
 }
@@ -75,12 +86,12 @@ pub(crate) fn to_odt(t: Timestamp) -> OffsetDateTime {
         .unwrap_or(OffsetDateTime::UNIX_EPOCH)
 }
 
-fn from_odt(t: OffsetDateTime) -> Timestamp {
+pub(crate) fn from_odt(t: OffsetDateTime) -> Timestamp {
     let ms = t.unix_timestamp_nanos().div_euclid(1_000_000);
     Timestamp::from_millis(i64::try_from(ms).unwrap_or(i64::MAX))
 }
 
-fn millis(d: Duration) -> i64 {
+pub(crate) fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
@@ -284,7 +295,11 @@ cached_conn!(
 );
 plain_conn!(tokio_postgres::Client, tokio_postgres::Transaction<'_>);
 
-async fn query_opt<C: Conn>(client: &C, sql: &str, params: &[Param<'_>]) -> Result<Option<Row>> {
+pub(crate) async fn query_opt<C: Conn>(
+    client: &C,
+    sql: &str,
+    params: &[Param<'_>],
+) -> Result<Option<Row>> {
     Ok(client
         .rows(sql, params)
         .await
@@ -293,7 +308,11 @@ async fn query_opt<C: Conn>(client: &C, sql: &str, params: &[Param<'_>]) -> Resu
         .next())
 }
 
-async fn query<C: Conn>(client: &C, sql: &str, params: &[Param<'_>]) -> Result<Vec<Row>> {
+pub(crate) async fn query<C: Conn>(
+    client: &C,
+    sql: &str,
+    params: &[Param<'_>],
+) -> Result<Vec<Row>> {
     client.rows(sql, params).await.map_err(map_err)
 }
 
@@ -726,15 +745,7 @@ pub(crate) enum Action {
     Cancel,
 }
 
-fn check_operator(operator: &str) -> Result<()> {
-    if operator.trim().is_empty() || operator.len() > 200 || operator.chars().any(char::is_control)
-    {
-        return Err(Error::invalid(
-            "the operator name must be 1 to 200 printable characters (pass --by NAME)",
-        ));
-    }
-    Ok(())
-}
+use errand_core::check_operator;
 
 /// Replays or cancels every job in `ids` in one transaction, or none.
 pub(crate) async fn operator_action(

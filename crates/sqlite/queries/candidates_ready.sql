@@ -1,8 +1,10 @@
--- Due ready jobs in every queue, highest priority first, then oldest due.
+-- Due ready jobs in every queue that is not paused, highest priority
+-- first, then oldest due.
 -- Read until the claim has enough: keyed jobs are admitted in Rust (see
 -- key_running.sql and key_next.sql), so a saturated key's backlog is
 -- passed over without a statement per row.
 SELECT id, queue, key_name, key_limit, key_ordered FROM errand_jobs INDEXED BY errand_jobs_due
 WHERE state = 'ready'
   AND available_at <= :now
+  AND queue NOT IN (SELECT queue FROM errand_paused_queues)
 ORDER BY priority DESC, available_at, id

@@ -3,5 +3,6 @@
 SELECT id, queue, key_name, key_limit, key_ordered FROM errand_jobs INDEXED BY errand_jobs_due_by_queue
 WHERE state = 'ready'
   AND available_at <= :now
+  AND queue NOT IN (SELECT queue FROM errand_paused_queues)
   AND queue IN (SELECT value FROM json_each(:queues))
 ORDER BY priority DESC, available_at, id

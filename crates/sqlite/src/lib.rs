@@ -24,6 +24,7 @@
 //!   `refinery` and recorded in `errand_schema_history`.
 #![deny(missing_docs)]
 
+mod operate;
 mod ops;
 mod schema;
 mod writer;
@@ -34,6 +35,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use errand_core::{
+    AuditEntry, AuditFilter, PausedQueue, PurgeRequest, QueueAction, Stats, StatsRequest,
+    WorkerReport,
+};
 use errand_core::{
     CancelRequest, ClaimRequest, ClaimedJob, Clock, Error, Failure, Inserted, Job, JobDetail,
     JobFilter, JobId, Lease, NewJob, RateBucket, RateLimit, ReplayRequest, Result, StepGuard,
@@ -504,6 +509,53 @@ impl Store for SqliteStore {
     async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
         let filter = filter.clone();
         self.read(move |c| ops::list(c, &filter)).await
+    }
+
+    async fn pause_queue(&self, action: &QueueAction) -> Result<bool> {
+        let action = action.clone();
+        self.write(move |c, now| operate::pause(c, &action, now))
+            .await
+    }
+
+    async fn resume_queue(&self, action: &QueueAction) -> Result<bool> {
+        let action = action.clone();
+        self.write(move |c, now| operate::resume(c, &action, now))
+            .await
+    }
+
+    async fn paused_queues(&self) -> Result<Vec<PausedQueue>> {
+        self.read(operate::paused).await
+    }
+
+    async fn purge(&self, req: &PurgeRequest) -> Result<Vec<JobId>> {
+        req.validate()?;
+        let req = req.clone();
+        self.write(move |c, now| operate::purge(c, &req.ids, &req.operator, &req.reason, now))
+            .await
+    }
+
+    async fn audit_log(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
+        let filter = filter.clone();
+        self.read(move |c| operate::audit_log(c, &filter)).await
+    }
+
+    async fn report_worker(&self, report: &WorkerReport) -> Result<()> {
+        let report = report.clone();
+        self.submit(move |c, now| operate::report_worker(c, &report, now))
+            .await
+    }
+
+    async fn stats(&self, req: &StatsRequest) -> Result<Stats> {
+        let req = *req;
+        let clock = self.inner.options.clock.clone();
+        self.read(move |c| {
+            // One read transaction, so the counts agree with each other.
+            c.execute_batch("BEGIN").map_err(map_err)?;
+            let out = operate::stats(c, &req, clock.now());
+            c.execute_batch("COMMIT").map_err(map_err)?;
+            out
+        })
+        .await
     }
 
     async fn take_tokens(&self, bucket: &RateBucket, limit: RateLimit, want: u32) -> Result<u32> {

@@ -12,7 +12,7 @@ use std::time::Duration;
 use errand_core::{
     AttemptRecord, AuditRecord, ClaimRequest, ClaimedJob, Error, ErrorClass, Failure, Inserted,
     Job, JobFilter, JobId, JobKey, JobState, Lease, LeaseToken, Name, NewJob, Payload, Result,
-    RetryAt, Schedule, Timestamp,
+    RetryAt, Schedule, Timestamp, check_operator,
 };
 use rusqlite::{Connection, OptionalExtension, Row, RowIndex, named_params};
 
@@ -65,16 +65,22 @@ fn conversion(col: usize, msg: String) -> rusqlite::Error {
     )
 }
 
-fn u32_col<I: RowIndex + Copy + std::fmt::Debug>(row: &Row<'_>, col: I) -> rusqlite::Result<u32> {
+pub(crate) fn u32_col<I: RowIndex + Copy + std::fmt::Debug>(
+    row: &Row<'_>,
+    col: I,
+) -> rusqlite::Result<u32> {
     let v: i64 = row.get(col)?;
     u32::try_from(v).map_err(|_| conversion(0, format!("column {col:?} out of range: {v}")))
 }
 
-fn ts_col<I: RowIndex>(row: &Row<'_>, col: I) -> rusqlite::Result<Timestamp> {
+pub(crate) fn ts_col<I: RowIndex>(row: &Row<'_>, col: I) -> rusqlite::Result<Timestamp> {
     row.get::<_, i64>(col).map(Timestamp::from_millis)
 }
 
-fn opt_ts_col<I: RowIndex>(row: &Row<'_>, col: I) -> rusqlite::Result<Option<Timestamp>> {
+pub(crate) fn opt_ts_col<I: RowIndex>(
+    row: &Row<'_>,
+    col: I,
+) -> rusqlite::Result<Option<Timestamp>> {
     Ok(row.get::<_, Option<i64>>(col)?.map(Timestamp::from_millis))
 }
 
@@ -961,35 +967,27 @@ pub(crate) fn heartbeat(
         })
 }
 
-fn audit(
-    conn: &Connection,
-    id: &JobId,
-    action: &str,
-    operator: &str,
-    reason: Option<&str>,
-    now: Timestamp,
-) -> Result<()> {
+pub(crate) struct AuditRow<'a> {
+    pub(crate) job: Option<&'a JobId>,
+    pub(crate) queue: &'a Name,
+    pub(crate) action: &'a str,
+    pub(crate) operator: &'a str,
+    pub(crate) reason: Option<&'a str>,
+}
+
+pub(crate) fn audit(conn: &Connection, row: &AuditRow<'_>, now: Timestamp) -> Result<()> {
     conn.prepare_cached(AUDIT)
         .map_err(map_err)?
         .execute(named_params! {
-            ":id": id.as_str(), ":action": action, ":operator": operator,
-            ":reason": reason, ":now": now.as_millis(),
+            ":id": row.job.map(JobId::as_str), ":queue": row.queue.as_str(),
+            ":action": row.action, ":operator": row.operator,
+            ":reason": row.reason, ":now": now.as_millis(),
         })
         .map_err(map_err)?;
     Ok(())
 }
 
-fn check_operator(operator: &str) -> Result<()> {
-    if operator.trim().is_empty() || operator.len() > 200 || operator.chars().any(char::is_control)
-    {
-        return Err(Error::invalid(
-            "the operator name must be 1 to 200 printable characters (pass --by NAME)",
-        ));
-    }
-    Ok(())
-}
-
-fn refused(conn: &Connection, id: &JobId, hint: &str) -> Error {
+pub(crate) fn refused(conn: &Connection, id: &JobId, hint: &str) -> Error {
     match get(conn, id) {
         Ok(job) => Error::InvalidState {
             id: id.to_string(),
@@ -1021,7 +1019,14 @@ pub(crate) fn replay(
             .optional()
             .map_err(map_err)?
             .ok_or_else(|| refused(conn, id, "only dead or cancelled jobs can be replayed"))?;
-        audit(conn, id, "replay", operator, reason, now)?;
+        let row = AuditRow {
+            job: Some(id),
+            queue: &job.queue,
+            action: "replay",
+            operator,
+            reason,
+        };
+        audit(conn, &row, now)?;
         out.push(job);
     }
     Ok(out)
@@ -1059,7 +1064,14 @@ pub(crate) fn cancel(
             };
             record_attempt(conn, Held::of(&job), now, &ended)?;
         }
-        audit(conn, id, "cancel", operator, reason, now)?;
+        let row = AuditRow {
+            job: Some(id),
+            queue: &job.queue,
+            action: "cancel",
+            operator,
+            reason,
+        };
+        audit(conn, &row, now)?;
         out.push(job);
     }
     Ok(out)

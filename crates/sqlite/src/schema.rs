@@ -12,7 +12,7 @@ mod embedded {
 const HISTORY_TABLE: &str = "errand_schema_history";
 
 /// The schema version this build of the library expects.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// The version recorded in the database, or `None` if Errand's schema was
 /// never applied.
@@ -169,6 +169,77 @@ mod tests {
         let outcomes: Vec<Option<&str>> =
             run.history.iter().map(|r| r.outcome.as_deref()).collect();
         assert_eq!(outcomes, vec![Some("retry"), Some("succeeded")]);
+    }
+
+    /// A database at V3 with audit entries (one of a job that still exists,
+    /// one of a job pruned since) upgrades to V4: the entries keep their
+    /// order and fields, gain the queue of a job that still exists, and the
+    /// log takes the new actions.
+    #[tokio::test]
+    async fn v4_keeps_the_audit_log_and_widens_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("up.db");
+        let mut conn = Connection::open(&path).unwrap();
+        embedded::migrations::runner()
+            .set_target(refinery::Target::Version(3))
+            .set_migration_table_name(HISTORY_TABLE)
+            .run(&mut conn)
+            .unwrap();
+        conn.execute_batch(
+            "INSERT INTO errand_jobs (id, queue, kind, state, payload, attempts, max_attempts,
+                 available_at, created_at, updated_at, finished_at)
+             VALUES ('kept', 'mail', 'k', 'dead', '{}', 1, 1, 0, 0, 2000, 2000);
+             INSERT INTO errand_audit (job_id, action, operator, reason, at)
+             VALUES ('gone', 'cancel', 'alice', NULL, 100),
+                    ('kept', 'replay', 'bob', 'fixed', 200);",
+        )
+        .unwrap();
+        drop(conn);
+        let store = crate::SqliteStore::open(
+            &path,
+            crate::SqliteOptions {
+                migrate: true,
+                ..crate::SqliteOptions::default()
+            },
+        )
+        .unwrap();
+        let log = store
+            .audit_log(&errand_core::AuditFilter::default())
+            .await
+            .unwrap();
+        let summary: Vec<String> = log
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {:?} {:?} {} {}",
+                    e.action,
+                    e.job_id.as_ref().map(JobId::as_str),
+                    e.queue.as_ref().map(errand_core::Name::as_str),
+                    e.operator,
+                    e.at.as_millis(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                r#"replay Some("kept") Some("mail") bob 200"#,
+                r#"cancel Some("gone") None alice 100"#,
+            ]
+        );
+        let purge = errand_core::PurgeRequest {
+            ids: vec![JobId::new("kept").unwrap()],
+            operator: "carol".into(),
+            reason: "done with it".into(),
+        };
+        store.purge(&purge).await.unwrap();
+        let log = store
+            .audit_log(&errand_core::AuditFilter::default())
+            .await
+            .unwrap();
+        assert_eq!(log.len(), 3);
+        assert_eq!(log[0].action, "purge");
+        assert!(log[0].seq > log[1].seq);
     }
 
     #[test]

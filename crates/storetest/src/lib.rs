@@ -18,6 +18,7 @@ pub mod cases;
 pub mod history;
 pub mod keys;
 pub mod model;
+pub mod operate;
 
 pub use proptest;
 pub use tokio;
@@ -83,6 +84,13 @@ macro_rules! conformance_tests {
         $crate::conformance_tests!(@in history $make;
             history_times_every_attempt_and_shows_the_running_one,
             history_records_releases_cancels_expiry_and_replay_cycles,
+        );
+        $crate::conformance_tests!(@in operate $make;
+            a_paused_queue_gives_nothing_to_claims_until_resumed,
+            purge_deletes_only_dead_jobs_and_its_audit_outlives_them,
+            the_audit_log_pages_newest_first_and_filters,
+            stats_count_each_queue_with_leases_age_and_window,
+            worker_reports_keep_the_latest_per_worker,
         );
         $crate::conformance_tests!(@in keys $make;
             a_job_keeps_its_concurrency_key,

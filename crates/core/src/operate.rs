@@ -1,0 +1,584 @@
+//! The operator's vocabulary: pausing queues, purging dead jobs, the audit
+//! log, worker reports and the queue statistics behind `errand stats`,
+//! `/metrics` and the dashboard.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Timestamp;
+use crate::error::{Error, Result};
+use crate::job::{JobId, Name};
+
+/// The longest operator name.
+pub const MAX_OPERATOR_BYTES: usize = 200;
+/// The longest reason.
+pub const MAX_REASON_BYTES: usize = 2000;
+
+/// Checks an operator name: 1 to 200 bytes of printable text.
+pub fn check_operator(operator: &str) -> Result<()> {
+    if operator.trim().is_empty()
+        || operator.len() > MAX_OPERATOR_BYTES
+        || operator.chars().any(char::is_control)
+    {
+        return Err(Error::invalid(
+            "the operator name must be 1 to 200 printable characters (pass --by NAME)",
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a reason: 1 to 2000 bytes; line breaks and tabs allowed, other
+/// control characters not.
+pub fn check_reason(reason: &str) -> Result<()> {
+    if reason.trim().is_empty()
+        || reason.len() > MAX_REASON_BYTES
+        || reason
+            .chars()
+            .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
+    {
+        return Err(Error::invalid(
+            "the reason must be 1 to 2000 characters of text (pass --reason TEXT)",
+        ));
+    }
+    Ok(())
+}
+
+/// An operator pausing or resuming a queue.
+#[derive(Clone, Debug)]
+pub struct QueueAction {
+    /// The queue.
+    pub queue: Name,
+    /// Who asked.
+    pub operator: String,
+    /// Why.
+    pub reason: Option<String>,
+}
+
+impl QueueAction {
+    /// Checks the operator and reason.
+    pub fn validate(&self) -> Result<()> {
+        check_operator(&self.operator)?;
+        if let Some(r) = &self.reason {
+            check_reason(r)?;
+        }
+        Ok(())
+    }
+}
+
+/// A paused queue: workers claim nothing from it until it is resumed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PausedQueue {
+    /// The queue.
+    pub queue: Name,
+    /// Who paused it.
+    pub operator: String,
+    /// Why.
+    pub reason: Option<String>,
+    /// When.
+    pub paused_at: Timestamp,
+}
+
+/// An operator's request to delete dead jobs for good.
+#[derive(Clone, Debug)]
+pub struct PurgeRequest {
+    /// The jobs; all are purged or none.
+    pub ids: Vec<JobId>,
+    /// Who asked.
+    pub operator: String,
+    /// Why (required: a purge cannot be undone).
+    pub reason: String,
+}
+
+impl PurgeRequest {
+    /// Checks the operator and reason.
+    pub fn validate(&self) -> Result<()> {
+        check_operator(&self.operator)?;
+        check_reason(&self.reason)
+    }
+}
+
+/// Which audit entries to read.
+#[derive(Clone, Debug, Default)]
+pub struct AuditFilter {
+    /// Only entries about this job (it may no longer exist).
+    pub job: Option<JobId>,
+    /// Only entries about jobs of, or actions on, this queue.
+    pub queue: Option<Name>,
+    /// Keyset pagination: only entries older than this sequence number.
+    pub before: Option<u64>,
+    /// At most this many (default 100, at most 10,000).
+    pub limit: Option<u32>,
+}
+
+impl AuditFilter {
+    /// The effective limit.
+    pub fn effective_limit(&self) -> u32 {
+        self.limit.unwrap_or(100).clamp(1, 10_000)
+    }
+}
+
+/// One entry of the audit log: an operator's action.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AuditEntry {
+    /// Its place in the log (increasing).
+    pub seq: u64,
+    /// When it happened.
+    pub at: Timestamp,
+    /// `replay`, `cancel`, `purge`, `pause` or `resume`.
+    pub action: String,
+    /// The job acted on (none for a queue's pause and resume).
+    pub job_id: Option<JobId>,
+    /// The queue of the job, or the queue paused or resumed.
+    pub queue: Option<Name>,
+    /// Who did it.
+    pub operator: String,
+    /// Why.
+    pub reason: Option<String>,
+}
+
+/// The upper bounds, in milliseconds, of the latency histograms' buckets
+/// (the last bucket, `+Inf`, is implicit).
+pub const LATENCY_BUCKETS_MS: [u64; 14] = [
+    1, 5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 60_000, 300_000,
+];
+
+/// A cumulative histogram of durations over [`LATENCY_BUCKETS_MS`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Histogram {
+    /// Observations per bucket (not cumulative), one more than the bounds:
+    /// the last counts observations above every bound.
+    pub counts: Vec<u64>,
+    /// The sum of the observations in milliseconds.
+    pub sum_ms: u64,
+}
+
+impl Histogram {
+    /// Records one observation.
+    pub fn observe(&mut self, d: Duration) {
+        let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        if self.counts.len() != LATENCY_BUCKETS_MS.len() + 1 {
+            self.counts.resize(LATENCY_BUCKETS_MS.len() + 1, 0);
+        }
+        let i = LATENCY_BUCKETS_MS
+            .iter()
+            .position(|&b| ms <= b)
+            .unwrap_or(LATENCY_BUCKETS_MS.len());
+        if let Some(c) = self.counts.get_mut(i) {
+            *c += 1;
+        }
+        self.sum_ms = self.sum_ms.saturating_add(ms);
+    }
+
+    /// How many observations.
+    pub fn count(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// Adds another histogram's observations to this one.
+    pub fn merge(&mut self, other: &Histogram) {
+        if self.counts.len() < other.counts.len() {
+            self.counts.resize(other.counts.len(), 0);
+        }
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a += b;
+        }
+        self.sum_ms = self.sum_ms.saturating_add(other.sum_ms);
+    }
+}
+
+/// What one worker process has counted since it started (cumulative).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerMetrics {
+    /// Claim cycles that reached the store and succeeded.
+    pub cycles: u64,
+    /// Attempts started.
+    pub started: u64,
+    /// From when a job was due to when its attempt started.
+    pub start_latency: Histogram,
+    /// For jobs with a deadline that succeeded: how late past the deadline
+    /// (zero when on time).
+    pub lateness: Histogram,
+    /// Jobs finished on time, of those with a deadline.
+    pub on_time: u64,
+    /// Jobs finished after their deadline.
+    pub late: u64,
+}
+
+/// A worker process's report of itself, written every few seconds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkerReport {
+    /// Unique per process (a UUID).
+    pub id: String,
+    /// The host it runs on.
+    pub host: String,
+    /// Its process id.
+    pub pid: u32,
+    /// The queues it works (empty: every queue).
+    pub queues: Vec<Name>,
+    /// When it started.
+    pub started_at: Timestamp,
+    /// Its counters.
+    pub metrics: WorkerMetrics,
+}
+
+impl WorkerReport {
+    /// Checks the free-text fields' sizes.
+    pub fn validate(&self) -> Result<()> {
+        if self.id.is_empty() || self.id.len() > 200 || self.id.chars().any(char::is_control) {
+            return Err(Error::invalid(
+                "a worker id must be 1 to 200 printable characters",
+            ));
+        }
+        if self.host.len() > 255 || self.host.chars().any(char::is_control) {
+            return Err(Error::invalid(
+                "a worker's host name must be at most 255 printable characters",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A worker as the store last heard from it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct WorkerSeen {
+    /// Its id.
+    pub id: String,
+    /// Its host.
+    pub host: String,
+    /// Its process id.
+    pub pid: u32,
+    /// Its queues (empty: every queue).
+    pub queues: Vec<Name>,
+    /// When it started.
+    pub started_at: Timestamp,
+    /// When it last completed a claim cycle (when it last reported).
+    pub last_cycle_at: Timestamp,
+    /// Its counters.
+    pub metrics: WorkerMetrics,
+}
+
+/// What to compute statistics over.
+#[derive(Clone, Copy, Debug)]
+pub struct StatsRequest {
+    /// Retries and dead letters are counted over this recent window.
+    pub window: Duration,
+    /// Counts per state stop at this many rows (then they are marked
+    /// `truncated`): no page view or scrape walks a million-row table.
+    pub cap: u32,
+}
+
+impl Default for StatsRequest {
+    fn default() -> Self {
+        StatsRequest {
+            window: Duration::from_secs(15 * 60),
+            cap: 10_000,
+        }
+    }
+}
+
+/// One queue's signals.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct QueueStats {
+    /// The queue.
+    pub queue: Name,
+    /// Its counts.
+    #[serde(flatten)]
+    pub counts: Counts,
+    /// Whether an operator paused it.
+    pub paused: bool,
+}
+
+/// The counts of one queue, or of all.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    /// Ready and due now.
+    pub ready: u64,
+    /// Ready but due later (delayed or waiting for a retry).
+    pub scheduled: u64,
+    /// Running.
+    pub running: u64,
+    /// Running with a live lease.
+    pub active_leases: u64,
+    /// Running with a lease that has expired (the worker is gone or stalled).
+    pub expired_leases: u64,
+    /// Dead.
+    pub dead: u64,
+    /// When the oldest due ready job became due.
+    pub oldest_due_at: Option<Timestamp>,
+    /// Its age now, in milliseconds.
+    pub oldest_due_age_ms: Option<u64>,
+    /// Failed attempts that will be retried, in the window, by error class.
+    pub retries: BTreeMap<String, u64>,
+    /// Jobs that went dead in the window, by error class.
+    pub dead_letters: BTreeMap<String, u64>,
+}
+
+/// The operator signals, per queue and overall.
+#[derive(Clone, Debug, Serialize)]
+pub struct Stats {
+    /// When they were read (the store's clock).
+    pub at: Timestamp,
+    /// The window of `retries` and `dead_letters`, in seconds.
+    pub window_secs: u64,
+    /// The row cap of each state's count.
+    pub cap: u32,
+    /// States whose count reached the cap: their counts (and the queues'
+    /// shares of them) are lower bounds, taken over the oldest rows.
+    pub truncated: Vec<String>,
+    /// Per queue, by name.
+    pub queues: Vec<QueueStats>,
+    /// Workers that reported, most recent first.
+    pub workers: Vec<WorkerSeen>,
+    /// When any worker last completed a claim cycle.
+    pub last_worker_cycle_at: Option<Timestamp>,
+    /// How long ago that was, in milliseconds.
+    pub since_last_worker_cycle_ms: Option<u64>,
+}
+
+impl Stats {
+    /// Sums over every queue (the oldest due age is the largest).
+    pub fn totals(&self) -> Counts {
+        let mut t = Counts::default();
+        for q in self.queues.iter().map(|q| &q.counts) {
+            t.oldest_due_at = match (t.oldest_due_at, q.oldest_due_at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            t.ready += q.ready;
+            t.scheduled += q.scheduled;
+            t.running += q.running;
+            t.active_leases += q.active_leases;
+            t.expired_leases += q.expired_leases;
+            t.dead += q.dead;
+            t.oldest_due_age_ms = t.oldest_due_age_ms.max(q.oldest_due_age_ms);
+            for (k, v) in &q.retries {
+                *t.retries.entry(k.clone()).or_default() += v;
+            }
+            for (k, v) in &q.dead_letters {
+                *t.dead_letters.entry(k.clone()).or_default() += v;
+            }
+        }
+        t
+    }
+}
+
+/// One row of a per-state sample, as a backend reads it.
+#[derive(Clone, Debug)]
+pub struct SampleRow {
+    /// The job's queue.
+    pub queue: String,
+    /// Its state.
+    pub state: String,
+    /// How many rows of the sample share queue and state (and `due`).
+    pub n: u64,
+    /// For ready rows: due now (`true`) or later.
+    pub due: bool,
+    /// For running rows: live leases among `n`.
+    pub live: u64,
+    /// For due ready rows: the earliest due time.
+    pub oldest_due_at: Option<Timestamp>,
+}
+
+/// A count of attempts that ended in the window, as a backend reads it.
+#[derive(Clone, Debug)]
+pub struct WindowRow {
+    /// The job's queue.
+    pub queue: String,
+    /// `true`: the job went dead; `false`: it will be retried.
+    pub dead: bool,
+    /// The error class (`unknown` when none was recorded).
+    pub class: String,
+    /// How many.
+    pub n: u64,
+}
+
+/// Assembles [`Stats`] from what a backend read: the per-state samples
+/// (with, per state, whether it reached the cap), the window's counts, the
+/// paused queues and the workers.
+pub fn assemble_stats(
+    req: &StatsRequest,
+    now: Timestamp,
+    samples: Vec<SampleRow>,
+    truncated: Vec<String>,
+    window: Vec<WindowRow>,
+    paused: &[PausedQueue],
+    mut workers: Vec<WorkerSeen>,
+) -> Result<Stats> {
+    let mut queues: BTreeMap<String, QueueStats> = BTreeMap::new();
+    for s in samples {
+        let q = &mut entry(&mut queues, &s.queue)?.counts;
+        match s.state.as_str() {
+            "ready" if s.due => {
+                q.ready += s.n;
+                q.oldest_due_at = match (q.oldest_due_at, s.oldest_due_at) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+            "ready" => q.scheduled += s.n,
+            "running" => {
+                q.running += s.n;
+                q.active_leases += s.live;
+                q.expired_leases += s.n.saturating_sub(s.live);
+            }
+            "dead" => q.dead += s.n,
+            _ => {}
+        }
+    }
+    for w in window {
+        let q = &mut entry(&mut queues, &w.queue)?.counts;
+        let map = if w.dead {
+            &mut q.dead_letters
+        } else {
+            &mut q.retries
+        };
+        *map.entry(w.class).or_default() += w.n;
+    }
+    for p in paused {
+        entry(&mut queues, p.queue.as_str())?.paused = true;
+    }
+    let mut queues: Vec<QueueStats> = queues.into_values().collect();
+    for q in queues.iter_mut().map(|q| &mut q.counts) {
+        q.oldest_due_age_ms = q
+            .oldest_due_at
+            .map(|t| u64::try_from(now.since(t).as_millis()).unwrap_or(u64::MAX));
+    }
+    workers.sort_by_key(|w| std::cmp::Reverse(w.last_cycle_at));
+    let last = workers.first().map(|w| w.last_cycle_at);
+    Ok(Stats {
+        at: now,
+        window_secs: req.window.as_secs(),
+        cap: req.cap,
+        truncated,
+        queues,
+        workers,
+        last_worker_cycle_at: last,
+        since_last_worker_cycle_ms: last
+            .map(|t| u64::try_from(now.since(t).as_millis()).unwrap_or(u64::MAX)),
+    })
+}
+
+fn entry<'a>(
+    queues: &'a mut BTreeMap<String, QueueStats>,
+    name: &str,
+) -> Result<&'a mut QueueStats> {
+    if !queues.contains_key(name) {
+        let queue = Name::parse("queue", name)?;
+        queues.insert(
+            name.to_owned(),
+            QueueStats {
+                queue,
+                counts: Counts::default(),
+                paused: false,
+            },
+        );
+    }
+    queues
+        .get_mut(name)
+        .ok_or_else(|| Error::invalid("queue statistics lost a queue"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_by_upper_bound_and_merges() {
+        let mut h = Histogram::default();
+        h.observe(Duration::from_millis(1));
+        h.observe(Duration::from_millis(2));
+        h.observe(Duration::from_secs(3600));
+        assert_eq!(h.counts.len(), LATENCY_BUCKETS_MS.len() + 1);
+        assert_eq!(h.counts[0], 1, "1 ms is within the first bound");
+        assert_eq!(h.counts[1], 1, "2 ms falls in the 5 ms bucket");
+        assert_eq!(
+            h.counts[LATENCY_BUCKETS_MS.len()],
+            1,
+            "an hour is above every bound"
+        );
+        assert_eq!(h.sum_ms, 3_600_003);
+        let mut total = Histogram::default();
+        total.merge(&h);
+        total.merge(&h);
+        assert_eq!(total.count(), 6);
+        assert_eq!(total.sum_ms, 7_200_006);
+    }
+
+    #[test]
+    fn operator_and_reason_are_checked() {
+        assert!(check_operator("alice").is_ok());
+        assert!(check_operator(" ").is_err());
+        assert!(check_operator("a\u{0}b").is_err());
+        assert!(check_operator(&"x".repeat(201)).is_err());
+        assert!(check_reason("line one\nline two\tend").is_ok());
+        assert!(check_reason("").is_err());
+        assert!(check_reason("bell\u{7}").is_err());
+        assert!(check_reason(&"x".repeat(2001)).is_err());
+    }
+
+    #[test]
+    fn stats_split_ready_from_scheduled_and_live_from_expired_leases() {
+        let now = Timestamp::from_millis(100_000);
+        let row = |queue: &str, state: &str, n, due, live, oldest: Option<i64>| SampleRow {
+            queue: queue.into(),
+            state: state.into(),
+            n,
+            due,
+            live,
+            oldest_due_at: oldest.map(Timestamp::from_millis),
+        };
+        let samples = vec![
+            row("mail", "ready", 3, true, 0, Some(40_000)),
+            row("mail", "ready", 2, false, 0, None),
+            row("mail", "running", 4, false, 3, None),
+            row("bulk", "dead", 7, false, 0, None),
+        ];
+        let window = vec![
+            WindowRow {
+                queue: "mail".into(),
+                dead: false,
+                class: "retryable".into(),
+                n: 5,
+            },
+            WindowRow {
+                queue: "bulk".into(),
+                dead: true,
+                class: "permanent".into(),
+                n: 2,
+            },
+        ];
+        let paused = [PausedQueue {
+            queue: Name::parse("queue", "idle").expect("valid"),
+            operator: "op".into(),
+            reason: None,
+            paused_at: now,
+        }];
+        let stats = assemble_stats(
+            &StatsRequest::default(),
+            now,
+            samples,
+            vec![],
+            window,
+            &paused,
+            vec![],
+        )
+        .expect("assembles");
+        let names: Vec<&str> = stats.queues.iter().map(|q| q.queue.as_str()).collect();
+        assert_eq!(names, ["bulk", "idle", "mail"]);
+        let mail = &stats.queues[2].counts;
+        assert_eq!((mail.ready, mail.scheduled, mail.running), (3, 2, 4));
+        assert_eq!((mail.active_leases, mail.expired_leases), (3, 1));
+        assert_eq!(mail.oldest_due_age_ms, Some(60_000));
+        assert_eq!(mail.retries.get("retryable"), Some(&5));
+        assert!(stats.queues[1].paused);
+        assert_eq!(
+            stats.queues[0].counts.dead_letters.get("permanent"),
+            Some(&2)
+        );
+        let t = stats.totals();
+        assert_eq!((t.ready, t.running, t.dead), (3, 4, 7));
+        assert_eq!(stats.since_last_worker_cycle_ms, None);
+    }
+}

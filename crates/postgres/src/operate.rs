@@ -1,0 +1,339 @@
+//! The operator's operations in PostgreSQL's dialect: pausing queues,
+//! purging dead jobs, the audit log, workers' reports and the statistics.
+
+use errand_core::{
+    AuditEntry, AuditFilter, Error, JobId, JobState, Name, PausedQueue, PurgeRequest, QueueAction,
+    Result, SampleRow, Stats, StatsRequest, WindowRow, WorkerReport, WorkerSeen, assemble_stats,
+};
+use time::OffsetDateTime;
+use tokio_postgres::Row;
+
+use crate::map_err;
+use crate::ops::{Conn, Queries, from_odt, get, millis, query, query_opt};
+
+fn name_of(s: String) -> Result<Name> {
+    Name::parse("queue", s)
+}
+
+fn count(row: &Row, col: &str) -> Result<u64> {
+    let n: i64 = row.try_get(col).map_err(map_err)?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
+async fn queue_audit<C: Conn>(
+    client: &C,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    a: &QueueAction,
+    action: &str,
+) -> Result<()> {
+    let none: Option<&str> = None;
+    query(
+        client,
+        &q.audit,
+        &[
+            &now,
+            &none,
+            &a.queue.as_str(),
+            &action,
+            &a.operator,
+            &a.reason,
+        ],
+    )
+    .await
+    .map(drop)
+}
+
+/// Pauses a queue; `false` when it already was.
+pub(crate) async fn pause(
+    client: &mut deadpool_postgres::Client,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    a: &QueueAction,
+) -> Result<bool> {
+    a.validate()?;
+    let tx = client.transaction().await.map_err(map_err)?;
+    let sql = format!(
+        "INSERT INTO {}.errand_paused_queues (queue, operator, reason, paused_at)
+         VALUES ($2, $3, $4, coalesce($1::timestamptz, now())) ON CONFLICT (queue) DO NOTHING
+         RETURNING queue",
+        q.schema
+    );
+    let done = query_opt(
+        &tx,
+        &sql,
+        &[&now, &a.queue.as_str(), &a.operator, &a.reason],
+    )
+    .await?
+    .is_some();
+    if done {
+        queue_audit(&tx, q, now, a, "pause").await?;
+    }
+    tx.commit().await.map_err(map_err)?;
+    Ok(done)
+}
+
+/// Resumes a queue; `false` when it was not paused.
+pub(crate) async fn resume(
+    client: &mut deadpool_postgres::Client,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    a: &QueueAction,
+) -> Result<bool> {
+    a.validate()?;
+    let tx = client.transaction().await.map_err(map_err)?;
+    let sql = format!(
+        "DELETE FROM {}.errand_paused_queues WHERE queue = $1 RETURNING queue",
+        q.schema
+    );
+    let done = query_opt(&tx, &sql, &[&a.queue.as_str()]).await?.is_some();
+    if done {
+        queue_audit(&tx, q, now, a, "resume").await?;
+    }
+    tx.commit().await.map_err(map_err)?;
+    Ok(done)
+}
+
+/// The paused queues, by name.
+pub(crate) async fn paused<C: Conn>(client: &C, q: &Queries) -> Result<Vec<PausedQueue>> {
+    let sql = format!(
+        "SELECT queue, operator, reason, paused_at FROM {}.errand_paused_queues ORDER BY queue",
+        q.schema
+    );
+    query(client, &sql, &[])
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(PausedQueue {
+                queue: name_of(r.try_get("queue").map_err(map_err)?)?,
+                operator: r.try_get("operator").map_err(map_err)?,
+                reason: r.try_get("reason").map_err(map_err)?,
+                paused_at: from_odt(r.try_get("paused_at").map_err(map_err)?),
+            })
+        })
+        .collect()
+}
+
+/// Deletes dead jobs (all or none), each with an audit entry.
+pub(crate) async fn purge(
+    client: &mut deadpool_postgres::Client,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    req: &PurgeRequest,
+) -> Result<Vec<JobId>> {
+    req.validate()?;
+    let tx = client.transaction().await.map_err(map_err)?;
+    let sql = format!(
+        "DELETE FROM {}.errand_jobs WHERE id = $1 AND state = 'dead' RETURNING queue",
+        q.schema
+    );
+    let mut out = Vec::with_capacity(req.ids.len());
+    for id in &req.ids {
+        let Some(row) = query_opt(&tx, &sql, &[&id.as_str()]).await? else {
+            let err = match get(&tx, q, id).await {
+                Ok(job) => Error::InvalidState {
+                    id: id.to_string(),
+                    state: job.state.to_string(),
+                    hint: "only dead jobs can be purged".to_owned(),
+                },
+                Err(e) => e,
+            };
+            // Dropping the transaction rolls back what was done so far.
+            return Err(err);
+        };
+        let queue: String = row.try_get("queue").map_err(map_err)?;
+        let action = "purge";
+        query(
+            &tx,
+            &q.audit,
+            &[
+                &now,
+                &id.as_str(),
+                &queue,
+                &action,
+                &req.operator,
+                &req.reason,
+            ],
+        )
+        .await?;
+        out.push(id.clone());
+    }
+    tx.commit().await.map_err(map_err)?;
+    Ok(out)
+}
+
+/// Audit entries, newest first.
+pub(crate) async fn audit_log<C: Conn>(
+    client: &C,
+    q: &Queries,
+    f: &AuditFilter,
+) -> Result<Vec<AuditEntry>> {
+    let sql = format!(
+        "SELECT seq, at, action, job_id, queue, operator, reason FROM {}.errand_audit
+         WHERE ($1::text IS NULL OR job_id = $1) AND ($2::text IS NULL OR queue = $2)
+           AND ($3::bigint IS NULL OR seq < $3)
+         ORDER BY seq DESC LIMIT $4",
+        q.schema
+    );
+    let before = f.before.map(|b| i64::try_from(b).unwrap_or(i64::MAX));
+    let job = f.job.as_ref().map(JobId::as_str);
+    let queue = f.queue.as_ref().map(Name::as_str);
+    let limit = i64::from(f.effective_limit());
+    query(client, &sql, &[&job, &queue, &before, &limit])
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(AuditEntry {
+                seq: count(r, "seq")?,
+                at: from_odt(r.try_get("at").map_err(map_err)?),
+                action: r.try_get("action").map_err(map_err)?,
+                job_id: r
+                    .try_get::<_, Option<String>>("job_id")
+                    .map_err(map_err)?
+                    .map(JobId::new)
+                    .transpose()?,
+                queue: r
+                    .try_get::<_, Option<String>>("queue")
+                    .map_err(map_err)?
+                    .map(name_of)
+                    .transpose()?,
+                operator: r.try_get("operator").map_err(map_err)?,
+                reason: r.try_get("reason").map_err(map_err)?,
+            })
+        })
+        .collect()
+}
+
+/// Upserts a worker's report.
+pub(crate) async fn report_worker<C: Conn>(
+    client: &C,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    w: &WorkerReport,
+) -> Result<()> {
+    w.validate()?;
+    let queues = serde_json::to_string(&w.queues)
+        .map_err(|e| Error::invalid(format!("a worker's queues could not be encoded: {e}")))?;
+    let metrics = serde_json::to_string(&w.metrics)
+        .map_err(|e| Error::invalid(format!("a worker's counters could not be encoded: {e}")))?;
+    let started = crate::ops::to_odt(w.started_at);
+    query(
+        client,
+        &q.report_worker,
+        &[
+            &now,
+            &w.id,
+            &w.host,
+            &i64::from(w.pid),
+            &queues,
+            &started,
+            &metrics,
+        ],
+    )
+    .await
+    .map(drop)
+}
+
+async fn workers<C: Conn>(client: &C, q: &Queries) -> Result<Vec<WorkerSeen>> {
+    let sql = format!(
+        "SELECT id, host, pid, queues::text AS queues, started_at, last_cycle_at,
+                metrics::text AS metrics
+         FROM {}.errand_workers ORDER BY last_cycle_at DESC LIMIT 1000",
+        q.schema
+    );
+    query(client, &sql, &[])
+        .await?
+        .iter()
+        .map(|r| {
+            let id: String = r.try_get("id").map_err(map_err)?;
+            let queues: String = r.try_get("queues").map_err(map_err)?;
+            let metrics: String = r.try_get("metrics").map_err(map_err)?;
+            let pid: i64 = r.try_get("pid").map_err(map_err)?;
+            Ok(WorkerSeen {
+                host: r.try_get("host").map_err(map_err)?,
+                pid: u32::try_from(pid).unwrap_or(0),
+                queues: serde_json::from_str(&queues).map_err(|e| {
+                    Error::Storage(format!("worker {id}'s queues are not readable: {e}"))
+                })?,
+                metrics: serde_json::from_str(&metrics).map_err(|e| {
+                    Error::Storage(format!("worker {id}'s counters are not readable: {e}"))
+                })?,
+                started_at: from_odt(r.try_get("started_at").map_err(map_err)?),
+                last_cycle_at: from_odt(r.try_get("last_cycle_at").map_err(map_err)?),
+                id,
+            })
+        })
+        .collect()
+}
+
+/// The statistics, read in one snapshot.
+pub(crate) async fn stats(
+    client: &mut deadpool_postgres::Client,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    req: &StatsRequest,
+) -> Result<Stats> {
+    let tx = client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await
+        .map_err(map_err)?;
+    // The snapshot's time: every comparison below uses it.
+    let now_row = query_opt(
+        &tx,
+        "SELECT coalesce($1::timestamptz, now()) AS now",
+        &[&now],
+    )
+    .await?
+    .ok_or_else(|| Error::Storage("the server did not say what time it is".into()))?;
+    let at: OffsetDateTime = now_row.try_get("now").map_err(map_err)?;
+    let cap = i64::from(req.cap);
+    let mut samples = Vec::new();
+    let mut truncated = Vec::new();
+    for state in [JobState::Ready, JobState::Running, JobState::Dead] {
+        let rows = query(&tx, &q.stats_sample, &[&Some(at), &state.as_str(), &cap]).await?;
+        let mut total = 0;
+        for r in &rows {
+            let oldest: Option<OffsetDateTime> = r.try_get("oldest").map_err(map_err)?;
+            let row = SampleRow {
+                queue: r.try_get("queue").map_err(map_err)?,
+                state: state.as_str().to_owned(),
+                n: count(r, "n")?,
+                due: r.try_get("due").map_err(map_err)?,
+                live: count(r, "live")?,
+                oldest_due_at: oldest.map(from_odt),
+            };
+            total += row.n;
+            samples.push(row);
+        }
+        if total >= u64::from(req.cap) {
+            truncated.push(state.as_str().to_owned());
+        }
+    }
+    let window = query(&tx, &q.stats_window, &[&Some(at), &millis(req.window)])
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(WindowRow {
+                queue: r.try_get("queue").map_err(map_err)?,
+                dead: r.try_get("dead").map_err(map_err)?,
+                class: r.try_get("class").map_err(map_err)?,
+                n: count(r, "n")?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let paused = paused(&tx, q).await?;
+    let workers = workers(&tx, q).await?;
+    tx.commit().await.map_err(map_err)?;
+    assemble_stats(
+        req,
+        from_odt(at),
+        samples,
+        truncated,
+        window,
+        &paused,
+        workers,
+    )
+}

@@ -1,0 +1,304 @@
+//! The operator's operations: pausing queues, purging dead jobs, the audit
+//! log, workers' reports and the statistics. Each write runs in the writer's
+//! transaction, like every other operation.
+
+use std::time::Duration;
+
+use errand_core::{
+    AuditEntry, AuditFilter, Error, JobId, JobState, Name, PausedQueue, QueueAction, Result,
+    SampleRow, Stats, StatsRequest, Timestamp, WindowRow, WorkerMetrics, WorkerReport, WorkerSeen,
+    assemble_stats,
+};
+use rusqlite::{Connection, OptionalExtension, Row, named_params};
+
+use crate::map_err;
+use crate::ops::{AuditRow, audit, opt_ts_col, refused, ts_col, u32_col};
+
+const STATS_SAMPLE: &str = include_str!("../queries/stats_sample.sql");
+const STATS_WINDOW: &str = include_str!("../queries/stats_window.sql");
+const REPORT_WORKER: &str = include_str!("../queries/report_worker.sql");
+
+/// Worker reports older than this are deleted when another arrives.
+const WORKER_FORGOTTEN_AFTER: Duration = Duration::from_secs(24 * 3600);
+
+fn u64_col(row: &Row<'_>, col: usize) -> rusqlite::Result<u64> {
+    let v: i64 = row.get(col)?;
+    Ok(u64::try_from(v).unwrap_or(0))
+}
+
+fn name_col(row: &Row<'_>, col: usize) -> rusqlite::Result<Name> {
+    let s: String = row.get(col)?;
+    Name::parse("queue", s).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(col, rusqlite::types::Type::Text, Box::new(e))
+    })
+}
+
+/// Pauses a queue; `false` when it already was.
+pub(crate) fn pause(conn: &Connection, a: &QueueAction, now: Timestamp) -> Result<bool> {
+    a.validate()?;
+    let n = conn
+        .prepare_cached(
+            "INSERT INTO errand_paused_queues (queue, operator, reason, paused_at)
+             VALUES (:queue, :operator, :reason, :now) ON CONFLICT (queue) DO NOTHING",
+        )
+        .map_err(map_err)?
+        .execute(named_params! {
+            ":queue": a.queue.as_str(), ":operator": a.operator,
+            ":reason": a.reason, ":now": now.as_millis(),
+        })
+        .map_err(map_err)?;
+    if n == 1 {
+        queue_audit(conn, a, "pause", now)?;
+    }
+    Ok(n == 1)
+}
+
+/// Resumes a queue; `false` when it was not paused.
+pub(crate) fn resume(conn: &Connection, a: &QueueAction, now: Timestamp) -> Result<bool> {
+    a.validate()?;
+    let n = conn
+        .prepare_cached("DELETE FROM errand_paused_queues WHERE queue = :queue")
+        .map_err(map_err)?
+        .execute(named_params! {":queue": a.queue.as_str()})
+        .map_err(map_err)?;
+    if n == 1 {
+        queue_audit(conn, a, "resume", now)?;
+    }
+    Ok(n == 1)
+}
+
+fn queue_audit(conn: &Connection, a: &QueueAction, action: &str, now: Timestamp) -> Result<()> {
+    let row = AuditRow {
+        job: None,
+        queue: &a.queue,
+        action,
+        operator: &a.operator,
+        reason: a.reason.as_deref(),
+    };
+    audit(conn, &row, now)
+}
+
+/// The paused queues, by name.
+pub(crate) fn paused(conn: &Connection) -> Result<Vec<PausedQueue>> {
+    conn.prepare_cached(
+        "SELECT queue, operator, reason, paused_at FROM errand_paused_queues ORDER BY queue",
+    )
+    .map_err(map_err)?
+    .query_map([], |r| {
+        Ok(PausedQueue {
+            queue: name_col(r, 0)?,
+            operator: r.get(1)?,
+            reason: r.get(2)?,
+            paused_at: ts_col(r, 3)?,
+        })
+    })
+    .map_err(map_err)?
+    .collect::<rusqlite::Result<Vec<_>>>()
+    .map_err(map_err)
+}
+
+/// Deletes dead jobs (all or none), each with an audit entry.
+pub(crate) fn purge(
+    conn: &Connection,
+    ids: &[JobId],
+    operator: &str,
+    reason: &str,
+    now: Timestamp,
+) -> Result<Vec<JobId>> {
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        let queue: Option<String> = conn
+            .prepare_cached(
+                "DELETE FROM errand_jobs WHERE id = :id AND state = 'dead' RETURNING queue",
+            )
+            .map_err(map_err)?
+            .query_row(named_params! {":id": id.as_str()}, |r| r.get(0))
+            .optional()
+            .map_err(map_err)?;
+        let Some(queue) = queue else {
+            return Err(refused(conn, id, "only dead jobs can be purged"));
+        };
+        let queue = Name::parse("queue", queue)?;
+        let row = AuditRow {
+            job: Some(id),
+            queue: &queue,
+            action: "purge",
+            operator,
+            reason: Some(reason),
+        };
+        audit(conn, &row, now)?;
+        out.push(id.clone());
+    }
+    Ok(out)
+}
+
+/// Audit entries, newest first.
+pub(crate) fn audit_log(conn: &Connection, f: &AuditFilter) -> Result<Vec<AuditEntry>> {
+    // Each filter has its index; the statement text is one of a fixed set.
+    let (index, cond) = match (&f.job, &f.queue) {
+        (Some(_), _) => ("errand_audit_job", "job_id = :job"),
+        (None, Some(_)) => ("errand_audit_queue", "queue = :queue"),
+        (None, None) => ("", "1"),
+    };
+    let indexed = if index.is_empty() {
+        String::new()
+    } else {
+        format!(" INDEXED BY {index}")
+    };
+    let sql = format!(
+        "SELECT seq, at, action, job_id, queue, operator, reason FROM errand_audit{indexed}
+         WHERE {cond} AND (:job IS NULL OR job_id = :job) AND (:queue IS NULL OR queue = :queue)
+           AND (:before IS NULL OR seq < :before)
+         ORDER BY seq DESC LIMIT :limit"
+    );
+    let before = f.before.map(|b| i64::try_from(b).unwrap_or(i64::MAX));
+    conn.prepare_cached(&sql)
+        .map_err(map_err)?
+        .query_map(
+            named_params! {
+                ":job": f.job.as_ref().map(JobId::as_str),
+                ":queue": f.queue.as_ref().map(Name::as_str),
+                ":before": before,
+                ":limit": f.effective_limit(),
+            },
+            |r| {
+                let job: Option<String> = r.get(3)?;
+                let queue: Option<String> = r.get(4)?;
+                Ok((
+                    AuditEntry {
+                        seq: u64_col(r, 0)?,
+                        at: ts_col(r, 1)?,
+                        action: r.get(2)?,
+                        job_id: None,
+                        queue: None,
+                        operator: r.get(5)?,
+                        reason: r.get(6)?,
+                    },
+                    job,
+                    queue,
+                ))
+            },
+        )
+        .map_err(map_err)?
+        .map(|r| {
+            let (mut e, job, queue) = r.map_err(map_err)?;
+            e.job_id = job.map(JobId::new).transpose()?;
+            e.queue = queue.map(|q| Name::parse("queue", q)).transpose()?;
+            Ok(e)
+        })
+        .collect()
+}
+
+/// Upserts a worker's report and forgets workers silent for a day.
+pub(crate) fn report_worker(conn: &Connection, w: &WorkerReport, now: Timestamp) -> Result<()> {
+    w.validate()?;
+    let queues = serde_json::to_string(&w.queues)
+        .map_err(|e| Error::invalid(format!("a worker's queues could not be encoded: {e}")))?;
+    let metrics = serde_json::to_string(&w.metrics)
+        .map_err(|e| Error::invalid(format!("a worker's counters could not be encoded: {e}")))?;
+    conn.prepare_cached(REPORT_WORKER)
+        .map_err(map_err)?
+        .execute(named_params! {
+            ":id": w.id, ":host": w.host, ":pid": w.pid, ":queues": queues,
+            ":started_at": w.started_at.as_millis(), ":now": now.as_millis(), ":metrics": metrics,
+        })
+        .map_err(map_err)?;
+    conn.prepare_cached("DELETE FROM errand_workers WHERE last_cycle_at < :before")
+        .map_err(map_err)?
+        .execute(named_params! {":before": now.minus(WORKER_FORGOTTEN_AFTER).as_millis()})
+        .map_err(map_err)?;
+    Ok(())
+}
+
+fn workers(conn: &Connection) -> Result<Vec<WorkerSeen>> {
+    let rows = conn
+        .prepare_cached(
+            "SELECT id, host, pid, queues, started_at, last_cycle_at, metrics FROM errand_workers
+             ORDER BY last_cycle_at DESC LIMIT 1000",
+        )
+        .map_err(map_err)?
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                u32_col(r, 2)?,
+                r.get::<_, String>(3)?,
+                ts_col(r, 4)?,
+                ts_col(r, 5)?,
+                r.get::<_, String>(6)?,
+            ))
+        })
+        .map_err(map_err)?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(map_err)?;
+    rows.into_iter()
+        .map(
+            |(id, host, pid, queues, started_at, last_cycle_at, metrics)| {
+                Ok(WorkerSeen {
+                    queues: serde_json::from_str(&queues).map_err(|e| {
+                        Error::Storage(format!("worker {id}'s queues are not readable: {e}"))
+                    })?,
+                    metrics: serde_json::from_str::<WorkerMetrics>(&metrics).map_err(|e| {
+                        Error::Storage(format!("worker {id}'s counters are not readable: {e}"))
+                    })?,
+                    id,
+                    host,
+                    pid,
+                    started_at,
+                    last_cycle_at,
+                })
+            },
+        )
+        .collect()
+}
+
+/// The statistics, read in one transaction.
+pub(crate) fn stats(conn: &Connection, req: &StatsRequest, now: Timestamp) -> Result<Stats> {
+    let mut samples = Vec::new();
+    let mut truncated = Vec::new();
+    for state in [JobState::Ready, JobState::Running, JobState::Dead] {
+        let rows = conn
+            .prepare_cached(STATS_SAMPLE)
+            .map_err(map_err)?
+            .query_map(
+                named_params! {":state": state.as_str(), ":now": now.as_millis(), ":cap": req.cap},
+                |r| {
+                    Ok(SampleRow {
+                        queue: r.get(0)?,
+                        state: state.as_str().to_owned(),
+                        n: u64_col(r, 1)?,
+                        due: r.get::<_, i64>(2)? != 0,
+                        live: u64_col(r, 3)?,
+                        oldest_due_at: opt_ts_col(r, 4)?,
+                    })
+                },
+            )
+            .map_err(map_err)?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(map_err)?;
+        if rows.iter().map(|r| r.n).sum::<u64>() >= u64::from(req.cap) {
+            truncated.push(state.as_str().to_owned());
+        }
+        samples.extend(rows);
+    }
+    let window = conn
+        .prepare_cached(STATS_WINDOW)
+        .map_err(map_err)?
+        .query_map(
+            named_params! {":since": now.minus(req.window).as_millis()},
+            |r| {
+                Ok(WindowRow {
+                    queue: r.get(0)?,
+                    dead: r.get::<_, i64>(1)? != 0,
+                    class: r.get(2)?,
+                    n: u64_col(r, 3)?,
+                })
+            },
+        )
+        .map_err(map_err)?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(map_err)?;
+    let paused = paused(conn)?;
+    let workers = workers(conn)?;
+    assemble_stats(req, now, samples, truncated, window, &paused, workers)
+}

@@ -1,0 +1,469 @@
+//! The operator's surface: pausing queues across every process, purging
+//! dead jobs with an audit trail that outlives them, the audit log, the
+//! queue statistics and the workers' reports.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use errand_core::{
+    AuditFilter, CancelRequest, ClaimRequest, Clock, Error, ErrorClass, Failure, JobId, JobState,
+    ManualClock, Name, PurgeRequest, QueueAction, ReplayRequest, Schedule, StatsRequest, Store,
+    WorkerMetrics, WorkerReport,
+};
+
+use crate::{claim_one, claim_req, get, job, retry_after};
+
+const LEASE: Duration = Duration::from_secs(10);
+const MS: Duration = Duration::from_millis(1);
+
+fn id(s: &str) -> JobId {
+    JobId::new(s).unwrap()
+}
+
+fn queue(s: &str) -> Name {
+    Name::parse("queue", s).unwrap()
+}
+
+fn on(q: &str, name: &str) -> errand_core::NewJob {
+    job(name).on_queue(q).unwrap()
+}
+
+fn action(q: &str, reason: Option<&str>) -> QueueAction {
+    QueueAction {
+        queue: queue(q),
+        operator: "ops@example".into(),
+        reason: reason.map(str::to_owned),
+    }
+}
+
+fn ids(jobs: &[errand_core::ClaimedJob]) -> Vec<&str> {
+    let mut v: Vec<&str> = jobs.iter().map(|c| c.job.id.as_str()).collect();
+    v.sort_unstable();
+    v
+}
+
+async fn kill(store: &dyn Store, name: &str) {
+    let c = loop {
+        let c = claim_one(store, LEASE).await;
+        if c.job.id.as_str() == name {
+            break c;
+        }
+        store.release(&c.lease).await.unwrap();
+    };
+    let failure = Failure {
+        error: format!("{name} cannot work"),
+        class: ErrorClass::Permanent,
+        retry: None,
+    };
+    store.fail(&c.lease, failure).await.unwrap();
+}
+
+/// A paused queue gives nothing to any claim — neither due jobs nor
+/// expired leases, whether the claim names the queue or takes every queue —
+/// until it is resumed; other queues carry on. Pausing twice or resuming a
+/// queue that is not paused changes nothing. Both actions are audited.
+pub async fn a_paused_queue_gives_nothing_to_claims_until_resumed(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
+    for (q, n) in [("mail", "m1"), ("mail", "m2"), ("bulk", "b1")] {
+        store.insert(on(q, n)).await.unwrap();
+    }
+    // m1 runs; its worker will vanish.
+    let lost = store
+        .claim(&ClaimRequest {
+            queues: vec![queue("mail")],
+            limit: 1,
+            lease: LEASE,
+        })
+        .await
+        .unwrap();
+    assert_eq!(lost.len(), 1);
+    assert!(
+        store
+            .pause_queue(&action("mail", Some("provider down")))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store.pause_queue(&action("mail", None)).await.unwrap(),
+        "already paused: nothing changes"
+    );
+    let paused = store.paused_queues().await.unwrap();
+    assert_eq!(paused.len(), 1);
+    assert_eq!(paused[0].queue, queue("mail"));
+    assert_eq!(paused[0].reason.as_deref(), Some("provider down"));
+    assert_eq!(paused[0].paused_at, clock.now());
+
+    clock.advance(LEASE + MS); // m1's lease has expired
+    let got = store.claim(&claim_req(10, LEASE)).await.unwrap();
+    assert_eq!(ids(&got), ["b1"], "only the queue that is not paused");
+    let named = ClaimRequest {
+        queues: vec![queue("mail")],
+        limit: 10,
+        lease: LEASE,
+    };
+    assert!(store.claim(&named).await.unwrap().is_empty());
+    assert_eq!(
+        get(store.as_ref(), "m1").await.state,
+        JobState::Running,
+        "an expired lease in a paused queue is not reclaimed"
+    );
+
+    assert!(
+        store
+            .resume_queue(&action("mail", Some("back")))
+            .await
+            .unwrap()
+    );
+    assert!(!store.resume_queue(&action("mail", None)).await.unwrap());
+    assert!(store.paused_queues().await.unwrap().is_empty());
+    let got = store.claim(&named).await.unwrap();
+    assert_eq!(ids(&got), ["m1", "m2"]);
+
+    let log = store
+        .audit_log(&AuditFilter {
+            queue: Some(queue("mail")),
+            ..AuditFilter::default()
+        })
+        .await
+        .unwrap();
+    let actions: Vec<(&str, Option<&JobId>, Option<&str>)> = log
+        .iter()
+        .map(|e| (e.action.as_str(), e.job_id.as_ref(), e.reason.as_deref()))
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            ("resume", None, Some("back")),
+            ("pause", None, Some("provider down"))
+        ],
+        "one entry per change, newest first"
+    );
+    // Bad input is refused before anything is written.
+    let mut bad = action("mail", None);
+    bad.operator = String::new();
+    assert!(matches!(
+        store.pause_queue(&bad).await,
+        Err(Error::Invalid(_))
+    ));
+    assert!(store.paused_queues().await.unwrap().is_empty());
+}
+
+/// A purge deletes dead jobs and their history, all or none, refusing any
+/// job that is not dead; each purge leaves an audit entry that outlives
+/// the job.
+pub async fn purge_deletes_only_dead_jobs_and_its_audit_outlives_them(
+    store: Arc<dyn Store>,
+    _clock: ManualClock,
+) {
+    for n in ["d1", "d2", "live"] {
+        store.insert(on("mail", n)).await.unwrap();
+    }
+    kill(store.as_ref(), "d1").await;
+    kill(store.as_ref(), "d2").await;
+    let purge = |names: &[&str], reason: &str| PurgeRequest {
+        ids: names.iter().map(|n| id(n)).collect(),
+        operator: "ops@example".into(),
+        reason: reason.into(),
+    };
+    let err = store
+        .purge(&purge(&["d1", "live"], "cleanup"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidState { state, .. } if state == "ready"),
+        "{err}"
+    );
+    assert_eq!(
+        get(store.as_ref(), "d1").await.state,
+        JobState::Dead,
+        "all or none"
+    );
+    assert!(matches!(
+        store.purge(&purge(&["d1"], "")).await,
+        Err(Error::Invalid(_))
+    ));
+    assert!(matches!(
+        store.purge(&purge(&["nope"], "cleanup")).await,
+        Err(Error::NotFound(_))
+    ));
+
+    let gone = store
+        .purge(&purge(&["d1", "d2"], "poison payloads"))
+        .await
+        .unwrap();
+    assert_eq!(gone, [id("d1"), id("d2")]);
+    assert!(matches!(
+        store.get(&id("d1")).await,
+        Err(Error::NotFound(_))
+    ));
+    assert!(matches!(
+        store.detail(&id("d2")).await,
+        Err(Error::NotFound(_))
+    ));
+    assert_eq!(get(store.as_ref(), "live").await.state, JobState::Ready);
+    let log = store
+        .audit_log(&AuditFilter {
+            job: Some(id("d1")),
+            ..AuditFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0].action, "purge");
+    assert_eq!(log[0].queue, Some(queue("mail")));
+    assert_eq!(log[0].operator, "ops@example");
+    assert_eq!(log[0].reason.as_deref(), Some("poison payloads"));
+    // The id is free again: a new job may take it.
+    assert!(store.insert(on("mail", "d1")).await.unwrap().created);
+}
+
+/// The audit log lists every operator action newest first, pages by
+/// sequence number and filters by job and by queue.
+pub async fn the_audit_log_pages_newest_first_and_filters(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
+    for (q, n) in [("mail", "a"), ("mail", "b"), ("bulk", "c")] {
+        store.insert(on(q, n)).await.unwrap();
+    }
+    let cancel = |n: &str| CancelRequest {
+        ids: vec![id(n)],
+        operator: "alice".into(),
+        reason: Some(format!("cancel {n}")),
+    };
+    for n in ["a", "b", "c"] {
+        store.cancel(&cancel(n)).await.unwrap();
+        clock.advance(MS);
+    }
+    store
+        .replay(&ReplayRequest {
+            ids: vec![id("a")],
+            operator: "bob".into(),
+            reason: None,
+        })
+        .await
+        .unwrap();
+    store.pause_queue(&action("bulk", None)).await.unwrap();
+
+    let all = store.audit_log(&AuditFilter::default()).await.unwrap();
+    let seen: Vec<(&str, Option<&str>)> = all
+        .iter()
+        .map(|e| (e.action.as_str(), e.job_id.as_ref().map(JobId::as_str)))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("pause", None),
+            ("replay", Some("a")),
+            ("cancel", Some("c")),
+            ("cancel", Some("b")),
+            ("cancel", Some("a")),
+        ]
+    );
+    assert!(all.windows(2).all(|w| w[0].seq > w[1].seq));
+    assert_eq!(all[1].operator, "bob");
+    assert_eq!(all[4].at, crate::T0);
+
+    // Pages of two, each after the last sequence number of the one before.
+    let mut pages = Vec::new();
+    let mut before = None;
+    loop {
+        let page = store
+            .audit_log(&AuditFilter {
+                before,
+                limit: Some(2),
+                ..AuditFilter::default()
+            })
+            .await
+            .unwrap();
+        if page.is_empty() {
+            break;
+        }
+        before = page.last().map(|e| e.seq);
+        pages.push(page.iter().map(|e| e.seq).collect::<Vec<_>>());
+    }
+    let flat: Vec<u64> = pages.concat();
+    assert_eq!(flat, all.iter().map(|e| e.seq).collect::<Vec<_>>());
+    assert_eq!(pages.len(), 3);
+
+    let of_a = store
+        .audit_log(&AuditFilter {
+            job: Some(id("a")),
+            ..AuditFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        of_a.iter().map(|e| e.action.as_str()).collect::<Vec<_>>(),
+        ["replay", "cancel"]
+    );
+    let bulk = store
+        .audit_log(&AuditFilter {
+            queue: Some(queue("bulk")),
+            ..AuditFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        bulk.iter().map(|e| e.action.as_str()).collect::<Vec<_>>(),
+        ["pause", "cancel"],
+        "a job action carries its job's queue"
+    );
+}
+
+/// Statistics count each queue's due, scheduled, running (live and
+/// expired leases) and dead jobs, its oldest due age, and the window's
+/// retries and dead letters by error class; a state past the cap is
+/// marked truncated.
+pub async fn stats_count_each_queue_with_leases_age_and_window(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
+    let t0 = clock.now();
+    for n in ["m1", "m2", "m3", "m4", "m5"] {
+        store
+            .insert(on("mail", n).with_max_attempts(3).unwrap())
+            .await
+            .unwrap();
+    }
+    store
+        .insert(on("mail", "later").scheduled(Schedule::After(Duration::from_secs(3600))))
+        .await
+        .unwrap();
+    store.insert(on("bulk", "b1")).await.unwrap();
+    clock.advance(Duration::from_secs(1));
+    // m1 retries (due in 10 minutes: scheduled), m2 goes dead, m3 runs with
+    // a short lease that will expire, m4 runs with a long one, m5 waits.
+    let claim = |lease| ClaimRequest {
+        queues: vec![queue("mail")],
+        limit: 1,
+        lease,
+    };
+    let take = |name: &'static str, lease: Duration| {
+        let store = store.clone();
+        async move {
+            let mut c = store.claim(&claim(lease)).await.unwrap();
+            assert_eq!(c.len(), 1);
+            let c = c.remove(0);
+            assert_eq!(c.job.id.as_str(), name, "claims go oldest first");
+            c
+        }
+    };
+    let c1 = take("m1", LEASE).await;
+    store
+        .fail(
+            &c1.lease,
+            retry_after("try later", Duration::from_secs(600)),
+        )
+        .await
+        .unwrap();
+    let c2 = take("m2", LEASE).await;
+    store
+        .fail(
+            &c2.lease,
+            Failure {
+                error: "bad payload".into(),
+                class: ErrorClass::Permanent,
+                retry: None,
+            },
+        )
+        .await
+        .unwrap();
+    let _c3 = take("m3", Duration::from_secs(2)).await;
+    let _c4 = take("m4", Duration::from_secs(600)).await;
+    clock.advance(Duration::from_secs(5));
+
+    let req = StatsRequest {
+        window: Duration::from_secs(60),
+        cap: 1000,
+    };
+    let stats = store.stats(&req).await.unwrap();
+    assert_eq!(stats.at, clock.now());
+    assert!(stats.truncated.is_empty());
+    let names: Vec<&str> = stats.queues.iter().map(|q| q.queue.as_str()).collect();
+    assert_eq!(names, ["bulk", "mail"]);
+    let mail = &stats.queues[1].counts;
+    assert_eq!(
+        (mail.ready, mail.scheduled),
+        (1, 2),
+        "m5 due; m1 and `later` not"
+    );
+    assert_eq!(
+        (mail.running, mail.active_leases, mail.expired_leases),
+        (2, 1, 1)
+    );
+    assert_eq!(mail.dead, 1);
+    assert_eq!(mail.oldest_due_at, Some(t0));
+    assert_eq!(mail.oldest_due_age_ms, Some(6_000));
+    assert_eq!(mail.retries.get("retryable"), Some(&1));
+    assert_eq!(mail.dead_letters.get("permanent"), Some(&1));
+    let bulk = &stats.queues[0].counts;
+    assert_eq!((bulk.ready, bulk.running, bulk.dead), (1, 0, 0));
+    assert!(bulk.retries.is_empty() && bulk.dead_letters.is_empty());
+
+    // Past the window the retries and dead letters are no longer counted;
+    // the states still are.
+    clock.advance(Duration::from_secs(120));
+    let later = store.stats(&req).await.unwrap();
+    let mail = &later.queues[1].counts;
+    assert!(mail.retries.is_empty() && mail.dead_letters.is_empty());
+    assert_eq!(mail.dead, 1);
+
+    // A cap below a state's rows marks it truncated and counts no more.
+    let capped = store
+        .stats(&StatsRequest {
+            window: req.window,
+            cap: 3,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        capped.truncated,
+        ["ready"],
+        "4 ready rows, 2 running, 1 dead"
+    );
+    assert_eq!(capped.totals().ready + capped.totals().scheduled, 3);
+}
+
+/// A worker's report is kept by id (the latest wins) and tells when any
+/// worker last completed a claim cycle.
+pub async fn worker_reports_keep_the_latest_per_worker(store: Arc<dyn Store>, clock: ManualClock) {
+    let mut report = WorkerReport {
+        id: "w-1".into(),
+        host: "host-a".into(),
+        pid: 4242,
+        queues: vec![queue("mail")],
+        started_at: clock.now(),
+        metrics: WorkerMetrics::default(),
+    };
+    store.report_worker(&report).await.unwrap();
+    clock.advance(Duration::from_secs(3));
+    report.metrics.cycles = 7;
+    report
+        .metrics
+        .start_latency
+        .observe(Duration::from_millis(20));
+    store.report_worker(&report).await.unwrap();
+    let reported = clock.now();
+    clock.advance(Duration::from_secs(2));
+    let stats = store.stats(&StatsRequest::default()).await.unwrap();
+    assert_eq!(stats.workers.len(), 1);
+    let w = &stats.workers[0];
+    assert_eq!(
+        (w.id.as_str(), w.host.as_str(), w.pid),
+        ("w-1", "host-a", 4242)
+    );
+    assert_eq!(w.queues, [queue("mail")]);
+    assert_eq!(w.metrics, report.metrics);
+    assert_eq!(w.last_cycle_at, reported);
+    assert_eq!(stats.last_worker_cycle_at, Some(reported));
+    assert_eq!(stats.since_last_worker_cycle_ms, Some(2_000));
+    let mut bad = report.clone();
+    bad.id = String::new();
+    assert!(matches!(
+        store.report_worker(&bad).await,
+        Err(Error::Invalid(_))
+    ));
+}
