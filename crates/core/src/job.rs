@@ -467,6 +467,13 @@ pub struct NewJob {
     pub priority: i16,
     /// The concurrency key, if the job shares a limit with others.
     pub key: Option<JobKey>,
+    /// The business deadline: when the work should be done by. Lateness
+    /// against it is measured when the job succeeds; it changes nothing
+    /// about when or how the job runs.
+    pub deadline: Option<Timestamp>,
+    /// The W3C trace context of the request that enqueued the job, handed
+    /// to every attempt's handler.
+    pub traceparent: Option<TraceParent>,
 }
 
 impl NewJob {
@@ -483,7 +490,21 @@ impl NewJob {
             give_up_after: None,
             priority: 0,
             key: None,
+            deadline: None,
+            traceparent: None,
         })
+    }
+
+    /// Sets the business deadline.
+    pub fn with_deadline(mut self, at: Timestamp) -> Self {
+        self.deadline = Some(at);
+        self
+    }
+
+    /// Sets the trace context of the request that enqueues the job.
+    pub fn with_traceparent(mut self, tp: TraceParent) -> Self {
+        self.traceparent = Some(tp);
+        self
     }
 
     /// Puts the job under a concurrency key (see [`JobKey`]).
@@ -575,7 +596,7 @@ impl NewJob {
 /// The columns of the job table that make a [`Job`] (with `lease_token`),
 /// in the order of SQLite's table, which reads them by position; the
 /// PostgreSQL store looks each up by name.
-pub const JOB_COLUMNS: [&str; 24] = [
+pub const JOB_COLUMNS: [&str; 26] = [
     "id",
     "queue",
     "kind",
@@ -600,7 +621,79 @@ pub const JOB_COLUMNS: [&str; 24] = [
     "key_limit",
     "key_ordered",
     "attempt_started_at",
+    "deadline",
+    "traceparent",
 ];
+
+/// A W3C trace context (`traceparent` header, version 00):
+/// `00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>`, lowercase, with
+/// neither id all zeros.
+#[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct TraceParent(String);
+
+impl TraceParent {
+    /// Validates a `traceparent` value.
+    pub fn parse(s: impl Into<String>) -> Result<Self, Error> {
+        let s = s.into();
+        let parts: Vec<&str> = s.split('-').collect();
+        let hex = |p: &str, n: usize| {
+            p.len() == n
+                && p.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        };
+        let ok = parts.len() == 4
+            && parts[0] == "00"
+            && hex(parts[1], 32)
+            && hex(parts[2], 16)
+            && hex(parts[3], 2)
+            && parts[1].bytes().any(|b| b != b'0')
+            && parts[2].bytes().any(|b| b != b'0');
+        if ok {
+            Ok(TraceParent(s))
+        } else {
+            Err(Error::invalid(format!(
+                "traceparent {:?} is not a W3C trace context: expected 00-<32 lowercase hex trace id>-<16 hex parent id>-<2 hex flags>, ids not all zeros",
+                truncate_for_message(&s)
+            )))
+        }
+    }
+
+    /// The value as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The 32-hex-digit trace id.
+    pub fn trace_id(&self) -> &str {
+        self.0.get(3..35).unwrap_or("")
+    }
+}
+
+impl TryFrom<String> for TraceParent {
+    type Error = Error;
+    fn try_from(s: String) -> Result<Self, Error> {
+        TraceParent::parse(s)
+    }
+}
+
+impl From<TraceParent> for String {
+    fn from(t: TraceParent) -> String {
+        t.0
+    }
+}
+
+impl fmt::Display for TraceParent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for TraceParent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TraceParent({})", self.0)
+    }
+}
 
 /// A job as stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -650,6 +743,12 @@ pub struct Job {
     /// The concurrency key, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<JobKey>,
+    /// The business deadline, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<Timestamp>,
+    /// The trace context of the request that enqueued it, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<TraceParent>,
 }
 
 /// The fencing pair a worker presents to settle an attempt.
@@ -720,6 +819,26 @@ pub struct JobDetail {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn traceparents_follow_the_w3c_format() {
+        let ok = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let tp = TraceParent::parse(ok).unwrap();
+        assert_eq!(tp.trace_id(), "4bf92f3577b34da6a3ce929d0e0e4736");
+        for bad in [
+            "",
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+            "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-1\u{0}",
+        ] {
+            let err = TraceParent::parse(bad).unwrap_err().to_string();
+            assert!(err.contains("W3C trace context"), "{bad:?}: {err}");
+        }
+    }
 
     #[test]
     fn lease_tokens_carry_128_bits_and_differ() {

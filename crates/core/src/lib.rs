@@ -38,7 +38,7 @@ pub use error::{Error, Result};
 pub use job::{
     AttemptRecord, AuditRecord, ClaimedJob, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_LEASE_EXPIRIES,
     DEFAULT_QUEUE, JOB_COLUMNS, Job, JobDetail, JobId, JobKey, JobState, KeyLimit, Lease,
-    LeaseToken, MAX_KEY_LIMIT, MAX_PAYLOAD_BYTES, Name, NewJob, Payload, Schedule,
+    LeaseToken, MAX_KEY_LIMIT, MAX_PAYLOAD_BYTES, Name, NewJob, Payload, Schedule, TraceParent,
 };
 pub use operate::{
     AuditEntry, AuditFilter, Counts, Histogram, LATENCY_BUCKETS_MS, MAX_OPERATOR_BYTES,

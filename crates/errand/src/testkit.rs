@@ -169,6 +169,8 @@ impl TestQueue {
             last_error_class: None,
             finished_at: None,
             key: None,
+            deadline: None,
+            traceparent: None,
         };
         let lease = Lease {
             id,

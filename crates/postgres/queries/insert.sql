@@ -2,15 +2,16 @@
 -- $4 kind, $5 payload, $6 priority, $7 max attempts, $8 due time (NULL: now),
 -- $9 delay in milliseconds (added to the due time), $10 lost-lease budget,
 -- $11 elapsed-time budget in milliseconds (NULL: none), $12 concurrency key
--- (NULL: none), $13 its limit, $14 whether it is ordered.
+-- (NULL: none), $13 its limit, $14 whether it is ordered, $15 the business
+-- deadline, $16 the W3C trace context.
 INSERT INTO __SCHEMA__.errand_jobs
     (id, queue, kind, state, payload, priority, attempts, max_attempts, replays,
      max_lease_expiries, give_up_at, available_at, created_at, updated_at,
-     key_name, key_limit, key_ordered)
+     key_name, key_limit, key_ordered, deadline, traceparent)
 SELECT $2, $3, $4, 'ready', $5::text::jsonb, $6, 0, $7, 0,
        $10::integer, t.now + $11::bigint * interval '1 millisecond',
        coalesce($8::timestamptz, t.now) + $9::bigint * interval '1 millisecond', t.now, t.now,
-       $12::text, $13::integer, $14::boolean
+       $12::text, $13::integer, $14::boolean, $15::timestamptz, $16::text
 FROM (SELECT coalesce($1::timestamptz, now()) AS now) t
 ON CONFLICT (id) DO NOTHING
 RETURNING *

@@ -3,20 +3,22 @@
 -- $2 ids, $3 queues, $4 kinds, $5 payloads, $6 priorities, $7 max attempts,
 -- $8 due times (NULL: now), $9 delays in ms, $10 lost-lease budgets,
 -- $11 elapsed-time budgets in ms (NULL: none), $12 concurrency keys (NULL:
--- none), $13 their limits, $14 whether each is ordered.
+-- none), $13 their limits, $14 whether each is ordered, $15 business
+-- deadlines, $16 W3C trace contexts.
 INSERT INTO __SCHEMA__.errand_jobs
     (id, queue, kind, state, payload, priority, attempts, max_attempts, replays,
      max_lease_expiries, give_up_at, available_at, created_at, updated_at,
-     key_name, key_limit, key_ordered)
+     key_name, key_limit, key_ordered, deadline, traceparent)
 SELECT u.id, u.queue, u.kind, 'ready', u.payload::jsonb, u.priority, 0, u.max_attempts, 0,
        u.max_lease_expiries, t.now + u.give_up * interval '1 millisecond',
        coalesce(u.at, t.now) + u.delay * interval '1 millisecond', t.now, t.now,
-       u.key_name, u.key_limit, u.key_ordered
+       u.key_name, u.key_limit, u.key_ordered, u.deadline, u.traceparent
 FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::int2[], $7::int4[],
             $8::timestamptz[], $9::int8[], $10::int4[], $11::int8[],
-            $12::text[], $13::int4[], $14::bool[])
+            $12::text[], $13::int4[], $14::bool[], $15::timestamptz[], $16::text[])
          WITH ORDINALITY AS u (id, queue, kind, payload, priority, max_attempts, at, delay,
-                               max_lease_expiries, give_up, key_name, key_limit, key_ordered, n),
+                               max_lease_expiries, give_up, key_name, key_limit, key_ordered,
+                               deadline, traceparent, n),
      (SELECT coalesce($1::timestamptz, now()) AS now) t
 ORDER BY u.n
 ON CONFLICT (id) DO NOTHING

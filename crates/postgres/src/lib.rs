@@ -55,7 +55,7 @@ pub use ops::{Conn, Param, Queries};
 const INSERT_CHUNK: usize = 1_000;
 
 /// The schema version this build expects.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 const MIGRATIONS: &[(&str, &str)] = &[
     ("V1__jobs", include_str!("../migrations/V1__jobs.sql")),
     (
@@ -77,6 +77,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     (
         "V6__operator_surface",
         include_str!("../migrations/V6__operator_surface.sql"),
+    ),
+    (
+        "V7__deadline_and_trace_context",
+        include_str!("../migrations/V7__deadline_and_trace_context.sql"),
     ),
 ];
 

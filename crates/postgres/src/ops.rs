@@ -7,7 +7,7 @@ use deadpool_postgres::GenericClient;
 use errand_core::{
     AttemptRecord, AuditRecord, ClaimRequest, ClaimedJob, Error, ErrorClass, Failure, Inserted,
     JOB_COLUMNS, Job, JobDetail, JobFilter, JobId, JobKey, JobState, Lease, LeaseToken, Name,
-    NewJob, Payload, Result, RetryAt, Schedule, Timestamp,
+    NewJob, Payload, Result, RetryAt, Schedule, Timestamp, TraceParent,
 };
 use std::future::Future;
 use time::OffsetDateTime;
@@ -133,12 +133,12 @@ const LEASE_TOKEN: usize = 15;
 /// Where each column of a job sits in a result's rows: looked up once per
 /// result rather than by name for every field of every row (a tenth of the
 /// client's time reading back a bulk insert).
-struct JobCols([usize; 24]);
+struct JobCols([usize; 26]);
 
 impl JobCols {
     fn of(row: &Row) -> Result<Self> {
         let columns = row.columns();
-        let mut at = [0; 24];
+        let mut at = [0; 26];
         for (slot, name) in at.iter_mut().zip(JOB_COLUMNS) {
             *slot = columns
                 .iter()
@@ -189,6 +189,8 @@ fn job_at(row: &Row, cols: &JobCols) -> Result<Job> {
         key_limit,
         key_ordered,
         attempt_started_at,
+        deadline,
+        traceparent,
     ] = cols.0;
     let get_ts = |i: usize| -> Result<Timestamp> {
         row.try_get::<_, OffsetDateTime>(i)
@@ -239,6 +241,13 @@ fn job_at(row: &Row, cols: &JobCols) -> Result<Job> {
             )),
             None => None,
         },
+        deadline: get_opt_ts(deadline)?,
+        traceparent: row
+            .try_get::<_, Option<String>>(traceparent)
+            .map_err(map_err)?
+            .map(TraceParent::parse)
+            .transpose()
+            .map_err(bad_row)?,
     })
 }
 
@@ -353,6 +362,8 @@ pub(crate) async fn insert<C: Conn>(
             &job.key.as_ref().map(|k| k.name.as_str()),
             &key_limit(job)?,
             &job.key.as_ref().is_some_and(|k| k.ordered),
+            &job.deadline.map(to_odt),
+            &job.traceparent.as_ref().map(TraceParent::as_str),
         ],
     )
     .await?;
@@ -402,6 +413,8 @@ pub(crate) async fn insert_many<C: Conn>(
     let mut key_names: Vec<Option<&str>> = Vec::with_capacity(n);
     let mut key_limits: Vec<Option<i32>> = Vec::with_capacity(n);
     let mut key_ordered: Vec<bool> = Vec::with_capacity(n);
+    let mut deadlines: Vec<Option<OffsetDateTime>> = Vec::with_capacity(n);
+    let mut traceparents: Vec<Option<&str>> = Vec::with_capacity(n);
     for job in jobs {
         job.validate()?;
         ids.push(job.id.clone().unwrap_or_else(JobId::generate).to_string());
@@ -428,6 +441,8 @@ pub(crate) async fn insert_many<C: Conn>(
         key_names.push(job.key.as_ref().map(|k| k.name.as_str()));
         key_limits.push(key_limit(job)?);
         key_ordered.push(job.key.as_ref().is_some_and(|k| k.ordered));
+        deadlines.push(job.deadline.map(to_odt));
+        traceparents.push(job.traceparent.as_ref().map(TraceParent::as_str));
     }
     let created: Vec<Job> = query(
         client,
@@ -447,6 +462,8 @@ pub(crate) async fn insert_many<C: Conn>(
             &key_names,
             &key_limits,
             &key_ordered,
+            &deadlines,
+            &traceparents,
         ],
     )
     .await

@@ -78,6 +78,12 @@ pub async fn enqueue_in(
         .bind(job.key.as_ref().map(|k| k.name.as_str()))
         .bind(crate::ops::key_limit(job)?)
         .bind(job.key.as_ref().is_some_and(|k| k.ordered))
+        .bind(job.deadline.map(|t| t.to_rfc3339()))
+        .bind(
+            job.traceparent
+                .as_ref()
+                .map(errand_core::TraceParent::as_str),
+        )
         .fetch_optional(&mut *conn)
         .await
         .map_err(map_sqlx)?;

@@ -3,11 +3,11 @@
 -- the batch, is skipped. The VALUES placeholder becomes one row per job
 -- (insert_many_sql in ops.rs): ?1 is the time, then per job its id, queue,
 -- kind, payload, priority, max_attempts, max_lease_expiries, give_up_at,
--- available_at, key_name, key_limit and key_ordered.
+-- available_at, key_name, key_limit, key_ordered, deadline and traceparent.
 INSERT INTO errand_jobs
     (id, queue, kind, state, payload, priority, attempts, max_attempts, replays,
      max_lease_expiries, give_up_at, available_at, created_at, updated_at,
-     key_name, key_limit, key_ordered)
+     key_name, key_limit, key_ordered, deadline, traceparent)
 VALUES
     __VALUES__
 ON CONFLICT (id) DO NOTHING

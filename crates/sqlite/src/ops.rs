@@ -12,7 +12,7 @@ use std::time::Duration;
 use errand_core::{
     AttemptRecord, AuditRecord, ClaimRequest, ClaimedJob, Error, ErrorClass, Failure, Inserted,
     Job, JobFilter, JobId, JobKey, JobState, Lease, LeaseToken, Name, NewJob, Payload, Result,
-    RetryAt, Schedule, Timestamp, check_operator,
+    RetryAt, Schedule, Timestamp, TraceParent, check_operator,
 };
 use rusqlite::{Connection, OptionalExtension, Row, RowIndex, named_params};
 
@@ -126,6 +126,8 @@ mod col {
     pub const KEY_LIMIT: usize = 21;
     pub const KEY_ORDERED: usize = 22;
     pub const ATTEMPT_STARTED_AT: usize = 23;
+    pub const DEADLINE: usize = 24;
+    pub const TRACEPARENT: usize = 25;
 }
 
 /// Maps a row of `errand_jobs` (`SELECT *` or `RETURNING *`) to a [`Job`].
@@ -180,6 +182,12 @@ pub(crate) fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Job> {
             )),
             None => None,
         },
+        deadline: opt_ts_col(row, col::DEADLINE)?,
+        traceparent: row
+            .get::<_, Option<String>>(col::TRACEPARENT)?
+            .map(TraceParent::parse)
+            .transpose()
+            .map_err(|e| conversion(col::TRACEPARENT, e.to_string()))?,
     })
 }
 
@@ -214,6 +222,8 @@ pub fn insert(conn: &Connection, job: &NewJob, now: Timestamp) -> Result<Inserte
                 ":key_name": job.key.as_ref().map(|k| k.name.as_str()),
                 ":key_limit": job.key.as_ref().map(|k| k.limit),
                 ":key_ordered": job.key.as_ref().is_some_and(|k| k.ordered),
+                ":deadline": job.deadline.map(Timestamp::as_millis),
+                ":traceparent": job.traceparent.as_ref().map(TraceParent::as_str),
             },
             job_from_row,
         )
@@ -228,18 +238,21 @@ pub fn insert(conn: &Connection, job: &NewJob, now: Timestamp) -> Result<Inserte
     }
 }
 
-/// Jobs per multi-row insert statement (12 parameters each, far under
+/// Jobs per multi-row insert statement (14 parameters each, far under
 /// SQLite's 32,766).
 const INSERT_CHUNK: usize = 256;
 
-/// The multi-row insert for `rows` jobs: `?1` is the time, then twelve
-/// parameters per job (see insert_many.sql).
+/// Parameters per job in a multi-row insert.
+const PER_JOB: usize = 14;
+
+/// The multi-row insert for `rows` jobs: `?1` is the time, then
+/// [`PER_JOB`] parameters per job (see insert_many.sql).
 fn insert_many_sql(rows: usize) -> String {
     let mut values = Vec::with_capacity(rows);
     for r in 0..rows {
-        let p = |k: usize| format!("?{}", 2 + r * 12 + k);
+        let p = |k: usize| format!("?{}", 2 + r * PER_JOB + k);
         values.push(format!(
-            "({}, {}, {}, 'ready', {}, {}, 0, {}, 0, {}, {}, {}, ?1, ?1, {}, {}, {})",
+            "({}, {}, {}, 'ready', {}, {}, 0, {}, 0, {}, {}, {}, ?1, ?1, {}, {}, {}, {}, {})",
             p(0),
             p(1),
             p(2),
@@ -251,7 +264,9 @@ fn insert_many_sql(rows: usize) -> String {
             p(8),
             p(9),
             p(10),
-            p(11)
+            p(11),
+            p(12),
+            p(13)
         ));
     }
     INSERT_MANY.replace("__VALUES__", &values.join(",\n    "))
@@ -298,7 +313,7 @@ fn insert_many_statements(
         stmt.raw_bind_parameter(1, now.as_millis())
             .map_err(map_err)?;
         for (r, (job, id)) in chunk.iter().zip(chunk_ids).enumerate() {
-            let at = |k: usize| 2 + r * 12 + k;
+            let at = |k: usize| 2 + r * PER_JOB + k;
             let key = job.key.as_ref();
             let bind = |stmt: &mut rusqlite::CachedStatement<'_>,
                         k: usize,
@@ -322,6 +337,12 @@ fn insert_many_statements(
             bind(&mut stmt, 9, &key.map(|k| k.name.as_str()))?;
             bind(&mut stmt, 10, &key.map(|k| k.limit))?;
             bind(&mut stmt, 11, &key.is_some_and(|k| k.ordered))?;
+            bind(&mut stmt, 12, &job.deadline.map(Timestamp::as_millis))?;
+            bind(
+                &mut stmt,
+                13,
+                &job.traceparent.as_ref().map(TraceParent::as_str),
+            )?;
         }
         let mut rows = stmt.raw_query();
         while let Some(row) = rows.next().map_err(map_err)? {
@@ -375,6 +396,8 @@ fn new_row(job: &NewJob, id: JobId, now: Timestamp) -> Job {
         last_error_class: None,
         finished_at: None,
         key: job.key.clone(),
+        deadline: job.deadline,
+        traceparent: job.traceparent.clone(),
     }
 }
 

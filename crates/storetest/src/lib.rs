@@ -91,6 +91,7 @@ macro_rules! conformance_tests {
             the_audit_log_pages_newest_first_and_filters,
             stats_count_each_queue_with_leases_age_and_window,
             worker_reports_keep_the_latest_per_worker,
+            a_job_carries_its_deadline_and_trace_context_to_every_attempt,
         );
         $crate::conformance_tests!(@in keys $make;
             a_job_keeps_its_concurrency_key,

@@ -8,7 +8,7 @@ use std::time::Duration;
 use errand_core::{
     AuditFilter, CancelRequest, ClaimRequest, Clock, Error, ErrorClass, Failure, JobId, JobState,
     ManualClock, Name, PurgeRequest, QueueAction, ReplayRequest, Schedule, StatsRequest, Store,
-    WorkerMetrics, WorkerReport,
+    TraceParent, WorkerMetrics, WorkerReport,
 };
 
 use crate::{claim_one, claim_req, get, job, retry_after};
@@ -34,6 +34,11 @@ fn action(q: &str, reason: Option<&str>) -> QueueAction {
         operator: "ops@example".into(),
         reason: reason.map(str::to_owned),
     }
+}
+
+/// A W3C trace context for the tests.
+pub fn trace() -> TraceParent {
+    TraceParent::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").unwrap()
 }
 
 fn ids(jobs: &[errand_core::ClaimedJob]) -> Vec<&str> {
@@ -466,4 +471,47 @@ pub async fn worker_reports_keep_the_latest_per_worker(store: Arc<dyn Store>, cl
         store.report_worker(&bad).await,
         Err(Error::Invalid(_))
     ));
+}
+
+/// A job's business deadline and trace context are stored as given and
+/// come with the job to every attempt, through retries and a replay.
+pub async fn a_job_carries_its_deadline_and_trace_context_to_every_attempt(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
+    let deadline = clock.now().plus(Duration::from_secs(90));
+    let new = job("traced")
+        .with_max_attempts(1)
+        .unwrap()
+        .with_deadline(deadline)
+        .with_traceparent(trace());
+    let stored = store.insert(new).await.unwrap().job;
+    assert_eq!(stored.deadline, Some(deadline));
+    assert_eq!(stored.traceparent, Some(trace()));
+    store.insert(job("plain")).await.unwrap();
+    assert_eq!(get(store.as_ref(), "plain").await.traceparent, None);
+    assert_eq!(get(store.as_ref(), "plain").await.deadline, None);
+
+    let c = loop {
+        let c = claim_one(store.as_ref(), LEASE).await;
+        if c.job.id.as_str() == "traced" {
+            break c;
+        }
+        store.complete(&c.lease).await.unwrap();
+    };
+    assert_eq!(c.job.traceparent, Some(trace()));
+    assert_eq!(c.job.deadline, Some(deadline));
+    store.fail(&c.lease, retry_after("once", MS)).await.unwrap();
+    store
+        .replay(&ReplayRequest {
+            ids: vec![id("traced")],
+            operator: "ops".into(),
+            reason: None,
+        })
+        .await
+        .unwrap();
+    let again = claim_one(store.as_ref(), LEASE).await;
+    assert_eq!(again.job.id, id("traced"));
+    assert_eq!(again.job.traceparent, Some(trace()));
+    assert_eq!(again.job.deadline, Some(deadline));
 }
