@@ -17,6 +17,7 @@ pub(crate) struct Problem {
     pub(crate) detail: String,
     retry_after: bool,
     challenge: bool,
+    close: bool,
 }
 
 #[derive(Serialize)]
@@ -43,6 +44,7 @@ impl Problem {
             detail: detail.into(),
             retry_after: false,
             challenge: false,
+            close: false,
         }
     }
 
@@ -144,6 +146,22 @@ impl Problem {
         )
     }
 
+    /// The client took longer than the read timeout to send its body.
+    pub(crate) fn request_timeout(limit: std::time::Duration) -> Self {
+        Problem {
+            close: true,
+            ..Problem::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                "Request timeout",
+                format!(
+                    "the request body did not arrive within {} ms; send the whole request at once (the server's --read-timeout sets the limit)",
+                    limit.as_millis()
+                ),
+            )
+        }
+    }
+
     pub(crate) fn internal(detail: impl Into<String>) -> Self {
         Problem::new(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -222,6 +240,11 @@ impl IntoResponse for Problem {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        if self.close {
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         if self.challenge {
             response.headers_mut().insert(

@@ -1,16 +1,18 @@
 //! The routes and their handlers.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use errand::{CancelRequest, JobFilter, JobId, JobSpec, JobState, Name, ReplayRequest, Store};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
@@ -27,6 +29,7 @@ struct App {
     store: Arc<dyn Store>,
     max_body: usize,
     max_payload: usize,
+    read_timeout: Duration,
 }
 
 pub(crate) fn router(store: Arc<dyn Store>, config: ServerConfig) -> Router {
@@ -34,6 +37,7 @@ pub(crate) fn router(store: Arc<dyn Store>, config: ServerConfig) -> Router {
         store,
         max_body: config.max_body,
         max_payload: config.max_payload,
+        read_timeout: config.read_timeout,
     };
     Router::new()
         .route(HEALTHZ, get(healthz))
@@ -44,7 +48,6 @@ pub(crate) fn router(store: Arc<dyn Store>, config: ServerConfig) -> Router {
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(app)
-        .layer(DefaultBodyLimit::max(config.max_body))
         .layer(middleware::from_fn_with_state(config.token, fence))
 }
 
@@ -96,26 +99,30 @@ fn json_content_type(headers: &HeaderMap) -> Result<(), Problem> {
     }
 }
 
+/// Reads the whole body: at most `max_body` bytes (413 past it), within
+/// the read timeout from the moment the handler asks for it (408 past it,
+/// so a client trickling its body cannot hold the connection).
+async fn read_body(app: &App, body: Body) -> Result<Bytes, Problem> {
+    let limited = Limited::new(body, app.max_body);
+    match tokio::time::timeout(app.read_timeout, limited.collect()).await {
+        Err(_elapsed) => Err(Problem::request_timeout(app.read_timeout)),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) if e.is::<LengthLimitError>() => Err(Problem::body_too_large(app.max_body)),
+        Ok(Err(e)) => Err(Problem::malformed_json(format!(
+            "the request body could not be read: {e}"
+        ))),
+    }
+}
+
 /// Reads and parses a JSON body; `example` shows the expected shape.
-fn body_json<T: DeserializeOwned>(
+async fn body_json<T: DeserializeOwned>(
     app: &App,
     headers: &HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
     example: &str,
 ) -> Result<T, Problem> {
     json_content_type(headers)?;
-    let body = match body {
-        Ok(b) => b,
-        Err(r) if r.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            return Err(Problem::body_too_large(app.max_body));
-        }
-        Err(r) => {
-            return Err(Problem::malformed_json(format!(
-                "the request body could not be read: {}",
-                r.body_text()
-            )));
-        }
-    };
+    let body = read_body(app, body).await?;
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(Problem::malformed_json(format!(
             "the request body is empty: send a JSON object like {example}"
@@ -213,12 +220,8 @@ fn detail_of(e: errand::Error) -> String {
     }
 }
 
-async fn enqueue(
-    State(app): State<App>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Answer {
-    let req: EnqueueBody = body_json(&app, &headers, body, ENQUEUE_EXAMPLE)?;
+async fn enqueue(State(app): State<App>, headers: HeaderMap, body: Body) -> Answer {
+    let req: EnqueueBody = body_json(&app, &headers, body, ENQUEUE_EXAMPLE).await?;
     let payload = match req.payload {
         Some(raw) if raw.get().len() > app.max_payload => {
             return Err(Problem::payload_too_large(raw.get().len(), app.max_payload));
@@ -346,7 +349,7 @@ async fn replay(
     State(app): State<App>,
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Answer {
     let id = job_id(path)?;
     let req: ReplayBody = body_json(
@@ -354,7 +357,8 @@ async fn replay(
         &headers,
         body,
         r#"{"operator": "alice", "reason": "SMTP relay fixed"}"#,
-    )?;
+    )
+    .await?;
     audit_text("operator", &req.operator, MAX_OPERATOR_BYTES, false)?;
     audit_text("reason", &req.reason, MAX_REASON_BYTES, true)?;
     let replayed = app
@@ -372,7 +376,7 @@ async fn cancel(
     State(app): State<App>,
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Answer {
     let id = job_id(path)?;
     let req: CancelBody = body_json(
@@ -380,7 +384,8 @@ async fn cancel(
         &headers,
         body,
         r#"{"operator": "alice", "reason": "customer withdrew"}"#,
-    )?;
+    )
+    .await?;
     audit_text("operator", &req.operator, MAX_OPERATOR_BYTES, false)?;
     if let Some(reason) = &req.reason {
         audit_text("reason", reason, MAX_REASON_BYTES, true)?;
