@@ -32,6 +32,16 @@
 //! same validation `errand enqueue` uses, and only a fully valid job reaches
 //! [`errand::Store::insert`].
 //!
+//! **Workers in any language.** `POST /v1/leases` claims due jobs for a
+//! remote worker and hands it each job's lease (id, token, attempt,
+//! `lease_until`); the worker settles with `…/complete`, `…/fail`,
+//! `…/snooze`, `…/release` or `…/cancel` and renews with `…/heartbeat`.
+//! Each is one [`errand::Store`] call fenced by the lease token, exactly as
+//! for an in-process worker: a stale token or an expired lease is a 409
+//! `lease_lost` and nothing changes. A failure the worker reports without a
+//! retry time is scheduled by [`errand::failure_for`] on the configured
+//! [`ServerConfig::retry`] policy, the code every other worker uses.
+//!
 //! **Slow clients do not hold connections.** The server runs hyper's HTTP/1
 //! connection directly (what `axum::serve` wraps) so that it can set a
 //! header-read timeout: a client must deliver a request's head within
@@ -54,11 +64,13 @@
 //! answered with a generic detail.
 //!
 //! **Graceful shutdown.** [`Server::run`] stops accepting connections when
-//! its shutdown future completes, lets in-flight requests finish, and cuts
-//! off stragglers after [`ServerConfig::drain`].
+//! its shutdown future completes, ends waiting lease requests (they answer
+//! with no jobs), lets in-flight requests finish, and cuts off stragglers
+//! after [`ServerConfig::drain`].
 #![deny(missing_docs)]
 
 mod guard;
+mod leases;
 mod problem;
 mod routes;
 #[cfg(test)]
@@ -71,10 +83,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use errand::Store;
+use errand::{RetryPolicy, Store};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
+use tokio::sync::watch;
 
 /// Where the server listens unless told otherwise.
 pub const DEFAULT_BIND: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 7878));
@@ -160,6 +173,9 @@ pub struct ServerConfig {
     /// connection is closed; an idle keep-alive connection too), and then,
     /// again, its body (past it: 408). Default 10 s.
     pub read_timeout: Duration,
+    /// When a remote worker's failure runs again if the worker names no
+    /// time (default: equal jitter, 1 s base, 1 h cap — as `errand work`).
+    pub retry: RetryPolicy,
 }
 
 impl Default for ServerConfig {
@@ -171,6 +187,7 @@ impl Default for ServerConfig {
             max_payload: errand::core::MAX_PAYLOAD_BYTES,
             drain: DEFAULT_DRAIN,
             read_timeout: DEFAULT_READ_TIMEOUT,
+            retry: RetryPolicy::default(),
         }
     }
 }
@@ -242,9 +259,11 @@ impl ServeError {
 }
 
 /// The API's router over `store`. It answers every request itself (no
-/// listener needed), which is what tests use.
+/// listener needed), which is what tests use. Lease requests that wait for
+/// work wait their whole time here (a [`Server`] ends them at shutdown).
 pub fn router(store: Arc<dyn Store>, config: ServerConfig) -> Router {
-    routes::router(store, config)
+    let (_never, stopping) = watch::channel(false);
+    routes::router(store, config, stopping)
 }
 
 /// A bound server, not yet serving.
@@ -255,6 +274,7 @@ pub struct Server {
     drain: Duration,
     read_timeout: Duration,
     router: Router,
+    stop: watch::Sender<bool>,
 }
 
 impl Server {
@@ -269,12 +289,14 @@ impl Server {
                 source,
             })?;
         let addr = listener.local_addr()?;
+        let (stop, stopping) = watch::channel(false);
         Ok(Server {
             listener,
             addr,
             drain: config.drain,
             read_timeout: config.read_timeout,
-            router: router(store, config),
+            router: routes::router(store, config, stopping),
+            stop,
         })
     }
 
@@ -283,9 +305,10 @@ impl Server {
         self.addr
     }
 
-    /// Serves until `shutdown` completes, then stops accepting connections
-    /// and waits for in-flight requests to finish — at most the configured
-    /// drain time, after which the remaining connections are cut off.
+    /// Serves until `shutdown` completes, then stops accepting connections,
+    /// ends waiting lease requests and waits for in-flight requests to
+    /// finish — at most the configured drain time, after which the
+    /// remaining connections are cut off.
     pub async fn run(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
@@ -295,6 +318,7 @@ impl Server {
             drain,
             read_timeout,
             router,
+            stop,
             ..
         } = self;
         let mut http = hyper::server::conn::http1::Builder::new();
@@ -325,6 +349,7 @@ impl Server {
             });
         }
         drop(listener);
+        let _ = stop.send(true);
         tokio::select! {
             () = graceful.shutdown() => {}
             () = tokio::time::sleep(drain) => {

@@ -101,7 +101,7 @@ impl Problem {
             "not_found",
             "Not found",
             format!(
-                "no such endpoint {path:?}: the API has GET /healthz, POST and GET /v1/jobs, GET /v1/jobs/{{id}}, POST /v1/jobs/{{id}}/replay and POST /v1/jobs/{{id}}/cancel"
+                "no such endpoint {path:?}: docs/http-api.md lists the routes (jobs under /v1/jobs, remote workers under /v1/leases)"
             ),
         )
     }
@@ -142,6 +142,19 @@ impl Problem {
             "Payload too large",
             format!(
                 "the payload is {size} bytes of JSON; the limit is {limit} bytes — store large data elsewhere and pass a reference"
+            ),
+        )
+    }
+
+    /// A settlement the store's fence refused: the caller does not hold
+    /// the job's current lease.
+    pub(crate) fn lease_lost(id: &errand::JobId) -> Self {
+        Problem::new(
+            StatusCode::CONFLICT,
+            "lease_lost",
+            "Lease lost",
+            format!(
+                "the lease on job `{id}` is not held: the token is not the current one, the lease expired, or the job was settled or cancelled meanwhile. Nothing was changed; stop working on this job (another worker may own it now) and lease new work"
             ),
         )
     }

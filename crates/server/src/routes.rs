@@ -11,33 +11,47 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use errand::{CancelRequest, JobFilter, JobId, JobSpec, JobState, Name, ReplayRequest, Store};
+use errand::{
+    CancelRequest, JobFilter, JobId, JobSpec, JobState, Name, ReplayRequest, RetryPolicy, Store,
+};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
+use tokio::sync::watch;
 
 use crate::ServerConfig;
 use crate::guard::{HEALTHZ, fence};
+use crate::leases;
 use crate::problem::Problem;
 
 const MAX_OPERATOR_BYTES: usize = 200;
-const MAX_REASON_BYTES: usize = 2000;
+pub(crate) const MAX_REASON_BYTES: usize = 2000;
 
 #[derive(Clone, Debug)]
-struct App {
-    store: Arc<dyn Store>,
+pub(crate) struct App {
+    pub(crate) store: Arc<dyn Store>,
     max_body: usize,
     max_payload: usize,
     read_timeout: Duration,
+    pub(crate) retry: RetryPolicy,
+    /// Becomes `true` when the server shuts down: waiting lease requests
+    /// answer at once.
+    pub(crate) stopping: watch::Receiver<bool>,
 }
 
-pub(crate) fn router(store: Arc<dyn Store>, config: ServerConfig) -> Router {
+pub(crate) fn router(
+    store: Arc<dyn Store>,
+    config: ServerConfig,
+    stopping: watch::Receiver<bool>,
+) -> Router {
     let app = App {
         store,
         max_body: config.max_body,
         max_payload: config.max_payload,
         read_timeout: config.read_timeout,
+        retry: config.retry,
+        stopping,
     };
     Router::new()
         .route(HEALTHZ, get(healthz))
@@ -45,15 +59,22 @@ pub(crate) fn router(store: Arc<dyn Store>, config: ServerConfig) -> Router {
         .route("/v1/jobs/{id}", get(show))
         .route("/v1/jobs/{id}/replay", post(replay))
         .route("/v1/jobs/{id}/cancel", post(cancel))
+        .route("/v1/leases", post(leases::lease))
+        .route("/v1/leases/{id}/heartbeat", post(leases::heartbeat))
+        .route("/v1/leases/{id}/complete", post(leases::complete))
+        .route("/v1/leases/{id}/fail", post(leases::fail))
+        .route("/v1/leases/{id}/snooze", post(leases::snooze))
+        .route("/v1/leases/{id}/release", post(leases::release))
+        .route("/v1/leases/{id}/cancel", post(leases::cancel))
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(app)
         .layer(middleware::from_fn_with_state(config.token, fence))
 }
 
-type Answer = Result<Response, Problem>;
+pub(crate) type Answer = Result<Response, Problem>;
 
-fn json<T: Serialize + ?Sized>(status: StatusCode, value: &T) -> Answer {
+pub(crate) fn json<T: Serialize + ?Sized>(status: StatusCode, value: &T) -> Answer {
     let body = serde_json::to_vec(value)
         .map_err(|e| Problem::internal(format!("the response could not be encoded: {e}")))?;
     Ok((
@@ -115,7 +136,7 @@ async fn read_body(app: &App, body: Body) -> Result<Bytes, Problem> {
 }
 
 /// Reads and parses a JSON body; `example` shows the expected shape.
-async fn body_json<T: DeserializeOwned>(
+pub(crate) async fn body_json<T: DeserializeOwned>(
     app: &App,
     headers: &HeaderMap,
     body: Body,
@@ -143,7 +164,7 @@ fn raw_json<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Box<RawValue>>, D:
     Box::<RawValue>::deserialize(d).map(Some)
 }
 
-fn job_id(path: Result<Path<String>, PathRejection>) -> Result<JobId, Problem> {
+pub(crate) fn job_id(path: Result<Path<String>, PathRejection>) -> Result<JobId, Problem> {
     let Path(id) = path.map_err(|r| {
         Problem::invalid(format!(
             "the job id in the path is not valid: {}",
@@ -155,7 +176,7 @@ fn job_id(path: Result<Path<String>, PathRejection>) -> Result<JobId, Problem> {
 
 /// Operator names and reasons end up in the audit log: printable text of a
 /// bounded size (PostgreSQL text cannot hold NUL at all).
-fn audit_text(
+pub(crate) fn audit_text(
     field: &str,
     value: &str,
     max: usize,
@@ -202,7 +223,7 @@ struct EnqueueBody {
 const ENQUEUE_EXAMPLE: &str =
     r#"{"kind": "email", "id": "order-17", "payload": {"to": "a@example.com"}}"#;
 
-fn duration_field(
+pub(crate) fn duration_field(
     field: &str,
     text: Option<String>,
 ) -> Result<Option<std::time::Duration>, Problem> {
@@ -213,7 +234,7 @@ fn duration_field(
     .transpose()
 }
 
-fn detail_of(e: errand::Error) -> String {
+pub(crate) fn detail_of(e: errand::Error) -> String {
     match e {
         errand::Error::Invalid(m) => m,
         other => other.to_string(),

@@ -1,6 +1,7 @@
 //! A real server on a loopback port and clients on raw TCP: a client that
 //! trickles its request head, sends nothing, idles on a kept-alive
-//! connection or trickles its body is cut off after the read timeout.
+//! connection or trickles its body is cut off after the read timeout; a
+//! waiting lease request ends when the server shuts down.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -176,6 +177,23 @@ async fn a_body_that_never_ends_is_a_408_problem() {
     r.problem(StatusCode::REQUEST_TIMEOUT, "request_timeout");
     assert_eq!(r.headers[header::CONNECTION], "close");
     assert_eq!(api.count().await, 0);
+}
+
+#[tokio::test]
+async fn shutdown_ends_a_waiting_lease_request_with_no_jobs() {
+    let s = start(Duration::from_secs(10)).await;
+    let body = r#"{"wait": "30s"}"#;
+    let request = format!(
+        "POST /v1/leases HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let addr = s.addr;
+    let waiting = tokio::spawn(async move { exchange(addr, &request).await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    s.stop().await;
+    let got = waiting.await.unwrap();
+    assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+    assert_eq!(body_of(&got), json!({"jobs": []}));
 }
 
 #[test]
