@@ -498,6 +498,10 @@ fn a_non_loopback_address_needs_a_token_and_then_requires_it() {
 fn a_remote_worker_leases_heartbeats_and_settles_over_http() {
     both("remote", |b| {
         let server = b.serve(&["--bind", "127.0.0.1:0", "--read-timeout", "5s"], &[]);
+        let described = server.get("/v1/openapi.json");
+        assert_eq!(described.status, 200);
+        assert!(described.body["paths"]["/v1/leases"]["post"].is_object());
+
         let job = json!({"kind": "email", "id": "remote-1", "payload": {"to": "a@example.com"}});
         assert_eq!(server.post("/v1/jobs", &job).status, 201);
         let leased = server.post("/v1/leases", &json!({"limit": 10, "lease": "30s"}));

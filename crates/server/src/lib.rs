@@ -49,6 +49,10 @@
 //! keep-alive connections included) and then its body within the same time
 //! again (408 `request_timeout` otherwise).
 //!
+//! **The routes are one table** (`routes::endpoints`), which builds the
+//! router and which the tests hold against the OpenAPI description served
+//! at `GET /v1/openapi.json`, in both directions.
+//!
 //! **Idempotent enqueue.** `POST /v1/jobs` with an `id` that already exists
 //! creates nothing and answers 200 with the stored job (201 when it was
 //! created), so a client that lost its connection retries with the same id

@@ -101,7 +101,7 @@ impl Problem {
             "not_found",
             "Not found",
             format!(
-                "no such endpoint {path:?}: docs/http-api.md lists the routes (jobs under /v1/jobs, remote workers under /v1/leases)"
+                "no such endpoint {path:?}: GET /v1/openapi.json describes every route (see also docs/http-api.md)"
             ),
         )
     }

@@ -1,4 +1,6 @@
-//! The routes and their handlers.
+//! The routes and their handlers. Every route is one row of
+//! [`endpoints`], which builds the router and which the tests hold against
+//! the OpenAPI description (`openapi.json`) in both directions.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,7 +12,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{MethodFilter, MethodRouter, on};
 use errand::{
     CancelRequest, JobFilter, JobId, JobSpec, JobState, Name, ReplayRequest, RetryPolicy, Store,
 };
@@ -27,6 +29,10 @@ use crate::problem::Problem;
 
 const MAX_OPERATOR_BYTES: usize = 200;
 pub(crate) const MAX_REASON_BYTES: usize = 2000;
+/// Where the OpenAPI description is served.
+pub(crate) const OPENAPI_PATH: &str = "/v1/openapi.json";
+/// The OpenAPI 3.1 description of every route, served as it is.
+pub(crate) const OPENAPI: &str = include_str!("../openapi.json");
 
 #[derive(Clone, Debug)]
 pub(crate) struct App {
@@ -38,6 +44,73 @@ pub(crate) struct App {
     /// Becomes `true` when the server shuts down: waiting lease requests
     /// answer at once.
     pub(crate) stopping: watch::Receiver<bool>,
+}
+
+/// An HTTP method the API routes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Verb {
+    Get,
+    Post,
+}
+
+impl Verb {
+    #[cfg_attr(not(test), expect(dead_code, reason = "the OpenAPI test reads it"))]
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Verb::Get => "GET",
+            Verb::Post => "POST",
+        }
+    }
+
+    fn filter(self) -> MethodFilter {
+        match self {
+            Verb::Get => MethodFilter::GET,
+            Verb::Post => MethodFilter::POST,
+        }
+    }
+}
+
+/// One route: a path, a method and its handler.
+pub(crate) struct Endpoint {
+    pub(crate) path: &'static str,
+    #[cfg_attr(not(test), expect(dead_code, reason = "the OpenAPI test reads it"))]
+    pub(crate) verb: Verb,
+    handler: MethodRouter<App>,
+}
+
+fn endpoint<H, T>(path: &'static str, verb: Verb, handler: H) -> Endpoint
+where
+    H: axum::handler::Handler<T, App>,
+    T: 'static,
+{
+    Endpoint {
+        path,
+        verb,
+        handler: on(verb.filter(), handler),
+    }
+}
+
+/// Every route of the API. The router is built from this table and from
+/// nothing else; a route added here must be described in `openapi.json`
+/// (a test checks both directions).
+pub(crate) fn endpoints() -> Vec<Endpoint> {
+    use Verb::{Get, Post};
+    vec![
+        endpoint(HEALTHZ, Get, healthz),
+        endpoint(OPENAPI_PATH, Get, openapi),
+        endpoint("/v1/jobs", Post, enqueue),
+        endpoint("/v1/jobs", Get, list),
+        endpoint("/v1/jobs/{id}", Get, show),
+        endpoint("/v1/jobs/{id}/replay", Post, replay),
+        endpoint("/v1/jobs/{id}/cancel", Post, cancel),
+        endpoint("/v1/leases", Post, leases::lease),
+        endpoint("/v1/leases/{id}/heartbeat", Post, leases::heartbeat),
+        endpoint("/v1/leases/{id}/complete", Post, leases::complete),
+        endpoint("/v1/leases/{id}/fail", Post, leases::fail),
+        endpoint("/v1/leases/{id}/snooze", Post, leases::snooze),
+        endpoint("/v1/leases/{id}/release", Post, leases::release),
+        endpoint("/v1/leases/{id}/cancel", Post, leases::cancel),
+    ]
 }
 
 pub(crate) fn router(
@@ -53,19 +126,11 @@ pub(crate) fn router(
         retry: config.retry,
         stopping,
     };
-    Router::new()
-        .route(HEALTHZ, get(healthz))
-        .route("/v1/jobs", post(enqueue).get(list))
-        .route("/v1/jobs/{id}", get(show))
-        .route("/v1/jobs/{id}/replay", post(replay))
-        .route("/v1/jobs/{id}/cancel", post(cancel))
-        .route("/v1/leases", post(leases::lease))
-        .route("/v1/leases/{id}/heartbeat", post(leases::heartbeat))
-        .route("/v1/leases/{id}/complete", post(leases::complete))
-        .route("/v1/leases/{id}/fail", post(leases::fail))
-        .route("/v1/leases/{id}/snooze", post(leases::snooze))
-        .route("/v1/leases/{id}/release", post(leases::release))
-        .route("/v1/leases/{id}/cancel", post(leases::cancel))
+    let mut routes = Router::new();
+    for e in endpoints() {
+        routes = routes.route(e.path, e.handler);
+    }
+    routes
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(app)
@@ -90,6 +155,17 @@ pub(crate) fn json<T: Serialize + ?Sized>(status: StatusCode, value: &T) -> Answ
 
 async fn healthz() -> Answer {
     json(StatusCode::OK, &serde_json::json!({"ok": true}))
+}
+
+async fn openapi() -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        OPENAPI,
+    )
+        .into_response()
 }
 
 async fn no_route(uri: Uri) -> Problem {

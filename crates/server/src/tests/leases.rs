@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use errand::testkit::START;
-use errand::{ErrorClass, Job, JobId, JobState, RetryPolicy};
+use errand::{ErrorClass, Job, JobId, JobState, RetryPolicy, Timestamp};
 use serde_json::{Value, json};
 
 use super::{Api, Reply};
@@ -751,4 +751,26 @@ async fn hostile_settlements_are_refused_and_change_nothing() {
     // After all that, the real owner still settles.
     let r = api.settle("h2", "complete", &json!({"token": good})).await;
     assert_eq!(r.body["outcome"], "acknowledged", "{}", r.body);
+}
+
+#[tokio::test]
+async fn lease_answers_match_their_documented_schemas() {
+    let api = Api::new();
+    api.enqueue(json!({"kind": "k", "id": "o1", "key": "tenant-7"}))
+        .await;
+    let leased = api.lease_one().await;
+    let doc: Value = serde_json::from_str(crate::routes::OPENAPI).unwrap();
+    let props = |name: &str| super::openapi::property_names(&doc, name);
+    assert_eq!(super::openapi::keys(&leased), props("LeasedJob"));
+    assert_eq!(super::openapi::keys(&leased["lease"]), props("Lease"));
+    assert_eq!(super::openapi::keys(&leased["job"]), props("Job"));
+    let r = api
+        .settle("o1", "heartbeat", &json!({"token": token(&leased)}))
+        .await;
+    assert_eq!(super::openapi::keys(&r.body), props("Renewed"));
+    let r = api
+        .settle("o1", "complete", &json!({"token": token(&leased)}))
+        .await;
+    assert_eq!(super::openapi::keys(&r.body), props("Settled"));
+    let _: Timestamp = serde_json::from_value(leased["lease"]["lease_until"].clone()).unwrap();
 }
