@@ -170,6 +170,17 @@ struct ServeArgs {
     /// After SIGTERM/SIGINT, how long in-flight requests may take to finish.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     drain: Duration,
+    /// How long a client may take to send a request's head, and then its
+    /// body; a slower client is cut off (408 for a body).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    read_timeout: Duration,
+    /// Equal-jitter retry base for failures remote workers report without
+    /// a retry time.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    retry_base: Duration,
+    /// Equal-jitter retry cap for those failures.
+    #[arg(long, default_value = "1h", value_parser = parse_duration)]
+    retry_max: Duration,
 }
 
 #[derive(Args, Debug)]
@@ -875,6 +886,11 @@ fn serve_config(a: &ServeArgs) -> Result<errand_server::ServerConfig, Failure> {
         max_body,
         max_payload: max_body,
         drain: a.drain,
+        read_timeout: a.read_timeout,
+        retry: RetryPolicy::EqualJitter {
+            base: a.retry_base,
+            max: a.retry_max,
+        },
     };
     config.check().map_err(|e| Failure::Usage(e.to_string()))?;
     if let Some(token) = &config.token

@@ -490,3 +490,118 @@ fn a_non_loopback_address_needs_a_token_and_then_requires_it() {
     assert_eq!(server.wait(), Some(0));
     assert_eq!(b.jobs().len(), 1);
 }
+
+/// A remote worker with nothing but an HTTP client: it leases a job,
+/// renews the lease, loses nothing to a forged token, and acknowledges;
+/// a second job fails with a retry hint and waits for it.
+#[test]
+fn a_remote_worker_leases_heartbeats_and_settles_over_http() {
+    both("remote", |b| {
+        let server = b.serve(&["--bind", "127.0.0.1:0", "--read-timeout", "5s"], &[]);
+        let described = server.get("/v1/openapi.json");
+        assert_eq!(described.status, 200);
+        assert!(described.body["paths"]["/v1/leases"]["post"].is_object());
+
+        let job = json!({"kind": "email", "id": "remote-1", "payload": {"to": "a@example.com"}});
+        assert_eq!(server.post("/v1/jobs", &job).status, 201);
+        let leased = server.post("/v1/leases", &json!({"limit": 10, "lease": "30s"}));
+        assert_eq!(leased.status, 200, "{leased:?}");
+        let jobs = leased.body["jobs"].as_array().unwrap();
+        assert_eq!(jobs.len(), 1, "{leased:?}");
+        let (job, lease) = (&jobs[0]["job"], &jobs[0]["lease"]);
+        assert_eq!(
+            (&job["id"], &job["state"]),
+            (&json!("remote-1"), &json!("running"))
+        );
+        assert_eq!(job["payload"], json!({"to": "a@example.com"}));
+        let token = lease["token"].as_str().unwrap().to_owned();
+        let attempt = lease["attempt"].as_u64().unwrap();
+        assert_eq!(attempt, 1);
+
+        let beat = server.post(
+            "/v1/leases/remote-1/heartbeat",
+            &json!({"token": token, "attempt": attempt, "extend": "60s"}),
+        );
+        assert_eq!(beat.status, 200, "{beat:?}");
+        assert!(
+            beat.body["lease_until"].as_str().unwrap() > lease["lease_until"].as_str().unwrap()
+        );
+
+        let forged = server.post(
+            "/v1/leases/remote-1/complete",
+            &json!({"token": "0123456789abcdef0123456789abcdef"}),
+        );
+        assert_eq!(
+            (forged.status, &forged.body["code"]),
+            (409, &json!("lease_lost"))
+        );
+        assert_eq!(
+            b.jobs()[0]["state"],
+            "running",
+            "a forged token changed nothing"
+        );
+
+        let done = server.post(
+            "/v1/leases/remote-1/complete",
+            &json!({"token": token, "attempt": attempt}),
+        );
+        assert_eq!(done.status, 200, "{done:?}");
+        assert_eq!(done.body["outcome"], "acknowledged");
+        let again = server.post("/v1/leases/remote-1/complete", &json!({"token": token}));
+        assert_eq!(
+            (again.status, &again.body["code"]),
+            (409, &json!("lease_lost"))
+        );
+
+        assert_eq!(
+            server
+                .post("/v1/jobs", &json!({"kind": "sms", "id": "remote-2"}))
+                .status,
+            201
+        );
+        let leased = server.post("/v1/leases", &json!({"wait": "5s"}));
+        let token = leased.body["jobs"][0]["lease"]["token"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let failed = server.post(
+            "/v1/leases/remote-2/fail",
+            &json!({"token": token, "error": "provider down", "retry_in": "1h"}),
+        );
+        assert_eq!(failed.body["outcome"], "retry_scheduled", "{failed:?}");
+        assert!(
+            server.post("/v1/leases", &json!({})).body["jobs"]
+                .as_array()
+                .unwrap()
+                .is_empty()
+        );
+
+        let mut states: Vec<_> = b
+            .jobs()
+            .iter()
+            .map(|j| {
+                (
+                    j["id"].clone(),
+                    j["state"].clone(),
+                    j["attempts"].clone(),
+                    j["last_error"].clone(),
+                )
+            })
+            .collect();
+        states.sort_by_key(|s| s.0.to_string());
+        assert_eq!(
+            states,
+            [
+                (json!("remote-1"), json!("done"), json!(1), json!(null)),
+                (
+                    json!("remote-2"),
+                    json!("ready"),
+                    json!(1),
+                    json!("provider down")
+                ),
+            ]
+        );
+        server.signal("-TERM");
+        assert_eq!(server.wait(), Some(0));
+    });
+}

@@ -67,7 +67,8 @@ pub use maintenance::{Pruner, Sweeper};
 pub use runtime::{KindOptions, ReportHook, RunStats, Runtime, RuntimeBuilder};
 pub use spec::{JobSpec, MAX_PAYLOAD_DEPTH, parse_duration};
 pub use worker::{
-    Handler, JobContext, Sampler, WorkOutcome, WorkReport, Worker, WorkerConfig, handler_fn,
+    Handler, JobContext, Sampler, WorkOutcome, WorkReport, Worker, WorkerConfig, failure_for,
+    handler_fn,
 };
 
 /// Which database a `--db` string names.

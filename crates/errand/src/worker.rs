@@ -424,6 +424,34 @@ pub(crate) async fn release(store: &dyn Store, lease: &Lease) -> Result<WorkRepo
     Ok(report)
 }
 
+/// The failure a worker records for a failed attempt — the one place
+/// where every worker (the [`Worker`], the [`crate::Runtime`], `errand work`
+/// and the HTTP API's remote workers) decides when a failure runs again.
+///
+/// A [`ErrorClass::Permanent`] failure gets no retry: the store sends the
+/// job to `dead`. Any other class retries at `retry` when the handler named
+/// a time (a provider's Retry-After), or else after `policy`'s delay for
+/// attempt `attempt` with one jitter sample drawn from `sample`. The store
+/// still sends the job to `dead` when no attempt is left.
+pub fn failure_for(
+    error: String,
+    class: ErrorClass,
+    retry: Option<RetryAt>,
+    attempt: u32,
+    policy: &RetryPolicy,
+    sample: impl FnOnce() -> f64,
+) -> Failure {
+    let retry = match class {
+        ErrorClass::Permanent => None,
+        _ => Some(retry.unwrap_or_else(|| RetryAt::After(policy.delay_for(attempt, sample())))),
+    };
+    Failure {
+        error,
+        class,
+        retry,
+    }
+}
+
 /// Records `outcome` against `lease`; retryable failures wait on `policy`.
 pub(crate) async fn settle(
     store: &dyn Store,
@@ -440,11 +468,8 @@ pub(crate) async fn settle(
         available_at: None,
         error: None,
     };
-    let retry_after = || RetryAt::After(policy.delay_for(lease.attempt, sampler()));
-    let failure = |error: String, class: ErrorClass, retry: Option<RetryAt>| Failure {
-        error,
-        class,
-        retry,
+    let failure = |error: String, class: ErrorClass, retry: Option<RetryAt>| {
+        failure_for(error, class, retry, lease.attempt, policy, sampler)
     };
     let result = match outcome {
         Outcome::Success => store.complete(lease).await.map(|_| {
@@ -456,7 +481,7 @@ pub(crate) async fn settle(
         }
         Outcome::Retry { error } => {
             report.error = Some(error.clone());
-            let f = failure(error, ErrorClass::Retryable, Some(retry_after()));
+            let f = failure(error, ErrorClass::Retryable, None);
             store
                 .fail(lease, f)
                 .await
@@ -465,7 +490,7 @@ pub(crate) async fn settle(
         Outcome::Timeout => {
             let error = "the handler ran past its deadline".to_owned();
             report.error = Some(error.clone());
-            let f = failure(error, ErrorClass::Timeout, Some(retry_after()));
+            let f = failure(error, ErrorClass::Timeout, None);
             store
                 .fail(lease, f)
                 .await
@@ -527,5 +552,43 @@ fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
         s.clone()
     } else {
         "non-text panic payload".to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_retry_at_the_hint_or_on_the_policy_and_permanent_ones_never() {
+        let policy = RetryPolicy::EqualJitter {
+            base: Duration::from_secs(2),
+            max: Duration::from_secs(60),
+        };
+        // Attempt 3: cap = 8 s, the sample 0.5 lands at 6 s.
+        let f = failure_for("x".into(), ErrorClass::Retryable, None, 3, &policy, || 0.5);
+        assert_eq!(f.retry, Some(RetryAt::After(Duration::from_secs(6))));
+        let f = failure_for("x".into(), ErrorClass::Timeout, None, 1, &policy, || 0.0);
+        assert_eq!(f.retry, Some(RetryAt::After(Duration::from_secs(1))));
+        let hint = RetryAt::At(Timestamp::from_millis(42));
+        let f = failure_for(
+            "x".into(),
+            ErrorClass::Retryable,
+            Some(hint),
+            3,
+            &policy,
+            || unreachable!("no sample is drawn when the handler named the time"),
+        );
+        assert_eq!(f.retry, Some(hint));
+        let f = failure_for(
+            "bad payload".into(),
+            ErrorClass::Permanent,
+            Some(hint),
+            1,
+            &policy,
+            || 0.5,
+        );
+        assert_eq!((f.retry, f.class), (None, ErrorClass::Permanent));
+        assert_eq!(f.error, "bad payload");
     }
 }

@@ -27,10 +27,31 @@
 //! own CSRF token.
 //!
 //! **Nothing is written by a refused request.** The guards run before the
-//! handler; bodies are read under [`axum::extract::DefaultBodyLimit`]
-//! (413 past the limit) and parsed with `deny_unknown_fields`; the job is
-//! built by [`errand::JobSpec`], the same validation `errand enqueue` uses,
-//! and only a fully valid job reaches [`errand::Store::insert`].
+//! handler; bodies are read under the size limit (413 past it) and parsed
+//! with `deny_unknown_fields`; the job is built by [`errand::JobSpec`], the
+//! same validation `errand enqueue` uses, and only a fully valid job reaches
+//! [`errand::Store::insert`].
+//!
+//! **Workers in any language.** `POST /v1/leases` claims due jobs for a
+//! remote worker and hands it each job's lease (id, token, attempt,
+//! `lease_until`); the worker settles with `…/complete`, `…/fail`,
+//! `…/snooze`, `…/release` or `…/cancel` and renews with `…/heartbeat`.
+//! Each is one [`errand::Store`] call fenced by the lease token, exactly as
+//! for an in-process worker: a stale token or an expired lease is a 409
+//! `lease_lost` and nothing changes. A failure the worker reports without a
+//! retry time is scheduled by [`errand::failure_for`] on the configured
+//! [`ServerConfig::retry`] policy, the code every other worker uses.
+//!
+//! **Slow clients do not hold connections.** The server runs hyper's HTTP/1
+//! connection directly (what `axum::serve` wraps) so that it can set a
+//! header-read timeout: a client must deliver a request's head within
+//! [`ServerConfig::read_timeout`] (the connection is closed otherwise, idle
+//! keep-alive connections included) and then its body within the same time
+//! again (408 `request_timeout` otherwise).
+//!
+//! **The routes are one table** (`routes::endpoints`), which builds the
+//! router and which the tests hold against the OpenAPI description served
+//! at `GET /v1/openapi.json`, in both directions.
 //!
 //! **Idempotent enqueue.** `POST /v1/jobs` with an `id` that already exists
 //! creates nothing and answers 200 with the stored job (201 when it was
@@ -47,11 +68,13 @@
 //! answered with a generic detail.
 //!
 //! **Graceful shutdown.** [`Server::run`] stops accepting connections when
-//! its shutdown future completes, lets in-flight requests finish, and gives
-//! up on stragglers after [`ServerConfig::drain`].
+//! its shutdown future completes, ends waiting lease requests (they answer
+//! with no jobs), lets in-flight requests finish, and cuts off stragglers
+//! after [`ServerConfig::drain`].
 #![deny(missing_docs)]
 
 mod guard;
+mod leases;
 mod problem;
 mod routes;
 #[cfg(test)]
@@ -64,7 +87,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use errand::Store;
+use errand::{RetryPolicy, Store};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::sync::watch;
 
 /// Where the server listens unless told otherwise.
 pub const DEFAULT_BIND: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 7878));
@@ -72,6 +99,8 @@ pub const DEFAULT_BIND: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::
 pub const DEFAULT_MAX_BODY: usize = 1024 * 1024;
 /// How long in-flight requests may take to finish after shutdown is asked.
 pub const DEFAULT_DRAIN: Duration = Duration::from_secs(30);
+/// How long a client may take to send a request's head, and then its body.
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_TOKEN_BYTES: usize = 1024;
 
 /// A secret that clients present as `Authorization: Bearer <token>`.
@@ -144,6 +173,13 @@ pub struct ServerConfig {
     /// How long in-flight requests may take to finish after shutdown is
     /// asked (default 30 s).
     pub drain: Duration,
+    /// How long a client may take to send a request's head (past it the
+    /// connection is closed; an idle keep-alive connection too), and then,
+    /// again, its body (past it: 408). Default 10 s.
+    pub read_timeout: Duration,
+    /// When a remote worker's failure runs again if the worker names no
+    /// time (default: equal jitter, 1 s base, 1 h cap — as `errand work`).
+    pub retry: RetryPolicy,
 }
 
 impl Default for ServerConfig {
@@ -154,13 +190,15 @@ impl Default for ServerConfig {
             max_body: DEFAULT_MAX_BODY,
             max_payload: errand::core::MAX_PAYLOAD_BYTES,
             drain: DEFAULT_DRAIN,
+            read_timeout: DEFAULT_READ_TIMEOUT,
+            retry: RetryPolicy::default(),
         }
     }
 }
 
 impl ServerConfig {
     /// Refuses unsafe or unusable settings: a non-loopback address without
-    /// an access token, a zero body or payload limit.
+    /// an access token, a zero body or payload limit, a zero read timeout.
     pub fn check(&self) -> Result<(), ServeError> {
         if !is_loopback(self.bind) && self.token.is_none() {
             return Err(ServeError::TokenRequired { addr: self.bind });
@@ -168,6 +206,11 @@ impl ServerConfig {
         if self.max_body == 0 || self.max_payload == 0 {
             return Err(ServeError::InvalidConfig(
                 "the body and payload limits must be at least 1 byte".into(),
+            ));
+        }
+        if self.read_timeout.is_zero() {
+            return Err(ServeError::InvalidConfig(
+                "the read timeout must be longer than zero (the default is 10s)".into(),
             ));
         }
         Ok(())
@@ -220,9 +263,11 @@ impl ServeError {
 }
 
 /// The API's router over `store`. It answers every request itself (no
-/// listener needed), which is what tests use.
+/// listener needed), which is what tests use. Lease requests that wait for
+/// work wait their whole time here (a [`Server`] ends them at shutdown).
 pub fn router(store: Arc<dyn Store>, config: ServerConfig) -> Router {
-    routes::router(store, config)
+    let (_never, stopping) = watch::channel(false);
+    routes::router(store, config, stopping)
 }
 
 /// A bound server, not yet serving.
@@ -231,7 +276,9 @@ pub struct Server {
     listener: tokio::net::TcpListener,
     addr: SocketAddr,
     drain: Duration,
+    read_timeout: Duration,
     router: Router,
+    stop: watch::Sender<bool>,
 }
 
 impl Server {
@@ -246,11 +293,14 @@ impl Server {
                 source,
             })?;
         let addr = listener.local_addr()?;
+        let (stop, stopping) = watch::channel(false);
         Ok(Server {
             listener,
             addr,
             drain: config.drain,
-            router: router(store, config),
+            read_timeout: config.read_timeout,
+            router: routes::router(store, config, stopping),
+            stop,
         })
     }
 
@@ -259,42 +309,75 @@ impl Server {
         self.addr
     }
 
-    /// Serves until `shutdown` completes, then stops accepting connections
-    /// and waits for in-flight requests to finish — at most the configured
-    /// drain time, after which the remaining connections are abandoned.
+    /// Serves until `shutdown` completes, then stops accepting connections,
+    /// ends waiting lease requests and waits for in-flight requests to
+    /// finish — at most the configured drain time, after which the
+    /// remaining connections are cut off.
     pub async fn run(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServeError> {
-        let (tx, rx) = tokio::sync::watch::channel(false);
-        tokio::spawn(async move {
-            shutdown.await;
-            let _ = tx.send(true);
-        });
-        let asked = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-            if rx.wait_for(|asked| *asked).await.is_err() {
-                // The sender is gone without asking: never shut down on that.
-                std::future::pending::<()>().await;
-            }
-        };
-        let graceful = asked(rx.clone());
-        let deadline = {
-            let asked = asked(rx);
-            let drain = self.drain;
-            async move {
-                asked.await;
-                tokio::time::sleep(drain).await;
-            }
-        };
-        let server = axum::serve(self.listener, self.router).with_graceful_shutdown(graceful);
+        let Server {
+            listener,
+            drain,
+            read_timeout,
+            router,
+            stop,
+            ..
+        } = self;
+        let mut http = hyper::server::conn::http1::Builder::new();
+        http.timer(TokioTimer::new())
+            .header_read_timeout(read_timeout);
+        let graceful = GracefulShutdown::new();
+        let mut connections = tokio::task::JoinSet::new();
+        tokio::pin!(shutdown);
+        loop {
+            let stream = tokio::select! {
+                () = &mut shutdown => break,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _peer)) => stream,
+                    Err(e) => {
+                        accept_failed(e).await;
+                        continue;
+                    }
+                },
+            };
+            while connections.try_join_next().is_some() {}
+            let service = TowerToHyperService::new(router.clone());
+            let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+            connections.spawn(async move {
+                if let Err(e) = connection.await {
+                    // A client that went away, or the header-read timeout.
+                    tracing::debug!(error = %e, "connection ended");
+                }
+            });
+        }
+        drop(listener);
+        let _ = stop.send(true);
         tokio::select! {
-            result = server.into_future() => result.map_err(ServeError::Io),
-            () = deadline => {
-                tracing::warn!(drain = ?self.drain, "requests still in flight after the drain time; abandoning them");
-                Ok(())
+            () = graceful.shutdown() => {}
+            () = tokio::time::sleep(drain) => {
+                tracing::warn!(?drain, "requests still in flight after the drain time; cutting them off");
+                connections.shutdown().await;
             }
         }
+        Ok(())
     }
+}
+
+/// An error from `accept`: a connection that failed before it was accepted
+/// is not the server's problem; anything else (out of file descriptors)
+/// is logged and retried after a pause, as hyper and axum do.
+async fn accept_failed(e: std::io::Error) {
+    use std::io::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::ConnectionRefused | ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset
+    ) {
+        return;
+    }
+    tracing::error!(error = %e, "accepting a connection failed; retrying in 1 s");
+    tokio::time::sleep(Duration::from_secs(1)).await;
 }
 
 /// Binds `config.bind` and serves the API over `store` until `shutdown`

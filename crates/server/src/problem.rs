@@ -17,6 +17,7 @@ pub(crate) struct Problem {
     pub(crate) detail: String,
     retry_after: bool,
     challenge: bool,
+    close: bool,
 }
 
 #[derive(Serialize)]
@@ -43,6 +44,7 @@ impl Problem {
             detail: detail.into(),
             retry_after: false,
             challenge: false,
+            close: false,
         }
     }
 
@@ -99,7 +101,7 @@ impl Problem {
             "not_found",
             "Not found",
             format!(
-                "no such endpoint {path:?}: the API has GET /healthz, POST and GET /v1/jobs, GET /v1/jobs/{{id}}, POST /v1/jobs/{{id}}/replay and POST /v1/jobs/{{id}}/cancel"
+                "no such endpoint {path:?}: GET /v1/openapi.json describes every route (see also docs/http-api.md)"
             ),
         )
     }
@@ -142,6 +144,35 @@ impl Problem {
                 "the payload is {size} bytes of JSON; the limit is {limit} bytes — store large data elsewhere and pass a reference"
             ),
         )
+    }
+
+    /// A settlement the store's fence refused: the caller does not hold
+    /// the job's current lease.
+    pub(crate) fn lease_lost(id: &errand::JobId) -> Self {
+        Problem::new(
+            StatusCode::CONFLICT,
+            "lease_lost",
+            "Lease lost",
+            format!(
+                "the lease on job `{id}` is not held: the token is not the current one, the lease expired, or the job was settled or cancelled meanwhile. Nothing was changed; stop working on this job (another worker may own it now) and lease new work"
+            ),
+        )
+    }
+
+    /// The client took longer than the read timeout to send its body.
+    pub(crate) fn request_timeout(limit: std::time::Duration) -> Self {
+        Problem {
+            close: true,
+            ..Problem::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                "Request timeout",
+                format!(
+                    "the request body did not arrive within {} ms; send the whole request at once (the server's --read-timeout sets the limit)",
+                    limit.as_millis()
+                ),
+            )
+        }
     }
 
     pub(crate) fn internal(detail: impl Into<String>) -> Self {
@@ -222,6 +253,11 @@ impl IntoResponse for Problem {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        if self.close {
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         if self.challenge {
             response.headers_mut().insert(

@@ -1,56 +1,145 @@
-//! The routes and their handlers.
+//! The routes and their handlers. Every route is one row of
+//! [`endpoints`], which builds the router and which the tests hold against
+//! the OpenAPI description (`openapi.json`) in both directions.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use errand::{CancelRequest, JobFilter, JobId, JobSpec, JobState, Name, ReplayRequest, Store};
+use axum::routing::{MethodFilter, MethodRouter, on};
+use errand::{
+    CancelRequest, JobFilter, JobId, JobSpec, JobState, Name, ReplayRequest, RetryPolicy, Store,
+};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
+use tokio::sync::watch;
 
 use crate::ServerConfig;
 use crate::guard::{HEALTHZ, fence};
+use crate::leases;
 use crate::problem::Problem;
 
 const MAX_OPERATOR_BYTES: usize = 200;
-const MAX_REASON_BYTES: usize = 2000;
+pub(crate) const MAX_REASON_BYTES: usize = 2000;
+/// Where the OpenAPI description is served.
+pub(crate) const OPENAPI_PATH: &str = "/v1/openapi.json";
+/// The OpenAPI 3.1 description of every route, served as it is.
+pub(crate) const OPENAPI: &str = include_str!("../openapi.json");
 
 #[derive(Clone, Debug)]
-struct App {
-    store: Arc<dyn Store>,
+pub(crate) struct App {
+    pub(crate) store: Arc<dyn Store>,
     max_body: usize,
     max_payload: usize,
+    read_timeout: Duration,
+    pub(crate) retry: RetryPolicy,
+    /// Becomes `true` when the server shuts down: waiting lease requests
+    /// answer at once.
+    pub(crate) stopping: watch::Receiver<bool>,
 }
 
-pub(crate) fn router(store: Arc<dyn Store>, config: ServerConfig) -> Router {
+/// An HTTP method the API routes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Verb {
+    Get,
+    Post,
+}
+
+impl Verb {
+    #[cfg_attr(not(test), expect(dead_code, reason = "the OpenAPI test reads it"))]
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Verb::Get => "GET",
+            Verb::Post => "POST",
+        }
+    }
+
+    fn filter(self) -> MethodFilter {
+        match self {
+            Verb::Get => MethodFilter::GET,
+            Verb::Post => MethodFilter::POST,
+        }
+    }
+}
+
+/// One route: a path, a method and its handler.
+pub(crate) struct Endpoint {
+    pub(crate) path: &'static str,
+    #[cfg_attr(not(test), expect(dead_code, reason = "the OpenAPI test reads it"))]
+    pub(crate) verb: Verb,
+    handler: MethodRouter<App>,
+}
+
+fn endpoint<H, T>(path: &'static str, verb: Verb, handler: H) -> Endpoint
+where
+    H: axum::handler::Handler<T, App>,
+    T: 'static,
+{
+    Endpoint {
+        path,
+        verb,
+        handler: on(verb.filter(), handler),
+    }
+}
+
+/// Every route of the API. The router is built from this table and from
+/// nothing else; a route added here must be described in `openapi.json`
+/// (a test checks both directions).
+pub(crate) fn endpoints() -> Vec<Endpoint> {
+    use Verb::{Get, Post};
+    vec![
+        endpoint(HEALTHZ, Get, healthz),
+        endpoint(OPENAPI_PATH, Get, openapi),
+        endpoint("/v1/jobs", Post, enqueue),
+        endpoint("/v1/jobs", Get, list),
+        endpoint("/v1/jobs/{id}", Get, show),
+        endpoint("/v1/jobs/{id}/replay", Post, replay),
+        endpoint("/v1/jobs/{id}/cancel", Post, cancel),
+        endpoint("/v1/leases", Post, leases::lease),
+        endpoint("/v1/leases/{id}/heartbeat", Post, leases::heartbeat),
+        endpoint("/v1/leases/{id}/complete", Post, leases::complete),
+        endpoint("/v1/leases/{id}/fail", Post, leases::fail),
+        endpoint("/v1/leases/{id}/snooze", Post, leases::snooze),
+        endpoint("/v1/leases/{id}/release", Post, leases::release),
+        endpoint("/v1/leases/{id}/cancel", Post, leases::cancel),
+    ]
+}
+
+pub(crate) fn router(
+    store: Arc<dyn Store>,
+    config: ServerConfig,
+    stopping: watch::Receiver<bool>,
+) -> Router {
     let app = App {
         store,
         max_body: config.max_body,
         max_payload: config.max_payload,
+        read_timeout: config.read_timeout,
+        retry: config.retry,
+        stopping,
     };
-    Router::new()
-        .route(HEALTHZ, get(healthz))
-        .route("/v1/jobs", post(enqueue).get(list))
-        .route("/v1/jobs/{id}", get(show))
-        .route("/v1/jobs/{id}/replay", post(replay))
-        .route("/v1/jobs/{id}/cancel", post(cancel))
+    let mut routes = Router::new();
+    for e in endpoints() {
+        routes = routes.route(e.path, e.handler);
+    }
+    routes
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(app)
-        .layer(DefaultBodyLimit::max(config.max_body))
         .layer(middleware::from_fn_with_state(config.token, fence))
 }
 
-type Answer = Result<Response, Problem>;
+pub(crate) type Answer = Result<Response, Problem>;
 
-fn json<T: Serialize + ?Sized>(status: StatusCode, value: &T) -> Answer {
+pub(crate) fn json<T: Serialize + ?Sized>(status: StatusCode, value: &T) -> Answer {
     let body = serde_json::to_vec(value)
         .map_err(|e| Problem::internal(format!("the response could not be encoded: {e}")))?;
     Ok((
@@ -66,6 +155,17 @@ fn json<T: Serialize + ?Sized>(status: StatusCode, value: &T) -> Answer {
 
 async fn healthz() -> Answer {
     json(StatusCode::OK, &serde_json::json!({"ok": true}))
+}
+
+async fn openapi() -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        OPENAPI,
+    )
+        .into_response()
 }
 
 async fn no_route(uri: Uri) -> Problem {
@@ -96,26 +196,30 @@ fn json_content_type(headers: &HeaderMap) -> Result<(), Problem> {
     }
 }
 
+/// Reads the whole body: at most `max_body` bytes (413 past it), within
+/// the read timeout from the moment the handler asks for it (408 past it,
+/// so a client trickling its body cannot hold the connection).
+async fn read_body(app: &App, body: Body) -> Result<Bytes, Problem> {
+    let limited = Limited::new(body, app.max_body);
+    match tokio::time::timeout(app.read_timeout, limited.collect()).await {
+        Err(_elapsed) => Err(Problem::request_timeout(app.read_timeout)),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) if e.is::<LengthLimitError>() => Err(Problem::body_too_large(app.max_body)),
+        Ok(Err(e)) => Err(Problem::malformed_json(format!(
+            "the request body could not be read: {e}"
+        ))),
+    }
+}
+
 /// Reads and parses a JSON body; `example` shows the expected shape.
-fn body_json<T: DeserializeOwned>(
+pub(crate) async fn body_json<T: DeserializeOwned>(
     app: &App,
     headers: &HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
     example: &str,
 ) -> Result<T, Problem> {
     json_content_type(headers)?;
-    let body = match body {
-        Ok(b) => b,
-        Err(r) if r.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            return Err(Problem::body_too_large(app.max_body));
-        }
-        Err(r) => {
-            return Err(Problem::malformed_json(format!(
-                "the request body could not be read: {}",
-                r.body_text()
-            )));
-        }
-    };
+    let body = read_body(app, body).await?;
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(Problem::malformed_json(format!(
             "the request body is empty: send a JSON object like {example}"
@@ -136,7 +240,7 @@ fn raw_json<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Box<RawValue>>, D:
     Box::<RawValue>::deserialize(d).map(Some)
 }
 
-fn job_id(path: Result<Path<String>, PathRejection>) -> Result<JobId, Problem> {
+pub(crate) fn job_id(path: Result<Path<String>, PathRejection>) -> Result<JobId, Problem> {
     let Path(id) = path.map_err(|r| {
         Problem::invalid(format!(
             "the job id in the path is not valid: {}",
@@ -148,7 +252,7 @@ fn job_id(path: Result<Path<String>, PathRejection>) -> Result<JobId, Problem> {
 
 /// Operator names and reasons end up in the audit log: printable text of a
 /// bounded size (PostgreSQL text cannot hold NUL at all).
-fn audit_text(
+pub(crate) fn audit_text(
     field: &str,
     value: &str,
     max: usize,
@@ -195,7 +299,7 @@ struct EnqueueBody {
 const ENQUEUE_EXAMPLE: &str =
     r#"{"kind": "email", "id": "order-17", "payload": {"to": "a@example.com"}}"#;
 
-fn duration_field(
+pub(crate) fn duration_field(
     field: &str,
     text: Option<String>,
 ) -> Result<Option<std::time::Duration>, Problem> {
@@ -206,19 +310,15 @@ fn duration_field(
     .transpose()
 }
 
-fn detail_of(e: errand::Error) -> String {
+pub(crate) fn detail_of(e: errand::Error) -> String {
     match e {
         errand::Error::Invalid(m) => m,
         other => other.to_string(),
     }
 }
 
-async fn enqueue(
-    State(app): State<App>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Answer {
-    let req: EnqueueBody = body_json(&app, &headers, body, ENQUEUE_EXAMPLE)?;
+async fn enqueue(State(app): State<App>, headers: HeaderMap, body: Body) -> Answer {
+    let req: EnqueueBody = body_json(&app, &headers, body, ENQUEUE_EXAMPLE).await?;
     let payload = match req.payload {
         Some(raw) if raw.get().len() > app.max_payload => {
             return Err(Problem::payload_too_large(raw.get().len(), app.max_payload));
@@ -346,7 +446,7 @@ async fn replay(
     State(app): State<App>,
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Answer {
     let id = job_id(path)?;
     let req: ReplayBody = body_json(
@@ -354,7 +454,8 @@ async fn replay(
         &headers,
         body,
         r#"{"operator": "alice", "reason": "SMTP relay fixed"}"#,
-    )?;
+    )
+    .await?;
     audit_text("operator", &req.operator, MAX_OPERATOR_BYTES, false)?;
     audit_text("reason", &req.reason, MAX_REASON_BYTES, true)?;
     let replayed = app
@@ -372,7 +473,7 @@ async fn cancel(
     State(app): State<App>,
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Answer {
     let id = job_id(path)?;
     let req: CancelBody = body_json(
@@ -380,7 +481,8 @@ async fn cancel(
         &headers,
         body,
         r#"{"operator": "alice", "reason": "customer withdrew"}"#,
-    )?;
+    )
+    .await?;
     audit_text("operator", &req.operator, MAX_OPERATOR_BYTES, false)?;
     if let Some(reason) = &req.reason {
         audit_text("reason", reason, MAX_REASON_BYTES, true)?;

@@ -15,6 +15,10 @@ use tower::ServiceExt;
 use crate::problem::{PROBLEM_JSON, Problem, TYPE_BASE};
 use crate::{AccessToken, ServeError, Server, ServerConfig, router};
 
+mod leases;
+mod openapi;
+mod slow;
+
 const TOKEN: &str = "test-token-0123456789abcdef";
 
 struct Api {
