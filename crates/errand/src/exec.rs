@@ -1,7 +1,8 @@
 //! A handler that runs an external command per job (`errand work --exec`).
 //!
 //! The command runs under `sh -c`. It gets the job's payload on stdin and
-//! `ERRAND_JOB_ID`, `ERRAND_ATTEMPT`, `ERRAND_KIND`, `ERRAND_QUEUE` and
+//! `ERRAND_JOB_ID`, `ERRAND_ATTEMPT`, `ERRAND_KIND`, `ERRAND_QUEUE`,
+//! `TRACEPARENT` (when the job carries a W3C trace context) and
 //! `ERRAND_WORKER_PID` (the process that claimed the job) in its
 //! environment; its stdout goes to the worker's stderr (so the worker's own
 //! stdout stays machine-readable). Exit 0 is success, exit 65 a permanent
@@ -54,7 +55,14 @@ fn tail(bytes: &[u8]) -> String {
 #[async_trait]
 impl Handler for ExecHandler {
     async fn handle(&self, ctx: JobContext) -> Outcome {
-        let mut child = match Command::new("sh")
+        let mut command = Command::new("sh");
+        // The trace context travels as the W3C environment carrier does;
+        // one inherited from this worker's own environment is not the job's.
+        command.env_remove("TRACEPARENT");
+        if let Some(tp) = ctx.traceparent() {
+            command.env("TRACEPARENT", tp.as_str());
+        }
+        let mut child = match command
             .arg("-c")
             .arg(&self.command)
             .env("ERRAND_JOB_ID", ctx.job.id.as_str())

@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use errand_core::{
     ClaimRequest, ClaimedJob, Error, JobId, Lease, Name, Outcome, RateBucket, RateLimit, Result,
-    RetryPolicy, Store,
+    RetryPolicy, Store, WorkerMetrics, WorkerReport,
 };
 use serde::de::DeserializeOwned;
 use tokio::sync::{Notify, Semaphore, oneshot, watch};
@@ -99,6 +99,7 @@ struct Settings {
     retry: RetryPolicy,
     sampler: crate::Sampler,
     on_report: Option<ReportHook>,
+    report_every: Option<Duration>,
 }
 
 impl fmt::Debug for RuntimeBuilder {
@@ -273,6 +274,16 @@ impl RuntimeBuilder {
         self
     }
 
+    /// How often this process reports itself to the store (its last
+    /// completed claim cycle and its counters, read by `errand stats` and
+    /// `/metrics`); `None` never reports. Default: every 5 seconds. A
+    /// report is written only when a claim cycle completed since the last
+    /// one, so a worker whose claims fail falls silent and its age shows.
+    pub fn report_every(mut self, every: Option<Duration>) -> Self {
+        self.settings.report_every = every;
+        self
+    }
+
     /// Checks the configuration.
     pub fn build(self) -> Result<Runtime> {
         if self.queues.is_empty() {
@@ -312,9 +323,24 @@ impl RuntimeBuilder {
                 ));
             }
         }
+        if self.settings.report_every.is_some_and(|d| d.is_zero()) {
+            return Err(Error::invalid(
+                "the report interval must be longer than zero (or None)",
+            ));
+        }
+        let named: Vec<Name> = self.queues.iter().filter_map(|(q, _)| q.clone()).collect();
+        let all = self.queues.iter().any(|(q, _)| q.is_none());
         Ok(Runtime {
             inner: Arc::new(Inner {
                 settings: self.settings,
+                me: Me {
+                    id: uuid::Uuid::now_v7().to_string(),
+                    host: host_name(),
+                    pid: std::process::id(),
+                    queues: if all { Vec::new() } else { named },
+                    started_at: errand_core::Timestamp::now(),
+                },
+                metrics: Mutex::new(WorkerMetrics::default()),
                 acks: Arc::new(Acks::default()),
                 in_flight: Mutex::new(HashMap::new()),
                 stats: Mutex::new(RunStats::default()),
@@ -325,8 +351,28 @@ impl RuntimeBuilder {
     }
 }
 
+/// Who this worker process is, as its reports say.
+struct Me {
+    id: String,
+    host: String,
+    pid: u32,
+    queues: Vec<Name>,
+    started_at: errand_core::Timestamp,
+}
+
+fn host_name() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .filter(|h| !h.is_empty() && h.len() <= 255 && !h.chars().any(char::is_control))
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
 struct Inner {
     settings: Settings,
+    me: Me,
+    /// What this process has counted, reported every few seconds.
+    metrics: Mutex<WorkerMetrics>,
     /// Acknowledgments waiting to be written.
     acks: Arc<Acks>,
     /// Running jobs: their lease and the token that stops them.
@@ -370,6 +416,7 @@ impl Runtime {
                 retry: RetryPolicy::default(),
                 sampler: Arc::new(rand::random::<f64>),
                 on_report: None,
+                report_every: Some(Duration::from_secs(5)),
             },
         }
     }
@@ -420,6 +467,13 @@ impl Runtime {
                 let cron_sleep = tokio::time::sleep(next_cron(&cron));
                 tokio::pin!(cron_sleep);
                 let mut sweep = tokio::time::interval(sweeper.every);
+                let mut report = tokio::time::interval(
+                    inner
+                        .settings
+                        .report_every
+                        .unwrap_or(Duration::from_secs(3600)),
+                );
+                let mut reported_cycles = 0;
                 let mut prune = tokio::time::interval(
                     pruner
                         .as_ref()
@@ -450,6 +504,9 @@ impl Runtime {
                                 tracing::warn!(error = %e, "enqueueing cron ticks failed");
                             }
                             cron_sleep.as_mut().reset(tokio::time::Instant::now() + next_cron(&cron));
+                        }
+                        _ = report.tick(), if inner.settings.report_every.is_some() => {
+                            reported_cycles = inner.report(reported_cycles).await;
                         }
                         _ = stop.changed() => return,
                     }
@@ -635,6 +692,59 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Inner {
+    /// Counts a completed claim cycle and the attempts it started: how long
+    /// each waited from due to start (the store's times).
+    fn record_cycle(&self, claimed: &[ClaimedJob]) {
+        let mut m = lock(&self.metrics);
+        m.cycles += 1;
+        for c in claimed {
+            m.started += 1;
+            let started = c
+                .job
+                .attempt_started_at
+                .unwrap_or_else(errand_core::Timestamp::now);
+            m.start_latency.observe(started.since(c.job.available_at));
+        }
+    }
+
+    /// Counts a success against the job's business deadline, if it has one.
+    fn record_success(&self, job: &errand_core::Job) {
+        if let Some(deadline) = job.deadline {
+            let late = errand_core::Timestamp::now().since(deadline);
+            let mut m = lock(&self.metrics);
+            m.lateness.observe(late);
+            if late.is_zero() {
+                m.on_time += 1;
+            } else {
+                m.late += 1;
+            }
+        }
+    }
+
+    /// Writes this process's report if a claim cycle completed since the
+    /// last one; returns the cycle count reported (or still unreported).
+    async fn report(&self, reported_cycles: u64) -> u64 {
+        let metrics = lock(&self.metrics).clone();
+        if metrics.cycles == reported_cycles {
+            return reported_cycles;
+        }
+        let report = WorkerReport {
+            id: self.me.id.clone(),
+            host: self.me.host.clone(),
+            pid: self.me.pid,
+            queues: self.me.queues.clone(),
+            started_at: self.me.started_at,
+            metrics,
+        };
+        match self.settings.store.report_worker(&report).await {
+            Ok(()) => report.metrics.cycles,
+            Err(e) => {
+                tracing::warn!(error = %e, "writing this worker's report failed");
+                reported_cycles
+            }
+        }
+    }
+
     async fn claim_loop(
         self: Arc<Self>,
         queue: Option<Name>,
@@ -701,6 +811,7 @@ impl Inner {
                     continue;
                 }
             };
+            self.record_cycle(&claimed);
             if !claimed.is_empty() {
                 crate::failpoint::claimed_batch(&claimed);
                 crate::failpoint::crash_point("claim-committed");
@@ -859,7 +970,17 @@ impl Inner {
             heartbeat: true,
             deadline: options.deadline,
         };
-        let outcome = run.execute(handler, claimed, token).await;
+        let job = claimed.job.clone();
+        let span = tracing::info_span!(
+            "attempt",
+            job = %lease.id,
+            kind = %job.kind,
+            attempt = lease.attempt,
+            trace_id = job.traceparent.as_ref().map(|t| t.trace_id()),
+            traceparent = job.traceparent.as_ref().map(|t| t.as_str()),
+        );
+        let outcome =
+            tracing::Instrument::instrument(run.execute(handler, claimed, token), span).await;
         if outcome.is_some() {
             crate::failpoint::crash_point("before-settle");
         }
@@ -883,6 +1004,9 @@ impl Inner {
             Ok(r) => {
                 if r.acknowledged {
                     crate::failpoint::crash_point("settle-committed");
+                }
+                if r.outcome == WorkOutcome::Acknowledged {
+                    self.record_success(&job);
                 }
                 tracing::debug!(job = %lease.id, attempt = lease.attempt, outcome = r.outcome.as_str(), "attempt settled");
                 *lock(&self.stats)

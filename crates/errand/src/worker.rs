@@ -80,6 +80,13 @@ impl JobContext {
         self.lease.attempt
     }
 
+    /// The W3C trace context of the request that enqueued the job, if it
+    /// carried one: a handler continues that trace (as the parent of its
+    /// own spans), so the request and every attempt share one trace id.
+    pub fn traceparent(&self) -> Option<&errand_core::TraceParent> {
+        self.job.traceparent.as_ref()
+    }
+
     /// Completes when this attempt's lease is lost; a long handler selects
     /// on it to stop early.
     pub async fn lease_lost(&self) {

@@ -781,3 +781,95 @@ async fn acknowledgments_a_failed_claim_carried_are_written_again() {
     assert_eq!(stats.count(WorkOutcome::Acknowledged), 200);
     assert_eq!(stats.outcomes.get("settle_failed"), None, "{stats:?}");
 }
+
+/// A running worker reports itself: its claim cycles, how long each attempt
+/// waited from due to start, and lateness against a job's business
+/// deadline; a handler sees the trace context the job was enqueued with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_reports_cycles_latency_and_lateness_and_handlers_see_the_trace() {
+    let (_d, store) = store();
+    let tp =
+        errand_core::TraceParent::parse("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+            .unwrap();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let runtime = Runtime::builder(store.clone())
+        .handler("t", move |_: serde_json::Value, ctx| {
+            let s = s.clone();
+            async move {
+                s.lock()
+                    .unwrap()
+                    .push((ctx.id().to_string(), ctx.traceparent().cloned()));
+                Outcome::Success
+            }
+        })
+        .unwrap()
+        .queue("default", 4)
+        .unwrap()
+        .poll(Duration::from_millis(20))
+        .report_every(Some(Duration::from_millis(50)))
+        .build()
+        .unwrap();
+    let now = errand::Timestamp::now();
+    let hour = Duration::from_secs(3600);
+    let new = |id: &str| {
+        NewJob::new("t", Payload::from_json_text("{}").unwrap())
+            .unwrap()
+            .with_id(JobId::new(id).unwrap())
+    };
+    store
+        .insert(
+            new("late")
+                .with_deadline(now.minus(hour))
+                .with_traceparent(tp.clone()),
+        )
+        .await
+        .unwrap();
+    store
+        .insert(new("on-time").with_deadline(now.plus(hour)))
+        .await
+        .unwrap();
+    store.insert(new("plain")).await.unwrap();
+    let s = store.clone();
+    runtime
+        .run_until(async move {
+            for _ in 0..400 {
+                let stats = s.stats(&errand::StatsRequest::default()).await.unwrap();
+                if stats.workers.first().is_some_and(|w| {
+                    w.metrics.on_time + w.metrics.late == 2 && w.metrics.started == 3
+                }) {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            panic!("the worker never reported its three jobs");
+        })
+        .await
+        .unwrap();
+    let stats = store.stats(&errand::StatsRequest::default()).await.unwrap();
+    assert_eq!(stats.workers.len(), 1);
+    let w = &stats.workers[0];
+    assert_eq!(w.pid, std::process::id());
+    assert!(!w.host.is_empty());
+    assert_eq!(w.queues, [errand::Name::parse("queue", "default").unwrap()]);
+    assert!(w.metrics.cycles >= 1);
+    assert_eq!((w.metrics.late, w.metrics.on_time), (1, 1));
+    assert_eq!(w.metrics.start_latency.count(), 3);
+    assert_eq!(w.metrics.lateness.count(), 2);
+    assert!(
+        w.metrics.lateness.sum_ms >= 3_600_000,
+        "the late job was an hour late: {:?}",
+        w.metrics.lateness
+    );
+    assert!(stats.last_worker_cycle_at.is_some());
+    let mut seen = seen.lock().unwrap().clone();
+    seen.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        seen,
+        [
+            ("late".to_owned(), Some(tp)),
+            ("on-time".to_owned(), None),
+            ("plain".to_owned(), None)
+        ]
+    );
+}

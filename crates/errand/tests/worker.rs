@@ -271,3 +271,36 @@ async fn exec_success_and_signals() {
         .unwrap();
     assert_eq!(r.outcome, WorkOutcome::Acknowledged);
 }
+
+/// An external command gets the job's trace context as `TRACEPARENT`, and
+/// none for a job enqueued without one.
+#[tokio::test]
+async fn exec_hands_the_trace_context_to_the_command() {
+    let f = common::fixture();
+    let store: Arc<dyn Store> = Arc::new(f.store.clone());
+    let tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    for (id, traced) in [("a-traced", true), ("b-plain", false)] {
+        let mut job = NewJob::new("receipt", Payload::from_json_text("{}").unwrap())
+            .unwrap()
+            .with_id(JobId::new(id).unwrap());
+        if traced {
+            job = job.with_traceparent(errand::core::TraceParent::parse(tp).unwrap());
+        }
+        store.insert(job).await.unwrap();
+    }
+    let out = f.path.with_file_name("trace.txt");
+    let cmd = format!(
+        "echo \"$ERRAND_JOB_ID=${{TRACEPARENT:-none}}\" >> {}",
+        out.display()
+    );
+    let w = Worker::new(store.clone(), config(0.5));
+    for _ in 0..2 {
+        let r = w
+            .run_once(Arc::new(ExecHandler::new(cmd.clone())))
+            .await
+            .unwrap();
+        assert_eq!(r.outcome, WorkOutcome::Acknowledged);
+    }
+    let seen = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(seen, format!("a-traced={tp}\nb-plain=none\n"));
+}
