@@ -75,6 +75,7 @@
 
 mod guard;
 mod leases;
+mod operator;
 mod problem;
 mod routes;
 #[cfg(test)]

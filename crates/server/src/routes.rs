@@ -25,9 +25,10 @@ use tokio::sync::watch;
 use crate::ServerConfig;
 use crate::guard::{HEALTHZ, fence};
 use crate::leases;
+use crate::operator;
 use crate::problem::Problem;
 
-const MAX_OPERATOR_BYTES: usize = 200;
+pub(crate) const MAX_OPERATOR_BYTES: usize = 200;
 pub(crate) const MAX_REASON_BYTES: usize = 2000;
 /// Where the OpenAPI description is served.
 pub(crate) const OPENAPI_PATH: &str = "/v1/openapi.json";
@@ -103,6 +104,13 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
         endpoint("/v1/jobs/{id}", Get, show),
         endpoint("/v1/jobs/{id}/replay", Post, replay),
         endpoint("/v1/jobs/{id}/cancel", Post, cancel),
+        endpoint("/v1/jobs/{id}/purge", Post, operator::purge),
+        endpoint("/v1/stats", Get, operator::stats),
+        endpoint("/v1/queues/paused", Get, operator::paused),
+        endpoint("/v1/queues/{queue}/pause", Post, operator::pause),
+        endpoint("/v1/queues/{queue}/resume", Post, operator::resume),
+        endpoint("/v1/audit", Get, operator::audit),
+        endpoint("/metrics", Get, operator::metrics),
         endpoint("/v1/leases", Post, leases::lease),
         endpoint("/v1/leases/{id}/heartbeat", Post, leases::heartbeat),
         endpoint("/v1/leases/{id}/complete", Post, leases::complete),

@@ -17,6 +17,7 @@ use crate::{AccessToken, ServeError, Server, ServerConfig, router};
 
 mod leases;
 mod openapi;
+mod operator;
 mod slow;
 
 const TOKEN: &str = "test-token-0123456789abcdef";
@@ -87,8 +88,15 @@ impl Api {
         let bytes = axum::body::to_bytes(response.into_body(), 16 * 1024 * 1024)
             .await
             .unwrap();
+        let json = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_none_or(|v| v.contains("json"));
         let body = if bytes.is_empty() {
             Value::Null
+        } else if !json {
+            // Prometheus text (/metrics): kept as a string.
+            Value::String(String::from_utf8_lossy(&bytes).into_owned())
         } else {
             serde_json::from_slice(&bytes)
                 .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&bytes)))

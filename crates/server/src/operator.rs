@@ -1,0 +1,446 @@
+//! The operator's routes: statistics, pausing and resuming queues, the
+//! audited purge of dead jobs, the audit log, and `/metrics`.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::IntoResponse;
+use errand::{AuditFilter, JobId, Name, PurgeRequest, QueueAction, Stats, StatsRequest};
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use serde::Deserialize;
+
+use crate::problem::Problem;
+use crate::routes::{
+    Answer, App, MAX_OPERATOR_BYTES, MAX_REASON_BYTES, audit_text, body_json, duration_field,
+    job_id, json,
+};
+
+/// The longest statistics window.
+const MAX_WINDOW: Duration = Duration::from_secs(7 * 86_400);
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StatsQuery {
+    window: Option<String>,
+}
+
+fn stats_request(window: Option<String>) -> Result<StatsRequest, Problem> {
+    let mut req = StatsRequest::default();
+    if let Some(w) = duration_field("window", window.filter(|w| !w.is_empty()))? {
+        if w.is_zero() || w > MAX_WINDOW {
+            return Err(Problem::invalid(
+                "`window` must be longer than zero and at most 7 days (`15m`, `1h`)",
+            ));
+        }
+        req.window = w;
+    }
+    Ok(req)
+}
+
+/// `GET /v1/stats?window=15m`
+pub(crate) async fn stats(
+    State(app): State<App>,
+    query: Result<Query<StatsQuery>, QueryRejection>,
+) -> Answer {
+    let Query(q) = query.map_err(|r| {
+        Problem::malformed_json(format!("{}; the one parameter is window", r.body_text()))
+    })?;
+    let stats = app.store.stats(&stats_request(q.window)?).await?;
+    json(StatusCode::OK, &stats)
+}
+
+fn queue_name(path: Result<Path<String>, PathRejection>) -> Result<Name, Problem> {
+    let Path(q) = path.map_err(|r| {
+        Problem::invalid(format!(
+            "the queue name in the path is not valid: {}",
+            r.body_text()
+        ))
+    })?;
+    Ok(Name::parse("queue", q)?)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct QueueBody {
+    operator: String,
+    reason: Option<String>,
+}
+
+const QUEUE_EXAMPLE: &str = r#"{"operator": "alice", "reason": "provider outage"}"#;
+
+async fn queue_action(
+    app: &App,
+    path: Result<Path<String>, PathRejection>,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<QueueAction, Problem> {
+    let queue = queue_name(path)?;
+    let req: QueueBody = body_json(app, headers, body, QUEUE_EXAMPLE).await?;
+    audit_text("operator", &req.operator, MAX_OPERATOR_BYTES, false)?;
+    if let Some(r) = &req.reason {
+        audit_text("reason", r, MAX_REASON_BYTES, true)?;
+    }
+    Ok(QueueAction {
+        queue,
+        operator: req.operator,
+        reason: req.reason,
+    })
+}
+
+/// `POST /v1/queues/{queue}/pause`
+pub(crate) async fn pause(
+    State(app): State<App>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> Answer {
+    let action = queue_action(&app, path, &headers, body).await?;
+    let changed = app.store.pause_queue(&action).await?;
+    json(
+        StatusCode::OK,
+        &serde_json::json!({"queue": action.queue, "paused": true, "changed": changed}),
+    )
+}
+
+/// `POST /v1/queues/{queue}/resume`
+pub(crate) async fn resume(
+    State(app): State<App>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> Answer {
+    let action = queue_action(&app, path, &headers, body).await?;
+    let changed = app.store.resume_queue(&action).await?;
+    json(
+        StatusCode::OK,
+        &serde_json::json!({"queue": action.queue, "paused": false, "changed": changed}),
+    )
+}
+
+/// `GET /v1/queues/paused`
+pub(crate) async fn paused(State(app): State<App>) -> Answer {
+    let queues = app.store.paused_queues().await?;
+    json(StatusCode::OK, &serde_json::json!({"queues": queues}))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PurgeBody {
+    operator: String,
+    reason: String,
+}
+
+const PURGE_EXAMPLE: &str =
+    r#"{"operator": "alice", "reason": "poison payload, customer refunded"}"#;
+
+/// `POST /v1/jobs/{id}/purge`
+pub(crate) async fn purge(
+    State(app): State<App>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> Answer {
+    let id = job_id(path)?;
+    let req: PurgeBody = body_json(&app, &headers, body, PURGE_EXAMPLE).await?;
+    audit_text("operator", &req.operator, MAX_OPERATOR_BYTES, false)?;
+    audit_text("reason", &req.reason, MAX_REASON_BYTES, true)?;
+    let purged = app
+        .store
+        .purge(&PurgeRequest {
+            ids: vec![id],
+            operator: req.operator,
+            reason: req.reason,
+        })
+        .await?;
+    json(StatusCode::OK, &serde_json::json!({"purged": purged}))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AuditQuery {
+    job: Option<String>,
+    queue: Option<String>,
+    before: Option<String>,
+    limit: Option<String>,
+}
+
+/// `GET /v1/audit?job=&queue=&before=&limit=`
+pub(crate) async fn audit(
+    State(app): State<App>,
+    query: Result<Query<AuditQuery>, QueryRejection>,
+) -> Answer {
+    let Query(q) = query.map_err(|r| {
+        Problem::malformed_json(format!(
+            "{}; the parameters are job, queue, before and limit",
+            r.body_text()
+        ))
+    })?;
+    let nonempty = |v: Option<String>| v.filter(|s| !s.is_empty());
+    let limit = match nonempty(q.limit) {
+        None => 100,
+        Some(t) => match t.parse::<u32>() {
+            Ok(n @ 1..=10_000) => n,
+            _ => {
+                return Err(Problem::invalid(format!(
+                    "limit {t:?} is not valid: give a whole number from 1 to 10000"
+                )));
+            }
+        },
+    };
+    let before = match nonempty(q.before) {
+        None => None,
+        Some(t) => Some(t.parse::<u64>().map_err(|_| {
+            Problem::invalid(format!(
+                "before {t:?} is not valid: give the `seq` of the last entry of the previous page"
+            ))
+        })?),
+    };
+    let filter = AuditFilter {
+        job: nonempty(q.job).map(JobId::new).transpose()?,
+        queue: nonempty(q.queue)
+            .map(|s| Name::parse("queue", s))
+            .transpose()?,
+        before,
+        limit: Some(limit),
+    };
+    let entries = app.store.audit_log(&filter).await?;
+    let next = if entries.len() >= limit as usize {
+        entries.last().map(|e| e.seq)
+    } else {
+        None
+    };
+    json(
+        StatusCode::OK,
+        &serde_json::json!({"entries": entries, "next": next}),
+    )
+}
+
+// ---- GET /metrics -----------------------------------------------------------
+
+/// A histogram already counted elsewhere (the workers' reports, summed):
+/// encoded as it is.
+#[derive(Debug)]
+struct Counted {
+    sum: f64,
+    count: u64,
+    /// (upper bound, observations in that bucket), not cumulative.
+    buckets: Vec<(f64, u64)>,
+}
+
+impl Counted {
+    fn of(h: &errand::Histogram) -> Self {
+        let mut buckets: Vec<(f64, u64)> = errand::LATENCY_BUCKETS_MS
+            .iter()
+            .map(|ms| (*ms as f64 / 1000.0, 0))
+            .chain(std::iter::once((f64::INFINITY, 0)))
+            .collect();
+        for (slot, n) in buckets.iter_mut().zip(&h.counts) {
+            slot.1 = *n;
+        }
+        Counted {
+            sum: h.sum_ms as f64 / 1000.0,
+            count: h.count(),
+            buckets,
+        }
+    }
+}
+
+impl EncodeMetric for Counted {
+    fn encode(&self, mut encoder: MetricEncoder<'_>) -> Result<(), std::fmt::Error> {
+        encoder.encode_histogram::<NoLabelSet>(self.sum, self.count, &self.buckets, None)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
+type Labels = Vec<(&'static str, String)>;
+
+fn gauge_family(registry: &mut Registry, name: &str, help: &str) -> Family<Labels, Gauge> {
+    let f = Family::<Labels, Gauge>::default();
+    registry.register(name, help, f.clone());
+    f
+}
+
+fn as_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The Prometheus text of the operator signals (SPEC §4).
+pub(crate) fn render_metrics(stats: &Stats) -> Result<String, std::fmt::Error> {
+    let mut r = Registry::default();
+    let jobs = gauge_family(
+        &mut r,
+        "errand_jobs",
+        "Jobs per queue and state (ready = due now, scheduled = due later); counts stop at the cap, see errand_jobs_truncated",
+    );
+    let truncated = gauge_family(
+        &mut r,
+        "errand_jobs_truncated",
+        "1 when a state's count reached the cap and is a lower bound",
+    );
+    let leases = gauge_family(
+        &mut r,
+        "errand_leases",
+        "Running jobs per queue by lease: live or expired (its worker is gone or stalled)",
+    );
+    let oldest = Family::<Labels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+    r.register(
+        "errand_oldest_due_age_seconds",
+        "Age of the oldest job that is due and not started, per queue",
+        oldest.clone(),
+    );
+    let paused = gauge_family(
+        &mut r,
+        "errand_queue_paused",
+        "1 when an operator paused the queue",
+    );
+    let window = format!("{}s", stats.window_secs);
+    let retries = gauge_family(
+        &mut r,
+        "errand_retries_recent",
+        "Failed attempts to be retried in the recent window, per queue and error class",
+    );
+    let dead = gauge_family(
+        &mut r,
+        "errand_dead_letters_recent",
+        "Jobs that went dead in the recent window, per queue and error class (the dead-letter rate is this over the window)",
+    );
+    for q in &stats.queues {
+        let name = q.queue.to_string();
+        let c = &q.counts;
+        for (state, n) in [
+            ("ready", c.ready),
+            ("scheduled", c.scheduled),
+            ("running", c.running),
+            ("dead", c.dead),
+        ] {
+            jobs.get_or_create(&vec![("queue", name.clone()), ("state", state.into())])
+                .set(as_i64(n));
+        }
+        for (kind, n) in [("live", c.active_leases), ("expired", c.expired_leases)] {
+            leases
+                .get_or_create(&vec![("queue", name.clone()), ("lease", kind.into())])
+                .set(as_i64(n));
+        }
+        oldest
+            .get_or_create(&vec![("queue", name.clone())])
+            .set(c.oldest_due_age_ms.unwrap_or(0) as f64 / 1000.0);
+        paused
+            .get_or_create(&vec![("queue", name.clone())])
+            .set(i64::from(q.paused));
+        for (class, n) in &c.retries {
+            retries
+                .get_or_create(&vec![
+                    ("queue", name.clone()),
+                    ("class", class.clone()),
+                    ("window", window.clone()),
+                ])
+                .set(as_i64(*n));
+        }
+        for (class, n) in &c.dead_letters {
+            dead.get_or_create(&vec![
+                ("queue", name.clone()),
+                ("class", class.clone()),
+                ("window", window.clone()),
+            ])
+            .set(as_i64(*n));
+        }
+    }
+    for state in ["ready", "running", "dead"] {
+        truncated
+            .get_or_create(&vec![("state", state.into())])
+            .set(i64::from(stats.truncated.iter().any(|t| t == state)));
+    }
+
+    let workers = Gauge::<i64>::default();
+    r.register(
+        "errand_workers",
+        "Worker processes that reported in the last day",
+        workers.clone(),
+    );
+    workers.set(i64::try_from(stats.workers.len()).unwrap_or(i64::MAX));
+    let since = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+    r.register(
+        "errand_seconds_since_last_worker_cycle",
+        "Seconds since any worker last completed a claim cycle (+Inf when none ever reported)",
+        since.clone(),
+    );
+    since.set(
+        stats
+            .since_last_worker_cycle_ms
+            .map_or(f64::INFINITY, |ms| ms as f64 / 1000.0),
+    );
+    let mut total = errand::WorkerMetrics::default();
+    for w in &stats.workers {
+        total.cycles += w.metrics.cycles;
+        total.started += w.metrics.started;
+        total.on_time += w.metrics.on_time;
+        total.late += w.metrics.late;
+        total.start_latency.merge(&w.metrics.start_latency);
+        total.lateness.merge(&w.metrics.lateness);
+    }
+    for (name, help, n) in [
+        (
+            "errand_worker_cycles",
+            "Claim cycles completed by the reporting workers",
+            total.cycles,
+        ),
+        (
+            "errand_attempts_started",
+            "Attempts started by the reporting workers",
+            total.started,
+        ),
+        (
+            "errand_deadline_met",
+            "Jobs with a business deadline that succeeded on time",
+            total.on_time,
+        ),
+        (
+            "errand_deadline_missed",
+            "Jobs with a business deadline that succeeded late",
+            total.late,
+        ),
+    ] {
+        let c = Counter::<u64>::default();
+        c.inc_by(n);
+        r.register(name, help, c);
+    }
+    r.register(
+        "errand_start_latency_seconds",
+        "From when a job was due to when its attempt started, over the reporting workers",
+        Counted::of(&total.start_latency),
+    );
+    r.register(
+        "errand_lateness_seconds",
+        "How late past its business deadline a job succeeded (0 when on time), over the reporting workers",
+        Counted::of(&total.lateness),
+    );
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, &r)?;
+    Ok(out)
+}
+
+/// `GET /metrics`
+pub(crate) async fn metrics(State(app): State<App>) -> Answer {
+    let stats = app.store.stats(&StatsRequest::default()).await?;
+    let body = render_metrics(&stats)
+        .map_err(|_| Problem::internal("the metrics could not be encoded".to_owned()))?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+        )],
+        body,
+    )
+        .into_response())
+}

@@ -1,0 +1,280 @@
+//! The operator's routes: stats, pause and resume, purge, the audit log and
+//! `/metrics`, with their refusals writing nothing.
+
+use axum::http::StatusCode;
+use errand::{ClaimRequest, ErrorClass, Failure, WorkerMetrics, WorkerReport};
+use serde_json::json;
+
+use super::Api;
+
+fn claim_all() -> ClaimRequest {
+    ClaimRequest {
+        queues: Vec::new(),
+        limit: 10,
+        lease: std::time::Duration::from_secs(30),
+    }
+}
+
+/// Enqueues `id` on `queue` through the API and, with `dead`, fails it
+/// permanently.
+async fn seed(api: &Api, id: &str, queue: &str, dead: bool) {
+    let r = api
+        .post("/v1/jobs", &json!({"kind": "k", "id": id, "queue": queue}))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    if dead {
+        let store = api.q.store();
+        let claimed = store.claim(&claim_all()).await.unwrap();
+        for c in claimed {
+            let failure = Failure {
+                error: "no such customer".into(),
+                class: ErrorClass::Permanent,
+                retry: None,
+            };
+            store.fail(&c.lease, failure).await.unwrap();
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_queue_paused_over_http_gives_nothing_to_claims_until_resumed() {
+    let api = Api::new();
+    seed(&api, "m1", "mail", false).await;
+    let r = api
+        .post(
+            "/v1/queues/mail/pause",
+            &json!({"operator": "alice", "reason": "provider outage"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(
+        r.body,
+        json!({"queue": "mail", "paused": true, "changed": true})
+    );
+    let again = api
+        .post("/v1/queues/mail/pause", &json!({"operator": "alice"}))
+        .await;
+    assert_eq!(again.body["changed"], false);
+    assert!(api.q.store().claim(&claim_all()).await.unwrap().is_empty());
+    let listed = api.get("/v1/queues/paused").await;
+    assert_eq!(listed.body["queues"][0]["queue"], "mail");
+    assert_eq!(listed.body["queues"][0]["reason"], "provider outage");
+
+    let r = api
+        .post("/v1/queues/mail/resume", &json!({"operator": "alice"}))
+        .await;
+    assert_eq!(
+        r.body,
+        json!({"queue": "mail", "paused": false, "changed": true})
+    );
+    assert_eq!(api.q.store().claim(&claim_all()).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn refused_queue_actions_write_nothing() {
+    let api = Api::new();
+    for (uri, body, code) in [
+        ("/v1/queues/mail/pause", json!({}), "malformed_json"),
+        ("/v1/queues/mail/pause", json!({"operator": ""}), "invalid"),
+        (
+            "/v1/queues/mail/pause",
+            json!({"operator": "a\u{0}b"}),
+            "invalid",
+        ),
+        (
+            "/v1/queues/mail/pause",
+            json!({"operator": "a", "extra": 1}),
+            "malformed_json",
+        ),
+        (
+            "/v1/queues/bad%20name/pause",
+            json!({"operator": "a"}),
+            "invalid",
+        ),
+        (
+            "/v1/queues/mail/pause",
+            json!({"operator": "a", "reason": 7}),
+            "malformed_json",
+        ),
+    ] {
+        let r = api.post(uri, &body).await;
+        r.problem(StatusCode::BAD_REQUEST, code);
+    }
+    assert!(api.q.store().paused_queues().await.unwrap().is_empty());
+    let audit = api.get("/v1/audit").await;
+    assert_eq!(audit.body["entries"], json!([]));
+}
+
+#[tokio::test]
+async fn purge_deletes_a_dead_job_refuses_others_and_the_audit_remembers() {
+    let api = Api::new();
+    seed(&api, "dead-1", "mail", true).await;
+    seed(&api, "live-1", "mail", false).await;
+    let body = json!({"operator": "alice", "reason": "poison payload"});
+    let r = api.post("/v1/jobs/live-1/purge", &body).await;
+    r.problem(StatusCode::CONFLICT, "invalid_state");
+    let r = api
+        .post("/v1/jobs/dead-1/purge", &json!({"operator": "alice"}))
+        .await;
+    r.problem(StatusCode::BAD_REQUEST, "malformed_json");
+    assert_eq!(api.count().await, 2, "refused purges deleted nothing");
+
+    let r = api.post("/v1/jobs/dead-1/purge", &body).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.body, json!({"purged": ["dead-1"]}));
+    api.get("/v1/jobs/dead-1")
+        .await
+        .problem(StatusCode::NOT_FOUND, "not_found");
+    api.post("/v1/jobs/dead-1/purge", &body)
+        .await
+        .problem(StatusCode::NOT_FOUND, "not_found");
+
+    let audit = api.get("/v1/audit?job=dead-1").await;
+    assert_eq!(audit.status, StatusCode::OK, "{}", audit.body);
+    let e = &audit.body["entries"][0];
+    assert_eq!(
+        (
+            &e["action"],
+            &e["job_id"],
+            &e["queue"],
+            &e["operator"],
+            &e["reason"]
+        ),
+        (
+            &json!("purge"),
+            &json!("dead-1"),
+            &json!("mail"),
+            &json!("alice"),
+            &json!("poison payload")
+        )
+    );
+    assert_eq!(audit.body["next"], json!(null));
+}
+
+#[tokio::test]
+async fn the_audit_log_pages_by_seq_and_refuses_bad_parameters() {
+    let api = Api::new();
+    for q in ["a", "b", "c"] {
+        api.post(&format!("/v1/queues/{q}/pause"), &json!({"operator": "op"}))
+            .await;
+    }
+    let first = api.get("/v1/audit?limit=2").await;
+    let entries = first.body["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 2);
+    assert_eq!(entries[0]["queue"], "c", "newest first");
+    let next = first.body["next"].as_u64().unwrap();
+    let second = api.get(&format!("/v1/audit?limit=2&before={next}")).await;
+    let rest = second.body["entries"].as_array().unwrap();
+    assert_eq!(rest.len(), 1);
+    assert_eq!(rest[0]["queue"], "a");
+    assert_eq!(second.body["next"], json!(null));
+    for bad in [
+        "/v1/audit?limit=0",
+        "/v1/audit?before=-1",
+        "/v1/audit?queue=no%20spaces",
+        "/v1/audit?job=bad%00id",
+    ] {
+        api.get(bad)
+            .await
+            .problem(StatusCode::BAD_REQUEST, "invalid");
+    }
+    api.get("/v1/audit?sort=asc")
+        .await
+        .problem(StatusCode::BAD_REQUEST, "malformed_json");
+}
+
+#[tokio::test]
+async fn stats_count_queues_and_refuse_a_bad_window() {
+    let api = Api::new();
+    seed(&api, "d", "mail", true).await;
+    seed(&api, "r", "mail", false).await;
+    let r = api.get("/v1/stats?window=1h").await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.body["window_secs"], 3600);
+    let mail = &r.body["queues"][0];
+    assert_eq!(
+        (&mail["queue"], &mail["ready"], &mail["dead"]),
+        (&json!("mail"), &json!(1), &json!(1))
+    );
+    assert_eq!(mail["dead_letters"], json!({"permanent": 1}));
+    for bad in [
+        "/v1/stats?window=0s",
+        "/v1/stats?window=8d",
+        "/v1/stats?window=soon",
+    ] {
+        api.get(bad)
+            .await
+            .problem(StatusCode::BAD_REQUEST, "invalid");
+    }
+}
+
+#[tokio::test]
+async fn metrics_expose_the_operator_signals_in_prometheus_text() {
+    let api = Api::new();
+    seed(&api, "d", "mail", true).await;
+    seed(&api, "r", "mail", false).await;
+    api.post("/v1/queues/bulk/pause", &json!({"operator": "op"}))
+        .await;
+    let mut metrics = WorkerMetrics {
+        cycles: 12,
+        started: 2,
+        on_time: 1,
+        ..WorkerMetrics::default()
+    };
+    metrics
+        .start_latency
+        .observe(std::time::Duration::from_millis(3));
+    metrics
+        .start_latency
+        .observe(std::time::Duration::from_secs(2));
+    metrics.lateness.observe(std::time::Duration::ZERO);
+    let report = WorkerReport {
+        id: "w1".into(),
+        host: "h".into(),
+        pid: 1,
+        queues: vec![],
+        started_at: api.q.now(),
+        metrics,
+    };
+    api.q.store().report_worker(&report).await.unwrap();
+    api.q.advance(std::time::Duration::from_secs(4));
+
+    let r = api.get("/metrics").await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(
+        r.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/openmetrics-text")
+    );
+    let text = r.body.as_str().unwrap();
+    for line in [
+        r#"errand_jobs{queue="mail",state="ready"} 1"#,
+        r#"errand_jobs{queue="mail",state="dead"} 1"#,
+        r#"errand_jobs_truncated{state="ready"} 0"#,
+        r#"errand_leases{queue="mail",lease="live"} 0"#,
+        r#"errand_queue_paused{queue="bulk"} 1"#,
+        r#"errand_queue_paused{queue="mail"} 0"#,
+        r#"errand_dead_letters_recent{queue="mail",class="permanent",window="900s"} 1"#,
+        "errand_workers 1",
+        "errand_seconds_since_last_worker_cycle 4.0",
+        "errand_worker_cycles_total 12",
+        "errand_attempts_started_total 2",
+        "errand_deadline_met_total 1",
+        "errand_start_latency_seconds_count 2",
+        r#"errand_start_latency_seconds_bucket{le="0.005"} 1"#,
+        r#"errand_start_latency_seconds_bucket{le="2.5"} 2"#,
+        r#"errand_start_latency_seconds_bucket{le="+Inf"} 2"#,
+        "errand_lateness_seconds_count 1",
+        "# EOF",
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "missing `{line}` in:\n{text}"
+        );
+    }
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("errand_oldest_due_age_seconds{queue=\"mail\"} "))
+    );
+}
