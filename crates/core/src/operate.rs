@@ -264,8 +264,9 @@ pub struct WorkerSeen {
 pub struct StatsRequest {
     /// Retries and dead letters are counted over this recent window.
     pub window: Duration,
-    /// Counts per state stop at this many rows (then they are marked
-    /// `truncated`): no page view or scrape walks a million-row table.
+    /// Counts per state, and the window's failed attempts, stop at this
+    /// many rows (then they are marked `truncated`): no page view or scrape
+    /// walks a million-row table.
     pub cap: u32,
 }
 
@@ -325,7 +326,9 @@ pub struct Stats {
     /// The row cap of each state's count.
     pub cap: u32,
     /// States whose count reached the cap: their counts (and the queues'
-    /// shares of them) are lower bounds, taken over the oldest rows.
+    /// shares of them) are lower bounds, taken over the oldest rows; and
+    /// `window` when the window held more failed attempts than the cap
+    /// (retries and dead letters then count the newest `cap`).
     pub truncated: Vec<String>,
     /// Per queue, by name.
     pub queues: Vec<QueueStats>,

@@ -3,7 +3,8 @@
 -- recorded as `dead`, or a lease that expired on the final attempt (the
 -- job's finish time is the attempt's), is a dead letter; the rest are
 -- retries. A dead letter is classed as the job was (lost_lease, say).
--- $1 now, $2 the window in milliseconds.
+-- At most $3 attempts are read, the newest: a retry storm cannot make a
+-- scrape slow. $1 now, $2 the window in milliseconds.
 SELECT j.queue,
        (a.outcome = 'dead'
         OR (a.outcome = 'lease_expired' AND j.state = 'dead' AND j.finished_at = a.finished_at)) AS dead,
@@ -11,8 +12,12 @@ SELECT j.queue,
                           AND j.finished_at = a.finished_at
                      THEN j.last_error_class ELSE a.error_class END, 'unknown') AS class,
        count(*) AS n
-FROM __SCHEMA__.errand_attempts a
+FROM (
+    SELECT * FROM __SCHEMA__.errand_attempts
+    WHERE finished_at >= coalesce($1::timestamptz, now()) - $2::bigint * interval '1 millisecond'
+      AND outcome IN ('retry', 'dead', 'lease_expired')
+    ORDER BY finished_at DESC
+    LIMIT $3
+) a
 JOIN __SCHEMA__.errand_jobs j ON j.id = a.job_id
-WHERE a.finished_at >= coalesce($1::timestamptz, now()) - $2::bigint * interval '1 millisecond'
-  AND a.outcome IN ('retry', 'dead', 'lease_expired')
 GROUP BY 1, 2, 3

@@ -312,18 +312,25 @@ pub(crate) async fn stats(
             truncated.push(state.as_str().to_owned());
         }
     }
-    let window = query(&tx, &q.stats_window, &[&Some(at), &millis(req.window)])
-        .await?
-        .iter()
-        .map(|r| {
-            Ok(WindowRow {
-                queue: r.try_get("queue").map_err(map_err)?,
-                dead: r.try_get("dead").map_err(map_err)?,
-                class: r.try_get("class").map_err(map_err)?,
-                n: count(r, "n")?,
-            })
+    let window = query(
+        &tx,
+        &q.stats_window,
+        &[&Some(at), &millis(req.window), &cap],
+    )
+    .await?
+    .iter()
+    .map(|r| {
+        Ok(WindowRow {
+            queue: r.try_get("queue").map_err(map_err)?,
+            dead: r.try_get("dead").map_err(map_err)?,
+            class: r.try_get("class").map_err(map_err)?,
+            n: count(r, "n")?,
         })
-        .collect::<Result<Vec<_>>>()?;
+    })
+    .collect::<Result<Vec<_>>>()?;
+    if window.iter().map(|w| w.n).sum::<u64>() >= u64::from(req.cap) {
+        truncated.push("window".to_owned());
+    }
     let paused = paused(&tx, q).await?;
     let workers = workers(&tx, q).await?;
     tx.commit().await.map_err(map_err)?;

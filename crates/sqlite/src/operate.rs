@@ -285,7 +285,7 @@ pub(crate) fn stats(conn: &Connection, req: &StatsRequest, now: Timestamp) -> Re
         .prepare_cached(STATS_WINDOW)
         .map_err(map_err)?
         .query_map(
-            named_params! {":since": now.minus(req.window).as_millis()},
+            named_params! {":since": now.minus(req.window).as_millis(), ":cap": req.cap},
             |r| {
                 Ok(WindowRow {
                     queue: r.get(0)?,
@@ -298,6 +298,9 @@ pub(crate) fn stats(conn: &Connection, req: &StatsRequest, now: Timestamp) -> Re
         .map_err(map_err)?
         .collect::<rusqlite::Result<Vec<_>>>()
         .map_err(map_err)?;
+    if window.iter().map(|w| w.n).sum::<u64>() >= u64::from(req.cap) {
+        truncated.push("window".to_owned());
+    }
     let paused = paused(conn)?;
     let workers = workers(conn)?;
     assemble_stats(req, now, samples, truncated, window, &paused, workers)

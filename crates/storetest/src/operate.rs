@@ -430,6 +430,26 @@ pub async fn stats_count_each_queue_with_leases_age_and_window(
         "4 ready rows, 2 running, 1 dead"
     );
     assert_eq!(capped.totals().ready + capped.totals().scheduled, 3);
+    // Two failed attempts in an hour: a cap of two reads two and says so;
+    // a cap of three reads them all.
+    let window = |cap| StatsRequest {
+        window: Duration::from_secs(3600),
+        cap,
+    };
+    let recent = store.stats(&window(2)).await.unwrap();
+    assert!(
+        recent.truncated.iter().any(|t| t == "window"),
+        "{:?}",
+        recent.truncated
+    );
+    let recent = store.stats(&window(3)).await.unwrap();
+    assert!(
+        !recent.truncated.iter().any(|t| t == "window"),
+        "{:?}",
+        recent.truncated
+    );
+    let mail = &recent.queues[1].counts;
+    assert_eq!((mail.retries.len(), mail.dead_letters.len()), (1, 1));
 }
 
 /// A worker's report is kept by id (the latest wins) and tells when any
