@@ -19,5 +19,10 @@ FROM (
     ORDER BY finished_at DESC
     LIMIT $3
 ) a
-JOIN __SCHEMA__.errand_jobs j ON j.id = a.job_id
+-- One primary-key probe per attempt (LIMIT 1 keeps the planner from
+-- hashing the whole job table for a join).
+CROSS JOIN LATERAL (
+    SELECT o.queue, o.state, o.finished_at, o.last_error_class
+    FROM __SCHEMA__.errand_jobs o WHERE o.id = a.job_id LIMIT 1
+) j
 GROUP BY 1, 2, 3
