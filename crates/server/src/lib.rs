@@ -23,8 +23,8 @@
 //! is looked at, so no page can make a visitor's browser enqueue or replay
 //! jobs (CSRF) or read them. Without a token (loopback only) the `Host`
 //! header must also name a loopback address or `localhost`, which defeats
-//! DNS rebinding. The future dashboard will be a separate surface with its
-//! own CSRF token.
+//! DNS rebinding. The dashboard (`/dashboard/`, module `dashboard`) is a
+//! separate surface with its own session and CSRF protections.
 //!
 //! **Nothing is written by a refused request.** The guards run before the
 //! handler; bodies are read under [`axum::extract::DefaultBodyLimit`]
@@ -51,6 +51,7 @@
 //! up on stragglers after [`ServerConfig::drain`].
 #![deny(missing_docs)]
 
+mod dashboard;
 mod guard;
 mod problem;
 mod routes;
@@ -219,10 +220,12 @@ impl ServeError {
     }
 }
 
-/// The API's router over `store`. It answers every request itself (no
-/// listener needed), which is what tests use.
+/// The API's router over `store`, with the dashboard under `/dashboard/`.
+/// It answers every request itself (no listener needed), which is what
+/// tests use.
 pub fn router(store: Arc<dyn Store>, config: ServerConfig) -> Router {
-    routes::router(store, config)
+    let dashboard = dashboard::router(Arc::clone(&store), &config);
+    routes::router(store, config).merge(dashboard)
 }
 
 /// A bound server, not yet serving.
