@@ -295,9 +295,12 @@ fn loopback_host(headers: &HeaderMap, uri_host: Option<&str>) -> bool {
     header_ok && uri_host.is_none_or(is_loopback_host)
 }
 
-/// Refuses requests that a browser marks as coming from another site:
-/// `Sec-Fetch-Site` other than `same-origin`, or an `Origin` whose host is
-/// not this request's `Host`.
+/// Refuses requests that a browser marks as coming from another site. A
+/// `Sec-Fetch-Site` header (every current browser sends it, and no page can
+/// set it) must say `same-origin`. Without it, an `Origin` must name this
+/// request's `Host`, except `null`: browsers send `Origin: null` for the
+/// dashboard's own forms, because its pages are served with
+/// `Referrer-Policy: no-referrer`; the CSRF token decides those.
 fn same_origin(headers: &HeaderMap) -> Result<(), PageError> {
     let refuse = || {
         PageError::new(
@@ -306,24 +309,27 @@ fn same_origin(headers: &HeaderMap) -> Result<(), PageError> {
             "This form was sent from another site (or from a page the browser does not consider the dashboard's own). Nothing was changed: open the dashboard directly and submit the form there.",
         )
     };
-    if let Some(site) = headers.get("sec-fetch-site")
-        && site.as_bytes() != b"same-origin"
-    {
-        return Err(refuse());
+    if let Some(site) = headers.get("sec-fetch-site") {
+        return if site.as_bytes() == b"same-origin" {
+            Ok(())
+        } else {
+            Err(refuse())
+        };
     }
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        let origin_host = origin
-            .to_str()
-            .ok()
-            .and_then(|o| o.split_once("://"))
-            .map(|(_, host)| host);
-        let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
-        match (origin_host, host) {
-            (Some(o), Some(h)) if o.eq_ignore_ascii_case(h) => {}
-            _ => return Err(refuse()),
+    match headers.get(header::ORIGIN).map(HeaderValue::as_bytes) {
+        None | Some(b"null") => Ok(()),
+        Some(origin) => {
+            let origin_host = std::str::from_utf8(origin)
+                .ok()
+                .and_then(|o| o.split_once("://"))
+                .map(|(_, host)| host);
+            let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+            match (origin_host, host) {
+                (Some(o), Some(h)) if o.eq_ignore_ascii_case(h) => Ok(()),
+                _ => Err(refuse()),
+            }
         }
     }
-    Ok(())
 }
 
 async fn read_form(headers: &HeaderMap, body: Body) -> Result<Form, PageError> {
