@@ -177,7 +177,7 @@ impl Histogram {
     }
 
     /// Adds another histogram's observations to this one.
-    pub fn merge(&mut self, other: &Histogram) {
+    pub fn add_all(&mut self, other: &Histogram) {
         if self.counts.len() < other.counts.len() {
             self.counts.resize(other.counts.len(), 0);
         }
@@ -503,8 +503,8 @@ mod tests {
         );
         assert_eq!(h.sum_ms, 3_600_003);
         let mut total = Histogram::default();
-        total.merge(&h);
-        total.merge(&h);
+        total.add_all(&h);
+        total.add_all(&h);
         assert_eq!(total.count(), 6);
         assert_eq!(total.sum_ms, 7_200_006);
     }

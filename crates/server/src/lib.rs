@@ -23,8 +23,8 @@
 //! is looked at, so no page can make a visitor's browser enqueue or replay
 //! jobs (CSRF) or read them. Without a token (loopback only) the `Host`
 //! header must also name a loopback address or `localhost`, which defeats
-//! DNS rebinding. The future dashboard will be a separate surface with its
-//! own CSRF token.
+//! DNS rebinding. The dashboard (`/dashboard/`, module `dashboard`) is a
+//! separate surface with its own session and CSRF protections.
 //!
 //! **Nothing is written by a refused request.** The guards run before the
 //! handler; bodies are read under the size limit (413 past it) and parsed
@@ -73,6 +73,7 @@
 //! after [`ServerConfig::drain`].
 #![deny(missing_docs)]
 
+mod dashboard;
 mod guard;
 mod leases;
 mod operator;
@@ -263,12 +264,24 @@ impl ServeError {
     }
 }
 
-/// The API's router over `store`. It answers every request itself (no
-/// listener needed), which is what tests use. Lease requests that wait for
-/// work wait their whole time here (a [`Server`] ends them at shutdown).
+/// The API's router over `store`, with the dashboard under `/dashboard/`.
+/// It answers every request itself (no listener needed), which is what
+/// tests use. Lease requests that wait for work wait their whole time here
+/// (a [`Server`] ends them at shutdown).
 pub fn router(store: Arc<dyn Store>, config: ServerConfig) -> Router {
     let (_never, stopping) = watch::channel(false);
-    routes::router(store, config, stopping)
+    full_router(store, config, stopping)
+}
+
+/// The JSON API and the dashboard, which has its own guard (sessions and
+/// CSRF tokens) instead of the API's browser fence.
+fn full_router(
+    store: Arc<dyn Store>,
+    config: ServerConfig,
+    stopping: watch::Receiver<bool>,
+) -> Router {
+    let dashboard = dashboard::router(Arc::clone(&store), &config);
+    routes::router(store, config, stopping).merge(dashboard)
 }
 
 /// A bound server, not yet serving.
@@ -300,7 +313,7 @@ impl Server {
             addr,
             drain: config.drain,
             read_timeout: config.read_timeout,
-            router: routes::router(store, config, stopping),
+            router: full_router(store, config, stopping),
             stop,
         })
     }

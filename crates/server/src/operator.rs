@@ -386,8 +386,8 @@ pub(crate) fn render_metrics(stats: &Stats) -> Result<String, std::fmt::Error> {
         total.started += w.metrics.started;
         total.on_time += w.metrics.on_time;
         total.late += w.metrics.late;
-        total.start_latency.merge(&w.metrics.start_latency);
-        total.lateness.merge(&w.metrics.lateness);
+        total.start_latency.add_all(&w.metrics.start_latency);
+        total.lateness.add_all(&w.metrics.lateness);
     }
     for (name, help, n) in [
         (

@@ -1248,8 +1248,10 @@ pub async fn list_filters_by_state_queue_and_kind(store: Arc<dyn Store>, _clock:
 }
 
 /// Keyset pages (`after` = the last id of the previous page) visit every
-/// job exactly once in the listing's order, ties on creation time included;
-/// a page placed after a job that does not exist is an error, not an empty
+/// job exactly once in the listing's order, ties on creation time included,
+/// whatever states the jobs are in (listings merge one index range per
+/// state); a cursor may name a job of another state than the filter's; a
+/// page placed after a job that does not exist is an error, not an empty
 /// page that looks like the end.
 pub async fn list_pages_by_cursor_visit_every_job_once(store: Arc<dyn Store>, clock: ManualClock) {
     // Three created at the same instant, then four more, two per instant.
@@ -1262,6 +1264,39 @@ pub async fn list_pages_by_cursor_visit_every_job_once(store: Arc<dyn Store>, cl
     let all = store.list(&JobFilter::default()).await.unwrap();
     let all: Vec<String> = all.iter().map(|j| j.id.to_string()).collect();
     assert_eq!(all, ["c", "m", "x", "b", "z", "a", "k"]);
+    // Spread them over four states: c running, m dead, z cancelled.
+    assert_eq!(claim_one(store.as_ref(), LEASE).await.job.id, id("c"));
+    let m = claim_one(store.as_ref(), LEASE).await;
+    assert_eq!(m.job.id, id("m"));
+    let failure = Failure {
+        error: "boom".into(),
+        class: ErrorClass::Permanent,
+        retry: None,
+    };
+    store.fail(&m.lease, failure).await.unwrap();
+    store
+        .cancel(&CancelRequest {
+            ids: vec![id("z")],
+            operator: "ops".into(),
+            reason: None,
+        })
+        .await
+        .unwrap();
+    let ready_after_m = store
+        .list(&JobFilter {
+            state: Some(JobState::Ready),
+            limit: Some(3),
+            after: Some(id("m")),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let ready_after_m: Vec<&str> = ready_after_m.iter().map(|j| j.id.as_str()).collect();
+    assert_eq!(
+        ready_after_m,
+        ["x", "b", "a"],
+        "a dead job places a page of ready ones"
+    );
     for size in [1u32, 2, 3, 7] {
         let mut seen = Vec::new();
         let mut after = None;

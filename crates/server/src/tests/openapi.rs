@@ -207,6 +207,7 @@ fn the_router_has_no_route_outside_the_table() {
         ("routes.rs", include_str!("../routes.rs")),
         ("lib.rs", include_str!("../lib.rs")),
         ("leases.rs", include_str!("../leases.rs")),
+        ("operator.rs", include_str!("../operator.rs")),
         ("guard.rs", include_str!("../guard.rs")),
     ];
     let count =
@@ -216,8 +217,53 @@ fn the_router_has_no_route_outside_the_table() {
         1,
         "routes are added from endpoints() only"
     );
-    for other in [".route_service(", ".nest(", ".nest_service(", ".merge("] {
+    for other in [".route_service(", ".nest(", ".nest_service("] {
         assert_eq!(count(other), 0, "{other} adds routes outside endpoints()");
+    }
+    // The one merge is the dashboard's HTML surface (its own guard, not
+    // part of the JSON API), whose routes all live under /dashboard.
+    assert_eq!(
+        count(".merge("),
+        1,
+        ".merge( adds routes outside endpoints()"
+    );
+    assert_eq!(
+        count(".merge(dashboard)"),
+        1,
+        "only the dashboard is merged"
+    );
+}
+
+#[test]
+fn the_dashboard_routes_stay_under_dashboard() {
+    let sources = [
+        include_str!("../dashboard/mod.rs"),
+        include_str!("../dashboard/jobs.rs"),
+        include_str!("../dashboard/actions.rs"),
+        include_str!("../dashboard/login.rs"),
+    ];
+    let mut paths = Vec::new();
+    for src in sources {
+        for (i, _) in src.match_indices(".route(") {
+            let rest = &src[i..];
+            let start = rest.find('"').expect("a route path literal") + 1;
+            let end = start + rest[start..].find('"').expect("the literal's end");
+            paths.push(&rest[start..end]);
+        }
+    }
+    assert!(paths.len() >= 8, "found the dashboard's routes: {paths:?}");
+    for p in &paths {
+        assert!(
+            *p == "/dashboard" || p.starts_with("/dashboard/"),
+            "dashboard route {p} outside /dashboard"
+        );
+    }
+    let documented = doc();
+    for p in &paths {
+        assert!(
+            documented["paths"].get(*p).is_none(),
+            "{p} is an HTML page, not part of the JSON API"
+        );
     }
 }
 

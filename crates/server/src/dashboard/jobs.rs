@@ -1,0 +1,344 @@
+//! Reading pages: jobs by state, dead letters, one job.
+
+use axum::Router;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Extension, Path, RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::routing::get;
+use errand::core::{AttemptRecord, AuditRecord};
+use errand::{Job, JobDetail, JobId, JobState};
+use maud::{Markup, html};
+
+use super::Dash;
+use super::error::PageError;
+use super::forms::{Form, ListParams, job_id, job_path, truncate, with_query};
+use super::guard::Visitor;
+use super::view::{self, Ctx, Section};
+
+pub(super) fn routes() -> Router<Dash> {
+    Router::new()
+        .route("/dashboard/jobs", get(list))
+        .route("/dashboard/jobs/{id}", get(show))
+        .route("/dashboard/dead", get(dead_letters))
+}
+
+/// The id in a path, checked.
+pub(super) fn path_id(path: Result<Path<String>, PathRejection>) -> Result<JobId, PageError> {
+    let Path(id) = path.map_err(|r| {
+        PageError::bad_request(format!(
+            "The job id in the address is not valid: {}",
+            r.body_text()
+        ))
+    })?;
+    job_id(&id)
+}
+
+// ---- /dashboard/jobs ------------------------------------------------------
+
+async fn list(
+    State(dash): State<Dash>,
+    Extension(visitor): Extension<Visitor>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, PageError> {
+    let params = ListParams::parse(query.as_deref(), &[])?.0;
+    let jobs = dash.store.list(&params.filter()).await?;
+    let ctx = Ctx::new(&dash, &visitor);
+    let tabs = html! {
+        nav.tabs aria-label="States" {
+            @let all = ListParams { state: None, after: None, ..params.clone() };
+            a.active[params.state.is_none()] href=(with_query("/dashboard/jobs", &all.query(None))) { "all" }
+            @for s in JobState::ALL {
+                @let p = ListParams { state: Some(s), after: None, ..params.clone() };
+                a.active[params.state == Some(s)] href=(with_query("/dashboard/jobs", &p.query(None))) { (s.as_str()) }
+            }
+        }
+    };
+    let body = html! {
+        h1 { "Jobs" @if let Some(s) = params.state { " · " (s.as_str()) } }
+        (tabs)
+        (filter_form("/dashboard/jobs", &params))
+        @if jobs.is_empty() {
+            p.empty { "No jobs match these filters." }
+        } @else {
+            table.jobs {
+                thead { tr {
+                    th { "id" } th { "state" } th { "queue" } th { "kind" }
+                    th.num { "attempts" } th.num { "replays" } th { "due" } th { "updated" } th { "last error" }
+                } }
+                tbody {
+                    @for job in &jobs {
+                        tr {
+                            td { a href=(job_path(&job.id)) { code { (job.id.as_str()) } } }
+                            td { (view::state(job.state)) }
+                            td { (job.queue.as_str()) }
+                            td { (job.kind.as_str()) }
+                            td.num { (job.attempts) "/" (job.max_attempts) }
+                            td.num { (job.replays) }
+                            td { @if job.state == JobState::Ready { (view::time(job.available_at)) } }
+                            td { (view::time(job.updated_at)) }
+                            td { (view::last_error(job, 80)) }
+                        }
+                    }
+                }
+            }
+        }
+        (pager("/dashboard/jobs", &params, &jobs))
+    };
+    Ok(view::page(
+        StatusCode::OK,
+        Some(&ctx),
+        "Jobs",
+        Some(Section::Jobs),
+        body,
+    ))
+}
+
+/// The filter form of a listing; the state stays as the tabs chose it.
+fn filter_form(action: &str, params: &ListParams) -> Markup {
+    html! {
+        form.filters method="get" action=(action) {
+            @if let Some(s) = params.state { input type="hidden" name="state" value=(s.as_str()); }
+            label { "queue " input type="text" name="queue" value=[params.queue.as_ref().map(|q| q.as_str())] maxlength="200"; }
+            label { "kind " input type="text" name="kind" value=[params.kind.as_ref().map(|k| k.as_str())] maxlength="200"; }
+            label { "error text " input type="search" name="error" value=[params.error.as_deref()] maxlength="200"; }
+            button type="submit" { "Filter" }
+            " "
+            a href=(action) { "clear" }
+        }
+    }
+}
+
+/// Links to the first and the next page. A full page has a next one (maybe
+/// empty); nothing counts the table.
+fn pager(path: &str, params: &ListParams, jobs: &[Job]) -> Markup {
+    let next = (jobs.len() >= params.limit as usize)
+        .then(|| jobs.last())
+        .flatten();
+    html! {
+        nav.pager aria-label="Pages" {
+            @if params.after.is_some() {
+                a rel="first" href=(with_query(path, &params.query(None))) { "« first page" }
+            }
+            @if let Some(last) = next {
+                a rel="next" href=(with_query(path, &params.query(Some(&last.id)))) { "next page »" }
+            }
+        }
+    }
+}
+
+// ---- /dashboard/dead ------------------------------------------------------
+
+/// Dead-letter listings show `dead` (default) or `cancelled` jobs.
+pub(super) fn dead_params(
+    query: Option<&str>,
+    extra: &[&str],
+) -> Result<(ListParams, Form), PageError> {
+    let (mut params, form) = ListParams::parse(query, extra)?;
+    match params.state {
+        None => params.state = Some(JobState::Dead),
+        Some(JobState::Dead | JobState::Cancelled) => {}
+        Some(other) => {
+            return Err(PageError::bad_request(format!(
+                "The dead-letter pages show dead or cancelled jobs, not {other} ones; see the jobs list for those."
+            )));
+        }
+    }
+    Ok((params, form))
+}
+
+async fn dead_letters(
+    State(dash): State<Dash>,
+    Extension(visitor): Extension<Visitor>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, PageError> {
+    let (params, form) = dead_params(query.as_deref(), &["replayed"])?;
+    let replayed = form.one("replayed")?.and_then(|n| n.parse::<u32>().ok());
+    let jobs = dash.store.list(&params.filter()).await?;
+    let ctx = Ctx::new(&dash, &visitor);
+    let state = params.state.unwrap_or(JobState::Dead);
+    let body = html! {
+        h1 { "Dead letters" }
+        @if let Some(n) = replayed {
+            (view::notice("ok", &format!("Replayed {n} job{}: they are ready again.", if n == 1 { "" } else { "s" })))
+        }
+        nav.tabs aria-label="States" {
+            @for s in [JobState::Dead, JobState::Cancelled] {
+                @let p = ListParams { state: Some(s), after: None, ..params.clone() };
+                a.active[state == s] href=(with_query("/dashboard/dead", &p.query(None))) { (s.as_str()) }
+            }
+        }
+        (filter_form("/dashboard/dead", &params))
+        @if jobs.is_empty() {
+            p.empty { "No " (state.as_str()) " jobs match these filters." }
+        } @else {
+            p.bulk {
+                a.button href=(with_query("/dashboard/dead/replay", &params.query(params.after.as_ref()))) {
+                    "Replay the " (jobs.len()) " job" @if jobs.len() != 1 { "s" } " listed…"
+                }
+            }
+            table.jobs {
+                thead { tr {
+                    th { "id" } th { "queue" } th { "kind" } th.num { "attempts" } th.num { "replays" }
+                    th { "finished" } th { "last error" } th { }
+                } }
+                tbody {
+                    @for job in &jobs {
+                        tr {
+                            td { a href=(job_path(&job.id)) { code { (job.id.as_str()) } } }
+                            td { (job.queue.as_str()) }
+                            td { (job.kind.as_str()) }
+                            td.num { (job.attempts) "/" (job.max_attempts) }
+                            td.num { (job.replays) }
+                            td { (view::opt_time(job.finished_at)) }
+                            td { (view::last_error(job, 300)) }
+                            td { a.button href={ (job_path(&job.id)) "/replay" } { "Replay…" } }
+                        }
+                    }
+                }
+            }
+        }
+        (pager("/dashboard/dead", &params, &jobs))
+    };
+    Ok(view::page(
+        StatusCode::OK,
+        Some(&ctx),
+        "Dead letters",
+        Some(Section::DeadLetters),
+        body,
+    ))
+}
+
+// ---- /dashboard/jobs/{id} -------------------------------------------------
+
+async fn show(
+    State(dash): State<Dash>,
+    Extension(visitor): Extension<Visitor>,
+    path: Result<Path<String>, PathRejection>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, PageError> {
+    let id = path_id(path)?;
+    let form = Form::parse(query.as_deref().unwrap_or("").as_bytes());
+    form.only(&["done"])?;
+    let done = match form.one("done")? {
+        Some("replayed") => Some("Replayed: the job is ready again with a fresh attempt budget."),
+        Some("cancelled") => Some("Cancelled: the job will not run."),
+        _ => None,
+    };
+    let detail = dash.store.detail(&id).await?;
+    let ctx = Ctx::new(&dash, &visitor);
+    let title = format!("Job {}", truncate(id.as_str(), 40));
+    let body = html! {
+        @if let Some(text) = done { (view::notice("ok", text)) }
+        (job_view(&detail))
+    };
+    Ok(view::page(StatusCode::OK, Some(&ctx), &title, None, body))
+}
+
+fn pretty_payload(job: &Job) -> String {
+    serde_json::from_str::<serde_json::Value>(job.payload.as_str())
+        .ok()
+        .and_then(|v| serde_json::to_string_pretty(&v).ok())
+        .unwrap_or_else(|| job.payload.as_str().to_owned())
+}
+
+/// The job's fields, one per row.
+pub(super) fn summary(job: &Job) -> Markup {
+    html! {
+        table.summary {
+            tr { th { "id" } td { code { (job.id.as_str()) } } }
+            tr { th { "state" } td { (view::state(job.state)) } }
+            tr { th { "queue" } td { (job.queue.as_str()) } }
+            tr { th { "kind" } td { (job.kind.as_str()) } }
+            tr { th { "attempts" } td { (job.attempts) " of " (job.max_attempts) } }
+            tr { th { "replays" } td { (job.replays) } }
+            tr { th { "last error" } td {
+                @if let Some(class) = job.last_error_class { span.class { (class.as_str()) } " " }
+                @match &job.last_error { Some(e) => pre.error { (e) }, None => span.muted { "—" } }
+            } }
+        }
+    }
+}
+
+fn job_view(detail: &JobDetail) -> Markup {
+    let job = &detail.job;
+    html! {
+        h1 { "Job " code { (job.id.as_str()) } " " (view::state(job.state)) }
+        p.actions {
+            @if matches!(job.state, JobState::Dead | JobState::Cancelled) {
+                a.button href={ (job_path(&job.id)) "/replay" } { "Replay…" }
+            }
+            @if matches!(job.state, JobState::Ready | JobState::Running) {
+                a.button.danger href={ (job_path(&job.id)) "/cancel" } { "Cancel…" }
+            }
+        }
+        (summary(job))
+        table.summary {
+            tr { th { "priority" } td { (job.priority) } }
+            tr { th { "lease expiries" } td { (job.lease_expiries) " of " (job.max_lease_expiries) } }
+            tr { th { "key" } td { (view::opt_text(job.key.as_ref().map(|k| k.name.as_str()))) } }
+            tr { th { "created" } td { (view::time(job.created_at)) } }
+            tr { th { "updated" } td { (view::time(job.updated_at)) } }
+            tr { th { "available at" } td { (view::time(job.available_at)) } }
+            tr { th { "lease until" } td { (view::opt_time(job.lease_until)) } }
+            tr { th { "give up at" } td { (view::opt_time(job.give_up_at)) } }
+            tr { th { "finished" } td { (view::opt_time(job.finished_at)) } }
+        }
+        h2 { "Payload" }
+        pre.payload { (pretty_payload(job)) }
+        h2 { "Attempt history" }
+        (history(&detail.history))
+        h2 { "Audit" }
+        (audit(&detail.audit))
+    }
+}
+
+fn history(history: &[AttemptRecord]) -> Markup {
+    html! {
+        @if history.is_empty() {
+            p.empty { "No attempt yet." }
+        } @else {
+            table.history {
+                thead { tr {
+                    th.num { "cycle" } th.num { "attempt" } th { "started" } th { "finished" }
+                    th { "outcome" } th { "error class" } th { "error" }
+                } }
+                tbody {
+                    @for a in history {
+                        tr {
+                            td.num { (a.cycle) }
+                            td.num { (a.attempt) }
+                            td { (view::time(a.started_at)) }
+                            td { (view::opt_time(a.finished_at)) }
+                            td { (view::opt_text(a.outcome.as_deref().or(Some("running")))) }
+                            td { (view::opt_text(a.error_class.map(|c| c.as_str()))) }
+                            td { @match &a.error { Some(e) => pre.error { (e) }, None => span.muted { "—" } } }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn audit(audit: &[AuditRecord]) -> Markup {
+    html! {
+        @if audit.is_empty() {
+            p.empty { "No operator action yet." }
+        } @else {
+            table.audit {
+                thead { tr { th { "at" } th { "action" } th { "operator" } th { "reason" } } }
+                tbody {
+                    @for a in audit {
+                        tr {
+                            td { (view::time(a.at)) }
+                            td { (a.action) }
+                            td { (a.operator) }
+                            td { (view::opt_text(a.reason.as_deref())) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,859 @@
+//! The dashboard answering requests directly (`tower::ServiceExt::oneshot`)
+//! over a temporary SQLite store, like a browser would send them: cookies
+//! kept, CSRF tokens read from the forms. After every refusal, the proof
+//! that nothing was written.
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderMap, Request, StatusCode, header};
+use errand::testkit::TestQueue;
+use errand::{
+    ClaimRequest, ErrorClass, Failure, Job, JobId, JobState, Name, NewJob, Payload, Store,
+};
+use tower::ServiceExt;
+
+use crate::{AccessToken, ServerConfig, router};
+
+const TOKEN: &str = "dashboard-test-token-0123456789";
+
+struct Browser {
+    q: TestQueue,
+    app: Router,
+    cookies: Vec<(String, String)>,
+}
+
+struct Page {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: String,
+}
+
+impl Page {
+    fn location(&self) -> &str {
+        self.headers
+            .get(header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+
+    /// The CSRF token of the page's first form.
+    fn csrf(&self) -> String {
+        let marker = r#"name="csrf" value=""#;
+        let start = self.body.find(marker).expect("a form with a CSRF token") + marker.len();
+        let end = self.body[start..].find('"').expect("end of the token");
+        self.body[start..start + end].to_owned()
+    }
+
+    #[track_caller]
+    fn html(&self, status: StatusCode) {
+        assert_eq!(self.status, status, "{}", self.body);
+        assert_eq!(
+            self.headers[header::CONTENT_TYPE],
+            "text/html; charset=utf-8"
+        );
+        assert!(self.body.starts_with("<!DOCTYPE html>"), "{}", self.body);
+    }
+
+    #[track_caller]
+    fn refused(&self, status: StatusCode, words: &str) {
+        self.html(status);
+        assert!(
+            self.body.contains(words),
+            "expected {words:?} in {}",
+            self.body
+        );
+    }
+}
+
+impl Browser {
+    fn new() -> Browser {
+        Browser::with(ServerConfig::default())
+    }
+
+    fn with(config: ServerConfig) -> Browser {
+        let q = TestQueue::new().expect("test queue");
+        let app = router(q.store(), config);
+        Browser {
+            q,
+            app,
+            cookies: Vec::new(),
+        }
+    }
+
+    fn store(&self) -> std::sync::Arc<dyn Store> {
+        self.q.store()
+    }
+
+    async fn send(&mut self, mut req: Request<Body>) -> Page {
+        if !self.cookies.is_empty() {
+            let jar = self
+                .cookies
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join("; ");
+            req.headers_mut()
+                .insert(header::COOKIE, jar.parse().expect("cookie header"));
+        }
+        let response = self.app.clone().oneshot(req).await.expect("infallible");
+        let status = response.status();
+        let headers = response.headers().clone();
+        for set in headers.get_all(header::SET_COOKIE) {
+            let set = set.to_str().expect("ascii cookie");
+            assert!(
+                set.contains("; Path=/dashboard; HttpOnly; SameSite=Strict"),
+                "{set}"
+            );
+            let (pair, _) = set.split_once(';').expect("attributes");
+            let (k, v) = pair.split_once('=').expect("name=value");
+            self.cookies.retain(|(name, _)| name != k);
+            if !set.contains("Max-Age=0") {
+                self.cookies.push((k.to_owned(), v.to_owned()));
+            }
+        }
+        let bytes = axum::body::to_bytes(response.into_body(), 16 << 20)
+            .await
+            .expect("body");
+        Page {
+            status,
+            headers,
+            body: String::from_utf8(bytes.to_vec()).expect("UTF-8 page"),
+        }
+    }
+
+    async fn get(&mut self, uri: &str) -> Page {
+        let req = Request::get(uri)
+            .header(header::HOST, "127.0.0.1:7878")
+            .header("sec-fetch-site", "same-origin")
+            .body(Body::empty())
+            .expect("request");
+        self.send(req).await
+    }
+
+    async fn post_with(
+        &mut self,
+        uri: &str,
+        fields: &[(&str, &str)],
+        extra: &[(&str, &str)],
+    ) -> Page {
+        let body = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(fields)
+            .finish();
+        let mut req = Request::post(uri)
+            .header(header::HOST, "127.0.0.1:7878")
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+        for (k, v) in extra {
+            req = req.header(*k, *v);
+        }
+        self.send(req.body(Body::from(body)).expect("request"))
+            .await
+    }
+
+    /// A POST as a browser sends it from the dashboard's own page.
+    async fn post(&mut self, uri: &str, fields: &[(&str, &str)]) -> Page {
+        self.post_with(
+            uri,
+            fields,
+            &[
+                ("origin", "http://127.0.0.1:7878"),
+                ("sec-fetch-site", "same-origin"),
+            ],
+        )
+        .await
+    }
+
+    async fn job(&self, id: &JobId) -> Job {
+        self.store().get(id).await.expect("job")
+    }
+
+    /// A ready job on queue `later`.
+    async fn insert(&self, id: &str, payload: &str) -> JobId {
+        self.insert_on("later", id, payload).await
+    }
+
+    async fn insert_on(&self, queue: &str, id: &str, payload: &str) -> JobId {
+        let job = NewJob::new("email", Payload::from_json_text(payload).expect("json"))
+            .expect("job")
+            .on_queue(queue)
+            .expect("queue")
+            .with_id(JobId::new(id).expect("id"))
+            .with_max_attempts(1)
+            .expect("attempts");
+        self.store().insert(job).await.expect("insert").job.id
+    }
+
+    /// A dead job on queue `mail` whose one attempt failed with `error`.
+    async fn dead(&self, id: &str, payload: &str, error: &str) -> JobId {
+        let id = self.insert_on("mail", id, payload).await;
+        let claimed = self
+            .store()
+            .claim(&ClaimRequest {
+                queues: vec![Name::parse("queue", "mail").expect("name")],
+                limit: 1,
+                lease: Duration::from_secs(60),
+            })
+            .await
+            .expect("claim");
+        let lease = &claimed.first().expect("claimed").lease;
+        assert_eq!(lease.id, id);
+        let job = self
+            .store()
+            .fail(
+                lease,
+                Failure {
+                    error: error.into(),
+                    class: ErrorClass::Permanent,
+                    retry: None,
+                },
+            )
+            .await
+            .expect("fail");
+        assert_eq!(job.state, JobState::Dead);
+        id
+    }
+
+    async fn audit_len(&self, id: &JobId) -> usize {
+        self.store().detail(id).await.expect("detail").audit.len()
+    }
+}
+
+fn pairs<'a>(fields: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    fields.iter().map(|(k, v)| (*k, v.as_str())).collect()
+}
+
+#[tokio::test]
+async fn pages_render_with_the_security_headers() {
+    let mut b = Browser::new();
+    let ready = b.insert("order-1", r#"{"to":"a@example.com"}"#).await;
+    let dead = b
+        .dead(
+            "order-2",
+            r#"{"to":"b@example.com"}"#,
+            "SMTP 550: mailbox unavailable",
+        )
+        .await;
+
+    let p = b.get("/dashboard/jobs").await;
+    p.html(StatusCode::OK);
+    assert!(p.body.contains(ready.as_str()) && p.body.contains(dead.as_str()));
+    assert!(p.body.contains("SMTP 550"));
+    let h = &p.headers;
+    let csp = h[header::CONTENT_SECURITY_POLICY].to_str().expect("ascii");
+    assert!(csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"));
+    assert!(!csp.contains("script-src"), "no script at all: {csp}");
+    assert_eq!(h[header::X_FRAME_OPTIONS], "DENY");
+    assert_eq!(h[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
+    assert_eq!(h[header::REFERRER_POLICY], "no-referrer");
+    assert_eq!(h[header::CACHE_CONTROL], "no-store");
+    assert!(!p.body.contains("<script"), "no script element");
+    assert!(
+        b.cookies.iter().any(|(k, _)| k == "errand_csrf"),
+        "the first page sets the CSRF nonce"
+    );
+
+    let p = b.get("/dashboard/jobs?state=ready").await;
+    p.html(StatusCode::OK);
+    assert!(p.body.contains(ready.as_str()) && !p.body.contains(dead.as_str()));
+
+    let p = b.get("/dashboard/dead").await;
+    p.html(StatusCode::OK);
+    assert!(p.body.contains(dead.as_str()) && !p.body.contains(ready.as_str()));
+    assert!(p.body.contains("SMTP 550: mailbox unavailable") && p.body.contains("permanent"));
+    assert!(p.body.contains(r#"href="/dashboard/jobs/order-2/replay""#));
+
+    let p = b.get("/dashboard/jobs/order-2").await;
+    p.html(StatusCode::OK);
+    assert!(p.body.contains("Attempt history") && p.body.contains("b@example.com"));
+    assert!(p.body.contains("SMTP 550: mailbox unavailable"));
+    assert!(
+        p.body.contains("<td>dead</td>"),
+        "the attempt's outcome: {}",
+        p.body
+    );
+
+    assert_eq!(
+        b.get("/dashboard").await.status,
+        StatusCode::PERMANENT_REDIRECT
+    );
+    let p = b.get("/dashboard/").await;
+    assert_eq!(
+        (p.status, p.location()),
+        (StatusCode::SEE_OTHER, "/dashboard/jobs")
+    );
+    let css = b.get("/dashboard/static/style.css").await;
+    assert_eq!(css.status, StatusCode::OK);
+    assert_eq!(css.headers[header::CONTENT_TYPE], "text/css; charset=utf-8");
+    b.get("/dashboard/nowhere")
+        .await
+        .refused(StatusCode::NOT_FOUND, "no such dashboard page");
+}
+
+#[tokio::test]
+async fn job_data_is_escaped() {
+    let mut b = Browser::new();
+    let payload =
+        r#"{"note":"<script>alert('payload')</script>","x":"\"><img src=x onerror=alert(1)>"}"#;
+    b.dead("xss-1", payload, "<script>alert('error')</script>")
+        .await;
+    for uri in [
+        "/dashboard/jobs/xss-1",
+        "/dashboard/jobs",
+        "/dashboard/dead",
+        "/dashboard/jobs/xss-1/replay",
+    ] {
+        let p = b.get(uri).await;
+        p.html(StatusCode::OK);
+        assert!(!p.body.contains("<script"), "{uri}: {}", p.body);
+        assert!(!p.body.contains("<img"), "{uri}");
+        assert!(
+            p.body.contains("&lt;script&gt;alert('error')"),
+            "{uri}: {}",
+            p.body
+        );
+    }
+    let p = b.get("/dashboard/jobs/xss-1").await;
+    assert!(
+        p.body
+            .contains("&lt;script&gt;alert('payload')&lt;/script&gt;")
+    );
+    assert!(p.body.contains("\\&quot;&gt;&lt;img src=x"), "{}", p.body);
+    // The reason and operator an operator types are escaped too.
+    let csrf = b.get("/dashboard/jobs/xss-1/replay").await.csrf();
+    let p = b
+        .post(
+            "/dashboard/jobs/xss-1/replay",
+            &[
+                ("csrf", &csrf),
+                ("operator", "<b>eve</b>"),
+                ("reason", "<script>x</script>"),
+            ],
+        )
+        .await;
+    assert_eq!(p.status, StatusCode::SEE_OTHER);
+    let p = b.get("/dashboard/jobs/xss-1").await;
+    assert!(p.body.contains("&lt;b&gt;eve&lt;/b&gt;") && !p.body.contains("<script"));
+}
+
+#[tokio::test]
+async fn a_refused_form_writes_nothing() {
+    let mut b = Browser::new();
+    let id = b.dead("dead-1", "{}", "boom").await;
+    let second = b.dead("dead-2", "{}", "boom").await;
+    let good = b.get("/dashboard/jobs/dead-1/replay").await.csrf();
+    let fields = |csrf: &str| {
+        [("csrf", csrf), ("operator", "alice"), ("reason", "fixed")].map(|(k, v)| (k, v.to_owned()))
+    };
+
+    // No token, a wrong one, a token of another browser.
+    b.post("/dashboard/jobs/dead-1/replay", &pairs(&fields("")[1..]))
+        .await
+        .refused(StatusCode::FORBIDDEN, "security token");
+    b.post("/dashboard/jobs/dead-1/replay", &pairs(&fields("00ff")))
+        .await
+        .refused(StatusCode::FORBIDDEN, "security token");
+    let mut other = Browser {
+        q: TestQueue::new().expect("queue"),
+        app: b.app.clone(),
+        cookies: Vec::new(),
+    };
+    let foreign = other.get("/dashboard/jobs/dead-1/replay").await.csrf();
+    b.post("/dashboard/jobs/dead-1/replay", &pairs(&fields(&foreign)))
+        .await
+        .refused(StatusCode::FORBIDDEN, "security token");
+    // The right token without the cookie it is bound to.
+    let jar = std::mem::take(&mut b.cookies);
+    b.post("/dashboard/jobs/dead-1/replay", &pairs(&fields(&good)))
+        .await
+        .refused(StatusCode::FORBIDDEN, "security token");
+    b.cookies = jar;
+    // The right token from another site.
+    for extra in [
+        [
+            ("origin", "http://evil.example"),
+            ("sec-fetch-site", "cross-site"),
+        ],
+        [("origin", "http://evil.example"), ("x-other", "1")],
+        [
+            ("origin", "http://127.0.0.1:7878.evil.example"),
+            ("x-other", "1"),
+        ],
+        [("origin", "null"), ("sec-fetch-site", "cross-site")],
+        [
+            ("origin", "http://127.0.0.1:7878"),
+            ("sec-fetch-site", "same-site"),
+        ],
+        [("sec-fetch-site", "none"), ("x-other", "1")],
+    ] {
+        b.post_with(
+            "/dashboard/jobs/dead-1/replay",
+            &pairs(&fields(&good)),
+            &extra,
+        )
+        .await
+        .refused(StatusCode::FORBIDDEN, "another site");
+    }
+    // Not a form.
+    let p = b
+        .send(
+            Request::post("/dashboard/jobs/dead-1/replay")
+                .header(header::HOST, "127.0.0.1:7878")
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(format!(
+                    r#"{{"csrf":"{good}","operator":"a","reason":"r"}}"#
+                )))
+                .expect("request"),
+        )
+        .await;
+    p.refused(StatusCode::UNSUPPORTED_MEDIA_TYPE, "form");
+    // Too large.
+    let huge = "r".repeat(70 * 1024);
+    b.post(
+        "/dashboard/jobs/dead-1/replay",
+        &[("csrf", &good[..]), ("operator", "a"), ("reason", &huge)],
+    )
+    .await
+    .refused(StatusCode::PAYLOAD_TOO_LARGE, "larger than");
+
+    assert_eq!(b.job(&id).await.state, JobState::Dead);
+    assert_eq!(b.job(&id).await.replays, 0);
+    assert_eq!(b.audit_len(&id).await, 0);
+
+    // The same form as Chromium sends it from the dashboard's page works:
+    // `Origin: null`, because the pages say `Referrer-Policy: no-referrer`
+    // (the browser test found that a strict Origin check refused it).
+    let p = b
+        .post_with(
+            "/dashboard/jobs/dead-1/replay",
+            &pairs(&fields(&good)),
+            &[("origin", "null"), ("sec-fetch-site", "same-origin")],
+        )
+        .await;
+    assert_eq!(p.status, StatusCode::SEE_OTHER, "{}", p.body);
+    assert_eq!(b.job(&id).await.state, JobState::Ready);
+    // And without any of those headers (older browsers), the token decides.
+    let good = b.get("/dashboard/jobs/dead-2/replay").await.csrf();
+    let p = b
+        .post_with("/dashboard/jobs/dead-2/replay", &pairs(&fields(&good)), &[])
+        .await;
+    assert_eq!(p.status, StatusCode::SEE_OTHER, "{}", p.body);
+    assert_eq!(b.job(&second).await.state, JobState::Ready);
+}
+
+#[tokio::test]
+async fn a_replay_needs_an_operator_and_a_reason() {
+    let mut b = Browser::new();
+    let id = b.dead("dead-1", "{}", "boom").await;
+    let csrf = b.get("/dashboard/jobs/dead-1/replay").await.csrf();
+    let url = "/dashboard/jobs/dead-1/replay";
+    let long_operator = "o".repeat(201);
+    let long_reason = "r".repeat(2001);
+    for (fields, words) in [
+        (
+            vec![("operator", "alice")],
+            "The reason (`reason`) is required",
+        ),
+        (
+            vec![("operator", "alice"), ("reason", "   ")],
+            "The reason (`reason`) is required",
+        ),
+        (
+            vec![("reason", "fixed")],
+            "Your name (`operator`) is required",
+        ),
+        (
+            vec![("operator", &long_operator[..]), ("reason", "fixed")],
+            "the limit is 200 bytes",
+        ),
+        (
+            vec![("operator", "alice"), ("reason", &long_reason[..])],
+            "the limit is 2000 bytes",
+        ),
+        (
+            vec![("operator", "al\u{7}ice"), ("reason", "fixed")],
+            "printable text",
+        ),
+        (
+            vec![("operator", "a"), ("operator", "b"), ("reason", "fixed")],
+            "more than once",
+        ),
+    ] {
+        let mut all = vec![("csrf", csrf.as_str())];
+        all.extend(fields);
+        let p = b.post(url, &all).await;
+        p.refused(StatusCode::BAD_REQUEST, words);
+        assert!(p.body.contains("Confirm: replay"), "the form comes back");
+    }
+    // What was entered is kept.
+    let p = b.post(url, &[("csrf", &csrf), ("operator", "alice")]).await;
+    assert!(p.body.contains(r#"value="alice""#), "{}", p.body);
+    b.post(
+        url,
+        &[
+            ("csrf", &csrf),
+            ("operator", "a"),
+            ("reason", "r"),
+            ("force", "1"),
+        ],
+    )
+    .await
+    .refused(StatusCode::BAD_REQUEST, "Unknown parameter `force`");
+    assert_eq!(b.job(&id).await.state, JobState::Dead);
+    assert_eq!(b.audit_len(&id).await, 0);
+}
+
+#[tokio::test]
+async fn confirm_then_replay_leaves_an_audit_entry() {
+    let mut b = Browser::new();
+    let id = b
+        .dead("pay/17+x", r#"{"amount":500}"#, "card declined")
+        .await;
+    let dead = b.get("/dashboard/dead").await;
+    let link = "/dashboard/jobs/pay%2F17%2Bx/replay";
+    assert!(dead.body.contains(link), "{}", dead.body);
+    let confirm = b.get(link).await;
+    confirm.html(StatusCode::OK);
+    assert!(confirm.body.contains("Replay job?") && confirm.body.contains("pay/17+x"));
+    assert!(confirm.body.contains("card declined"));
+    assert_eq!(
+        b.job(&id).await.state,
+        JobState::Dead,
+        "a GET changes nothing"
+    );
+    let csrf = confirm.csrf();
+    let p = b
+        .post(
+            link,
+            &[
+                ("csrf", &csrf),
+                ("operator", "alice"),
+                ("reason", "card processor fixed"),
+            ],
+        )
+        .await;
+    assert_eq!(
+        (p.status, p.location()),
+        (
+            StatusCode::SEE_OTHER,
+            "/dashboard/jobs/pay%2F17%2Bx?done=replayed"
+        )
+    );
+    let job = b.job(&id).await;
+    assert_eq!(
+        (job.state, job.replays, job.attempts),
+        (JobState::Ready, 1, 0)
+    );
+    let detail = b.store().detail(&id).await.expect("detail");
+    let entry = detail.audit.last().expect("an audit entry");
+    assert_eq!(
+        (
+            entry.action.as_str(),
+            entry.operator.as_str(),
+            entry.reason.as_deref()
+        ),
+        ("replay", "alice", Some("card processor fixed"))
+    );
+    let page = b.get(p.location()).await;
+    page.html(StatusCode::OK);
+    assert!(page.body.contains("Replayed: the job is ready again"));
+    assert!(page.body.contains("card processor fixed") && page.body.contains("alice"));
+    // Replaying again is refused: the job is ready now.
+    b.get(link).await.refused(
+        StatusCode::CONFLICT,
+        "only dead or cancelled jobs can be replayed",
+    );
+    b.post(
+        link,
+        &[("csrf", &csrf), ("operator", "alice"), ("reason", "again")],
+    )
+    .await
+    .refused(StatusCode::CONFLICT, "Nothing was changed");
+    assert_eq!(b.job(&id).await.replays, 1);
+}
+
+#[tokio::test]
+async fn cancel_is_confirmed_the_same_way() {
+    let mut b = Browser::new();
+    let id = b.insert("later-1", "{}").await;
+    let page = b.get("/dashboard/jobs/later-1").await;
+    assert!(
+        page.body
+            .contains(r#"href="/dashboard/jobs/later-1/cancel""#)
+    );
+    let confirm = b.get("/dashboard/jobs/later-1/cancel").await;
+    confirm.html(StatusCode::OK);
+    let csrf = confirm.csrf();
+    b.post(
+        "/dashboard/jobs/later-1/cancel",
+        &[("csrf", &csrf), ("operator", "bob")],
+    )
+    .await
+    .refused(StatusCode::BAD_REQUEST, "is required");
+    assert_eq!(b.job(&id).await.state, JobState::Ready);
+    let p = b
+        .post(
+            "/dashboard/jobs/later-1/cancel",
+            &[
+                ("csrf", &csrf),
+                ("operator", "bob"),
+                ("reason", "customer withdrew"),
+            ],
+        )
+        .await;
+    assert_eq!(p.location(), "/dashboard/jobs/later-1?done=cancelled");
+    assert_eq!(b.job(&id).await.state, JobState::Cancelled);
+    let audit = b.store().detail(&id).await.expect("detail").audit;
+    assert_eq!(
+        (
+            audit[0].action.as_str(),
+            audit[0].operator.as_str(),
+            audit[0].reason.as_deref()
+        ),
+        ("cancel", "bob", Some("customer withdrew"))
+    );
+    // Cancelled jobs are dead letters too, and can be replayed.
+    let p = b.get("/dashboard/dead?state=cancelled").await;
+    assert!(p.body.contains("later-1"));
+    b.get("/dashboard/jobs/later-1/cancel").await.refused(
+        StatusCode::CONFLICT,
+        "only ready or running jobs can be cancelled",
+    );
+}
+
+#[tokio::test]
+async fn bulk_replay_replays_exactly_the_jobs_confirmed() {
+    let mut b = Browser::new();
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        ids.push(b.dead(&format!("bulk-{i}"), "{}", "relay down").await);
+    }
+    let other = b.dead("other-1", "{}", "bad payload").await;
+    let list = b.get("/dashboard/dead?error=relay").await;
+    assert!(list.body.contains("Replay the 3 jobs listed"));
+    let confirm = b.get("/dashboard/dead/replay?error=relay").await;
+    confirm.html(StatusCode::OK);
+    assert!(confirm.body.contains("Replay 3 jobs?"));
+    assert!(!confirm.body.contains("other-1"));
+    let csrf = confirm.csrf();
+    let mut fields = vec![("csrf", csrf.as_str()), ("operator", "carol")];
+    for id in &ids {
+        fields.push(("id", id.as_str()));
+    }
+    b.post("/dashboard/dead/replay", &fields)
+        .await
+        .refused(StatusCode::BAD_REQUEST, "is required");
+    fields.push(("reason", "relay is back"));
+    let p = b.post("/dashboard/dead/replay", &fields).await;
+    assert_eq!(
+        (p.status, p.location()),
+        (StatusCode::SEE_OTHER, "/dashboard/dead?replayed=3")
+    );
+    for id in &ids {
+        assert_eq!(b.job(id).await.state, JobState::Ready);
+        assert_eq!(b.audit_len(id).await, 1);
+    }
+    assert_eq!(b.job(&other).await.state, JobState::Dead);
+    let p = b.get(p.location()).await;
+    assert!(p.body.contains("Replayed 3 jobs"));
+    // All or none: one of them is no longer dead.
+    let p = b
+        .post(
+            "/dashboard/dead/replay",
+            &[
+                ("csrf", &csrf),
+                ("operator", "c"),
+                ("reason", "r"),
+                ("id", "other-1"),
+                ("id", "bulk-0"),
+            ],
+        )
+        .await;
+    p.refused(StatusCode::CONFLICT, "Nothing was changed");
+    assert_eq!(b.job(&other).await.state, JobState::Dead);
+    b.get("/dashboard/dead/replay?error=nomatch")
+        .await
+        .refused(StatusCode::NOT_FOUND, "No dead or cancelled job matches");
+}
+
+#[tokio::test]
+async fn listings_page_by_keyset() {
+    let mut b = Browser::new();
+    for i in 0..7 {
+        b.insert(&format!("job-{i}"), "{}").await;
+        b.q.advance(Duration::from_millis(5));
+    }
+    let p1 = b.get("/dashboard/jobs?limit=3").await;
+    assert!(p1.body.contains("job-0") && p1.body.contains("job-2") && !p1.body.contains("job-3"));
+    assert!(
+        p1.body
+            .contains(r#"href="/dashboard/jobs?limit=3&amp;after=job-2""#),
+        "{}",
+        p1.body
+    );
+    let p2 = b.get("/dashboard/jobs?limit=3&after=job-2").await;
+    assert!(p2.body.contains("job-3") && p2.body.contains("job-5") && !p2.body.contains("job-2<"));
+    assert!(p2.body.contains("first page"));
+    let p3 = b.get("/dashboard/jobs?limit=3&after=job-5").await;
+    assert!(p3.body.contains("job-6") && !p3.body.contains("next page"));
+}
+
+#[tokio::test]
+async fn bad_input_gets_an_error_page_that_says_what_to_do() {
+    let mut b = Browser::new();
+    for (uri, status, words) in [
+        (
+            "/dashboard/jobs?state=stuck",
+            StatusCode::BAD_REQUEST,
+            "unknown state",
+        ),
+        (
+            "/dashboard/jobs?limit=0",
+            StatusCode::BAD_REQUEST,
+            "from 1 to 200",
+        ),
+        (
+            "/dashboard/jobs?queue=-x",
+            StatusCode::BAD_REQUEST,
+            "queue name",
+        ),
+        (
+            "/dashboard/jobs?colour=red",
+            StatusCode::BAD_REQUEST,
+            "Unknown parameter",
+        ),
+        (
+            "/dashboard/dead?state=ready",
+            StatusCode::BAD_REQUEST,
+            "dead or cancelled",
+        ),
+        (
+            "/dashboard/jobs/a%20b",
+            StatusCode::BAD_REQUEST,
+            "a job id may hold only",
+        ),
+        (
+            "/dashboard/jobs/nope",
+            StatusCode::NOT_FOUND,
+            "no job with id",
+        ),
+        (
+            "/dashboard/jobs/nope/replay",
+            StatusCode::NOT_FOUND,
+            "no job with id",
+        ),
+        (
+            "/dashboard/jobs?after=gone",
+            StatusCode::NOT_FOUND,
+            "list again from the start",
+        ),
+    ] {
+        b.get(uri).await.refused(status, words);
+    }
+    b.dead("dead-1", "{}", "boom").await;
+    let csrf = b.get("/dashboard/jobs/dead-1/replay").await.csrf();
+    b.post("/dashboard/jobs", &[("csrf", &csrf)])
+        .await
+        .refused(StatusCode::METHOD_NOT_ALLOWED, "does not accept");
+}
+
+#[tokio::test]
+async fn without_a_token_only_loopback_hosts_are_answered() {
+    let mut b = Browser::new();
+    let req = Request::get("/dashboard/jobs")
+        .header(header::HOST, "evil.example:7878")
+        .body(Body::empty())
+        .expect("request");
+    b.send(req).await.refused(StatusCode::FORBIDDEN, "loopback");
+    let req = Request::get("/dashboard/jobs")
+        .header(header::HOST, "localhost:7878")
+        .body(Body::empty())
+        .expect("request");
+    b.send(req).await.html(StatusCode::OK);
+    // The API keeps refusing browsers; the dashboard is not behind its fence.
+    let req = Request::get("/v1/jobs")
+        .header(header::HOST, "127.0.0.1:7878")
+        .header("sec-fetch-site", "same-origin")
+        .body(Body::empty())
+        .expect("request");
+    assert_eq!(b.send(req).await.status, StatusCode::FORBIDDEN);
+}
+
+#[tokio::test]
+async fn with_a_token_the_dashboard_needs_a_session() {
+    let mut b = Browser::with(ServerConfig {
+        token: Some(AccessToken::new(TOKEN).expect("token")),
+        ..ServerConfig::default()
+    });
+    let id = b.dead("dead-1", "{}", "boom").await;
+    let p = b.get("/dashboard/jobs").await;
+    assert_eq!(
+        (p.status, p.location()),
+        (StatusCode::SEE_OTHER, "/dashboard/login")
+    );
+    assert!(!p.body.contains("dead-1"));
+    let forged = "0123456789abcdef0123456789abcdef.99999999999999.00";
+    b.cookies.push(("errand_session".into(), forged.into()));
+    assert_eq!(
+        b.get("/dashboard/jobs/dead-1").await.status,
+        StatusCode::SEE_OTHER
+    );
+    b.cookies.clear();
+    // The stylesheet and the sign-in form are open.
+    assert_eq!(
+        b.get("/dashboard/static/style.css").await.status,
+        StatusCode::OK
+    );
+    let login = b.get("/dashboard/login").await;
+    login.html(StatusCode::OK);
+    let csrf = login.csrf();
+    // A POST without a session is refused before its form is looked at.
+    b.post(
+        "/dashboard/jobs/dead-1/replay",
+        &[("csrf", &csrf), ("operator", "a"), ("reason", "r")],
+    )
+    .await
+    .refused(StatusCode::UNAUTHORIZED, "Sign in");
+    assert_eq!(b.job(&id).await.state, JobState::Dead);
+    // A wrong token, then the right one.
+    b.post("/dashboard/login", &[("csrf", &csrf), ("token", "guess")])
+        .await
+        .refused(StatusCode::UNAUTHORIZED, "not this server");
+    b.post("/dashboard/login", &[("token", TOKEN)])
+        .await
+        .refused(StatusCode::FORBIDDEN, "security token");
+    let p = b
+        .post("/dashboard/login", &[("csrf", &csrf), ("token", TOKEN)])
+        .await;
+    assert_eq!(
+        (p.status, p.location()),
+        (StatusCode::SEE_OTHER, "/dashboard/jobs")
+    );
+    let session = p.headers[header::SET_COOKIE].to_str().expect("ascii");
+    assert!(session.starts_with("errand_session=") && session.contains("Max-Age=43200"));
+    assert!(!session.contains(TOKEN), "the token itself is not stored");
+    let jobs = b.get("/dashboard/jobs").await;
+    jobs.html(StatusCode::OK);
+    assert!(jobs.body.contains("dead-1") && jobs.body.contains("Sign out"));
+    // The pre-session token no longer works: tokens are bound to the session.
+    b.post(
+        "/dashboard/jobs/dead-1/replay",
+        &[("csrf", &csrf), ("operator", "a"), ("reason", "r")],
+    )
+    .await
+    .refused(StatusCode::FORBIDDEN, "security token");
+    let csrf = b.get("/dashboard/jobs/dead-1/replay").await.csrf();
+    let p = b
+        .post(
+            "/dashboard/jobs/dead-1/replay",
+            &[("csrf", &csrf), ("operator", "a"), ("reason", "r")],
+        )
+        .await;
+    assert_eq!(p.status, StatusCode::SEE_OTHER);
+    assert_eq!(b.job(&id).await.state, JobState::Ready);
+    // Any Host is fine with a token (the session guards it).
+    let p = b.post("/dashboard/logout", &[("csrf", &csrf)]).await;
+    assert_eq!(p.location(), "/dashboard/login");
+    assert!(!b.cookies.iter().any(|(k, _)| k == "errand_session"));
+    assert_eq!(b.get("/dashboard/jobs").await.status, StatusCode::SEE_OTHER);
+}

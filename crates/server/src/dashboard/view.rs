@@ -1,0 +1,140 @@
+//! The page frame (head, navigation, sign-out) and small pieces every page
+//! uses. maud escapes every `(value)` it interpolates, so job data (payloads,
+//! errors, names, reasons) can never become markup.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use errand::core::Timestamp;
+use errand::{Job, JobState};
+use maud::{DOCTYPE, Markup, html};
+
+use super::Dash;
+use super::guard::{CSRF_FIELD, Visitor};
+
+/// The dashboard's sections, each with a navigation entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Section {
+    Jobs,
+    DeadLetters,
+}
+
+/// The navigation bar, in order: a new page adds its entry here.
+pub(super) const NAV: [(Section, &str, &str); 2] = [
+    (Section::Jobs, "Jobs", "/dashboard/jobs"),
+    (Section::DeadLetters, "Dead letters", "/dashboard/dead"),
+];
+
+/// What a page needs to know about the visitor: the CSRF token its forms
+/// carry, and whether there is a session to end.
+#[derive(Clone, Debug)]
+pub(super) struct Ctx {
+    pub(super) csrf: String,
+    signed_in: bool,
+}
+
+impl Ctx {
+    pub(super) fn new(dash: &Dash, visitor: &Visitor) -> Ctx {
+        Ctx {
+            csrf: dash.keys.csrf_token(visitor),
+            signed_in: visitor.signed_in,
+        }
+    }
+
+    /// The hidden field every form carries.
+    pub(super) fn csrf_field(&self) -> Markup {
+        html! { input type="hidden" name=(CSRF_FIELD) value=(self.csrf); }
+    }
+}
+
+/// A whole page as a response.
+pub(super) fn page(
+    status: StatusCode,
+    ctx: Option<&Ctx>,
+    title: &str,
+    active: Option<Section>,
+    body: Markup,
+) -> Response {
+    let markup = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · errand" }
+                link rel="stylesheet" href="/dashboard/static/style.css";
+            }
+            body {
+                header.top {
+                    a.brand href="/dashboard/" { "errand" }
+                    nav {
+                        @for (section, label, href) in NAV {
+                            a.active[active == Some(section)] href=(href) { (label) }
+                        }
+                    }
+                    @if let Some(ctx) = ctx.filter(|c| c.signed_in) {
+                        form.signout method="post" action="/dashboard/logout" {
+                            (ctx.csrf_field())
+                            button type="submit" { "Sign out" }
+                        }
+                    }
+                }
+                main { (body) }
+            }
+        }
+    };
+    html_response(status, markup)
+}
+
+pub(super) fn html_response(status: StatusCode, markup: Markup) -> Response {
+    (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/html; charset=utf-8"),
+        )],
+        markup.into_string(),
+    )
+        .into_response()
+}
+
+/// A time as RFC 3339 (UTC, milliseconds).
+pub(super) fn time(t: Timestamp) -> Markup {
+    html! { time datetime=(t.to_rfc3339()) { (t.to_rfc3339()) } }
+}
+
+pub(super) fn opt_time(t: Option<Timestamp>) -> Markup {
+    match t {
+        Some(t) => time(t),
+        None => html! { span.muted { "—" } },
+    }
+}
+
+pub(super) fn state(s: JobState) -> Markup {
+    html! { span class={ "state state-" (s.as_str()) } { (s.as_str()) } }
+}
+
+/// The optional text, or a muted dash.
+pub(super) fn opt_text(t: Option<&str>) -> Markup {
+    match t {
+        Some(t) => html! { (t) },
+        None => html! { span.muted { "—" } },
+    }
+}
+
+/// A job's last error, cut to `max` characters (the job page has it all).
+pub(super) fn last_error(job: &Job, max: usize) -> Markup {
+    match &job.last_error {
+        Some(e) => html! {
+            @if let Some(class) = job.last_error_class {
+                span.class { (class.as_str()) } " "
+            }
+            code.error { (super::forms::truncate(e, max)) }
+        },
+        None => html! { span.muted { "—" } },
+    }
+}
+
+/// A short notice at the top of a page.
+pub(super) fn notice(kind: &str, text: &str) -> Markup {
+    html! { p class={ "notice notice-" (kind) } role="status" { (text) } }
+}
