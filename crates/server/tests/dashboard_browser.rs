@@ -348,6 +348,49 @@ async fn an_operator_replays_a_dead_job_in_the_browser() {
             .await
             .expect("listed as ready");
         screenshot(&c, "dashboard-4-jobs-ready.png").await;
+
+        // The audit log shows the replay; the queues page offers a pause,
+        // confirmed with an operator and a reason.
+        c.goto(&format!("{base}/dashboard/audit")).await.unwrap();
+        c.find(Locator::XPath(
+            "//tr[td[text()='replay'] and td[text()='alice']]",
+        ))
+        .await
+        .expect("the replay in the audit log");
+        screenshot(&c, "dashboard-5-audit-log.png").await;
+        c.goto(&format!("{base}/dashboard/queues")).await.unwrap();
+        c.find(Locator::LinkText("Pause…"))
+            .await
+            .expect("a pause link")
+            .click()
+            .await
+            .unwrap();
+        c.find(Locator::Id("operator"))
+            .await
+            .unwrap()
+            .send_keys("alice")
+            .await
+            .unwrap();
+        c.find(Locator::Id("reason"))
+            .await
+            .unwrap()
+            .send_keys("provider outage")
+            .await
+            .unwrap();
+        c.find(Locator::Css("form.confirm button[type=submit]"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        wait_for_url(&c, "/dashboard/queues").await;
+        c.find(Locator::LinkText("Resume…"))
+            .await
+            .expect("the queue shows as paused");
+        screenshot(&c, "dashboard-6-queue-paused.png").await;
+        let paused = store.paused_queues().await.unwrap();
+        assert_eq!(paused.len(), 1);
+        assert_eq!(paused[0].operator, "alice");
     };
     // Close the browser even when an assertion failed.
     let result = std::panic::AssertUnwindSafe(outcome).catch_unwind().await;

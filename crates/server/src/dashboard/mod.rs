@@ -54,11 +54,13 @@
 //! guard already.
 
 mod actions;
+mod audit;
 mod error;
 mod forms;
 mod guard;
 mod jobs;
 mod login;
+mod queues;
 #[cfg(test)]
 mod tests;
 mod view;
@@ -100,6 +102,8 @@ pub(crate) fn router(store: Arc<dyn Store>, config: &ServerConfig) -> Router {
         .merge(jobs::routes())
         .merge(actions::routes())
         .merge(login::routes())
+        .merge(queues::routes())
+        .merge(audit::routes())
         .route("/dashboard/{*rest}", any(not_found))
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(dash.clone(), guard::protect))
@@ -107,10 +111,9 @@ pub(crate) fn router(store: Arc<dyn Store>, config: &ServerConfig) -> Router {
         .with_state(dash)
 }
 
-/// The landing page: the jobs list for now (a queue overview may take its
-/// place).
+/// The landing page: the queue overview.
 async fn home() -> Redirect {
-    Redirect::to("/dashboard/jobs")
+    Redirect::to("/dashboard/queues")
 }
 
 async fn stylesheet() -> Response {

@@ -280,7 +280,7 @@ async fn pages_render_with_the_security_headers() {
     let p = b.get("/dashboard/").await;
     assert_eq!(
         (p.status, p.location()),
-        (StatusCode::SEE_OTHER, "/dashboard/jobs")
+        (StatusCode::SEE_OTHER, "/dashboard/queues")
     );
     let css = b.get("/dashboard/static/style.css").await;
     assert_eq!(css.status, StatusCode::OK);
@@ -856,4 +856,90 @@ async fn with_a_token_the_dashboard_needs_a_session() {
     assert_eq!(p.location(), "/dashboard/login");
     assert!(!b.cookies.iter().any(|(k, _)| k == "errand_session"));
     assert_eq!(b.get("/dashboard/jobs").await.status, StatusCode::SEE_OTHER);
+}
+
+#[tokio::test]
+async fn the_queues_page_counts_each_queue_and_a_pause_is_confirmed_then_audited() {
+    let mut b = Browser::new();
+    b.dead("d-1", "{}", "card declined").await;
+    b.insert("r-1", "{}").await;
+    let p = b.get("/dashboard/queues").await;
+    p.html(StatusCode::OK);
+    for words in ["<td>", "mail", "later", "permanent 1", "No worker has reported"] {
+        assert!(p.body.contains(words), "missing {words}: {}", p.body);
+    }
+    let confirm = b.get("/dashboard/queues/later/pause").await;
+    confirm.html(StatusCode::OK);
+    assert!(confirm.body.contains("Pause queue"));
+    assert!(
+        b.store().paused_queues().await.expect("paused").is_empty(),
+        "a GET changes nothing"
+    );
+    let csrf = confirm.csrf();
+    let url = "/dashboard/queues/later/pause";
+    b.post(url, &[("csrf", &csrf), ("operator", "alice")])
+        .await
+        .refused(StatusCode::BAD_REQUEST, "The reason (`reason`) is required");
+    b.post(url, &[("operator", "alice"), ("reason", "outage")])
+        .await
+        .refused(StatusCode::FORBIDDEN, "security token");
+    assert!(b.store().paused_queues().await.expect("paused").is_empty());
+    let p = b
+        .post(
+            url,
+            &[("csrf", &csrf), ("operator", "alice"), ("reason", "provider outage")],
+        )
+        .await;
+    assert_eq!(
+        (p.status, p.location()),
+        (StatusCode::SEE_OTHER, "/dashboard/queues")
+    );
+    let paused = b.store().paused_queues().await.expect("paused");
+    assert_eq!(paused.len(), 1);
+    assert_eq!(paused[0].queue.as_str(), "later");
+    let p = b.get("/dashboard/queues").await;
+    assert!(p.body.contains("/dashboard/queues/later/resume"), "{}", p.body);
+    b.get("/dashboard/queues/no%20such/pause")
+        .await
+        .refused(StatusCode::BAD_REQUEST, "not valid");
+
+    let log = b.get("/dashboard/audit?queue=later").await;
+    log.html(StatusCode::OK);
+    assert!(log.body.contains("pause") && log.body.contains("provider outage"));
+    assert!(log.body.contains("alice"));
+}
+
+#[tokio::test]
+async fn the_audit_log_pages_newest_first_and_escapes_what_operators_wrote() {
+    let mut b = Browser::new();
+    for i in 0..55 {
+        let action = errand::QueueAction {
+            queue: Name::parse("queue", format!("q{i}")).expect("name"),
+            operator: "op".into(),
+            reason: Some(if i == 54 { "<script>alert(1)</script>".into() } else { format!("r{i}") }),
+        };
+        b.store().pause_queue(&action).await.expect("pause");
+    }
+    let first = b.get("/dashboard/audit").await;
+    first.html(StatusCode::OK);
+    assert!(!first.body.contains("<script>alert"), "escaped");
+    assert!(first.body.contains("&lt;script&gt;"));
+    assert!(first.body.contains(">q54<") && !first.body.contains(">q4<"));
+    let next = first
+        .body
+        .split("rel=\"next\" href=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .expect("a next page")
+        .replace("&amp;", "&");
+    let second = b.get(&next).await;
+    second.html(StatusCode::OK);
+    assert!(second.body.contains(">q4<") && !second.body.contains(">q54<"));
+    assert!(!second.body.contains("rel=\"next\""), "the last page");
+    b.get("/dashboard/audit?before=soon")
+        .await
+        .refused(StatusCode::BAD_REQUEST, "sequence number");
+    b.get("/dashboard/audit?sort=asc")
+        .await
+        .refused(StatusCode::BAD_REQUEST, "Unknown parameter");
 }

@@ -14,14 +14,18 @@ use super::guard::{CSRF_FIELD, Visitor};
 /// The dashboard's sections, each with a navigation entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Section {
+    Queues,
     Jobs,
     DeadLetters,
+    Audit,
 }
 
 /// The navigation bar, in order: a new page adds its entry here.
-pub(super) const NAV: [(Section, &str, &str); 2] = [
+pub(super) const NAV: [(Section, &str, &str); 4] = [
+    (Section::Queues, "Queues", "/dashboard/queues"),
     (Section::Jobs, "Jobs", "/dashboard/jobs"),
     (Section::DeadLetters, "Dead letters", "/dashboard/dead"),
+    (Section::Audit, "Audit log", "/dashboard/audit"),
 ];
 
 /// What a page needs to know about the visitor: the CSRF token its forms

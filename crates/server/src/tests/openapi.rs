@@ -241,6 +241,8 @@ fn the_dashboard_routes_stay_under_dashboard() {
         include_str!("../dashboard/jobs.rs"),
         include_str!("../dashboard/actions.rs"),
         include_str!("../dashboard/login.rs"),
+        include_str!("../dashboard/queues.rs"),
+        include_str!("../dashboard/audit.rs"),
     ];
     let mut paths = Vec::new();
     for src in sources {

@@ -1,0 +1,290 @@
+//! The queues page (counts per state, oldest due age, leases, recent
+//! retries and dead letters, workers) and pausing or resuming a queue
+//! behind a confirmation page.
+
+use axum::Router;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Extension, Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::get;
+use errand::{Name, QueueAction, QueueStats, Stats, StatsRequest};
+use maud::{Markup, html};
+
+use super::Dash;
+use super::error::PageError;
+use super::forms::{Audit, Form, MAX_OPERATOR_BYTES, MAX_REASON_BYTES, detail};
+use super::guard::Visitor;
+use super::view::{self, Ctx, Section};
+
+pub(super) fn routes() -> Router<Dash> {
+    Router::new()
+        .route("/dashboard/queues", get(overview))
+        .route(
+            "/dashboard/queues/{queue}/pause",
+            get(confirm_pause).post(pause),
+        )
+        .route(
+            "/dashboard/queues/{queue}/resume",
+            get(confirm_resume).post(resume),
+        )
+}
+
+fn age(ms: Option<u64>) -> String {
+    match ms {
+        None => "—".into(),
+        Some(ms) if ms < 1_000 => format!("{ms} ms"),
+        Some(ms) if ms < 120_000 => format!("{:.1} s", ms as f64 / 1000.0),
+        Some(ms) if ms < 7_200_000 => format!("{:.1} min", ms as f64 / 60_000.0),
+        Some(ms) => format!("{:.1} h", ms as f64 / 3_600_000.0),
+    }
+}
+
+fn by_class(m: &std::collections::BTreeMap<String, u64>) -> String {
+    if m.is_empty() {
+        return "—".into();
+    }
+    m.iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A count, with `≥` when its state reached the cap.
+fn count(stats: &Stats, state: &str, n: u64) -> String {
+    if stats.truncated.iter().any(|t| t == state) {
+        format!("≥{n}")
+    } else {
+        n.to_string()
+    }
+}
+
+fn queue_row(stats: &Stats, q: &QueueStats) -> Markup {
+    let c = &q.counts;
+    let name = q.queue.as_str();
+    html! {
+        tr {
+            td { a href={ "/dashboard/jobs?queue=" (name) } { (name) } }
+            td.num { (count(stats, "ready", c.ready)) }
+            td.num { (count(stats, "ready", c.scheduled)) }
+            td.num { (count(stats, "running", c.running)) }
+            td.num { (c.active_leases) " / " (c.expired_leases) }
+            td.num { a href={ "/dashboard/dead?queue=" (name) } { (count(stats, "dead", c.dead)) } }
+            td.num { (age(c.oldest_due_age_ms)) }
+            td { (by_class(&c.retries)) }
+            td { (by_class(&c.dead_letters)) }
+            td {
+                @if q.paused {
+                    span.state.paused { "paused" } " "
+                    a.button href={ "/dashboard/queues/" (name) "/resume" } { "Resume…" }
+                } @else {
+                    a.button href={ "/dashboard/queues/" (name) "/pause" } { "Pause…" }
+                }
+            }
+        }
+    }
+}
+
+async fn overview(
+    State(dash): State<Dash>,
+    Extension(visitor): Extension<Visitor>,
+) -> Result<Response, PageError> {
+    let stats = dash.store.stats(&StatsRequest::default()).await?;
+    let ctx = Ctx::new(&dash, &visitor);
+    let body = html! {
+        h1 { "Queues" }
+        p.note {
+            "Read " (view::time(stats.at)) ". Counts stop at " (stats.cap)
+            " rows per state (shown as ≥); retries and dead letters are those of the last "
+            (stats.window_secs / 60) " minutes, by error class."
+        }
+        @if stats.queues.is_empty() {
+            p.empty { "No queue has ready, running or dead jobs, and none is paused." }
+        } @else {
+            table.jobs {
+                thead { tr {
+                    th { "queue" } th.num { "ready" } th.num { "scheduled" } th.num { "running" }
+                    th.num { "leases live / expired" } th.num { "dead" } th.num { "oldest due" }
+                    th { "retries" } th { "dead letters" } th { }
+                } }
+                tbody { @for q in &stats.queues { (queue_row(&stats, q)) } }
+            }
+        }
+        h2 { "Workers" }
+        @match stats.since_last_worker_cycle_ms {
+            None => p.empty { "No worker has reported (workers report every few seconds while they run)." },
+            Some(ms) => p { "Last completed claim cycle: " (age(Some(ms))) " ago." },
+        }
+        @if !stats.workers.is_empty() {
+            table.jobs {
+                thead { tr {
+                    th { "host" } th.num { "pid" } th { "queues" } th { "started" }
+                    th { "last cycle" } th.num { "attempts started" } th.num { "late / on time" }
+                } }
+                tbody {
+                    @for w in &stats.workers {
+                        tr {
+                            td { (w.host) }
+                            td.num { (w.pid) }
+                            td { @if w.queues.is_empty() { "all" } @else {
+                                (w.queues.iter().map(Name::as_str).collect::<Vec<_>>().join(", "))
+                            } }
+                            td { (view::time(w.started_at)) }
+                            td { (view::time(w.last_cycle_at)) }
+                            td.num { (w.metrics.started) }
+                            td.num { (w.metrics.late) " / " (w.metrics.on_time) }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    Ok(view::page(
+        StatusCode::OK,
+        Some(&ctx),
+        "Queues",
+        Some(Section::Queues),
+        body,
+    ))
+}
+
+fn path_queue(path: Result<Path<String>, PathRejection>) -> Result<Name, PageError> {
+    let Path(q) = path.map_err(|r| {
+        PageError::bad_request(format!(
+            "The queue name in the address is not valid: {}",
+            r.body_text()
+        ))
+    })?;
+    Name::parse("queue", q).map_err(|e| PageError::bad_request(detail(e)))
+}
+
+/// Pausing or resuming.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Change {
+    Pause,
+    Resume,
+}
+
+impl Change {
+    fn verb(self) -> &'static str {
+        match self {
+            Change::Pause => "pause",
+            Change::Resume => "resume",
+        }
+    }
+}
+
+fn confirm_page(
+    ctx: &Ctx,
+    change: Change,
+    queue: &Name,
+    entered: &Audit,
+    problem: Option<&str>,
+) -> Response {
+    let (title, explain) = match change {
+        Change::Pause => (
+            "Pause queue",
+            "No worker, in any process, claims from a paused queue until it is resumed; jobs already running finish.",
+        ),
+        Change::Resume => (
+            "Resume queue",
+            "Workers claim from the queue again at their next cycle.",
+        ),
+    };
+    let body = html! {
+        h1 { (title) " " code { (queue.as_str()) } "?" }
+        @if let Some(p) = problem { (view::notice("error", p)) }
+        p { (explain) " Your name and reason go into the audit log." }
+        form.confirm method="post" action={ "/dashboard/queues/" (queue.as_str()) "/" (change.verb()) } {
+            (ctx.csrf_field())
+            label for="operator" { "Your name (for the audit log)" }
+            input #operator type="text" name="operator" required maxlength=(MAX_OPERATOR_BYTES)
+                autocomplete="name" value=(entered.operator);
+            label for="reason" { "Reason (required)" }
+            textarea #reason name="reason" required maxlength=(MAX_REASON_BYTES) rows="3" { (entered.reason) }
+            p.actions {
+                button.danger[change == Change::Pause] .primary[change == Change::Resume] type="submit" {
+                    "Confirm: " (change.verb()) " " (queue.as_str())
+                }
+                " "
+                a href="/dashboard/queues" { "back to the queues" }
+            }
+        }
+    };
+    let status = if problem.is_some() {
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::OK
+    };
+    view::page(status, Some(ctx), title, Some(Section::Queues), body)
+}
+
+async fn confirm_pause(
+    State(dash): State<Dash>,
+    Extension(visitor): Extension<Visitor>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Response, PageError> {
+    let queue = path_queue(path)?;
+    let ctx = Ctx::new(&dash, &visitor);
+    Ok(confirm_page(&ctx, Change::Pause, &queue, &Audit::default(), None))
+}
+
+async fn confirm_resume(
+    State(dash): State<Dash>,
+    Extension(visitor): Extension<Visitor>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Response, PageError> {
+    let queue = path_queue(path)?;
+    let ctx = Ctx::new(&dash, &visitor);
+    Ok(confirm_page(&ctx, Change::Resume, &queue, &Audit::default(), None))
+}
+
+async fn act(
+    dash: Dash,
+    visitor: Visitor,
+    path: Result<Path<String>, PathRejection>,
+    form: Form,
+    change: Change,
+) -> Result<Response, PageError> {
+    let queue = path_queue(path)?;
+    form.only(&["operator", "reason"])?;
+    let entered = Audit::entered(&form);
+    if let Err(problem) = form
+        .one("operator")
+        .and(form.one("reason"))
+        .map_err(|e| e.message)
+        .and_then(|_| entered.check())
+    {
+        // Nothing is written; the form comes back with what was entered.
+        let ctx = Ctx::new(&dash, &visitor);
+        return Ok(confirm_page(&ctx, change, &queue, &entered, Some(&problem)));
+    }
+    let action = QueueAction {
+        queue,
+        operator: entered.operator,
+        reason: Some(entered.reason),
+    };
+    match change {
+        Change::Pause => dash.store.pause_queue(&action).await?,
+        Change::Resume => dash.store.resume_queue(&action).await?,
+    };
+    Ok(Redirect::to("/dashboard/queues").into_response())
+}
+
+async fn pause(
+    State(dash): State<Dash>,
+    Extension(visitor): Extension<Visitor>,
+    Extension(form): Extension<Form>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Response, PageError> {
+    act(dash, visitor, path, form, Change::Pause).await
+}
+
+async fn resume(
+    State(dash): State<Dash>,
+    Extension(visitor): Extension<Visitor>,
+    Extension(form): Extension<Form>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Response, PageError> {
+    act(dash, visitor, path, form, Change::Resume).await
+}
