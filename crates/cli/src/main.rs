@@ -277,6 +277,15 @@ struct EnqueueArgs {
     /// With --key: the key's jobs run one at a time, in enqueue order.
     #[arg(long, requires = "key", conflicts_with = "key_limit")]
     ordered: bool,
+    /// The business deadline: an RFC 3339 time, or a duration from now
+    /// (30m). Only lateness is measured against it; it does not change when
+    /// or how the job runs.
+    #[arg(long)]
+    deadline: Option<String>,
+    /// The W3C trace context to carry (00-<trace id>-<parent id>-<flags>);
+    /// default: $TRACEPARENT when it holds a valid one.
+    #[arg(long)]
+    traceparent: Option<String>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -450,6 +459,22 @@ fn time_arg(flag: &str, s: Option<String>) -> Result<Option<Timestamp>, Error> {
         .transpose()
 }
 
+/// `$TRACEPARENT` (set by tracing-aware tools that run errand), when it is
+/// a valid W3C trace context. An invalid one is not the operator's input:
+/// it is ignored with a warning rather than refusing the job.
+fn traceparent_from_env() -> Option<String> {
+    let value = std::env::var("TRACEPARENT").ok()?;
+    match errand::TraceParent::parse(value.clone()) {
+        Ok(_) => Some(value),
+        Err(e) => {
+            eprintln!(
+                "errand: warning: ignoring $TRACEPARENT ({e}); pass --traceparent to set one"
+            );
+            None
+        }
+    }
+}
+
 fn ids(raw: Vec<String>) -> Result<Vec<JobId>, Error> {
     raw.into_iter().map(JobId::new).collect()
 }
@@ -564,6 +589,8 @@ async fn enqueue(store: Arc<dyn Store>, a: EnqueueArgs) -> Result<ExitCode, Fail
         key_limit: (a.key.is_some() && !a.ordered).then_some(a.key_limit),
         key: a.key,
         ordered: a.ordered,
+        deadline: a.deadline,
+        traceparent: a.traceparent.or_else(traceparent_from_env),
     }
     .build()?;
     let inserted = store.insert(job).await?;

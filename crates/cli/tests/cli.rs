@@ -920,3 +920,128 @@ fn enqueue_takes_a_concurrency_key_and_refuses_key_flags_without_one() {
         "nothing refused was written"
     );
 }
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+const TP: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+#[test]
+fn enqueue_takes_a_deadline_and_a_traceparent_and_show_prints_them() {
+    let d = db();
+    let j = json(&errand(
+        &d.path,
+        &[
+            "enqueue",
+            "--kind",
+            "k",
+            "--id",
+            "t1",
+            "--deadline",
+            "2999-01-01T00:00:00Z",
+            "--traceparent",
+            TP,
+            "--json",
+        ],
+    ));
+    assert_eq!(
+        (j["deadline"].as_str(), j["traceparent"].as_str()),
+        (Some("2999-01-01T00:00:00.000Z"), Some(TP))
+    );
+    let j = json(&errand(
+        &d.path,
+        &[
+            "enqueue",
+            "--kind",
+            "k",
+            "--id",
+            "t2",
+            "--deadline",
+            "30m",
+            "--json",
+        ],
+    ));
+    let (deadline, created) = (
+        j["deadline"].as_str().unwrap(),
+        j["created_at"].as_str().unwrap(),
+    );
+    assert!(
+        deadline > created,
+        "30m from now: {deadline} after {created}"
+    );
+    assert!(j.get("traceparent").is_none(), "{j}");
+
+    let text = stdout(&errand(&d.path, &["show", "t1"]));
+    assert!(
+        text.contains("deadline:     2999-01-01T00:00:00.000Z\n"),
+        "{text}"
+    );
+    assert!(text.contains(&format!("traceparent:  {TP}\n")), "{text}");
+    let text = stdout(&errand(&d.path, &["show", "t2"]));
+    assert!(!text.contains("traceparent:"), "{text}");
+    for _ in 0..2 {
+        json(&errand(
+            &d.path,
+            &["work", "--once", "--exec", "true", "--json"],
+        ));
+    }
+    let text = stdout(&errand(&d.path, &["show", "t1"]));
+    assert!(
+        text.contains("deadline:     2999-01-01T00:00:00.000Z (finished on time)"),
+        "{text}"
+    );
+
+    // $TRACEPARENT is the default; the flag wins; an invalid one is ignored
+    // with a warning.
+    let with_env = |value: &str, extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_errand"))
+            .arg("--db")
+            .arg(&d.path)
+            .args(["enqueue", "--kind", "k", "--json"])
+            .args(extra)
+            .env("TRACEPARENT", value)
+            .output()
+            .unwrap()
+    };
+    assert_eq!(json(&with_env(TP, &[]))["traceparent"], TP);
+    let other = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00";
+    assert_eq!(
+        json(&with_env(TP, &["--traceparent", other]))["traceparent"],
+        other
+    );
+    let out = with_env("garbage", &[]);
+    assert!(json(&out).get("traceparent").is_none());
+    assert!(
+        stderr(&out).contains("warning: ignoring $TRACEPARENT"),
+        "{}",
+        stderr(&out)
+    );
+
+    for (args, needle) in [
+        (&["--deadline", "someday"][..], "neither an RFC 3339 time"),
+        (&["--deadline", "0s"][..], "neither an RFC 3339 time"),
+        (
+            &["--traceparent", "00-abc-def-01"][..],
+            "not a W3C trace context",
+        ),
+        (
+            &[
+                "--traceparent",
+                "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            ][..],
+            "not a W3C trace context",
+        ),
+    ] {
+        let mut all = vec!["enqueue", "--kind", "k", "--id", "bad"];
+        all.extend_from_slice(args);
+        let out = errand(&d.path, &all);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
+    }
+    assert_eq!(
+        errand(&d.path, &["show", "bad"]).status.code(),
+        Some(3),
+        "nothing refused was written"
+    );
+}
