@@ -19,6 +19,7 @@ use errand::{
 
 mod exit;
 mod output;
+mod select;
 mod serve_loop;
 
 use exit::Failure;
@@ -325,29 +326,17 @@ struct ShowArgs {
 
 #[derive(Args, Debug)]
 struct ReplayArgs {
-    /// Job ids (all are replayed or none).
-    ids: Vec<String>,
-    /// Filter: jobs in this queue.
-    #[arg(long)]
-    queue: Option<String>,
-    /// Filter: jobs of this kind.
-    #[arg(long)]
-    kind: Option<String>,
-    /// Filter: jobs whose last error contains this text.
-    #[arg(long)]
-    error: Option<String>,
-    /// Filter: jobs that died at or after this RFC 3339 time.
-    #[arg(long)]
-    since: Option<String>,
-    /// Filter: jobs that died before this RFC 3339 time.
-    #[arg(long)]
-    until: Option<String>,
+    #[command(flatten)]
+    select: select::Selection,
     /// Filter: replay cancelled jobs instead of dead ones.
     #[arg(long)]
     cancelled: bool,
-    /// With filters: replay at most this many.
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10_000))]
-    limit: u32,
+    /// Instead of replaying each job under its own id, enqueue a fresh copy
+    /// (same queue, kind, payload, priority, budgets, key, deadline and
+    /// trace context) under a new generated id; the original is left as it
+    /// is. No audit entry is written (see docs/cli.md).
+    #[arg(long)]
+    new_key: bool,
     /// Show what would be replayed without changing anything.
     #[arg(long)]
     dry_run: bool,
@@ -640,41 +629,26 @@ async fn show(store: Arc<dyn Store>, a: ShowArgs) -> Result<ExitCode, Failure> {
 }
 
 async fn replay(store: Arc<dyn Store>, a: ReplayArgs) -> Result<ExitCode, Failure> {
-    let has_filter = a.queue.is_some()
-        || a.kind.is_some()
-        || a.error.is_some()
-        || a.since.is_some()
-        || a.until.is_some()
-        || a.cancelled;
-    if a.ids.is_empty() != has_filter {
-        return Err(Error::invalid(
-            "name the jobs to replay either by id or by filter (--queue, --kind, --error, --since, --until, --cancelled), not both and not neither",
-        )
-        .into());
+    if a.new_key && (a.operator.by.is_some() || a.operator.reason.is_some()) {
+        return Err(Failure::Usage(
+            "replay --new-key writes no audit entry (the copy is a new job; the original is not touched), so --by and --reason would not be recorded: leave them out".to_owned(),
+        ));
     }
-    let targets: Vec<Job> = if has_filter {
-        let filter = JobFilter {
-            state: Some(if a.cancelled {
-                JobState::Cancelled
-            } else {
-                JobState::Dead
-            }),
-            queue: name("queue", a.queue)?,
-            kind: name("kind", a.kind)?,
-            error_contains: a.error,
-            updated_since: time_arg("since", a.since)?,
-            updated_before: time_arg("until", a.until)?,
-            limit: Some(a.limit),
-            after: None,
-        };
-        store.list(&filter).await?
+    let state = if a.cancelled {
+        JobState::Cancelled
     } else {
-        let mut jobs = Vec::new();
-        for id in ids(a.ids)? {
-            jobs.push(store.get(&id).await?);
-        }
-        jobs
+        JobState::Dead
     };
+    let targets = a
+        .select
+        .resolve(
+            store.as_ref(),
+            "replay",
+            state,
+            &[("--cancelled", a.cancelled)],
+        )
+        .await?;
+    let replayable = |j: &Job| matches!(j.state, JobState::Dead | JobState::Cancelled);
     if a.dry_run {
         if a.json {
             output::json(&serde_json::json!({"dry_run": true, "jobs": targets}))?;
@@ -682,8 +656,11 @@ async fn replay(store: Arc<dyn Store>, a: ReplayArgs) -> Result<ExitCode, Failur
             println!("nothing matches; nothing would be replayed");
         } else {
             for j in &targets {
-                let ok = matches!(j.state, JobState::Dead | JobState::Cancelled);
-                let verdict = if ok { "would replay" } else { "would refuse" };
+                let verdict = match (replayable(j), a.new_key) {
+                    (true, false) => "would replay",
+                    (true, true) => "would copy",
+                    (false, _) => "would refuse",
+                };
                 println!("{verdict} {}", output::job_line(j));
             }
         }
@@ -696,6 +673,9 @@ async fn replay(store: Arc<dyn Store>, a: ReplayArgs) -> Result<ExitCode, Failur
             println!("nothing matches; nothing replayed");
         }
         return Ok(ExitCode::SUCCESS);
+    }
+    if a.new_key {
+        return copy_jobs(store, targets, a.json).await;
     }
     let req = ReplayRequest {
         ids: targets.into_iter().map(|j| j.id).collect(),
@@ -714,6 +694,63 @@ async fn replay(store: Arc<dyn Store>, a: ReplayArgs) -> Result<ExitCode, Failur
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `replay --new-key`: one new job per dead or cancelled original, inserted
+/// together (all or none); the originals are not touched.
+async fn copy_jobs(
+    store: Arc<dyn Store>,
+    originals: Vec<Job>,
+    as_json: bool,
+) -> Result<ExitCode, Failure> {
+    if let Some(j) = originals
+        .iter()
+        .find(|j| !matches!(j.state, JobState::Dead | JobState::Cancelled))
+    {
+        return Err(Error::InvalidState {
+            id: j.id.to_string(),
+            state: j.state.to_string(),
+            hint: "only dead or cancelled jobs can be copied with --new-key; nothing was copied"
+                .to_owned(),
+        }
+        .into());
+    }
+    let copies = originals
+        .iter()
+        .map(copy_of)
+        .collect::<Result<Vec<_>, Error>>()?;
+    let inserted = store.insert_many(copies).await?;
+    if as_json {
+        let pairs: Vec<_> = originals
+            .iter()
+            .zip(&inserted)
+            .map(|(o, i)| serde_json::json!({"from": o.id, "job": i.job}))
+            .collect();
+        output::json(&serde_json::json!({"dry_run": false, "copies": pairs}))?;
+    } else {
+        for (o, i) in originals.iter().zip(&inserted) {
+            println!(
+                "copied {} job {} to new job {} (queue={} kind={})",
+                o.state, o.id, i.job.id, i.job.queue, i.job.kind
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A new job with the original's queue, kind, payload, priority, budgets,
+/// concurrency key, deadline and trace context, due now, under a generated id.
+fn copy_of(j: &Job) -> Result<NewJob, Error> {
+    let mut copy = NewJob::new(j.kind.as_str(), j.payload.clone())?
+        .on_queue(j.queue.as_str())?
+        .with_max_attempts(j.max_attempts)?
+        .with_max_lease_expiries(j.max_lease_expiries)?
+        .with_priority(j.priority);
+    copy.key = j.key.clone();
+    copy.deadline = j.deadline;
+    copy.traceparent = j.traceparent.clone();
+    copy.validate()?;
+    Ok(copy)
 }
 
 async fn cancel(store: Arc<dyn Store>, a: CancelArgs) -> Result<ExitCode, Failure> {

@@ -1045,3 +1045,114 @@ fn enqueue_takes_a_deadline_and_a_traceparent_and_show_prints_them() {
         "nothing refused was written"
     );
 }
+
+#[test]
+fn replay_new_key_enqueues_a_copy_under_a_new_id_and_leaves_the_original() {
+    let d = db();
+    json(&errand(
+        &d.path,
+        &[
+            "enqueue",
+            "--kind",
+            "mail",
+            "--id",
+            "n1",
+            "--queue",
+            "bulk",
+            "--payload",
+            r#"{"to":"x"}"#,
+            "--max-attempts",
+            "1",
+            "--priority",
+            "3",
+            "--key",
+            "acct",
+            "--key-limit",
+            "2",
+            "--deadline",
+            "2999-01-01T00:00:00Z",
+            "--traceparent",
+            TP,
+            "--json",
+        ],
+    ));
+    json(&errand(
+        &d.path,
+        &["work", "--once", "--exec", "exit 65", "--json"],
+    ));
+    json(&errand(
+        &d.path,
+        &["enqueue", "--kind", "k", "--id", "r1", "--json"],
+    ));
+
+    let text = stdout(&errand(
+        &d.path,
+        &["replay", "n1", "--new-key", "--dry-run"],
+    ));
+    assert!(text.starts_with("would copy n1 "), "{text}");
+    let out = errand(&d.path, &["replay", "n1", "r1", "--new-key"]);
+    assert_eq!(out.status.code(), Some(4));
+    assert!(stderr(&out).contains("job `r1` is ready: only dead or cancelled jobs can be copied with --new-key; nothing was copied"), "{}", stderr(&out));
+    let out = errand(&d.path, &["replay", "n1", "--new-key", "--by", "ops"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("writes no audit entry"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        json(&errand(&d.path, &["jobs", "--json"]))
+            .as_array()
+            .map(Vec::len),
+        Some(2)
+    );
+
+    let r = json(&errand(&d.path, &["replay", "n1", "--new-key", "--json"]));
+    assert_eq!(r["copies"][0]["from"], "n1");
+    let copy = &r["copies"][0]["job"];
+    assert_ne!(copy["id"], "n1");
+    assert_eq!(
+        (
+            copy["state"].as_str(),
+            copy["attempts"].as_u64(),
+            copy["replays"].as_u64()
+        ),
+        (Some("ready"), Some(0), Some(0))
+    );
+    let original = job(&d.path, "n1");
+    for field in [
+        "queue",
+        "kind",
+        "payload",
+        "priority",
+        "max_attempts",
+        "max_lease_expiries",
+        "key",
+        "deadline",
+        "traceparent",
+    ] {
+        assert_eq!(copy[field], original[field], "{field}");
+    }
+    assert_eq!(
+        (original["state"].as_str(), original["replays"].as_u64()),
+        (Some("dead"), Some(0))
+    );
+    assert_eq!(original["audit"], serde_json::json!([]));
+    let out = errand(&d.path, &["replay", "--queue", "bulk", "--new-key"]);
+    assert!(out.status.success());
+    let text = stdout(&out);
+    assert!(text.starts_with("copied dead job n1 to new job "), "{text}");
+    assert!(
+        text.trim_end().ends_with("(queue=bulk kind=mail)"),
+        "{text}"
+    );
+    assert_eq!(
+        json(&errand(
+            &d.path,
+            &["jobs", "--queue", "bulk", "--state", "ready", "--json"]
+        ))
+        .as_array()
+        .map(Vec::len),
+        Some(2)
+    );
+}
