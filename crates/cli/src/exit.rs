@@ -22,6 +22,8 @@ pub enum Failure {
     Errand(Error),
     /// Bad input that is not the library's (exit code 2).
     Usage(String),
+    /// A message with its own exit code (one of the constants above).
+    Coded(u8, String),
     /// Anything else.
     Other(anyhow::Error),
 }
@@ -49,6 +51,10 @@ impl Failure {
             Failure::Usage(message) => {
                 eprintln!("errand: {message}");
                 ExitCode::from(INVALID)
+            }
+            Failure::Coded(code, message) => {
+                eprintln!("errand: {message}");
+                ExitCode::from(code)
             }
             Failure::Other(e) => {
                 eprintln!("errand: {e:#}");

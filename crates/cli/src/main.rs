@@ -18,6 +18,7 @@ use errand::{
 };
 
 mod exit;
+mod ops;
 mod output;
 mod select;
 mod serve_loop;
@@ -71,6 +72,18 @@ enum Command {
     Work(WorkArgs),
     /// Delete done and cancelled jobs older than an age (dead jobs are kept).
     Prune(PruneArgs),
+    /// Delete dead jobs for good (by id, or by filter with a bound), each
+    /// with an audit entry that outlives it.
+    Purge(ops::PurgeArgs),
+    /// Pause a queue: no worker in any process takes its jobs until it is
+    /// resumed (running jobs finish).
+    Pause(ops::QueueActionArgs),
+    /// Resume a paused queue.
+    Resume(ops::QueueActionArgs),
+    /// List the queues, paused or active (who paused them, when and why).
+    Queues(JsonFlag),
+    /// The audit log of operator actions, newest first.
+    Audit(ops::AuditArgs),
     /// Enqueue a job on a cron schedule, exactly once per tick however many
     /// processes run the same schedule.
     Schedule(ScheduleArgs),
@@ -544,6 +557,11 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Cancel(args) => cancel(store, args).await,
         Command::Work(args) => work(store, args).await,
         Command::Prune(args) => prune(store, args).await,
+        Command::Purge(args) => ops::purge(store.as_ref(), args).await,
+        Command::Pause(args) => ops::pause(store.as_ref(), args).await,
+        Command::Resume(args) => ops::resume(store.as_ref(), args).await,
+        Command::Queues(args) => ops::queues(store.as_ref(), args.json).await,
+        Command::Audit(args) => ops::audit(store.as_ref(), args).await,
         Command::Schedule(args) => schedule(store, args).await,
         Command::Bench(_) => Err(anyhow::anyhow!("errand bench opens its own database").into()),
         Command::Serve(_) => match serve_config {
@@ -619,7 +637,12 @@ async fn jobs(store: Arc<dyn Store>, a: JobsArgs) -> Result<ExitCode, Failure> {
 }
 
 async fn show(store: Arc<dyn Store>, a: ShowArgs) -> Result<ExitCode, Failure> {
-    let detail = store.detail(&JobId::new(a.id)?).await?;
+    let id = JobId::new(a.id)?;
+    let detail = match store.detail(&id).await {
+        Ok(d) => d,
+        Err(e @ Error::NotFound(_)) => return Err(ops::not_found(store.as_ref(), &id, e).await),
+        Err(e) => return Err(e.into()),
+    };
     if a.json {
         output::json(&detail)?;
     } else {

@@ -142,6 +142,36 @@ pub fn age(ms: u64) -> String {
     }
 }
 
+/// A table: a header and rows of cells, each column as wide as its widest
+/// cell (the last one unpadded).
+pub fn table(header: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let last = cells.len().saturating_sub(1);
+        let text: Vec<String> = cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                if i == last {
+                    (*c).to_owned()
+                } else {
+                    format!("{c:w$}", w = widths.get(i).copied().unwrap_or(0))
+                }
+            })
+            .collect();
+        println!("{}", text.join("  "));
+    };
+    line(header.to_vec());
+    for row in rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+}
+
 /// A worker cycle's report.
 pub fn report(r: &WorkReport, as_json: bool) -> anyhow::Result<()> {
     if as_json {

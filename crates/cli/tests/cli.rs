@@ -925,7 +925,429 @@ fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// A job of `queue` that died at its first attempt (permanent failure).
+fn dead_job(db: &Path, id: &str, queue: &str) {
+    json(&errand(
+        db,
+        &[
+            "enqueue",
+            "--kind",
+            "k",
+            "--id",
+            id,
+            "--queue",
+            queue,
+            "--max-attempts",
+            "1",
+            "--json",
+        ],
+    ));
+    let r = json(&errand(
+        db,
+        &[
+            "work",
+            "--once",
+            "--queue",
+            queue,
+            "--exec",
+            "echo broken >&2; exit 65",
+            "--json",
+        ],
+    ));
+    assert_eq!(
+        (r["job_id"].as_str(), r["outcome"].as_str()),
+        (Some(id), Some("dead"))
+    );
+}
+
 const TP: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+#[test]
+fn a_paused_queue_gives_workers_in_other_processes_nothing_until_resumed() {
+    let d = db();
+    json(&errand(
+        &d.path,
+        &[
+            "enqueue", "--kind", "k", "--id", "p1", "--queue", "mail", "--json",
+        ],
+    ));
+    let out = errand(
+        &d.path,
+        &["pause", "mail", "--by", "ops", "--reason", "smtp down"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with("paused queue mail by ops: smtp down;"),
+        "{}",
+        stdout(&out)
+    );
+    for args in [
+        &["work", "--once", "--exec", "true", "--json"][..],
+        &[
+            "work", "--once", "--queue", "mail", "--exec", "true", "--json",
+        ][..],
+    ] {
+        assert_eq!(json(&errand(&d.path, args))["outcome"], "idle", "{args:?}");
+    }
+    let j = job(&d.path, "p1");
+    assert_eq!(
+        (j["state"].as_str(), j["attempts"].as_u64()),
+        (Some("ready"), Some(0))
+    );
+
+    let out = errand(&d.path, &["pause", "mail", "--by", "bob"]);
+    assert!(out.status.success());
+    assert!(
+        stdout(&out).starts_with("queue mail was already paused by ops at "),
+        "{}",
+        stdout(&out)
+    );
+    let again = json(&errand(
+        &d.path,
+        &["pause", "mail", "--by", "bob", "--json"],
+    ));
+    assert_eq!(
+        (
+            again["paused"].as_bool(),
+            again["changed"].as_bool(),
+            again["paused_by"].as_str()
+        ),
+        (Some(true), Some(false), Some("ops"))
+    );
+    let queues = json(&errand(&d.path, &["queues", "--json"]));
+    assert_eq!(queues[0]["queue"], "mail");
+    assert_eq!(
+        (queues[0]["paused"].as_bool(), queues[0]["reason"].as_str()),
+        (Some(true), Some("smtp down"))
+    );
+    let text = stdout(&errand(&d.path, &["queues"]));
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("mail") && l.contains("paused") && l.contains("smtp down")),
+        "{text}"
+    );
+
+    let out = errand(
+        &d.path,
+        &["resume", "mail", "--by", "ops", "--reason", "relay back"],
+    );
+    assert!(out.status.success());
+    assert!(
+        stdout(&out).starts_with("resumed queue mail (paused by ops at "),
+        "{}",
+        stdout(&out)
+    );
+    let r = json(&errand(
+        &d.path,
+        &["work", "--once", "--exec", "true", "--json"],
+    ));
+    assert_eq!(
+        (r["job_id"].as_str(), r["outcome"].as_str()),
+        (Some("p1"), Some("acknowledged"))
+    );
+    let out = errand(&d.path, &["resume", "mail", "--by", "ops"]);
+    assert!(out.status.success());
+    assert_eq!(
+        stdout(&out).trim(),
+        "queue mail was not paused; nothing changed"
+    );
+    assert_eq!(
+        json(&errand(&d.path, &["queues", "--json"])),
+        serde_json::json!([])
+    );
+
+    let log = json(&errand(&d.path, &["audit", "--queue", "mail", "--json"]));
+    let actions: Vec<(&str, &str)> = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap(),
+                e["reason"].as_str().unwrap_or("-"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        actions,
+        [("resume", "relay back"), ("pause", "smtp down")],
+        "no-op pauses and resumes are not logged"
+    );
+
+    for (args, needle) in [
+        (&["pause", "mail"][..], "--by"),
+        (&["pause", "bad name!", "--by", "ops"][..], "queue"),
+        (&["resume", "mail", "--by", " "][..], "operator"),
+    ] {
+        let out = errand(&d.path, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn purge_deletes_dead_jobs_only_with_an_audit_entry_that_show_reports() {
+    let d = db();
+    dead_job(&d.path, "d1", "bulk");
+    dead_job(&d.path, "d2", "bulk");
+    dead_job(&d.path, "d3", "mail");
+    json(&errand(
+        &d.path,
+        &[
+            "enqueue", "--kind", "k", "--id", "r1", "--queue", "bulk", "--json",
+        ],
+    ));
+    let count = || {
+        json(&errand(&d.path, &["jobs", "--json"]))
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    let audited = || {
+        json(&errand(&d.path, &["audit", "--json"]))
+            .as_array()
+            .unwrap()
+            .len()
+    };
+
+    // All or none: a ready job among the ids refuses the whole purge.
+    let out = errand(
+        &d.path,
+        &["purge", "d1", "r1", "--by", "ops", "--reason", "gdpr"],
+    );
+    assert_eq!(out.status.code(), Some(4));
+    assert!(
+        stderr(&out)
+            .contains("job `r1` is ready: only dead jobs can be purged; nothing was purged"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!((count(), audited()), (4, 0));
+    for (args, needle) in [
+        (&["purge", "d1", "--by", "ops"][..], "--reason"),
+        (&["purge", "d1", "--reason", "x"][..], "--by"),
+        (
+            &["purge", "d1", "--by", "ops", "--reason", " "][..],
+            "reason",
+        ),
+        (
+            &["purge", "--by", "ops", "--reason", "x"][..],
+            "either by id or by filter",
+        ),
+        (
+            &[
+                "purge", "d1", "--queue", "bulk", "--by", "ops", "--reason", "x",
+            ][..],
+            "not both",
+        ),
+    ] {
+        let out = errand(&d.path, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
+    }
+    let out = errand(&d.path, &["purge", "nope", "--by", "ops", "--reason", "x"]);
+    assert_eq!(out.status.code(), Some(3));
+
+    // A dry run writes nothing.
+    let dry = json(&errand(
+        &d.path,
+        &[
+            "purge",
+            "d1",
+            "r1",
+            "--dry-run",
+            "--by",
+            "ops",
+            "--reason",
+            "gdpr",
+            "--json",
+        ],
+    ));
+    assert_eq!(
+        (
+            dry["dry_run"].as_bool(),
+            dry["jobs"].as_array().map(Vec::len)
+        ),
+        (Some(true), Some(2))
+    );
+    let text = stdout(&errand(
+        &d.path,
+        &[
+            "purge",
+            "d1",
+            "r1",
+            "--dry-run",
+            "--by",
+            "ops",
+            "--reason",
+            "gdpr",
+        ],
+    ));
+    assert!(
+        text.contains("would purge d1")
+            && text.contains("would refuse (only dead jobs can be purged) r1"),
+        "{text}"
+    );
+    assert_eq!((count(), audited()), (4, 0));
+
+    let out = errand(
+        &d.path,
+        &["purge", "d1", "--by", "ops", "--reason", "customer asked"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with("purged d1 (queue=bulk kind=k) by ops\n"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(count(), 3);
+    for args in [&["show", "d1"][..], &["show", "d1", "--json"][..]] {
+        let out = errand(&d.path, args);
+        assert_eq!(out.status.code(), Some(3), "still not found");
+        assert!(stdout(&out).is_empty());
+        let msg = stderr(&out);
+        assert!(
+            msg.starts_with("errand: job `d1` was purged by ops at "),
+            "{msg}"
+        );
+        assert!(
+            msg.contains(": customer asked; its audit entries remain"),
+            "{msg}"
+        );
+    }
+    let out = errand(&d.path, &["show", "never"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(stderr(&out).contains("no job with id `never`"));
+    let log = json(&errand(&d.path, &["audit", "--job", "d1", "--json"]));
+    assert_eq!(log.as_array().map(Vec::len), Some(1));
+    assert_eq!(
+        (
+            log[0]["action"].as_str(),
+            log[0]["operator"].as_str(),
+            log[0]["queue"].as_str(),
+            log[0]["reason"].as_str()
+        ),
+        (
+            Some("purge"),
+            Some("ops"),
+            Some("bulk"),
+            Some("customer asked")
+        )
+    );
+
+    // By filter, with a bound: only dead jobs of the queue match.
+    let dry = json(&errand(
+        &d.path,
+        &[
+            "purge",
+            "--queue",
+            "bulk",
+            "--dry-run",
+            "--by",
+            "ops",
+            "--reason",
+            "cleanup",
+            "--json",
+        ],
+    ));
+    let ids: Vec<&str> = dry["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["d2"]);
+    let r = json(&errand(
+        &d.path,
+        &[
+            "purge", "--error", "broken", "--limit", "1", "--by", "ops", "--reason", "cleanup",
+            "--json",
+        ],
+    ));
+    assert_eq!(r["purged"].as_array().map(Vec::len), Some(1));
+    let r = json(&errand(
+        &d.path,
+        &[
+            "purge", "--kind", "k", "--by", "ops", "--reason", "cleanup", "--json",
+        ],
+    ));
+    assert_eq!(r["purged"].as_array().map(Vec::len), Some(1));
+    let r = json(&errand(
+        &d.path,
+        &[
+            "purge", "--kind", "k", "--by", "ops", "--reason", "cleanup", "--json",
+        ],
+    ));
+    assert_eq!(r["purged"], serde_json::json!([]), "nothing dead is left");
+    let left = json(&errand(&d.path, &["jobs", "--json"]));
+    assert_eq!(left.as_array().map(Vec::len), Some(1));
+    assert_eq!(left[0]["id"], "r1");
+    assert_eq!(audited(), 3);
+}
+
+#[test]
+fn audit_pages_newest_first_and_filters_by_job_and_queue() {
+    let d = db();
+    for id in ["a", "b"] {
+        json(&errand(
+            &d.path,
+            &["enqueue", "--kind", "k", "--id", id, "--json"],
+        ));
+        json(&errand(
+            &d.path,
+            &["cancel", id, "--by", "ops", "--reason", id, "--json"],
+        ));
+    }
+    assert!(
+        errand(&d.path, &["pause", "q", "--by", "ops"])
+            .status
+            .success()
+    );
+    assert!(
+        errand(&d.path, &["resume", "q", "--by", "ops"])
+            .status
+            .success()
+    );
+
+    let all = json(&errand(&d.path, &["audit", "--json"]));
+    let actions: Vec<&str> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["resume", "pause", "cancel", "cancel"]);
+    let page1 = json(&errand(&d.path, &["audit", "--limit", "2", "--json"]));
+    assert_eq!(page1, serde_json::json!([all[0], all[1]]));
+    let before = page1[1]["seq"].as_u64().unwrap().to_string();
+    let page2 = json(&errand(
+        &d.path,
+        &["audit", "--limit", "2", "--before", &before, "--json"],
+    ));
+    assert_eq!(page2, serde_json::json!([all[2], all[3]]));
+    let text = stdout(&errand(&d.path, &["audit", "--limit", "2"]));
+    assert!(text.starts_with("SEQ  AT "), "{text}");
+    assert!(
+        text.contains(&format!("(more may follow: add --before {before})")),
+        "{text}"
+    );
+
+    let a = json(&errand(&d.path, &["audit", "--job", "a", "--json"]));
+    assert_eq!(a.as_array().map(Vec::len), Some(1));
+    assert_eq!(
+        (a[0]["job_id"].as_str(), a[0]["reason"].as_str()),
+        (Some("a"), Some("a"))
+    );
+    let q = json(&errand(&d.path, &["audit", "--queue", "q", "--json"]));
+    assert_eq!(q.as_array().map(Vec::len), Some(2));
+    assert!(q[0]["job_id"].is_null());
+    assert_eq!(
+        stdout(&errand(&d.path, &["audit", "--queue", "none"])).trim(),
+        "no audit entries"
+    );
+    let out = errand(&d.path, &["audit", "--limit", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+}
 
 #[test]
 fn enqueue_takes_a_deadline_and_a_traceparent_and_show_prints_them() {
