@@ -14,6 +14,8 @@ pub const NOT_FOUND: u8 = 3;
 pub const REFUSED: u8 = 4;
 /// The schema is missing, outdated or newer than this program.
 pub const SCHEMA: u8 = 5;
+/// `errand stats --check`: at least one threshold is crossed.
+pub const THRESHOLD: u8 = 6;
 
 /// A failed command: an Errand error or anything else.
 #[derive(Debug)]

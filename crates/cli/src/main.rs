@@ -22,6 +22,7 @@ mod ops;
 mod output;
 mod select;
 mod serve_loop;
+mod stats;
 
 use exit::Failure;
 
@@ -75,6 +76,9 @@ enum Command {
     /// Delete dead jobs for good (by id, or by filter with a bound), each
     /// with an audit entry that outlives it.
     Purge(ops::PurgeArgs),
+    /// The operator signals per queue; with --check, exit 6 when a
+    /// threshold is crossed.
+    Stats(stats::StatsArgs),
     /// Pause a queue: no worker in any process takes its jobs until it is
     /// resumed (running jobs finish).
     Pause(ops::QueueActionArgs),
@@ -445,22 +449,6 @@ fn parse_token(s: &str) -> Result<errand_server::AccessToken, String> {
     errand_server::AccessToken::new(s).map_err(|e| e.to_string())
 }
 
-fn operator(by: Option<String>) -> String {
-    by.or_else(|| std::env::var("USER").ok())
-        .or_else(|| std::env::var("LOGNAME").ok())
-        .filter(|s| !s.trim().is_empty())
-        .unwrap_or_else(|| "unknown".to_owned())
-}
-
-fn name(what: &str, s: Option<String>) -> Result<Option<Name>, Error> {
-    s.map(|s| Name::parse(what, s)).transpose()
-}
-
-fn time_arg(flag: &str, s: Option<String>) -> Result<Option<Timestamp>, Error> {
-    s.map(|s| Timestamp::parse_rfc3339(&s).map_err(|e| Error::invalid(format!("--{flag}: {e}"))))
-        .transpose()
-}
-
 /// `$TRACEPARENT` (set by tracing-aware tools that run errand), when it is
 /// a valid W3C trace context. An invalid one is not the operator's input:
 /// it is ignored with a warning rather than refusing the job.
@@ -475,6 +463,22 @@ fn traceparent_from_env() -> Option<String> {
             None
         }
     }
+}
+
+fn operator(by: Option<String>) -> String {
+    by.or_else(|| std::env::var("USER").ok())
+        .or_else(|| std::env::var("LOGNAME").ok())
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+fn name(what: &str, s: Option<String>) -> Result<Option<Name>, Error> {
+    s.map(|s| Name::parse(what, s)).transpose()
+}
+
+fn time_arg(flag: &str, s: Option<String>) -> Result<Option<Timestamp>, Error> {
+    s.map(|s| Timestamp::parse_rfc3339(&s).map_err(|e| Error::invalid(format!("--{flag}: {e}"))))
+        .transpose()
 }
 
 fn ids(raw: Vec<String>) -> Result<Vec<JobId>, Error> {
@@ -558,6 +562,7 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Work(args) => work(store, args).await,
         Command::Prune(args) => prune(store, args).await,
         Command::Purge(args) => ops::purge(store.as_ref(), args).await,
+        Command::Stats(args) => stats::run(store.as_ref(), args).await,
         Command::Pause(args) => ops::pause(store.as_ref(), args).await,
         Command::Resume(args) => ops::resume(store.as_ref(), args).await,
         Command::Queues(args) => ops::queues(store.as_ref(), args.json).await,

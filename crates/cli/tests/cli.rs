@@ -963,6 +963,273 @@ fn dead_job(db: &Path, id: &str, queue: &str) {
 const TP: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 #[test]
+fn stats_show_every_queue_its_counts_its_window_and_whether_it_is_paused() {
+    let d = db();
+    for id in ["m1", "m2"] {
+        json(&errand(
+            &d.path,
+            &[
+                "enqueue", "--kind", "k", "--id", id, "--queue", "mail", "--json",
+            ],
+        ));
+    }
+    json(&errand(
+        &d.path,
+        &[
+            "enqueue", "--kind", "k", "--id", "m3", "--queue", "mail", "--delay", "1h", "--json",
+        ],
+    ));
+    dead_job(&d.path, "b1", "bulk");
+    let out = errand(&d.path, &["pause", "idle", "--by", "ops"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let s = json(&errand(&d.path, &["stats", "--json"]));
+    let names: Vec<&str> = s["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["queue"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["bulk", "idle", "mail"]);
+    let (bulk, idle, mail) = (&s["queues"][0], &s["queues"][1], &s["queues"][2]);
+    assert_eq!(
+        (mail["ready"].as_u64(), mail["scheduled"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert_eq!(mail["paused"], false);
+    assert!(mail["oldest_due_age_ms"].is_u64(), "{mail}");
+    assert_eq!(bulk["dead"], 1);
+    assert_eq!(bulk["dead_letters"], serde_json::json!({"permanent": 1}));
+    assert_eq!(idle["paused"], true);
+    assert_eq!(s["window_secs"], 900);
+    assert_eq!(s["truncated"], serde_json::json!([]));
+    assert!(s["since_last_worker_cycle_ms"].is_null());
+    assert_eq!(
+        json(&errand(&d.path, &["stats", "--window", "1h", "--json"]))["window_secs"],
+        3600
+    );
+
+    let out = errand(&d.path, &["stats"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("over the last 15m"), "{text}");
+    assert!(
+        text.contains("QUEUE") && text.contains("DEAD LETTERS"),
+        "{text}"
+    );
+    let line = |q: &str| {
+        text.lines()
+            .find(|l| l.starts_with(q))
+            .unwrap_or_else(|| panic!("no {q} line: {text}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(line("mail")[..4], ["mail", "2", "1", "0"]);
+    assert_eq!(line("bulk")[8], "permanent=1", "{text}");
+    assert_eq!(line("idle").last(), Some(&"paused"));
+    assert_eq!(line("(all)")[1], "2");
+    assert!(text.contains("workers: none has reported"), "{text}");
+
+    // A count that reaches the cap is a lower bound, and says so.
+    let capped = json(&errand(&d.path, &["stats", "--cap", "1", "--json"]));
+    assert!(
+        capped["truncated"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!("ready")),
+        "{capped}"
+    );
+    let text = stdout(&errand(&d.path, &["stats", "--cap", "1"]));
+    assert!(
+        text.contains("≥1") && text.contains("lower bounds"),
+        "{text}"
+    );
+}
+
+#[test]
+fn stats_check_fails_exactly_when_a_threshold_is_crossed() {
+    let d = db();
+    dead_job(&d.path, "b1", "bulk");
+    let check = |extra: &[&str]| {
+        let mut args = vec!["stats", "--check"];
+        args.extend_from_slice(extra);
+        errand(&d.path, &args)
+    };
+
+    let out = check(&["--max-dead", "0"]);
+    assert_eq!(out.status.code(), Some(6), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out).trim(),
+        "CROSSED queue bulk: dead jobs = 1, above max_dead = 0"
+    );
+    let out = check(&["--max-dead", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("ok: 1 threshold check(s) over 1 queue(s)"));
+
+    // Every crossed threshold, one line each.
+    let out = check(&[
+        "--max-dead",
+        "0",
+        "--max-dead-letters",
+        "0",
+        "--max-ready",
+        "0",
+    ]);
+    assert_eq!(out.status.code(), Some(6));
+    let lines: Vec<String> = stdout(&out).lines().map(str::to_owned).collect();
+    assert_eq!(
+        lines,
+        [
+            "CROSSED queue bulk: dead jobs = 1, above max_dead = 0",
+            "CROSSED queue bulk: jobs gone dead in the window = 1, above max_dead_letters = 0",
+        ]
+    );
+    let out = check(&["--max-retries", "0", "--max-expired-leases", "0"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+
+    // A job due long ago has waited longer than an hour.
+    json(&errand(
+        &d.path,
+        &[
+            "enqueue",
+            "--kind",
+            "k",
+            "--queue",
+            "late",
+            "--run-at",
+            "2020-01-01T00:00:00Z",
+            "--json",
+        ],
+    ));
+    let out = check(&["--max-oldest-due", "1h"]);
+    assert_eq!(out.status.code(), Some(6));
+    assert!(
+        stdout(&out).starts_with("CROSSED queue late: the oldest due job has waited "),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        stdout(&out)
+            .trim_end()
+            .ends_with("above max_oldest_due = 1h")
+    );
+
+    // No worker ever reported: a worker threshold is crossed.
+    let out = check(&["--max-since-worker-cycle", "1h"]);
+    assert_eq!(out.status.code(), Some(6));
+    assert!(stdout(&out).contains("no worker has reported a claim cycle"));
+
+    let v: Value = serde_json::from_slice(&check(&["--max-dead", "0", "--json"]).stdout).unwrap();
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["checked"], 2, "one threshold, two queues");
+    assert_eq!(
+        (
+            v["crossed"][0]["queue"].as_str(),
+            v["crossed"][0]["threshold"].as_str(),
+            v["crossed"][0]["value"].as_u64(),
+            v["crossed"][0]["max"].as_u64()
+        ),
+        (Some("bulk"), Some("max_dead"), Some(1), Some(0))
+    );
+    assert_eq!(v["stats"]["queues"][0]["dead"], 1);
+    let v: Value = serde_json::from_slice(&check(&["--max-dead", "9", "--json"]).stdout).unwrap();
+    assert_eq!(
+        (v["ok"].as_bool(), v["crossed"].as_array().map(Vec::len)),
+        (Some(true), Some(0))
+    );
+
+    // No threshold at all is a usage error, not a silent pass; a threshold
+    // without --check is refused.
+    let out = check(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("no threshold to check"),
+        "{}",
+        stderr(&out)
+    );
+    let out = errand(&d.path, &["stats", "--max-dead", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--check"), "{}", stderr(&out));
+}
+
+#[test]
+fn stats_check_reads_thresholds_from_a_toml_file_and_flags_override_it() {
+    let d = db();
+    dead_job(&d.path, "b1", "bulk");
+    dead_job(&d.path, "m1", "mail");
+    let file = d.path.with_file_name("thresholds.toml");
+    let write = |text: &str| std::fs::write(&file, text).unwrap();
+    let check = |extra: &[&str]| {
+        let mut args = vec!["stats", "--check", "--config", file.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        errand(&d.path, &args)
+    };
+
+    write("window = \"1h\"\nmax_dead = 5\n\n[queues.mail]\nmax_dead = 0\n");
+    let out = check(&[]);
+    assert_eq!(out.status.code(), Some(6), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out).trim(),
+        "CROSSED queue mail: dead jobs = 1, above max_dead = 0",
+        "the queue's table replaces the top level for mail only"
+    );
+    let out = check(&["--max-dead", "1"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "a flag overrides the file: {}",
+        stdout(&out)
+    );
+    let out = check(&["--max-dead-letters", "0"]);
+    assert_eq!(out.status.code(), Some(6));
+    assert_eq!(stdout(&out).lines().count(), 3, "{}", stdout(&out));
+    let v: Value = serde_json::from_slice(&check(&["--json"]).stdout).unwrap();
+    assert_eq!(v["stats"]["window_secs"], 3600, "the file's window");
+
+    write("[queues.bulk]\nmax_dead = 1\n");
+    assert_eq!(check(&[]).status.code(), Some(0));
+
+    write("[queues.late]\nmax_oldest_due = \"5m\"\n");
+    json(&errand(
+        &d.path,
+        &[
+            "enqueue",
+            "--kind",
+            "k",
+            "--queue",
+            "late",
+            "--run-at",
+            "2020-01-01T00:00:00Z",
+            "--json",
+        ],
+    ));
+    let out = check(&[]);
+    assert_eq!(out.status.code(), Some(6));
+    assert!(
+        stdout(&out).contains("queue late: the oldest due job"),
+        "{}",
+        stdout(&out)
+    );
+
+    for (text, needle) in [
+        ("max_deadd = 1\n", "max_deadd"),
+        ("max_dead = -1\n", "max_dead"),
+        ("max_oldest_due = \"soon\"\n", "soon"),
+        ("[queues.\"bad name!\"]\nmax_dead = 1\n", "bad name!"),
+        ("", "no threshold"),
+    ] {
+        write(text);
+        let out = check(&[]);
+        assert_eq!(out.status.code(), Some(2), "{text:?}");
+        assert!(stderr(&out).contains(needle), "{text:?}: {}", stderr(&out));
+    }
+    std::fs::remove_file(&file).unwrap();
+    let out = check(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("cannot read the thresholds file"));
+}
+
+#[test]
 fn a_paused_queue_gives_workers_in_other_processes_nothing_until_resumed() {
     let d = db();
     json(&errand(
