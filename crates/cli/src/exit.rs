@@ -14,6 +14,8 @@ pub const NOT_FOUND: u8 = 3;
 pub const REFUSED: u8 = 4;
 /// The schema is missing, outdated or newer than this program.
 pub const SCHEMA: u8 = 5;
+/// `errand stats --check`: at least one threshold is crossed.
+pub const THRESHOLD: u8 = 6;
 
 /// A failed command: an Errand error or anything else.
 #[derive(Debug)]
@@ -22,6 +24,8 @@ pub enum Failure {
     Errand(Error),
     /// Bad input that is not the library's (exit code 2).
     Usage(String),
+    /// A message with its own exit code (one of the constants above).
+    Coded(u8, String),
     /// Anything else.
     Other(anyhow::Error),
 }
@@ -49,6 +53,10 @@ impl Failure {
             Failure::Usage(message) => {
                 eprintln!("errand: {message}");
                 ExitCode::from(INVALID)
+            }
+            Failure::Coded(code, message) => {
+                eprintln!("errand: {message}");
+                ExitCode::from(code)
             }
             Failure::Other(e) => {
                 eprintln!("errand: {e:#}");

@@ -18,8 +18,11 @@ use errand::{
 };
 
 mod exit;
+mod ops;
 mod output;
+mod select;
 mod serve_loop;
+mod stats;
 
 use exit::Failure;
 
@@ -70,6 +73,21 @@ enum Command {
     Work(WorkArgs),
     /// Delete done and cancelled jobs older than an age (dead jobs are kept).
     Prune(PruneArgs),
+    /// Delete dead jobs for good (by id, or by filter with a bound), each
+    /// with an audit entry that outlives it.
+    Purge(ops::PurgeArgs),
+    /// The operator signals per queue; with --check, exit 6 when a
+    /// threshold is crossed.
+    Stats(stats::StatsArgs),
+    /// Pause a queue: no worker in any process takes its jobs until it is
+    /// resumed (running jobs finish).
+    Pause(ops::QueueActionArgs),
+    /// Resume a paused queue.
+    Resume(ops::QueueActionArgs),
+    /// List the queues, paused or active (who paused them, when and why).
+    Queues(JsonFlag),
+    /// The audit log of operator actions, newest first.
+    Audit(ops::AuditArgs),
     /// Enqueue a job on a cron schedule, exactly once per tick however many
     /// processes run the same schedule.
     Schedule(ScheduleArgs),
@@ -277,6 +295,15 @@ struct EnqueueArgs {
     /// With --key: the key's jobs run one at a time, in enqueue order.
     #[arg(long, requires = "key", conflicts_with = "key_limit")]
     ordered: bool,
+    /// The business deadline: an RFC 3339 time, or a duration from now
+    /// (30m). Only lateness is measured against it; it does not change when
+    /// or how the job runs.
+    #[arg(long)]
+    deadline: Option<String>,
+    /// The W3C trace context to carry (00-<trace id>-<parent id>-<flags>);
+    /// default: $TRACEPARENT when it holds a valid one.
+    #[arg(long)]
+    traceparent: Option<String>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -316,29 +343,17 @@ struct ShowArgs {
 
 #[derive(Args, Debug)]
 struct ReplayArgs {
-    /// Job ids (all are replayed or none).
-    ids: Vec<String>,
-    /// Filter: jobs in this queue.
-    #[arg(long)]
-    queue: Option<String>,
-    /// Filter: jobs of this kind.
-    #[arg(long)]
-    kind: Option<String>,
-    /// Filter: jobs whose last error contains this text.
-    #[arg(long)]
-    error: Option<String>,
-    /// Filter: jobs that died at or after this RFC 3339 time.
-    #[arg(long)]
-    since: Option<String>,
-    /// Filter: jobs that died before this RFC 3339 time.
-    #[arg(long)]
-    until: Option<String>,
+    #[command(flatten)]
+    select: select::Selection,
     /// Filter: replay cancelled jobs instead of dead ones.
     #[arg(long)]
     cancelled: bool,
-    /// With filters: replay at most this many.
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10_000))]
-    limit: u32,
+    /// Instead of replaying each job under its own id, enqueue a fresh copy
+    /// (same queue, kind, payload, priority, budgets, key, deadline and
+    /// trace context) under a new generated id; the original is left as it
+    /// is. No audit entry is written (see docs/cli.md).
+    #[arg(long)]
+    new_key: bool,
     /// Show what would be replayed without changing anything.
     #[arg(long)]
     dry_run: bool,
@@ -432,6 +447,22 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 
 fn parse_token(s: &str) -> Result<errand_server::AccessToken, String> {
     errand_server::AccessToken::new(s).map_err(|e| e.to_string())
+}
+
+/// `$TRACEPARENT` (set by tracing-aware tools that run errand), when it is
+/// a valid W3C trace context. An invalid one is not the operator's input:
+/// it is ignored with a warning rather than refusing the job.
+fn traceparent_from_env() -> Option<String> {
+    let value = std::env::var("TRACEPARENT").ok()?;
+    match errand::TraceParent::parse(value.clone()) {
+        Ok(_) => Some(value),
+        Err(e) => {
+            eprintln!(
+                "errand: warning: ignoring $TRACEPARENT ({e}); pass --traceparent to set one"
+            );
+            None
+        }
+    }
 }
 
 fn operator(by: Option<String>) -> String {
@@ -530,6 +561,12 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Cancel(args) => cancel(store, args).await,
         Command::Work(args) => work(store, args).await,
         Command::Prune(args) => prune(store, args).await,
+        Command::Purge(args) => ops::purge(store.as_ref(), args).await,
+        Command::Stats(args) => stats::run(store.as_ref(), args).await,
+        Command::Pause(args) => ops::pause(store.as_ref(), args).await,
+        Command::Resume(args) => ops::resume(store.as_ref(), args).await,
+        Command::Queues(args) => ops::queues(store.as_ref(), args.json).await,
+        Command::Audit(args) => ops::audit(store.as_ref(), args).await,
         Command::Schedule(args) => schedule(store, args).await,
         Command::Bench(_) => Err(anyhow::anyhow!("errand bench opens its own database").into()),
         Command::Serve(_) => match serve_config {
@@ -564,6 +601,8 @@ async fn enqueue(store: Arc<dyn Store>, a: EnqueueArgs) -> Result<ExitCode, Fail
         key_limit: (a.key.is_some() && !a.ordered).then_some(a.key_limit),
         key: a.key,
         ordered: a.ordered,
+        deadline: a.deadline,
+        traceparent: a.traceparent.or_else(traceparent_from_env),
     }
     .build()?;
     let inserted = store.insert(job).await?;
@@ -603,7 +642,12 @@ async fn jobs(store: Arc<dyn Store>, a: JobsArgs) -> Result<ExitCode, Failure> {
 }
 
 async fn show(store: Arc<dyn Store>, a: ShowArgs) -> Result<ExitCode, Failure> {
-    let detail = store.detail(&JobId::new(a.id)?).await?;
+    let id = JobId::new(a.id)?;
+    let detail = match store.detail(&id).await {
+        Ok(d) => d,
+        Err(e @ Error::NotFound(_)) => return Err(ops::not_found(store.as_ref(), &id, e).await),
+        Err(e) => return Err(e.into()),
+    };
     if a.json {
         output::json(&detail)?;
     } else {
@@ -613,41 +657,26 @@ async fn show(store: Arc<dyn Store>, a: ShowArgs) -> Result<ExitCode, Failure> {
 }
 
 async fn replay(store: Arc<dyn Store>, a: ReplayArgs) -> Result<ExitCode, Failure> {
-    let has_filter = a.queue.is_some()
-        || a.kind.is_some()
-        || a.error.is_some()
-        || a.since.is_some()
-        || a.until.is_some()
-        || a.cancelled;
-    if a.ids.is_empty() != has_filter {
-        return Err(Error::invalid(
-            "name the jobs to replay either by id or by filter (--queue, --kind, --error, --since, --until, --cancelled), not both and not neither",
-        )
-        .into());
+    if a.new_key && (a.operator.by.is_some() || a.operator.reason.is_some()) {
+        return Err(Failure::Usage(
+            "replay --new-key writes no audit entry (the copy is a new job; the original is not touched), so --by and --reason would not be recorded: leave them out".to_owned(),
+        ));
     }
-    let targets: Vec<Job> = if has_filter {
-        let filter = JobFilter {
-            state: Some(if a.cancelled {
-                JobState::Cancelled
-            } else {
-                JobState::Dead
-            }),
-            queue: name("queue", a.queue)?,
-            kind: name("kind", a.kind)?,
-            error_contains: a.error,
-            updated_since: time_arg("since", a.since)?,
-            updated_before: time_arg("until", a.until)?,
-            limit: Some(a.limit),
-            after: None,
-        };
-        store.list(&filter).await?
+    let state = if a.cancelled {
+        JobState::Cancelled
     } else {
-        let mut jobs = Vec::new();
-        for id in ids(a.ids)? {
-            jobs.push(store.get(&id).await?);
-        }
-        jobs
+        JobState::Dead
     };
+    let targets = a
+        .select
+        .resolve(
+            store.as_ref(),
+            "replay",
+            state,
+            &[("--cancelled", a.cancelled)],
+        )
+        .await?;
+    let replayable = |j: &Job| matches!(j.state, JobState::Dead | JobState::Cancelled);
     if a.dry_run {
         if a.json {
             output::json(&serde_json::json!({"dry_run": true, "jobs": targets}))?;
@@ -655,8 +684,11 @@ async fn replay(store: Arc<dyn Store>, a: ReplayArgs) -> Result<ExitCode, Failur
             println!("nothing matches; nothing would be replayed");
         } else {
             for j in &targets {
-                let ok = matches!(j.state, JobState::Dead | JobState::Cancelled);
-                let verdict = if ok { "would replay" } else { "would refuse" };
+                let verdict = match (replayable(j), a.new_key) {
+                    (true, false) => "would replay",
+                    (true, true) => "would copy",
+                    (false, _) => "would refuse",
+                };
                 println!("{verdict} {}", output::job_line(j));
             }
         }
@@ -669,6 +701,9 @@ async fn replay(store: Arc<dyn Store>, a: ReplayArgs) -> Result<ExitCode, Failur
             println!("nothing matches; nothing replayed");
         }
         return Ok(ExitCode::SUCCESS);
+    }
+    if a.new_key {
+        return copy_jobs(store, targets, a.json).await;
     }
     let req = ReplayRequest {
         ids: targets.into_iter().map(|j| j.id).collect(),
@@ -687,6 +722,63 @@ async fn replay(store: Arc<dyn Store>, a: ReplayArgs) -> Result<ExitCode, Failur
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `replay --new-key`: one new job per dead or cancelled original, inserted
+/// together (all or none); the originals are not touched.
+async fn copy_jobs(
+    store: Arc<dyn Store>,
+    originals: Vec<Job>,
+    as_json: bool,
+) -> Result<ExitCode, Failure> {
+    if let Some(j) = originals
+        .iter()
+        .find(|j| !matches!(j.state, JobState::Dead | JobState::Cancelled))
+    {
+        return Err(Error::InvalidState {
+            id: j.id.to_string(),
+            state: j.state.to_string(),
+            hint: "only dead or cancelled jobs can be copied with --new-key; nothing was copied"
+                .to_owned(),
+        }
+        .into());
+    }
+    let copies = originals
+        .iter()
+        .map(copy_of)
+        .collect::<Result<Vec<_>, Error>>()?;
+    let inserted = store.insert_many(copies).await?;
+    if as_json {
+        let pairs: Vec<_> = originals
+            .iter()
+            .zip(&inserted)
+            .map(|(o, i)| serde_json::json!({"from": o.id, "job": i.job}))
+            .collect();
+        output::json(&serde_json::json!({"dry_run": false, "copies": pairs}))?;
+    } else {
+        for (o, i) in originals.iter().zip(&inserted) {
+            println!(
+                "copied {} job {} to new job {} (queue={} kind={})",
+                o.state, o.id, i.job.id, i.job.queue, i.job.kind
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A new job with the original's queue, kind, payload, priority, budgets,
+/// concurrency key, deadline and trace context, due now, under a generated id.
+fn copy_of(j: &Job) -> Result<NewJob, Error> {
+    let mut copy = NewJob::new(j.kind.as_str(), j.payload.clone())?
+        .on_queue(j.queue.as_str())?
+        .with_max_attempts(j.max_attempts)?
+        .with_max_lease_expiries(j.max_lease_expiries)?
+        .with_priority(j.priority);
+    copy.key = j.key.clone();
+    copy.deadline = j.deadline;
+    copy.traceparent = j.traceparent.clone();
+    copy.validate()?;
+    Ok(copy)
 }
 
 async fn cancel(store: Arc<dyn Store>, a: CancelArgs) -> Result<ExitCode, Failure> {

@@ -1,7 +1,7 @@
 //! Human and JSON output.
 
 use anyhow::Context;
-use errand::{Job, JobDetail, WorkReport};
+use errand::{Job, JobDetail, JobState, WorkReport};
 use serde::Serialize;
 
 /// Prints `v` as one line of JSON.
@@ -72,6 +72,19 @@ pub fn detail(d: &JobDetail) {
     println!("created_at:   {}", j.created_at);
     println!("updated_at:   {}", j.updated_at);
     println!("finished_at:  {}", opt_time(j.finished_at));
+    if let Some(deadline) = j.deadline {
+        let lateness = match j.finished_at {
+            Some(done) if j.state == JobState::Done && done > deadline => {
+                format!(" (finished {} late)", age(ms(done.since(deadline))))
+            }
+            Some(_) if j.state == JobState::Done => " (finished on time)".to_owned(),
+            _ => String::new(),
+        };
+        println!("deadline:     {deadline}{lateness}");
+    }
+    if let Some(tp) = &j.traceparent {
+        println!("traceparent:  {tp}");
+    }
     println!(
         "last_error:   {}{}",
         j.last_error.as_deref().unwrap_or("-"),
@@ -113,6 +126,49 @@ pub fn detail(d: &JobDetail) {
                 .map(|r| format!(": {r}"))
                 .unwrap_or_default()
         );
+    }
+}
+
+fn ms(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// An age for people: whole seconds from a second up (`6m 2s`).
+pub fn age(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else {
+        humantime::format_duration(std::time::Duration::from_secs(ms / 1000)).to_string()
+    }
+}
+
+/// A table: a header and rows of cells, each column as wide as its widest
+/// cell (the last one unpadded).
+pub fn table(header: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let last = cells.len().saturating_sub(1);
+        let text: Vec<String> = cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                if i == last {
+                    (*c).to_owned()
+                } else {
+                    format!("{c:w$}", w = widths.get(i).copied().unwrap_or(0))
+                }
+            })
+            .collect();
+        println!("{}", text.join("  "));
+    };
+    line(header.to_vec());
+    for row in rows {
+        line(row.iter().map(String::as_str).collect());
     }
 }
 

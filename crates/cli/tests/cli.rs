@@ -920,3 +920,928 @@ fn enqueue_takes_a_concurrency_key_and_refuses_key_flags_without_one() {
         "nothing refused was written"
     );
 }
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A job of `queue` that died at its first attempt (permanent failure).
+fn dead_job(db: &Path, id: &str, queue: &str) {
+    json(&errand(
+        db,
+        &[
+            "enqueue",
+            "--kind",
+            "k",
+            "--id",
+            id,
+            "--queue",
+            queue,
+            "--max-attempts",
+            "1",
+            "--json",
+        ],
+    ));
+    let r = json(&errand(
+        db,
+        &[
+            "work",
+            "--once",
+            "--queue",
+            queue,
+            "--exec",
+            "echo broken >&2; exit 65",
+            "--json",
+        ],
+    ));
+    assert_eq!(
+        (r["job_id"].as_str(), r["outcome"].as_str()),
+        (Some(id), Some("dead"))
+    );
+}
+
+const TP: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+#[test]
+fn stats_show_every_queue_its_counts_its_window_and_whether_it_is_paused() {
+    let d = db();
+    for id in ["m1", "m2"] {
+        json(&errand(
+            &d.path,
+            &[
+                "enqueue", "--kind", "k", "--id", id, "--queue", "mail", "--json",
+            ],
+        ));
+    }
+    json(&errand(
+        &d.path,
+        &[
+            "enqueue", "--kind", "k", "--id", "m3", "--queue", "mail", "--delay", "1h", "--json",
+        ],
+    ));
+    dead_job(&d.path, "b1", "bulk");
+    let out = errand(&d.path, &["pause", "idle", "--by", "ops"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let s = json(&errand(&d.path, &["stats", "--json"]));
+    let names: Vec<&str> = s["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["queue"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["bulk", "idle", "mail"]);
+    let (bulk, idle, mail) = (&s["queues"][0], &s["queues"][1], &s["queues"][2]);
+    assert_eq!(
+        (mail["ready"].as_u64(), mail["scheduled"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert_eq!(mail["paused"], false);
+    assert!(mail["oldest_due_age_ms"].is_u64(), "{mail}");
+    assert_eq!(bulk["dead"], 1);
+    assert_eq!(bulk["dead_letters"], serde_json::json!({"permanent": 1}));
+    assert_eq!(idle["paused"], true);
+    assert_eq!(s["window_secs"], 900);
+    assert_eq!(s["truncated"], serde_json::json!([]));
+    assert!(s["since_last_worker_cycle_ms"].is_null());
+    assert_eq!(
+        json(&errand(&d.path, &["stats", "--window", "1h", "--json"]))["window_secs"],
+        3600
+    );
+
+    let out = errand(&d.path, &["stats"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("over the last 15m"), "{text}");
+    assert!(
+        text.contains("QUEUE") && text.contains("DEAD LETTERS"),
+        "{text}"
+    );
+    let line = |q: &str| {
+        text.lines()
+            .find(|l| l.starts_with(q))
+            .unwrap_or_else(|| panic!("no {q} line: {text}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(line("mail")[..4], ["mail", "2", "1", "0"]);
+    assert_eq!(line("bulk")[8], "permanent=1", "{text}");
+    assert_eq!(line("idle").last(), Some(&"paused"));
+    assert_eq!(line("(all)")[1], "2");
+    assert!(text.contains("workers: none has reported"), "{text}");
+
+    // A count that reaches the cap is a lower bound, and says so.
+    let capped = json(&errand(&d.path, &["stats", "--cap", "1", "--json"]));
+    assert!(
+        capped["truncated"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!("ready")),
+        "{capped}"
+    );
+    let text = stdout(&errand(&d.path, &["stats", "--cap", "1"]));
+    assert!(
+        text.contains("≥1") && text.contains("lower bounds"),
+        "{text}"
+    );
+}
+
+#[test]
+fn stats_check_fails_exactly_when_a_threshold_is_crossed() {
+    let d = db();
+    dead_job(&d.path, "b1", "bulk");
+    let check = |extra: &[&str]| {
+        let mut args = vec!["stats", "--check"];
+        args.extend_from_slice(extra);
+        errand(&d.path, &args)
+    };
+
+    let out = check(&["--max-dead", "0"]);
+    assert_eq!(out.status.code(), Some(6), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out).trim(),
+        "CROSSED queue bulk: dead jobs = 1, above max_dead = 0"
+    );
+    let out = check(&["--max-dead", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("ok: 1 threshold check(s) over 1 queue(s)"));
+
+    // Every crossed threshold, one line each.
+    let out = check(&[
+        "--max-dead",
+        "0",
+        "--max-dead-letters",
+        "0",
+        "--max-ready",
+        "0",
+    ]);
+    assert_eq!(out.status.code(), Some(6));
+    let lines: Vec<String> = stdout(&out).lines().map(str::to_owned).collect();
+    assert_eq!(
+        lines,
+        [
+            "CROSSED queue bulk: dead jobs = 1, above max_dead = 0",
+            "CROSSED queue bulk: jobs gone dead in the window = 1, above max_dead_letters = 0",
+        ]
+    );
+    let out = check(&["--max-retries", "0", "--max-expired-leases", "0"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+
+    // A job due long ago has waited longer than an hour.
+    json(&errand(
+        &d.path,
+        &[
+            "enqueue",
+            "--kind",
+            "k",
+            "--queue",
+            "late",
+            "--run-at",
+            "2020-01-01T00:00:00Z",
+            "--json",
+        ],
+    ));
+    let out = check(&["--max-oldest-due", "1h"]);
+    assert_eq!(out.status.code(), Some(6));
+    assert!(
+        stdout(&out).starts_with("CROSSED queue late: the oldest due job has waited "),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        stdout(&out)
+            .trim_end()
+            .ends_with("above max_oldest_due = 1h")
+    );
+
+    // No worker ever reported: a worker threshold is crossed.
+    let out = check(&["--max-since-worker-cycle", "1h"]);
+    assert_eq!(out.status.code(), Some(6));
+    assert!(stdout(&out).contains("no worker has reported a claim cycle"));
+
+    let v: Value = serde_json::from_slice(&check(&["--max-dead", "0", "--json"]).stdout).unwrap();
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["checked"], 2, "one threshold, two queues");
+    assert_eq!(
+        (
+            v["crossed"][0]["queue"].as_str(),
+            v["crossed"][0]["threshold"].as_str(),
+            v["crossed"][0]["value"].as_u64(),
+            v["crossed"][0]["max"].as_u64()
+        ),
+        (Some("bulk"), Some("max_dead"), Some(1), Some(0))
+    );
+    assert_eq!(v["stats"]["queues"][0]["dead"], 1);
+    let v: Value = serde_json::from_slice(&check(&["--max-dead", "9", "--json"]).stdout).unwrap();
+    assert_eq!(
+        (v["ok"].as_bool(), v["crossed"].as_array().map(Vec::len)),
+        (Some(true), Some(0))
+    );
+
+    // No threshold at all is a usage error, not a silent pass; a threshold
+    // without --check is refused.
+    let out = check(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("no threshold to check"),
+        "{}",
+        stderr(&out)
+    );
+    let out = errand(&d.path, &["stats", "--max-dead", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--check"), "{}", stderr(&out));
+}
+
+#[test]
+fn stats_check_reads_thresholds_from_a_toml_file_and_flags_override_it() {
+    let d = db();
+    dead_job(&d.path, "b1", "bulk");
+    dead_job(&d.path, "m1", "mail");
+    let file = d.path.with_file_name("thresholds.toml");
+    let write = |text: &str| std::fs::write(&file, text).unwrap();
+    let check = |extra: &[&str]| {
+        let mut args = vec!["stats", "--check", "--config", file.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        errand(&d.path, &args)
+    };
+
+    write("window = \"1h\"\nmax_dead = 5\n\n[queues.mail]\nmax_dead = 0\n");
+    let out = check(&[]);
+    assert_eq!(out.status.code(), Some(6), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out).trim(),
+        "CROSSED queue mail: dead jobs = 1, above max_dead = 0",
+        "the queue's table replaces the top level for mail only"
+    );
+    let out = check(&["--max-dead", "1"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "a flag overrides the file: {}",
+        stdout(&out)
+    );
+    let out = check(&["--max-dead-letters", "0"]);
+    assert_eq!(out.status.code(), Some(6));
+    assert_eq!(stdout(&out).lines().count(), 3, "{}", stdout(&out));
+    let v: Value = serde_json::from_slice(&check(&["--json"]).stdout).unwrap();
+    assert_eq!(v["stats"]["window_secs"], 3600, "the file's window");
+
+    write("[queues.bulk]\nmax_dead = 1\n");
+    assert_eq!(check(&[]).status.code(), Some(0));
+
+    write("[queues.late]\nmax_oldest_due = \"5m\"\n");
+    json(&errand(
+        &d.path,
+        &[
+            "enqueue",
+            "--kind",
+            "k",
+            "--queue",
+            "late",
+            "--run-at",
+            "2020-01-01T00:00:00Z",
+            "--json",
+        ],
+    ));
+    let out = check(&[]);
+    assert_eq!(out.status.code(), Some(6));
+    assert!(
+        stdout(&out).contains("queue late: the oldest due job"),
+        "{}",
+        stdout(&out)
+    );
+
+    for (text, needle) in [
+        ("max_deadd = 1\n", "max_deadd"),
+        ("max_dead = -1\n", "max_dead"),
+        ("max_oldest_due = \"soon\"\n", "soon"),
+        ("[queues.\"bad name!\"]\nmax_dead = 1\n", "bad name!"),
+        ("", "no threshold"),
+    ] {
+        write(text);
+        let out = check(&[]);
+        assert_eq!(out.status.code(), Some(2), "{text:?}");
+        assert!(stderr(&out).contains(needle), "{text:?}: {}", stderr(&out));
+    }
+    std::fs::remove_file(&file).unwrap();
+    let out = check(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("cannot read the thresholds file"));
+}
+
+#[test]
+fn a_paused_queue_gives_workers_in_other_processes_nothing_until_resumed() {
+    let d = db();
+    json(&errand(
+        &d.path,
+        &[
+            "enqueue", "--kind", "k", "--id", "p1", "--queue", "mail", "--json",
+        ],
+    ));
+    let out = errand(
+        &d.path,
+        &["pause", "mail", "--by", "ops", "--reason", "smtp down"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with("paused queue mail by ops: smtp down;"),
+        "{}",
+        stdout(&out)
+    );
+    for args in [
+        &["work", "--once", "--exec", "true", "--json"][..],
+        &[
+            "work", "--once", "--queue", "mail", "--exec", "true", "--json",
+        ][..],
+    ] {
+        assert_eq!(json(&errand(&d.path, args))["outcome"], "idle", "{args:?}");
+    }
+    let j = job(&d.path, "p1");
+    assert_eq!(
+        (j["state"].as_str(), j["attempts"].as_u64()),
+        (Some("ready"), Some(0))
+    );
+
+    let out = errand(&d.path, &["pause", "mail", "--by", "bob"]);
+    assert!(out.status.success());
+    assert!(
+        stdout(&out).starts_with("queue mail was already paused by ops at "),
+        "{}",
+        stdout(&out)
+    );
+    let again = json(&errand(
+        &d.path,
+        &["pause", "mail", "--by", "bob", "--json"],
+    ));
+    assert_eq!(
+        (
+            again["paused"].as_bool(),
+            again["changed"].as_bool(),
+            again["paused_by"].as_str()
+        ),
+        (Some(true), Some(false), Some("ops"))
+    );
+    let queues = json(&errand(&d.path, &["queues", "--json"]));
+    assert_eq!(queues[0]["queue"], "mail");
+    assert_eq!(
+        (queues[0]["paused"].as_bool(), queues[0]["reason"].as_str()),
+        (Some(true), Some("smtp down"))
+    );
+    let text = stdout(&errand(&d.path, &["queues"]));
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("mail") && l.contains("paused") && l.contains("smtp down")),
+        "{text}"
+    );
+
+    let out = errand(
+        &d.path,
+        &["resume", "mail", "--by", "ops", "--reason", "relay back"],
+    );
+    assert!(out.status.success());
+    assert!(
+        stdout(&out).starts_with("resumed queue mail (paused by ops at "),
+        "{}",
+        stdout(&out)
+    );
+    let r = json(&errand(
+        &d.path,
+        &["work", "--once", "--exec", "true", "--json"],
+    ));
+    assert_eq!(
+        (r["job_id"].as_str(), r["outcome"].as_str()),
+        (Some("p1"), Some("acknowledged"))
+    );
+    let out = errand(&d.path, &["resume", "mail", "--by", "ops"]);
+    assert!(out.status.success());
+    assert_eq!(
+        stdout(&out).trim(),
+        "queue mail was not paused; nothing changed"
+    );
+    assert_eq!(
+        json(&errand(&d.path, &["queues", "--json"])),
+        serde_json::json!([])
+    );
+
+    let log = json(&errand(&d.path, &["audit", "--queue", "mail", "--json"]));
+    let actions: Vec<(&str, &str)> = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap(),
+                e["reason"].as_str().unwrap_or("-"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        actions,
+        [("resume", "relay back"), ("pause", "smtp down")],
+        "no-op pauses and resumes are not logged"
+    );
+
+    for (args, needle) in [
+        (&["pause", "mail"][..], "--by"),
+        (&["pause", "bad name!", "--by", "ops"][..], "queue"),
+        (&["resume", "mail", "--by", " "][..], "operator"),
+    ] {
+        let out = errand(&d.path, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn purge_deletes_dead_jobs_only_with_an_audit_entry_that_show_reports() {
+    let d = db();
+    dead_job(&d.path, "d1", "bulk");
+    dead_job(&d.path, "d2", "bulk");
+    dead_job(&d.path, "d3", "mail");
+    json(&errand(
+        &d.path,
+        &[
+            "enqueue", "--kind", "k", "--id", "r1", "--queue", "bulk", "--json",
+        ],
+    ));
+    let count = || {
+        json(&errand(&d.path, &["jobs", "--json"]))
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    let audited = || {
+        json(&errand(&d.path, &["audit", "--json"]))
+            .as_array()
+            .unwrap()
+            .len()
+    };
+
+    // All or none: a ready job among the ids refuses the whole purge.
+    let out = errand(
+        &d.path,
+        &["purge", "d1", "r1", "--by", "ops", "--reason", "gdpr"],
+    );
+    assert_eq!(out.status.code(), Some(4));
+    assert!(
+        stderr(&out)
+            .contains("job `r1` is ready: only dead jobs can be purged; nothing was purged"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!((count(), audited()), (4, 0));
+    for (args, needle) in [
+        (&["purge", "d1", "--by", "ops"][..], "--reason"),
+        (&["purge", "d1", "--reason", "x"][..], "--by"),
+        (
+            &["purge", "d1", "--by", "ops", "--reason", " "][..],
+            "reason",
+        ),
+        (
+            &["purge", "--by", "ops", "--reason", "x"][..],
+            "either by id or by filter",
+        ),
+        (
+            &[
+                "purge", "d1", "--queue", "bulk", "--by", "ops", "--reason", "x",
+            ][..],
+            "not both",
+        ),
+    ] {
+        let out = errand(&d.path, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
+    }
+    let out = errand(&d.path, &["purge", "nope", "--by", "ops", "--reason", "x"]);
+    assert_eq!(out.status.code(), Some(3));
+
+    // A dry run writes nothing.
+    let dry = json(&errand(
+        &d.path,
+        &[
+            "purge",
+            "d1",
+            "r1",
+            "--dry-run",
+            "--by",
+            "ops",
+            "--reason",
+            "gdpr",
+            "--json",
+        ],
+    ));
+    assert_eq!(
+        (
+            dry["dry_run"].as_bool(),
+            dry["jobs"].as_array().map(Vec::len)
+        ),
+        (Some(true), Some(2))
+    );
+    let text = stdout(&errand(
+        &d.path,
+        &[
+            "purge",
+            "d1",
+            "r1",
+            "--dry-run",
+            "--by",
+            "ops",
+            "--reason",
+            "gdpr",
+        ],
+    ));
+    assert!(
+        text.contains("would purge d1")
+            && text.contains("would refuse (only dead jobs can be purged) r1"),
+        "{text}"
+    );
+    assert_eq!((count(), audited()), (4, 0));
+
+    let out = errand(
+        &d.path,
+        &["purge", "d1", "--by", "ops", "--reason", "customer asked"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with("purged d1 (queue=bulk kind=k) by ops\n"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(count(), 3);
+    for args in [&["show", "d1"][..], &["show", "d1", "--json"][..]] {
+        let out = errand(&d.path, args);
+        assert_eq!(out.status.code(), Some(3), "still not found");
+        assert!(stdout(&out).is_empty());
+        let msg = stderr(&out);
+        assert!(
+            msg.starts_with("errand: job `d1` was purged by ops at "),
+            "{msg}"
+        );
+        assert!(
+            msg.contains(": customer asked; its audit entries remain"),
+            "{msg}"
+        );
+    }
+    let out = errand(&d.path, &["show", "never"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(stderr(&out).contains("no job with id `never`"));
+    let log = json(&errand(&d.path, &["audit", "--job", "d1", "--json"]));
+    assert_eq!(log.as_array().map(Vec::len), Some(1));
+    assert_eq!(
+        (
+            log[0]["action"].as_str(),
+            log[0]["operator"].as_str(),
+            log[0]["queue"].as_str(),
+            log[0]["reason"].as_str()
+        ),
+        (
+            Some("purge"),
+            Some("ops"),
+            Some("bulk"),
+            Some("customer asked")
+        )
+    );
+
+    // By filter, with a bound: only dead jobs of the queue match.
+    let dry = json(&errand(
+        &d.path,
+        &[
+            "purge",
+            "--queue",
+            "bulk",
+            "--dry-run",
+            "--by",
+            "ops",
+            "--reason",
+            "cleanup",
+            "--json",
+        ],
+    ));
+    let ids: Vec<&str> = dry["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["d2"]);
+    let r = json(&errand(
+        &d.path,
+        &[
+            "purge", "--error", "broken", "--limit", "1", "--by", "ops", "--reason", "cleanup",
+            "--json",
+        ],
+    ));
+    assert_eq!(r["purged"].as_array().map(Vec::len), Some(1));
+    let r = json(&errand(
+        &d.path,
+        &[
+            "purge", "--kind", "k", "--by", "ops", "--reason", "cleanup", "--json",
+        ],
+    ));
+    assert_eq!(r["purged"].as_array().map(Vec::len), Some(1));
+    let r = json(&errand(
+        &d.path,
+        &[
+            "purge", "--kind", "k", "--by", "ops", "--reason", "cleanup", "--json",
+        ],
+    ));
+    assert_eq!(r["purged"], serde_json::json!([]), "nothing dead is left");
+    let left = json(&errand(&d.path, &["jobs", "--json"]));
+    assert_eq!(left.as_array().map(Vec::len), Some(1));
+    assert_eq!(left[0]["id"], "r1");
+    assert_eq!(audited(), 3);
+}
+
+#[test]
+fn audit_pages_newest_first_and_filters_by_job_and_queue() {
+    let d = db();
+    for id in ["a", "b"] {
+        json(&errand(
+            &d.path,
+            &["enqueue", "--kind", "k", "--id", id, "--json"],
+        ));
+        json(&errand(
+            &d.path,
+            &["cancel", id, "--by", "ops", "--reason", id, "--json"],
+        ));
+    }
+    assert!(
+        errand(&d.path, &["pause", "q", "--by", "ops"])
+            .status
+            .success()
+    );
+    assert!(
+        errand(&d.path, &["resume", "q", "--by", "ops"])
+            .status
+            .success()
+    );
+
+    let all = json(&errand(&d.path, &["audit", "--json"]));
+    let actions: Vec<&str> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["resume", "pause", "cancel", "cancel"]);
+    let page1 = json(&errand(&d.path, &["audit", "--limit", "2", "--json"]));
+    assert_eq!(page1, serde_json::json!([all[0], all[1]]));
+    let before = page1[1]["seq"].as_u64().unwrap().to_string();
+    let page2 = json(&errand(
+        &d.path,
+        &["audit", "--limit", "2", "--before", &before, "--json"],
+    ));
+    assert_eq!(page2, serde_json::json!([all[2], all[3]]));
+    let text = stdout(&errand(&d.path, &["audit", "--limit", "2"]));
+    assert!(text.starts_with("SEQ  AT "), "{text}");
+    assert!(
+        text.contains(&format!("(more may follow: add --before {before})")),
+        "{text}"
+    );
+
+    let a = json(&errand(&d.path, &["audit", "--job", "a", "--json"]));
+    assert_eq!(a.as_array().map(Vec::len), Some(1));
+    assert_eq!(
+        (a[0]["job_id"].as_str(), a[0]["reason"].as_str()),
+        (Some("a"), Some("a"))
+    );
+    let q = json(&errand(&d.path, &["audit", "--queue", "q", "--json"]));
+    assert_eq!(q.as_array().map(Vec::len), Some(2));
+    assert!(q[0]["job_id"].is_null());
+    assert_eq!(
+        stdout(&errand(&d.path, &["audit", "--queue", "none"])).trim(),
+        "no audit entries"
+    );
+    let out = errand(&d.path, &["audit", "--limit", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn enqueue_takes_a_deadline_and_a_traceparent_and_show_prints_them() {
+    let d = db();
+    let j = json(&errand(
+        &d.path,
+        &[
+            "enqueue",
+            "--kind",
+            "k",
+            "--id",
+            "t1",
+            "--deadline",
+            "2999-01-01T00:00:00Z",
+            "--traceparent",
+            TP,
+            "--json",
+        ],
+    ));
+    assert_eq!(
+        (j["deadline"].as_str(), j["traceparent"].as_str()),
+        (Some("2999-01-01T00:00:00.000Z"), Some(TP))
+    );
+    let j = json(&errand(
+        &d.path,
+        &[
+            "enqueue",
+            "--kind",
+            "k",
+            "--id",
+            "t2",
+            "--deadline",
+            "30m",
+            "--json",
+        ],
+    ));
+    let (deadline, created) = (
+        j["deadline"].as_str().unwrap(),
+        j["created_at"].as_str().unwrap(),
+    );
+    assert!(
+        deadline > created,
+        "30m from now: {deadline} after {created}"
+    );
+    assert!(j.get("traceparent").is_none(), "{j}");
+
+    let text = stdout(&errand(&d.path, &["show", "t1"]));
+    assert!(
+        text.contains("deadline:     2999-01-01T00:00:00.000Z\n"),
+        "{text}"
+    );
+    assert!(text.contains(&format!("traceparent:  {TP}\n")), "{text}");
+    let text = stdout(&errand(&d.path, &["show", "t2"]));
+    assert!(!text.contains("traceparent:"), "{text}");
+    for _ in 0..2 {
+        json(&errand(
+            &d.path,
+            &["work", "--once", "--exec", "true", "--json"],
+        ));
+    }
+    let text = stdout(&errand(&d.path, &["show", "t1"]));
+    assert!(
+        text.contains("deadline:     2999-01-01T00:00:00.000Z (finished on time)"),
+        "{text}"
+    );
+
+    // $TRACEPARENT is the default; the flag wins; an invalid one is ignored
+    // with a warning.
+    let with_env = |value: &str, extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_errand"))
+            .arg("--db")
+            .arg(&d.path)
+            .args(["enqueue", "--kind", "k", "--json"])
+            .args(extra)
+            .env("TRACEPARENT", value)
+            .output()
+            .unwrap()
+    };
+    assert_eq!(json(&with_env(TP, &[]))["traceparent"], TP);
+    let other = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00";
+    assert_eq!(
+        json(&with_env(TP, &["--traceparent", other]))["traceparent"],
+        other
+    );
+    let out = with_env("garbage", &[]);
+    assert!(json(&out).get("traceparent").is_none());
+    assert!(
+        stderr(&out).contains("warning: ignoring $TRACEPARENT"),
+        "{}",
+        stderr(&out)
+    );
+
+    for (args, needle) in [
+        (&["--deadline", "someday"][..], "neither an RFC 3339 time"),
+        (&["--deadline", "0s"][..], "neither an RFC 3339 time"),
+        (
+            &["--traceparent", "00-abc-def-01"][..],
+            "not a W3C trace context",
+        ),
+        (
+            &[
+                "--traceparent",
+                "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            ][..],
+            "not a W3C trace context",
+        ),
+    ] {
+        let mut all = vec!["enqueue", "--kind", "k", "--id", "bad"];
+        all.extend_from_slice(args);
+        let out = errand(&d.path, &all);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
+    }
+    assert_eq!(
+        errand(&d.path, &["show", "bad"]).status.code(),
+        Some(3),
+        "nothing refused was written"
+    );
+}
+
+#[test]
+fn replay_new_key_enqueues_a_copy_under_a_new_id_and_leaves_the_original() {
+    let d = db();
+    json(&errand(
+        &d.path,
+        &[
+            "enqueue",
+            "--kind",
+            "mail",
+            "--id",
+            "n1",
+            "--queue",
+            "bulk",
+            "--payload",
+            r#"{"to":"x"}"#,
+            "--max-attempts",
+            "1",
+            "--priority",
+            "3",
+            "--key",
+            "acct",
+            "--key-limit",
+            "2",
+            "--deadline",
+            "2999-01-01T00:00:00Z",
+            "--traceparent",
+            TP,
+            "--json",
+        ],
+    ));
+    json(&errand(
+        &d.path,
+        &["work", "--once", "--exec", "exit 65", "--json"],
+    ));
+    json(&errand(
+        &d.path,
+        &["enqueue", "--kind", "k", "--id", "r1", "--json"],
+    ));
+
+    let text = stdout(&errand(
+        &d.path,
+        &["replay", "n1", "--new-key", "--dry-run"],
+    ));
+    assert!(text.starts_with("would copy n1 "), "{text}");
+    let out = errand(&d.path, &["replay", "n1", "r1", "--new-key"]);
+    assert_eq!(out.status.code(), Some(4));
+    assert!(stderr(&out).contains("job `r1` is ready: only dead or cancelled jobs can be copied with --new-key; nothing was copied"), "{}", stderr(&out));
+    let out = errand(&d.path, &["replay", "n1", "--new-key", "--by", "ops"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("writes no audit entry"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        json(&errand(&d.path, &["jobs", "--json"]))
+            .as_array()
+            .map(Vec::len),
+        Some(2)
+    );
+
+    let r = json(&errand(&d.path, &["replay", "n1", "--new-key", "--json"]));
+    assert_eq!(r["copies"][0]["from"], "n1");
+    let copy = &r["copies"][0]["job"];
+    assert_ne!(copy["id"], "n1");
+    assert_eq!(
+        (
+            copy["state"].as_str(),
+            copy["attempts"].as_u64(),
+            copy["replays"].as_u64()
+        ),
+        (Some("ready"), Some(0), Some(0))
+    );
+    let original = job(&d.path, "n1");
+    for field in [
+        "queue",
+        "kind",
+        "payload",
+        "priority",
+        "max_attempts",
+        "max_lease_expiries",
+        "key",
+        "deadline",
+        "traceparent",
+    ] {
+        assert_eq!(copy[field], original[field], "{field}");
+    }
+    assert_eq!(
+        (original["state"].as_str(), original["replays"].as_u64()),
+        (Some("dead"), Some(0))
+    );
+    assert_eq!(original["audit"], serde_json::json!([]));
+    let out = errand(&d.path, &["replay", "--queue", "bulk", "--new-key"]);
+    assert!(out.status.success());
+    let text = stdout(&out);
+    assert!(text.starts_with("copied dead job n1 to new job "), "{text}");
+    assert!(
+        text.trim_end().ends_with("(queue=bulk kind=mail)"),
+        "{text}"
+    );
+    assert_eq!(
+        json(&errand(
+            &d.path,
+            &["jobs", "--queue", "bulk", "--state", "ready", "--json"]
+        ))
+        .as_array()
+        .map(Vec::len),
+        Some(2)
+    );
+}

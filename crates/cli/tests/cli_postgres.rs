@@ -245,3 +245,136 @@ fn a_job_that_kills_its_worker_every_time_is_quarantined_as_lost_lease_on_postgr
         (Some("dead"), Some("lost_lease"))
     );
 }
+
+#[test]
+fn pause_purge_and_stats_check_work_on_postgres() {
+    if url().is_none() {
+        return;
+    }
+    let s = Schema::new("operate");
+    assert!(s.errand(&["migrate"]).status.success());
+    let out_of = |o: &Output| String::from_utf8_lossy(&o.stdout).into_owned();
+    let err_of = |o: &Output| String::from_utf8_lossy(&o.stderr).into_owned();
+
+    // A dead job, and a ready one in a queue that gets paused.
+    s.json(&[
+        "enqueue",
+        "--kind",
+        "k",
+        "--id",
+        "d1",
+        "--queue",
+        "bulk",
+        "--max-attempts",
+        "1",
+        "--json",
+    ]);
+    let r = s.json(&[
+        "work",
+        "--once",
+        "--exec",
+        "echo broken >&2; exit 65",
+        "--json",
+    ]);
+    assert_eq!(
+        (r["job_id"].as_str(), r["outcome"].as_str()),
+        (Some("d1"), Some("dead"))
+    );
+    s.json(&[
+        "enqueue", "--kind", "k", "--id", "m1", "--queue", "mail", "--json",
+    ]);
+
+    let out = s.errand(&["pause", "mail", "--by", "ops", "--reason", "smtp down"]);
+    assert!(out.status.success(), "{}", err_of(&out));
+    assert_eq!(
+        s.json(&["work", "--once", "--exec", "true", "--json"])["outcome"],
+        "idle"
+    );
+    assert_eq!(s.json(&["show", "m1", "--json"])["state"], "ready");
+    let again = s.json(&["pause", "mail", "--by", "bob", "--json"]);
+    assert_eq!(
+        (again["changed"].as_bool(), again["paused_by"].as_str()),
+        (Some(false), Some("ops"))
+    );
+    let stats = s.json(&["stats", "--json"]);
+    let mail = stats["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["queue"] == "mail")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (mail["paused"].as_bool(), mail["ready"].as_u64()),
+        (Some(true), Some(1))
+    );
+
+    // stats --check: flags and a file.
+    let out = s.errand(&["stats", "--check", "--max-dead", "0"]);
+    assert_eq!(out.status.code(), Some(6));
+    assert_eq!(
+        out_of(&out).trim(),
+        "CROSSED queue bulk: dead jobs = 1, above max_dead = 0"
+    );
+    let out = s.errand(&["stats", "--check", "--max-dead", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", out_of(&out));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.toml");
+    std::fs::write(&file, "max_dead = 1\n[queues.mail]\nmax_ready = 0\n").unwrap();
+    let out = s.errand(&["stats", "--check", "--config", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(6));
+    assert_eq!(
+        out_of(&out).trim(),
+        "CROSSED queue mail: due jobs waiting = 1, above max_ready = 0"
+    );
+    let out = s.errand(&["stats", "--check", "--max-since-worker-cycle", "1m"]);
+    assert_eq!(out.status.code(), Some(6));
+
+    let out = s.errand(&["resume", "mail", "--by", "ops"]);
+    assert!(out.status.success());
+    let r = s.json(&["work", "--once", "--exec", "true", "--json"]);
+    assert_eq!(
+        (r["job_id"].as_str(), r["outcome"].as_str()),
+        (Some("m1"), Some("acknowledged"))
+    );
+
+    // Purge: refused for a job that is not dead, a dry run writes nothing,
+    // then audited; show reports the purge.
+    let out = s.errand(&["purge", "d1", "m1", "--by", "ops", "--reason", "gdpr"]);
+    assert_eq!(out.status.code(), Some(4));
+    assert!(err_of(&out).contains("only dead jobs can be purged; nothing was purged"));
+    let dry = s.json(&[
+        "purge",
+        "--queue",
+        "bulk",
+        "--dry-run",
+        "--by",
+        "ops",
+        "--reason",
+        "gdpr",
+        "--json",
+    ]);
+    assert_eq!(dry["jobs"].as_array().map(Vec::len), Some(1));
+    assert_eq!(s.json(&["show", "d1", "--json"])["state"], "dead");
+    let r = s.json(&[
+        "purge", "--queue", "bulk", "--by", "ops", "--reason", "gdpr", "--json",
+    ]);
+    assert_eq!(r["purged"], serde_json::json!(["d1"]));
+    let out = s.errand(&["show", "d1"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        err_of(&out).contains("job `d1` was purged by ops at "),
+        "{}",
+        err_of(&out)
+    );
+    let log = s.json(&["audit", "--json"]);
+    let actions: Vec<&str> = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["purge", "resume", "pause"]);
+    let out = s.errand(&["stats", "--check", "--max-dead", "0"]);
+    assert_eq!(out.status.code(), Some(0), "{}", out_of(&out));
+}

@@ -54,7 +54,8 @@ pub use errand_core::{
 };
 pub use errand_core::{
     AuditEntry, AuditFilter, Counts, Histogram, LATENCY_BUCKETS_MS, PausedQueue, PurgeRequest,
-    QueueAction, QueueStats, Stats, StatsRequest, WorkerMetrics, WorkerReport, WorkerSeen,
+    QueueAction, QueueStats, Stats, StatsRequest, TraceParent, WorkerMetrics, WorkerReport,
+    WorkerSeen,
 };
 pub use errand_postgres::{self as postgres, PgOptions, PgStore};
 pub use errand_sqlite::{self as sqlite, SqliteOptions, SqliteStore, Synchronous};
@@ -65,7 +66,7 @@ pub use exec::{EXIT_PERMANENT, EXIT_TEMPFAIL, ExecHandler};
 pub use failpoint::{FAILPOINTS, configure_failpoints, test_clock_from_env};
 pub use maintenance::{Pruner, Sweeper};
 pub use runtime::{KindOptions, ReportHook, RunStats, Runtime, RuntimeBuilder};
-pub use spec::{JobSpec, MAX_PAYLOAD_DEPTH, parse_duration};
+pub use spec::{JobSpec, MAX_PAYLOAD_DEPTH, parse_deadline, parse_duration};
 pub use worker::{
     Handler, JobContext, Sampler, WorkOutcome, WorkReport, Worker, WorkerConfig, failure_for,
     handler_fn,

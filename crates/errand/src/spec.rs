@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
-use errand_core::{Error, JobId, KeyLimit, NewJob, Payload, Result, Schedule, Timestamp};
+use errand_core::{
+    Error, JobId, KeyLimit, NewJob, Payload, Result, Schedule, Timestamp, TraceParent,
+};
 
 /// The deepest nesting of arrays and objects accepted in a payload. Deeper
 /// JSON is valid but no database stores it (SQLite's JSON functions stop at
@@ -14,7 +16,8 @@ pub const MAX_PAYLOAD_DEPTH: usize = 128;
 
 /// A job as plain values. `None` means "the default": queue `default`,
 /// payload `{}`, a generated id, due now, the library's attempt and
-/// lost-lease budgets, priority 0, no concurrency key.
+/// lost-lease budgets, priority 0, no concurrency key, no deadline, no
+/// trace context.
 #[derive(Clone, Debug, Default)]
 pub struct JobSpec {
     /// Job kind (selects the handler).
@@ -43,6 +46,13 @@ pub struct JobSpec {
     pub key_limit: Option<u32>,
     /// With `key`: the key's jobs run one at a time, in enqueue order.
     pub ordered: bool,
+    /// The business deadline: an RFC 3339 time, or a duration from now
+    /// (`30m`). It only measures lateness; it changes nothing about when or
+    /// how the job runs.
+    pub deadline: Option<String>,
+    /// The W3C trace context (`00-<trace id>-<parent id>-<flags>`) of the
+    /// request that enqueues the job.
+    pub traceparent: Option<String>,
 }
 
 impl JobSpec {
@@ -125,8 +135,28 @@ impl JobSpec {
                 job = job.with_key(key, limit)?;
             }
         }
+        if let Some(text) = self.deadline {
+            job = job.with_deadline(parse_deadline(&text, Timestamp::now())?);
+        }
+        if let Some(tp) = self.traceparent {
+            job = job.with_traceparent(TraceParent::parse(tp)?);
+        }
         job.validate()?;
         Ok(job)
+    }
+}
+
+/// Reads a deadline: an RFC 3339 time, or a duration (`30m`) from `now`.
+pub fn parse_deadline(text: &str, now: Timestamp) -> Result<Timestamp> {
+    if let Ok(at) = Timestamp::parse_rfc3339(text) {
+        return Ok(at);
+    }
+    match humantime::parse_duration(text) {
+        Ok(d) if !d.is_zero() => Ok(now.plus(d)),
+        _ => Err(Error::invalid(format!(
+            "the deadline `{}` is neither an RFC 3339 time (2026-11-30T14:05:00Z) nor a duration from now (30m, 2h)",
+            text.chars().take(64).collect::<String>()
+        ))),
     }
 }
 
@@ -227,6 +257,18 @@ mod tests {
                 ordered: true,
                 ..JobSpec::new("k")
             },
+            JobSpec {
+                deadline: Some("next week".into()),
+                ..JobSpec::new("k")
+            },
+            JobSpec {
+                deadline: Some("0s".into()),
+                ..JobSpec::new("k")
+            },
+            JobSpec {
+                traceparent: Some("00-abc-def-01".into()),
+                ..JobSpec::new("k")
+            },
         ];
         for spec in bad {
             let shown = format!("{spec:?}");
@@ -240,6 +282,32 @@ mod tests {
             ..JobSpec::new("k")
         };
         assert!(big.build_limited(3).is_err());
+    }
+
+    #[test]
+    fn deadlines_are_times_or_durations_from_now_and_traceparents_are_kept() {
+        let now = Timestamp::parse_rfc3339("2026-01-01T00:00:00Z").unwrap();
+        assert_eq!(
+            parse_deadline("2026-11-30T14:05:00Z", now).unwrap(),
+            Timestamp::parse_rfc3339("2026-11-30T14:05:00Z").unwrap()
+        );
+        assert_eq!(
+            parse_deadline("30m", now).unwrap(),
+            now.plus(Duration::from_secs(1800))
+        );
+        let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let job = JobSpec {
+            deadline: Some("2026-11-30T14:05:00Z".into()),
+            traceparent: Some(tp.into()),
+            ..JobSpec::new("k")
+        }
+        .build()
+        .unwrap();
+        assert_eq!(
+            job.deadline,
+            Some(Timestamp::parse_rfc3339("2026-11-30T14:05:00Z").unwrap())
+        );
+        assert_eq!(job.traceparent.map(|t| t.to_string()).as_deref(), Some(tp));
     }
 
     #[test]

@@ -302,6 +302,8 @@ struct EnqueueBody {
     key_limit: Option<u32>,
     #[serde(default)]
     ordered: bool,
+    deadline: Option<String>,
+    traceparent: Option<String>,
 }
 
 const ENQUEUE_EXAMPLE: &str =
@@ -348,6 +350,8 @@ async fn enqueue(State(app): State<App>, headers: HeaderMap, body: Body) -> Answ
         key: req.key,
         key_limit: req.key_limit,
         ordered: req.ordered,
+        deadline: req.deadline,
+        traceparent: req.traceparent,
     };
     let job = spec.build_limited(app.max_payload)?;
     let inserted = app.store.insert(job).await?;

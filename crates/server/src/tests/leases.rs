@@ -756,8 +756,14 @@ async fn hostile_settlements_are_refused_and_change_nothing() {
 #[tokio::test]
 async fn lease_answers_match_their_documented_schemas() {
     let api = Api::new();
-    api.enqueue(json!({"kind": "k", "id": "o1", "key": "tenant-7"}))
-        .await;
+    api.enqueue(json!({
+        "kind": "k",
+        "id": "o1",
+        "key": "tenant-7",
+        "deadline": "2999-01-01T00:00:00Z",
+        "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    }))
+    .await;
     let leased = api.lease_one().await;
     let doc: Value = serde_json::from_str(crate::routes::OPENAPI).unwrap();
     let props = |name: &str| super::openapi::property_names(&doc, name);

@@ -443,7 +443,16 @@ async fn the_job_schemas_name_every_field_of_a_job() {
     let api = Api::new();
     let doc = doc();
     let job = api
-        .post("/v1/jobs", &json!({"kind": "k", "id": "x", "key": "t"}))
+        .post(
+            "/v1/jobs",
+            &json!({
+                "kind": "k",
+                "id": "x",
+                "key": "t",
+                "deadline": "30m",
+                "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+            }),
+        )
         .await;
     let fields = property_names(&doc, "Job");
     assert_eq!(keys(&job.body["job"]), fields);
@@ -457,7 +466,7 @@ async fn the_job_schemas_name_every_field_of_a_job() {
     assert_eq!(
         keys(&plain.body["job"]),
         required,
-        "only `key` may be absent"
+        "only `key`, `deadline` and `traceparent` may be absent"
     );
     let detail = api.get("/v1/jobs/x").await;
     let mut with_history = fields;

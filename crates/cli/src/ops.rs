@@ -1,0 +1,370 @@
+//! The operator's commands on queues and the audit log: `pause`, `resume`,
+//! `queues`, `purge`, `audit`, and what `show` says about a purged job.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use errand::{
+    AuditEntry, AuditFilter, Error, JobId, JobState, Name, PausedQueue, PurgeRequest, QueueAction,
+    StatsRequest, Store, Timestamp,
+};
+use serde::Serialize;
+
+use crate::exit::{self, Failure};
+use crate::output;
+use crate::select::Selection;
+
+/// `errand pause` and `errand resume`.
+#[derive(Args, Debug)]
+pub struct QueueActionArgs {
+    /// The queue.
+    pub queue: String,
+    /// Who is acting (recorded in the audit log).
+    #[arg(long)]
+    pub by: String,
+    /// Why (recorded in the audit log).
+    #[arg(long)]
+    pub reason: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `errand purge`.
+#[derive(Args, Debug)]
+pub struct PurgeArgs {
+    #[command(flatten)]
+    pub select: Selection,
+    /// Show what would be purged without changing anything.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Who is purging (recorded in the audit log).
+    #[arg(long)]
+    pub by: String,
+    /// Why (required: a purge cannot be undone; recorded in the audit log).
+    #[arg(long)]
+    pub reason: String,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `errand audit`.
+#[derive(Args, Debug)]
+pub struct AuditArgs {
+    /// Only entries about this job (it may have been purged since).
+    #[arg(long)]
+    pub job: Option<String>,
+    /// Only entries about this queue or its jobs.
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// At most this many entries, newest first.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub limit: u32,
+    /// Only entries older than this sequence number: the `seq` of the last
+    /// entry of the previous page.
+    #[arg(long)]
+    pub before: Option<u64>,
+    /// Print JSON (an array of entries).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A queue as `pause`, `resume` and `queues --json` describe it.
+#[derive(Debug, Serialize)]
+struct QueueState {
+    queue: Name,
+    paused: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    changed: Option<bool>,
+    paused_by: Option<String>,
+    paused_at: Option<Timestamp>,
+    reason: Option<String>,
+}
+
+impl QueueState {
+    fn new(queue: Name, pause: Option<&PausedQueue>, changed: Option<bool>) -> Self {
+        QueueState {
+            queue,
+            paused: pause.is_some(),
+            changed,
+            paused_by: pause.map(|p| p.operator.clone()),
+            paused_at: pause.map(|p| p.paused_at),
+            reason: pause.and_then(|p| p.reason.clone()),
+        }
+    }
+}
+
+fn action(a: QueueActionArgs) -> Result<QueueAction, Failure> {
+    let action = QueueAction {
+        queue: Name::parse("queue", a.queue)?,
+        operator: a.by,
+        reason: a.reason,
+    };
+    action.validate()?;
+    Ok(action)
+}
+
+fn find<'a>(paused: &'a [PausedQueue], queue: &Name) -> Option<&'a PausedQueue> {
+    paused.iter().find(|p| &p.queue == queue)
+}
+
+fn why(reason: Option<&str>) -> String {
+    reason.map(|r| format!(": {r}")).unwrap_or_default()
+}
+
+/// `errand pause QUEUE`.
+pub async fn pause(store: &dyn Store, a: QueueActionArgs) -> Result<ExitCode, Failure> {
+    let as_json = a.json;
+    let action = action(a)?;
+    let changed = store.pause_queue(&action).await?;
+    let paused = store.paused_queues().await?;
+    let current = find(&paused, &action.queue);
+    if as_json {
+        output::json(&QueueState::new(
+            action.queue.clone(),
+            current,
+            Some(changed),
+        ))?;
+    } else if changed {
+        println!(
+            "paused queue {} by {}{}; no worker takes its jobs until `errand resume {}`",
+            action.queue,
+            action.operator,
+            why(action.reason.as_deref()),
+            action.queue
+        );
+    } else {
+        match current {
+            Some(p) => println!(
+                "queue {} was already paused by {} at {}{}; nothing changed",
+                p.queue,
+                p.operator,
+                p.paused_at,
+                why(p.reason.as_deref())
+            ),
+            // Resumed by someone else between the two calls.
+            None => println!(
+                "queue {} was already paused, and has been resumed since; nothing changed",
+                action.queue
+            ),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `errand resume QUEUE`.
+pub async fn resume(store: &dyn Store, a: QueueActionArgs) -> Result<ExitCode, Failure> {
+    let as_json = a.json;
+    let action = action(a)?;
+    let before = store.paused_queues().await?;
+    let was = find(&before, &action.queue);
+    let changed = store.resume_queue(&action).await?;
+    if as_json {
+        let after = store.paused_queues().await?;
+        output::json(&QueueState::new(
+            action.queue.clone(),
+            find(&after, &action.queue),
+            Some(changed),
+        ))?;
+    } else if changed {
+        let since = was
+            .map(|p| format!(" (paused by {} at {})", p.operator, p.paused_at))
+            .unwrap_or_default();
+        println!(
+            "resumed queue {}{since} by {}{}",
+            action.queue,
+            action.operator,
+            why(action.reason.as_deref())
+        );
+    } else {
+        println!("queue {} was not paused; nothing changed", action.queue);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `errand queues`: every queue the statistics know, paused or not.
+pub async fn queues(store: &dyn Store, as_json: bool) -> Result<ExitCode, Failure> {
+    let stats = store.stats(&StatsRequest::default()).await?;
+    let paused = store.paused_queues().await?;
+    let list: Vec<QueueState> = stats
+        .queues
+        .iter()
+        .map(|q| QueueState::new(q.queue.clone(), find(&paused, &q.queue), None))
+        .collect();
+    if as_json {
+        output::json(&list)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if list.is_empty() {
+        println!("no queues (none has waiting, running or dead jobs, or is paused)");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows: Vec<Vec<String>> = list
+        .iter()
+        .map(|q| {
+            vec![
+                q.queue.to_string(),
+                if q.paused { "paused" } else { "active" }.to_owned(),
+                q.paused_at
+                    .map_or_else(|| "-".to_owned(), |t| t.to_rfc3339()),
+                q.paused_by.clone().unwrap_or_else(|| "-".to_owned()),
+                one_line(q.reason.as_deref()),
+            ]
+        })
+        .collect();
+    output::table(&["QUEUE", "STATE", "SINCE", "BY", "REASON"], &rows);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `errand purge`.
+pub async fn purge(store: &dyn Store, a: PurgeArgs) -> Result<ExitCode, Failure> {
+    // The operator and reason are checked first, so a dry run rehearses
+    // exactly the command that would run.
+    PurgeRequest {
+        ids: Vec::new(),
+        operator: a.by.clone(),
+        reason: a.reason.clone(),
+    }
+    .validate()?;
+    let targets = a
+        .select
+        .resolve(store, "purge", JobState::Dead, &[])
+        .await?;
+    if a.dry_run {
+        if a.json {
+            output::json(&serde_json::json!({"dry_run": true, "jobs": targets}))?;
+        } else if targets.is_empty() {
+            println!("nothing matches; nothing would be purged");
+        } else {
+            for j in &targets {
+                let verdict = if j.state == JobState::Dead {
+                    "would purge"
+                } else {
+                    "would refuse (only dead jobs can be purged)"
+                };
+                println!("{verdict} {}", output::job_line(j));
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if targets.is_empty() {
+        if a.json {
+            output::json(&serde_json::json!({"dry_run": false, "purged": []}))?;
+        } else {
+            println!("nothing matches; nothing purged");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let req = PurgeRequest {
+        ids: targets.iter().map(|j| j.id.clone()).collect(),
+        operator: a.by,
+        reason: a.reason,
+    };
+    let purged = store.purge(&req).await.map_err(|e| match e {
+        Error::InvalidState { id, state, hint } => Error::InvalidState {
+            id,
+            state,
+            hint: format!("{hint}; nothing was purged"),
+        },
+        other => other,
+    })?;
+    if a.json {
+        output::json(&serde_json::json!({
+            "dry_run": false,
+            "purged": purged,
+            "operator": req.operator,
+            "reason": req.reason,
+        }))?;
+    } else {
+        for j in targets.iter().filter(|j| purged.contains(&j.id)) {
+            println!(
+                "purged {} (queue={} kind={}) by {}",
+                j.id, j.queue, j.kind, req.operator
+            );
+        }
+        println!(
+            "{} dead job(s) purged; the audit log keeps who, when and why (errand audit --job ID)",
+            purged.len()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `errand audit`.
+pub async fn audit(store: &dyn Store, a: AuditArgs) -> Result<ExitCode, Failure> {
+    let filter = AuditFilter {
+        job: a.job.map(JobId::new).transpose()?,
+        queue: crate::name("queue", a.queue)?,
+        before: a.before,
+        limit: Some(a.limit),
+    };
+    let entries = store.audit_log(&filter).await?;
+    if a.json {
+        output::json(&entries)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    audit_table(&entries);
+    if entries.len() == filter.effective_limit() as usize
+        && let Some(last) = entries.last()
+    {
+        println!("(more may follow: add --before {})", last.seq);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn audit_table(entries: &[AuditEntry]) {
+    if entries.is_empty() {
+        println!("no audit entries");
+        return;
+    }
+    let rows: Vec<Vec<String>> = entries
+        .iter()
+        .map(|e| {
+            vec![
+                e.seq.to_string(),
+                e.at.to_rfc3339(),
+                e.action.clone(),
+                e.job_id.as_ref().map_or("-", JobId::as_str).to_owned(),
+                e.queue.as_ref().map_or("-", Name::as_str).to_owned(),
+                e.operator.clone(),
+                one_line(e.reason.as_deref()),
+            ]
+        })
+        .collect();
+    output::table(
+        &["SEQ", "AT", "ACTION", "JOB", "QUEUE", "OPERATOR", "REASON"],
+        &rows,
+    );
+}
+
+fn one_line(text: Option<&str>) -> String {
+    text.unwrap_or("-").replace(['\n', '\r', '\t'], " ")
+}
+
+/// For `show` of a job that does not exist: when the newest audit entry
+/// about its id is a purge, a not-found failure that says who purged it,
+/// when and why; otherwise the plain not-found error.
+pub async fn not_found(store: &dyn Store, id: &JobId, e: Error) -> Failure {
+    let filter = AuditFilter {
+        job: Some(id.clone()),
+        limit: Some(1),
+        ..AuditFilter::default()
+    };
+    match store.audit_log(&filter).await {
+        Ok(entries) => match entries.first() {
+            Some(p) if p.action == "purge" => Failure::Coded(
+                exit::NOT_FOUND,
+                format!(
+                    "job `{id}` was purged by {} at {}{}; its audit entries remain (errand audit --job {id})",
+                    p.operator,
+                    p.at,
+                    why(p.reason.as_deref())
+                ),
+            ),
+            _ => e.into(),
+        },
+        // The job is missing either way; the lookup's failure is secondary.
+        Err(_) => e.into(),
+    }
+}
