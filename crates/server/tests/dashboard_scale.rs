@@ -267,7 +267,10 @@ async fn measure(backend: &str, store: &Arc<dyn Store>, total: usize, marks: &Ma
             "bulk replay confirmation (50 dead jobs)",
             "/dashboard/dead/replay?error=SMTP".to_owned(),
         ),
-        ("queues (per-queue counts, capped)", "/dashboard/queues".to_owned()),
+        (
+            "queues (per-queue counts, capped)",
+            "/dashboard/queues".to_owned(),
+        ),
         ("audit log, first page", "/dashboard/audit".to_owned()),
         (
             "audit log of one queue",

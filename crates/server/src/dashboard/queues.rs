@@ -226,7 +226,13 @@ async fn confirm_pause(
 ) -> Result<Response, PageError> {
     let queue = path_queue(path)?;
     let ctx = Ctx::new(&dash, &visitor);
-    Ok(confirm_page(&ctx, Change::Pause, &queue, &Audit::default(), None))
+    Ok(confirm_page(
+        &ctx,
+        Change::Pause,
+        &queue,
+        &Audit::default(),
+        None,
+    ))
 }
 
 async fn confirm_resume(
@@ -236,7 +242,13 @@ async fn confirm_resume(
 ) -> Result<Response, PageError> {
     let queue = path_queue(path)?;
     let ctx = Ctx::new(&dash, &visitor);
-    Ok(confirm_page(&ctx, Change::Resume, &queue, &Audit::default(), None))
+    Ok(confirm_page(
+        &ctx,
+        Change::Resume,
+        &queue,
+        &Audit::default(),
+        None,
+    ))
 }
 
 async fn act(

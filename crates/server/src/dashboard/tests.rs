@@ -865,7 +865,13 @@ async fn the_queues_page_counts_each_queue_and_a_pause_is_confirmed_then_audited
     b.insert("r-1", "{}").await;
     let p = b.get("/dashboard/queues").await;
     p.html(StatusCode::OK);
-    for words in ["<td>", "mail", "later", "permanent 1", "No worker has reported"] {
+    for words in [
+        "<td>",
+        "mail",
+        "later",
+        "permanent 1",
+        "No worker has reported",
+    ] {
         assert!(p.body.contains(words), "missing {words}: {}", p.body);
     }
     let confirm = b.get("/dashboard/queues/later/pause").await;
@@ -887,7 +893,11 @@ async fn the_queues_page_counts_each_queue_and_a_pause_is_confirmed_then_audited
     let p = b
         .post(
             url,
-            &[("csrf", &csrf), ("operator", "alice"), ("reason", "provider outage")],
+            &[
+                ("csrf", &csrf),
+                ("operator", "alice"),
+                ("reason", "provider outage"),
+            ],
         )
         .await;
     assert_eq!(
@@ -898,7 +908,11 @@ async fn the_queues_page_counts_each_queue_and_a_pause_is_confirmed_then_audited
     assert_eq!(paused.len(), 1);
     assert_eq!(paused[0].queue.as_str(), "later");
     let p = b.get("/dashboard/queues").await;
-    assert!(p.body.contains("/dashboard/queues/later/resume"), "{}", p.body);
+    assert!(
+        p.body.contains("/dashboard/queues/later/resume"),
+        "{}",
+        p.body
+    );
     b.get("/dashboard/queues/no%20such/pause")
         .await
         .refused(StatusCode::BAD_REQUEST, "not valid");
@@ -916,7 +930,11 @@ async fn the_audit_log_pages_newest_first_and_escapes_what_operators_wrote() {
         let action = errand::QueueAction {
             queue: Name::parse("queue", format!("q{i}")).expect("name"),
             operator: "op".into(),
-            reason: Some(if i == 54 { "<script>alert(1)</script>".into() } else { format!("r{i}") }),
+            reason: Some(if i == 54 {
+                "<script>alert(1)</script>".into()
+            } else {
+                format!("r{i}")
+            }),
         };
         b.store().pause_queue(&action).await.expect("pause");
     }
