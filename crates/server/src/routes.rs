@@ -327,6 +327,21 @@ pub(crate) fn detail_of(e: errand::Error) -> String {
     }
 }
 
+/// The request's own W3C `traceparent` header, when it carries a valid one:
+/// a job enqueued inside a traced request joins that trace unless the body
+/// names another. An invalid header is ignored, as W3C Trace Context asks
+/// of a receiver (the body's field, by contrast, is validated).
+fn header_traceparent(headers: &HeaderMap) -> Option<String> {
+    let mut values = headers.get_all("traceparent").iter();
+    let (Some(value), None) = (values.next(), values.next()) else {
+        return None;
+    };
+    let text = value.to_str().ok()?.trim();
+    errand::core::TraceParent::parse(text)
+        .ok()
+        .map(|tp| tp.to_string())
+}
+
 async fn enqueue(State(app): State<App>, headers: HeaderMap, body: Body) -> Answer {
     let req: EnqueueBody = body_json(&app, &headers, body, ENQUEUE_EXAMPLE).await?;
     let payload = match req.payload {
@@ -351,7 +366,7 @@ async fn enqueue(State(app): State<App>, headers: HeaderMap, body: Body) -> Answ
         key_limit: req.key_limit,
         ordered: req.ordered,
         deadline: req.deadline,
-        traceparent: req.traceparent,
+        traceparent: req.traceparent.or_else(|| header_traceparent(&headers)),
     };
     let job = spec.build_limited(app.max_payload)?;
     let inserted = app.store.insert(job).await?;

@@ -1061,3 +1061,54 @@ async fn a_bound_server_reports_its_port_and_stops_when_asked() {
     .await;
     assert!(matches!(refused, Err(ServeError::TokenRequired { .. })));
 }
+
+#[tokio::test]
+async fn an_enqueue_joins_the_requests_trace_unless_the_body_names_one() {
+    let api = Api::new();
+    let header_tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let body_tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let post = |id: &str, body_field: Option<&str>, header: Option<&str>| {
+        let mut body = json!({"kind": "k", "id": id});
+        if let Some(tp) = body_field {
+            body["traceparent"] = json!(tp);
+        }
+        let mut headers = vec![("content-type", "application/json")];
+        if let Some(h) = header {
+            headers.push(("traceparent", h));
+        }
+        let headers: Vec<(&str, String)> = headers
+            .into_iter()
+            .map(|(k, v)| (k, v.to_owned()))
+            .collect();
+        (body, headers)
+    };
+    for (id, field, header, stored) in [
+        ("from-header", None, Some(header_tp), Some(header_tp)),
+        ("from-body", Some(body_tp), Some(header_tp), Some(body_tp)),
+        ("bad-header", None, Some("00-zz-yy-01"), None),
+        ("none", None, None, None),
+    ] {
+        let (body, headers) = post(id, field, header);
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let r = api
+            .call("POST", "/v1/jobs", &headers, body.to_string())
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{id}: {}", r.body);
+        let job = api
+            .q
+            .store()
+            .get(&errand::JobId::new(id).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(job.traceparent.as_ref().map(|t| t.as_str()), stored, "{id}");
+    }
+    // A malformed traceparent in the body is refused and writes nothing.
+    let r = api
+        .post(
+            "/v1/jobs",
+            &json!({"kind": "k", "id": "bad-body", "traceparent": "00-zz-yy-01"}),
+        )
+        .await;
+    r.problem(StatusCode::BAD_REQUEST, "invalid");
+    assert_eq!(api.count().await, 4);
+}
