@@ -9,7 +9,7 @@ use time::OffsetDateTime;
 use tokio_postgres::Row;
 
 use crate::map_err;
-use crate::ops::{Conn, Queries, from_odt, get, millis, query, query_opt};
+use crate::ops::{Conn, Queries, from_odt, millis, query, query_opt, refused};
 
 fn name_of(s: String) -> Result<Name> {
     Name::parse("queue", s)
@@ -130,16 +130,8 @@ pub(crate) async fn purge(
     let mut out = Vec::with_capacity(req.ids.len());
     for id in &req.ids {
         let Some(row) = query_opt(&tx, &sql, &[&id.as_str()]).await? else {
-            let err = match get(&tx, q, id).await {
-                Ok(job) => Error::InvalidState {
-                    id: id.to_string(),
-                    state: job.state.to_string(),
-                    hint: "only dead jobs can be purged".to_owned(),
-                },
-                Err(e) => e,
-            };
             // Dropping the transaction rolls back what was done so far.
-            return Err(err);
+            return Err(refused(&tx, q, id, "only dead jobs can be purged").await);
         };
         let queue: String = row.try_get("queue").map_err(map_err)?;
         let action = "purge";

@@ -785,21 +785,26 @@ pub(crate) async fn operator_action(
         match query_opt(&tx, sql, &[&now, &id.as_str(), &operator, &reason]).await? {
             Some(row) => out.push(job_from_row(&row)?),
             None => {
-                let err = match get(&tx, q, id).await {
-                    Ok(job) => Error::InvalidState {
-                        id: id.to_string(),
-                        state: job.state.to_string(),
-                        hint: hint.to_owned(),
-                    },
-                    Err(e) => e,
-                };
                 // Dropping the transaction rolls back what was done so far.
-                return Err(err);
+                return Err(refused(&tx, q, id, hint).await);
             }
         }
     }
     tx.commit().await.map_err(map_err)?;
     Ok(out)
+}
+
+/// Why an operator action changed nothing: the job is in another state
+/// (`hint` says which it needs), or it does not exist.
+pub(crate) async fn refused<C: Conn>(client: &C, q: &Queries, id: &JobId, hint: &str) -> Error {
+    match get(client, q, id).await {
+        Ok(job) => Error::InvalidState {
+            id: id.to_string(),
+            state: job.state.to_string(),
+            hint: hint.to_owned(),
+        },
+        Err(e) => e,
+    }
 }
 
 /// A job with its history and audit entries, read in one snapshot.

@@ -20,7 +20,7 @@ use serde::Deserialize;
 use crate::problem::Problem;
 use crate::routes::{
     Answer, App, MAX_OPERATOR_BYTES, MAX_REASON_BYTES, audit_text, body_json, duration_field,
-    job_id, json,
+    given, job_id, json, page_limit,
 };
 
 /// The longest statistics window.
@@ -183,19 +183,8 @@ pub(crate) async fn audit(
             r.body_text()
         ))
     })?;
-    let nonempty = |v: Option<String>| v.filter(|s| !s.is_empty());
-    let limit = match nonempty(q.limit) {
-        None => 100,
-        Some(t) => match t.parse::<u32>() {
-            Ok(n @ 1..=10_000) => n,
-            _ => {
-                return Err(Problem::invalid(format!(
-                    "limit {t:?} is not valid: give a whole number from 1 to 10000"
-                )));
-            }
-        },
-    };
-    let before = match nonempty(q.before) {
+    let limit = page_limit(q.limit)?;
+    let before = match given(q.before) {
         None => None,
         Some(t) => Some(t.parse::<u64>().map_err(|_| {
             Problem::invalid(format!(
@@ -204,8 +193,8 @@ pub(crate) async fn audit(
         })?),
     };
     let filter = AuditFilter {
-        job: nonempty(q.job).map(JobId::new).transpose()?,
-        queue: nonempty(q.queue)
+        job: given(q.job).map(JobId::new).transpose()?,
+        queue: given(q.queue)
             .map(|s| Name::parse("queue", s))
             .transpose()?,
         before,

@@ -394,8 +394,21 @@ struct ListQuery {
 }
 
 /// An empty parameter (`?state=`) means "not given".
-fn given(v: Option<String>) -> Option<String> {
+pub(crate) fn given(v: Option<String>) -> Option<String> {
     v.filter(|s| !s.is_empty())
+}
+
+/// A page's `limit` parameter: 1 to 10,000, 100 when not given.
+pub(crate) fn page_limit(text: Option<String>) -> Result<u32, Problem> {
+    match given(text) {
+        None => Ok(100),
+        Some(text) => match text.parse::<u32>() {
+            Ok(n @ 1..=10_000) => Ok(n),
+            _ => Err(Problem::invalid(format!(
+                "limit {text:?} is not valid: give a whole number from 1 to 10000"
+            ))),
+        },
+    }
 }
 
 async fn list(State(app): State<App>, query: Result<Query<ListQuery>, QueryRejection>) -> Answer {
@@ -405,17 +418,7 @@ async fn list(State(app): State<App>, query: Result<Query<ListQuery>, QueryRejec
             r.body_text()
         ))
     })?;
-    let limit = match given(q.limit) {
-        None => 100,
-        Some(text) => match text.parse::<u32>() {
-            Ok(n @ 1..=10_000) => n,
-            _ => {
-                return Err(Problem::invalid(format!(
-                    "limit {text:?} is not valid: give a whole number from 1 to 10000"
-                )));
-            }
-        },
-    };
+    let limit = page_limit(q.limit)?;
     let filter = JobFilter {
         state: given(q.state).map(|s| s.parse::<JobState>()).transpose()?,
         queue: given(q.queue)

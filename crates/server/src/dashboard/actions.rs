@@ -69,7 +69,7 @@ impl Action {
 }
 
 /// The operator and reason fields, filled with what was entered.
-fn audit_fields(entered: &Audit) -> Markup {
+pub(super) fn audit_fields(entered: &Audit) -> Markup {
     html! {
         label for="operator" { "Your name (for the audit log)" }
         input #operator type="text" name="operator" required maxlength=(MAX_OPERATOR_BYTES)
@@ -165,19 +165,15 @@ async fn act(
 ) -> Result<Response, PageError> {
     let id = path_id(path)?;
     form.only(&["operator", "reason"])?;
-    let entered = Audit::entered(&form);
-    if let Err(problem) = form
-        .one("operator")
-        .and(form.one("reason"))
-        .map_err(|e| e.message)
-        .and_then(|_| entered.check())
-    {
-        // Nothing is written; the form comes back with what was entered.
-        let job = dash.store.get(&id).await?;
-        let ctx = Ctx::new(&dash, &visitor);
-        return Ok(confirm_one(&ctx, action, &job, &entered, Some(&problem)));
-    }
-    let Audit { operator, reason } = entered;
+    let Audit { operator, reason } = match Audit::posted(&form) {
+        Ok(audit) => audit,
+        Err((entered, problem)) => {
+            // Nothing is written; the form comes back with what was entered.
+            let job = dash.store.get(&id).await?;
+            let ctx = Ctx::new(&dash, &visitor);
+            return Ok(confirm_one(&ctx, action, &job, &entered, Some(&problem)));
+        }
+    };
     let (done, _) = match action {
         Action::Replay => (
             "replayed",
@@ -306,21 +302,17 @@ async fn bulk_replay(
             ids.len()
         )));
     }
-    let entered = Audit::entered(&form);
-    if let Err(problem) = form
-        .one("operator")
-        .and(form.one("reason"))
-        .map_err(|e| e.message)
-        .and_then(|_| entered.check())
-    {
-        let mut jobs = Vec::with_capacity(ids.len());
-        for id in &ids {
-            jobs.push(dash.store.get(id).await?);
+    let Audit { operator, reason } = match Audit::posted(&form) {
+        Ok(audit) => audit,
+        Err((entered, problem)) => {
+            let mut jobs = Vec::with_capacity(ids.len());
+            for id in &ids {
+                jobs.push(dash.store.get(id).await?);
+            }
+            let ctx = Ctx::new(&dash, &visitor);
+            return Ok(confirm_many(&ctx, &jobs, &entered, Some(&problem)));
         }
-        let ctx = Ctx::new(&dash, &visitor);
-        return Ok(confirm_many(&ctx, &jobs, &entered, Some(&problem)));
-    }
-    let Audit { operator, reason } = entered;
+    };
     let replayed = dash
         .store
         .replay(&ReplayRequest {

@@ -114,6 +114,22 @@ impl Audit {
         }
     }
 
+    /// The operator and reason a confirmation form posted (each once),
+    /// checked; on a refusal, what was entered (to show the form again) and
+    /// what to fix.
+    pub(super) fn posted(form: &Form) -> Result<Audit, (Audit, String)> {
+        let entered = Audit::entered(form);
+        match form
+            .one("operator")
+            .and(form.one("reason"))
+            .map_err(|e| e.message)
+            .and_then(|_| entered.check())
+        {
+            Ok(()) => Ok(entered),
+            Err(problem) => Err((entered, problem)),
+        }
+    }
+
     /// Checks the operator and reason; the message says what to fix.
     pub(super) fn check(&self) -> Result<(), String> {
         audit_text(

@@ -12,8 +12,9 @@ use errand::{Name, QueueAction, QueueStats, Stats, StatsRequest};
 use maud::{Markup, html};
 
 use super::Dash;
+use super::actions::audit_fields;
 use super::error::PageError;
-use super::forms::{Audit, Form, MAX_OPERATOR_BYTES, MAX_REASON_BYTES, detail};
+use super::forms::{Audit, Form, detail};
 use super::guard::Visitor;
 use super::view::{self, Ctx, Section};
 
@@ -197,11 +198,7 @@ fn confirm_page(
         p { (explain) " Your name and reason go into the audit log." }
         form.confirm method="post" action={ "/dashboard/queues/" (queue.as_str()) "/" (change.verb()) } {
             (ctx.csrf_field())
-            label for="operator" { "Your name (for the audit log)" }
-            input #operator type="text" name="operator" required maxlength=(MAX_OPERATOR_BYTES)
-                autocomplete="name" value=(entered.operator);
-            label for="reason" { "Reason (required)" }
-            textarea #reason name="reason" required maxlength=(MAX_REASON_BYTES) rows="3" { (entered.reason) }
+            (audit_fields(entered))
             p.actions {
                 button.danger[change == Change::Pause] .primary[change == Change::Resume] type="submit" {
                     "Confirm: " (change.verb()) " " (queue.as_str())
@@ -260,21 +257,18 @@ async fn act(
 ) -> Result<Response, PageError> {
     let queue = path_queue(path)?;
     form.only(&["operator", "reason"])?;
-    let entered = Audit::entered(&form);
-    if let Err(problem) = form
-        .one("operator")
-        .and(form.one("reason"))
-        .map_err(|e| e.message)
-        .and_then(|_| entered.check())
-    {
-        // Nothing is written; the form comes back with what was entered.
-        let ctx = Ctx::new(&dash, &visitor);
-        return Ok(confirm_page(&ctx, change, &queue, &entered, Some(&problem)));
-    }
+    let Audit { operator, reason } = match Audit::posted(&form) {
+        Ok(audit) => audit,
+        Err((entered, problem)) => {
+            // Nothing is written; the form comes back with what was entered.
+            let ctx = Ctx::new(&dash, &visitor);
+            return Ok(confirm_page(&ctx, change, &queue, &entered, Some(&problem)));
+        }
+    };
     let action = QueueAction {
         queue,
-        operator: entered.operator,
-        reason: Some(entered.reason),
+        operator,
+        reason: Some(reason),
     };
     match change {
         Change::Pause => dash.store.pause_queue(&action).await?,
