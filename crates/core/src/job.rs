@@ -444,6 +444,9 @@ impl JobKey {
     }
 }
 
+/// 9999-12-31T23:59:59.999Z, the latest deadline every store can hold.
+const LATEST_DEADLINE_MS: i64 = 253_402_300_799_999;
+
 /// A job to insert.
 #[derive(Clone, Debug)]
 pub struct NewJob {
@@ -569,6 +572,13 @@ impl NewJob {
 
     /// Checks the invariants a store relies on.
     pub fn validate(&self) -> Result<(), Error> {
+        if let Some(d) = self.deadline
+            && !(0..=LATEST_DEADLINE_MS).contains(&d.as_millis())
+        {
+            return Err(Error::invalid(
+                "a deadline must fall between 1970 and the end of 9999 (got one outside)",
+            ));
+        }
         if self.max_attempts == 0 || self.max_attempts > 1000 {
             return Err(Error::invalid(format!(
                 "max attempts must be between 1 and 1000 (got {})",
@@ -819,6 +829,22 @@ pub struct JobDetail {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_deadline_past_9999_is_refused() {
+        let job = NewJob::new("k", Payload::from_json_text("{}").unwrap()).unwrap();
+        assert!(
+            job.clone()
+                .with_deadline(Timestamp::from_millis(253_402_300_799_999))
+                .validate()
+                .is_ok()
+        );
+        let err = job
+            .with_deadline(Timestamp::from_millis(253_402_300_800_000))
+            .validate()
+            .unwrap_err();
+        assert!(err.to_string().contains("9999"), "{err}");
+    }
 
     #[test]
     fn traceparents_follow_the_w3c_format() {

@@ -278,7 +278,8 @@ impl RuntimeBuilder {
     /// completed claim cycle and its counters, read by `errand stats` and
     /// `/metrics`); `None` never reports. Default: every 5 seconds. A
     /// report is written only when a claim cycle completed since the last
-    /// one, so a worker whose claims fail falls silent and its age shows.
+    /// one or jobs are running, so a worker whose claims fail (and that has
+    /// nothing running) falls silent and its age shows.
     pub fn report_every(mut self, every: Option<Duration>) -> Self {
         self.settings.report_every = every;
         self
@@ -722,10 +723,14 @@ impl Inner {
     }
 
     /// Writes this process's report if a claim cycle completed since the
-    /// last one; returns the cycle count reported (or still unreported).
+    /// last one or jobs are running; returns the cycle count reported (or
+    /// still unreported).
     async fn report(&self, reported_cycles: u64) -> u64 {
         let metrics = lock(&self.metrics).clone();
-        if metrics.cycles == reported_cycles {
+        // A worker whose every slot is busy claims nothing until one frees
+        // up: with jobs in flight it is working, not stalled.
+        let busy = !lock(&self.in_flight).is_empty();
+        if metrics.cycles == reported_cycles && !busy {
             return reported_cycles;
         }
         let report = WorkerReport {

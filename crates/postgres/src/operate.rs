@@ -127,8 +127,11 @@ pub(crate) async fn purge(
         "DELETE FROM {}.errand_jobs WHERE id = $1 AND state = 'dead' RETURNING queue",
         q.schema
     );
-    let mut out = Vec::with_capacity(req.ids.len());
+    let mut out: Vec<JobId> = Vec::with_capacity(req.ids.len());
     for id in &req.ids {
+        if out.contains(id) {
+            continue; // named twice: purged once
+        }
         let Some(row) = query_opt(&tx, &sql, &[&id.as_str()]).await? else {
             // Dropping the transaction rolls back what was done so far.
             return Err(refused(&tx, q, id, "only dead jobs can be purged").await);
@@ -307,7 +310,7 @@ pub(crate) async fn stats(
     let window = query(
         &tx,
         &q.stats_window,
-        &[&Some(at), &millis(req.window), &cap],
+        &[&Some(at), &millis(req.window), &(cap + 1)],
     )
     .await?
     .iter()
@@ -320,7 +323,7 @@ pub(crate) async fn stats(
         })
     })
     .collect::<Result<Vec<_>>>()?;
-    if window.iter().map(|w| w.n).sum::<u64>() >= u64::from(req.cap) {
+    if window.iter().map(|w| w.n).sum::<u64>() > u64::from(req.cap) {
         truncated.push("window".to_owned());
     }
     let paused = paused(&tx, q).await?;

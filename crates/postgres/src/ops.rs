@@ -387,6 +387,13 @@ pub(crate) fn key_limit(job: &NewJob) -> Result<Option<i32>> {
         .transpose()
 }
 
+/// `None` (a NULL array, which `unnest` pads with NULLs) when every value
+/// is NULL: most batches carry no deadlines or trace contexts, and sending
+/// a NULL for each cost a twentieth of a bulk enqueue.
+fn nulls_as_none<T>(values: Vec<Option<T>>) -> Option<Vec<Option<T>>> {
+    values.iter().any(Option::is_some).then_some(values)
+}
+
 /// Inserts many jobs in one statement; existing ids are returned as they
 /// are, with `created: false`. Results follow the input order.
 pub(crate) async fn insert_many<C: Conn>(
@@ -462,8 +469,8 @@ pub(crate) async fn insert_many<C: Conn>(
             &key_names,
             &key_limits,
             &key_ordered,
-            &deadlines,
-            &traceparents,
+            &nulls_as_none(deadlines),
+            &nulls_as_none(traceparents),
         ],
     )
     .await

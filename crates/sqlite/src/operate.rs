@@ -105,8 +105,11 @@ pub(crate) fn purge(
     reason: &str,
     now: Timestamp,
 ) -> Result<Vec<JobId>> {
-    let mut out = Vec::with_capacity(ids.len());
+    let mut out: Vec<JobId> = Vec::with_capacity(ids.len());
     for id in ids {
+        if out.contains(id) {
+            continue; // named twice: purged once
+        }
         let queue: Option<String> = conn
             .prepare_cached(
                 "DELETE FROM errand_jobs WHERE id = :id AND state = 'dead' RETURNING queue",
@@ -285,7 +288,7 @@ pub(crate) fn stats(conn: &Connection, req: &StatsRequest, now: Timestamp) -> Re
         .prepare_cached(STATS_WINDOW)
         .map_err(map_err)?
         .query_map(
-            named_params! {":since": now.minus(req.window).as_millis(), ":cap": req.cap},
+            named_params! {":since": now.minus(req.window).as_millis(), ":cap": i64::from(req.cap) + 1},
             |r| {
                 Ok(WindowRow {
                     queue: r.get(0)?,
@@ -298,7 +301,7 @@ pub(crate) fn stats(conn: &Connection, req: &StatsRequest, now: Timestamp) -> Re
         .map_err(map_err)?
         .collect::<rusqlite::Result<Vec<_>>>()
         .map_err(map_err)?;
-    if window.iter().map(|w| w.n).sum::<u64>() >= u64::from(req.cap) {
+    if window.iter().map(|w| w.n).sum::<u64>() > u64::from(req.cap) {
         truncated.push("window".to_owned());
     }
     let paused = paused(conn)?;

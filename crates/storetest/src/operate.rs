@@ -195,10 +195,14 @@ pub async fn purge_deletes_only_dead_jobs_and_its_audit_outlives_them(
     ));
 
     let gone = store
-        .purge(&purge(&["d1", "d2"], "poison payloads"))
+        .purge(&purge(&["d1", "d2", "d1"], "poison payloads"))
         .await
         .unwrap();
-    assert_eq!(gone, [id("d1"), id("d2")]);
+    assert_eq!(
+        gone,
+        [id("d1"), id("d2")],
+        "a job named twice is purged once"
+    );
     assert!(matches!(
         store.get(&id("d1")).await,
         Err(Error::NotFound(_))
@@ -430,19 +434,19 @@ pub async fn stats_count_each_queue_with_leases_age_and_window(
         "4 ready rows, 2 running, 1 dead"
     );
     assert_eq!(capped.totals().ready + capped.totals().scheduled, 3);
-    // Two failed attempts in an hour: a cap of two reads two and says so;
-    // a cap of three reads them all.
+    // Two failed attempts in an hour: a cap of one leaves one out and says
+    // so; a cap of two reads them all.
     let window = |cap| StatsRequest {
         window: Duration::from_secs(3600),
         cap,
     };
-    let recent = store.stats(&window(2)).await.unwrap();
+    let recent = store.stats(&window(1)).await.unwrap();
     assert!(
         recent.truncated.iter().any(|t| t == "window"),
         "{:?}",
         recent.truncated
     );
-    let recent = store.stats(&window(3)).await.unwrap();
+    let recent = store.stats(&window(2)).await.unwrap();
     assert!(
         !recent.truncated.iter().any(|t| t == "window"),
         "{:?}",
