@@ -264,9 +264,9 @@ pub struct WorkerSeen {
 pub struct StatsRequest {
     /// Retries and dead letters are counted over this recent window.
     pub window: Duration,
-    /// Counts per state, and the window's failed attempts, stop at this
-    /// many rows (then they are marked `truncated`): no page view or scrape
-    /// walks a million-row table.
+    /// Each queue's count of each state, and the window's failed attempts,
+    /// stop at this many rows (then they are marked `truncated`): no page
+    /// view or scrape walks a million-row table.
     pub cap: u32,
 }
 
@@ -325,10 +325,10 @@ pub struct Stats {
     pub window_secs: u64,
     /// The row cap of each state's count.
     pub cap: u32,
-    /// States whose count reached the cap: their counts (and the queues'
-    /// shares of them) are lower bounds, taken over the oldest rows; and
-    /// `window` when the window held more failed attempts than the cap
-    /// (retries and dead letters then count the newest `cap`).
+    /// States in which some queue held more rows than the cap: that queue's
+    /// count is a lower bound; and `window` when the window held more
+    /// failed attempts than the cap (retries and dead letters then count
+    /// the newest ones).
     pub truncated: Vec<String>,
     /// Per queue, by name.
     pub queues: Vec<QueueStats>,

@@ -55,7 +55,7 @@ pub use ops::{Conn, Param, Queries};
 const INSERT_CHUNK: usize = 1_000;
 
 /// The schema version this build expects.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 const MIGRATIONS: &[(&str, &str)] = &[
     ("V1__jobs", include_str!("../migrations/V1__jobs.sql")),
     (
@@ -81,6 +81,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     (
         "V7__deadline_and_trace_context",
         include_str!("../migrations/V7__deadline_and_trace_context.sql"),
+    ),
+    (
+        "V8__dead_jobs_by_queue",
+        include_str!("../migrations/V8__dead_jobs_by_queue.sql"),
     ),
 ];
 

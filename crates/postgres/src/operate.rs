@@ -2,8 +2,8 @@
 //! purging dead jobs, the audit log, workers' reports and the statistics.
 
 use errand_core::{
-    AuditEntry, AuditFilter, Error, JobId, JobState, Name, PausedQueue, PurgeRequest, QueueAction,
-    Result, SampleRow, Stats, StatsRequest, WindowRow, WorkerReport, WorkerSeen, assemble_stats,
+    AuditEntry, AuditFilter, Error, JobId, Name, PausedQueue, PurgeRequest, QueueAction, Result,
+    SampleRow, Stats, StatsRequest, WindowRow, WorkerReport, WorkerSeen, assemble_stats,
 };
 use time::OffsetDateTime;
 use tokio_postgres::Row;
@@ -284,28 +284,50 @@ pub(crate) async fn stats(
     .await?
     .ok_or_else(|| Error::Storage("the server did not say what time it is".into()))?;
     let at: OffsetDateTime = now_row.try_get("now").map_err(map_err)?;
+    // JIT compilation of this statement (its estimated cost is high, the
+    // real one small) took 300 ms of a 320 ms read.
+    tx.batch_execute("SET LOCAL jit = off")
+        .await
+        .map_err(map_err)?;
     let cap = i64::from(req.cap);
     let mut samples = Vec::new();
     let mut truncated = Vec::new();
-    for state in [JobState::Ready, JobState::Running, JobState::Dead] {
-        let rows = query(&tx, &q.stats_sample, &[&Some(at), &state.as_str(), &cap]).await?;
-        let mut total = 0;
-        for r in &rows {
-            let oldest: Option<OffsetDateTime> = r.try_get("oldest").map_err(map_err)?;
-            let row = SampleRow {
-                queue: r.try_get("queue").map_err(map_err)?,
-                state: state.as_str().to_owned(),
-                n: count(r, "n")?,
-                due: r.try_get("due").map_err(map_err)?,
-                live: count(r, "live")?,
-                oldest_due_at: oldest.map(from_odt),
-            };
-            total += row.n;
-            samples.push(row);
+    let mut cut = |state: &str| {
+        if !truncated.iter().any(|t| t == state) {
+            truncated.push(state.to_owned());
         }
-        if total >= u64::from(req.cap) {
-            truncated.push(state.as_str().to_owned());
+    };
+    for r in query(&tx, &q.stats_sample, &[&Some(at), &(cap + 1)]).await? {
+        let queue: String = r.try_get("queue").map_err(map_err)?;
+        let oldest: Option<OffsetDateTime> = r.try_get("oldest").map_err(map_err)?;
+        let (ready_read, running, dead) = (
+            count(&r, "ready_read")?,
+            count(&r, "running")?,
+            count(&r, "dead")?,
+        );
+        for (state, n) in [("ready", ready_read), ("running", running), ("dead", dead)] {
+            if n > u64::from(req.cap) {
+                cut(state);
+            }
         }
+        let row = |state: &str, n, due, live, oldest| SampleRow {
+            queue: queue.clone(),
+            state: state.to_owned(),
+            n,
+            due,
+            live,
+            oldest_due_at: oldest,
+        };
+        samples.push(row(
+            "ready",
+            count(&r, "due")?,
+            true,
+            0,
+            oldest.map(from_odt),
+        ));
+        samples.push(row("ready", count(&r, "scheduled")?, false, 0, None));
+        samples.push(row("running", running, false, count(&r, "live")?, None));
+        samples.push(row("dead", dead, false, 0, None));
     }
     let window = query(
         &tx,

@@ -270,12 +270,12 @@ pub(crate) fn render_metrics(stats: &Stats) -> Result<String, std::fmt::Error> {
     let jobs = gauge_family(
         &mut r,
         "errand_jobs",
-        "Jobs per queue and state (ready = due now, scheduled = due later); counts stop at the cap, see errand_jobs_truncated",
+        "Jobs per queue and state (ready = due now, scheduled = due later); each queue's count stops past the cap, see errand_jobs_truncated",
     );
     let truncated = gauge_family(
         &mut r,
         "errand_jobs_truncated",
-        "1 when a state's count reached the cap and is a lower bound",
+        "1 when some queue's count of the state went past the cap and is a lower bound",
     );
     let leases = gauge_family(
         &mut r,

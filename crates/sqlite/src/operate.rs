@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use errand_core::{
-    AuditEntry, AuditFilter, Error, JobId, JobState, Name, PausedQueue, QueueAction, Result,
-    SampleRow, Stats, StatsRequest, Timestamp, WindowRow, WorkerMetrics, WorkerReport, WorkerSeen,
+    AuditEntry, AuditFilter, Error, JobId, Name, PausedQueue, QueueAction, Result, SampleRow,
+    Stats, StatsRequest, Timestamp, WindowRow, WorkerMetrics, WorkerReport, WorkerSeen,
     assemble_stats,
 };
 use rusqlite::{Connection, OptionalExtension, Row, named_params};
@@ -255,34 +255,90 @@ fn workers(conn: &Connection) -> Result<Vec<WorkerSeen>> {
         .collect()
 }
 
+/// The most queues the statistics report on.
+const MAX_QUEUES: usize = 1000;
+
+/// The queues that have ready, running or dead jobs, or are paused, by
+/// name: found by skipping through the indexes that lead with the queue
+/// (one probe per queue), and through at most `read` running jobs.
+fn queue_names(conn: &Connection, read: i64) -> Result<Vec<String>> {
+    let mut names = std::collections::BTreeSet::new();
+    for sql in [
+        "SELECT queue FROM errand_jobs INDEXED BY errand_jobs_due_by_queue
+         WHERE state = 'ready' AND queue > :after ORDER BY queue LIMIT 1",
+        "SELECT queue FROM errand_jobs INDEXED BY errand_jobs_dead_by_queue
+         WHERE state = 'dead' AND queue > :after ORDER BY queue LIMIT 1",
+    ] {
+        let mut stmt = conn.prepare_cached(sql).map_err(map_err)?;
+        let mut after = String::new();
+        while names.len() < MAX_QUEUES {
+            let next: Option<String> = stmt
+                .query_row(named_params! {":after": after}, |r| r.get(0))
+                .optional()
+                .map_err(map_err)?;
+            let Some(q) = next else { break };
+            names.insert(q.clone());
+            after = q;
+        }
+    }
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT DISTINCT queue FROM (SELECT queue FROM errand_jobs INDEXED BY errand_jobs_leases
+             WHERE state = 'running' LIMIT :read)
+             UNION SELECT queue FROM errand_paused_queues",
+        )
+        .map_err(map_err)?;
+    let more = stmt
+        .query_map(named_params! {":read": read}, |r| r.get::<_, String>(0))
+        .map_err(map_err)?;
+    for q in more {
+        names.insert(q.map_err(map_err)?);
+    }
+    Ok(names.into_iter().take(MAX_QUEUES).collect())
+}
+
 /// The statistics, read in one transaction.
 pub(crate) fn stats(conn: &Connection, req: &StatsRequest, now: Timestamp) -> Result<Stats> {
     let mut samples = Vec::new();
-    let mut truncated = Vec::new();
-    for state in [JobState::Ready, JobState::Running, JobState::Dead] {
-        let rows = conn
+    let mut truncated: Vec<String> = Vec::new();
+    let read = i64::from(req.cap) + 1;
+    for queue in queue_names(conn, read)? {
+        let r = conn
             .prepare_cached(STATS_SAMPLE)
             .map_err(map_err)?
-            .query_map(
-                named_params! {":state": state.as_str(), ":now": now.as_millis(), ":cap": req.cap},
+            .query_row(
+                named_params! {":queue": queue, ":now": now.as_millis(), ":cap": read},
                 |r| {
-                    Ok(SampleRow {
-                        queue: r.get(0)?,
-                        state: state.as_str().to_owned(),
-                        n: u64_col(r, 1)?,
-                        due: r.get::<_, i64>(2)? != 0,
-                        live: u64_col(r, 3)?,
-                        oldest_due_at: opt_ts_col(r, 4)?,
-                    })
+                    let counts = [
+                        u64_col(r, 0)?,
+                        u64_col(r, 1)?,
+                        u64_col(r, 3)?,
+                        u64_col(r, 4)?,
+                        u64_col(r, 5)?,
+                        u64_col(r, 6)?,
+                    ];
+                    Ok((counts, opt_ts_col(r, 2)?))
                 },
             )
-            .map_err(map_err)?
-            .collect::<rusqlite::Result<Vec<_>>>()
             .map_err(map_err)?;
-        if rows.iter().map(|r| r.n).sum::<u64>() >= u64::from(req.cap) {
-            truncated.push(state.as_str().to_owned());
+        let ([due, scheduled, ready_read, running, live, dead], oldest) = r;
+        for (state, n) in [("ready", ready_read), ("running", running), ("dead", dead)] {
+            if n > u64::from(req.cap) && !truncated.iter().any(|t| t == state) {
+                truncated.push(state.to_owned());
+            }
         }
-        samples.extend(rows);
+        let row = |state: &str, n, due, live, oldest| SampleRow {
+            queue: queue.clone(),
+            state: state.to_owned(),
+            n,
+            due,
+            live,
+            oldest_due_at: oldest,
+        };
+        samples.push(row("ready", due, true, 0, oldest));
+        samples.push(row("ready", scheduled, false, 0, None));
+        samples.push(row("running", running, false, live, None));
+        samples.push(row("dead", dead, false, 0, None));
     }
     let window = conn
         .prepare_cached(STATS_WINDOW)

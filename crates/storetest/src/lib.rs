@@ -90,6 +90,7 @@ macro_rules! conformance_tests {
             purge_deletes_only_dead_jobs_and_its_audit_outlives_them,
             the_audit_log_pages_newest_first_and_filters,
             stats_count_each_queue_with_leases_age_and_window,
+            stats_count_every_queue_even_behind_a_larger_backlog,
             worker_reports_keep_the_latest_per_worker,
             a_job_carries_its_deadline_and_trace_context_to_every_attempt,
         );

@@ -96,7 +96,7 @@ async fn overview(
         h1 { "Queues" }
         p.note {
             "Read " (view::time(stats.at)) ". Counts stop at " (stats.cap)
-            " rows per state (shown as ≥); retries and dead letters are those of the last "
+            " rows per queue and state (shown as ≥); retries and dead letters are those of the last "
             (stats.window_secs / 60) " minutes, by error class."
         }
         @if stats.queues.is_empty() {
