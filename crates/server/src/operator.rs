@@ -254,6 +254,26 @@ impl EncodeMetric for Counted {
 
 type Labels = Vec<(&'static str, String)>;
 
+/// Which of a worker's counters a metric exports.
+type CounterOf = fn(&errand::WorkerMetrics) -> u64;
+
+/// One histogram per worker, each under its labels.
+#[derive(Debug)]
+struct PerWorker(Vec<(Labels, Counted)>);
+
+impl EncodeMetric for PerWorker {
+    fn encode(&self, mut encoder: MetricEncoder<'_>) -> Result<(), std::fmt::Error> {
+        for (labels, h) in &self.0 {
+            h.encode(encoder.encode_family(labels)?)?;
+        }
+        Ok(())
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
 fn gauge_family(registry: &mut Registry, name: &str, help: &str) -> Family<Labels, Gauge> {
     let f = Family::<Labels, Gauge>::default();
     registry.register(name, help, f.clone());
@@ -369,50 +389,59 @@ pub(crate) fn render_metrics(stats: &Stats) -> Result<String, std::fmt::Error> {
             .since_last_worker_cycle_ms
             .map_or(f64::INFINITY, |ms| ms as f64 / 1000.0),
     );
-    let mut total = errand::WorkerMetrics::default();
-    for w in &stats.workers {
-        total.cycles += w.metrics.cycles;
-        total.started += w.metrics.started;
-        total.on_time += w.metrics.on_time;
-        total.late += w.metrics.late;
-        total.start_latency.add_all(&w.metrics.start_latency);
-        total.lateness.add_all(&w.metrics.lateness);
-    }
-    for (name, help, n) in [
+    // Each worker's counters are its own and only grow, so they are
+    // exported per worker: a sum over the stored reports would drop when a
+    // silent worker's report is deleted, which Prometheus reads as a reset.
+    let counters: Vec<(&str, &str, CounterOf)> = vec![
         (
             "errand_worker_cycles",
-            "Claim cycles completed by the reporting workers",
-            total.cycles,
+            "Claim cycles completed, per worker",
+            |m| m.cycles,
         ),
         (
             "errand_attempts_started",
-            "Attempts started by the reporting workers",
-            total.started,
+            "Attempts started, per worker",
+            |m| m.started,
         ),
         (
             "errand_deadline_met",
-            "Jobs with a business deadline that succeeded on time",
-            total.on_time,
+            "Jobs with a business deadline that succeeded on time, per worker",
+            |m| m.on_time,
         ),
         (
             "errand_deadline_missed",
-            "Jobs with a business deadline that succeeded late",
-            total.late,
+            "Jobs with a business deadline that succeeded late, per worker",
+            |m| m.late,
         ),
-    ] {
-        let c = Counter::<u64>::default();
-        c.inc_by(n);
-        r.register(name, help, c);
+    ];
+    let labels = |w: &errand::WorkerSeen| -> Labels {
+        vec![("worker", w.id.clone()), ("host", w.host.clone())]
+    };
+    for (name, help, value) in counters {
+        let family = Family::<Labels, Counter>::default();
+        for w in &stats.workers {
+            family.get_or_create(&labels(w)).inc_by(value(&w.metrics));
+        }
+        r.register(name, help, family);
     }
+    let per_worker = |pick: fn(&errand::WorkerMetrics) -> &errand::Histogram| {
+        PerWorker(
+            stats
+                .workers
+                .iter()
+                .map(|w| (labels(w), Counted::of(pick(&w.metrics))))
+                .collect(),
+        )
+    };
     r.register(
         "errand_start_latency_seconds",
-        "From when a job was due to when its attempt started, over the reporting workers",
-        Counted::of(&total.start_latency),
+        "From when a job was due to when its attempt started, per worker",
+        per_worker(|m| &m.start_latency),
     );
     r.register(
         "errand_lateness_seconds",
-        "How late past its business deadline a job succeeded (0 when on time), over the reporting workers",
-        Counted::of(&total.lateness),
+        "How late past its business deadline a job succeeded (0 when on time), per worker",
+        per_worker(|m| &m.lateness),
     );
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &r)?;
