@@ -873,3 +873,65 @@ async fn a_worker_reports_cycles_latency_and_lateness_and_handlers_see_the_trace
         ]
     );
 }
+
+/// A worker whose only slot holds a long job claims nothing meanwhile, yet
+/// keeps reporting: with a job in flight it is working, not stalled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_busy_with_a_long_job_keeps_reporting() {
+    let (_d, store) = store();
+    let release = Arc::new(tokio::sync::Notify::new());
+    let r = release.clone();
+    let runtime = Runtime::builder(store.clone())
+        .handler("long", move |_: serde_json::Value, _ctx| {
+            let r = r.clone();
+            async move {
+                r.notified().await;
+                Outcome::Success
+            }
+        })
+        .unwrap()
+        .queue("default", 1)
+        .unwrap()
+        .poll(Duration::from_millis(20))
+        .report_every(Some(Duration::from_millis(30)))
+        .build()
+        .unwrap();
+    enqueue(&store, "l1", "long", "default", "{}").await;
+    let s = store.clone();
+    runtime
+        .run_until(async move {
+            let last_cycle = |s: Arc<dyn Store>| async move {
+                s.stats(&errand::StatsRequest::default())
+                    .await
+                    .unwrap()
+                    .last_worker_cycle_at
+            };
+            // Wait until the job runs and a report is in.
+            for _ in 0..400 {
+                if job(&s, "l1").await.state == JobState::Running
+                    && last_cycle(s.clone()).await.is_some()
+                {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            let first = last_cycle(s.clone()).await.expect("a first report");
+            // While the job still runs, a later report arrives.
+            let mut later = None;
+            for _ in 0..400 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                let now = last_cycle(s.clone()).await;
+                if now > Some(first) {
+                    later = now;
+                    break;
+                }
+            }
+            assert_eq!(job(&s, "l1").await.state, JobState::Running, "still busy");
+            assert!(later.is_some(), "no report while the only slot was busy");
+            release.notify_one();
+            settled(s).await;
+        })
+        .await
+        .unwrap();
+    assert_eq!(job(&store, "l1").await.state, JobState::Done);
+}
