@@ -23,8 +23,8 @@ pub struct StatsArgs {
     /// 15m, or the config file's `window`).
     #[arg(long, value_parser = crate::parse_duration)]
     window: Option<Duration>,
-    /// Count at most this many jobs per state; a count that reaches it is
-    /// a lower bound, shown as ≥N.
+    /// Count at most this many jobs per queue and state; a count past it
+    /// is a lower bound, shown as ≥N.
     #[arg(long, default_value_t = 10_000,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     cap: u32,
@@ -87,6 +87,21 @@ impl Limits {
             max_retries: self.max_retries.or(other.max_retries),
             max_expired_leases: self.max_expired_leases.or(other.max_expired_leases),
         }
+    }
+
+    /// The largest count threshold set (due, dead, dead letters, retries,
+    /// expired leases).
+    fn largest_count(&self) -> Option<u64> {
+        [
+            self.max_ready,
+            self.max_dead,
+            self.max_dead_letters,
+            self.max_retries,
+            self.max_expired_leases,
+        ]
+        .into_iter()
+        .flatten()
+        .max()
     }
 
     fn count(&self) -> usize {
@@ -344,6 +359,21 @@ pub async fn run(store: &dyn Store, a: StatsArgs) -> Result<ExitCode, Failure> {
             "--check has no threshold to check: give --max-ready, --max-oldest-due, --max-dead, --max-dead-letters, --max-retries, --max-expired-leases or --max-since-worker-cycle, or --config FILE with some (docs/cli.md)".to_owned(),
         ));
     }
+    // A count stops just past the cap: a threshold at or above it could
+    // never be crossed, so it would pass whatever the queue holds.
+    let largest = [&thresholds.flags, &thresholds.top]
+        .into_iter()
+        .chain(thresholds.queues.values())
+        .filter_map(Limits::largest_count)
+        .max();
+    if let Some(max) = largest
+        && max >= u64::from(a.cap)
+    {
+        return Err(Failure::Usage(format!(
+            "a count threshold of {max} is not below --cap {}: counts stop just past the cap, so it could never be crossed; raise --cap above it (at most 1000000)",
+            a.cap
+        )));
+    }
     let req = StatsRequest {
         window: a.window.or(file.window).unwrap_or(DEFAULT_WINDOW),
         cap: a.cap,
@@ -394,15 +424,15 @@ fn by_class(m: &BTreeMap<String, u64>) -> String {
 
 fn print_stats(s: &Stats) {
     let window = humantime::format_duration(Duration::from_secs(s.window_secs));
-    let capped = |state: &str| s.truncated.iter().any(|t| t == state);
-    let n = |state: &str, v: u64| {
-        if capped(state) {
+    let n = |cut: &[String], state: &str, v: u64| {
+        if cut.iter().any(|t| t == state) {
             format!("≥{v}")
         } else {
             v.to_string()
         }
     };
-    let row = |name: &str, c: &Counts, paused: &str| {
+    let row = |name: &str, c: &Counts, paused: &str, cut: &[String]| {
+        let n = |state: &str, v: u64| n(cut, state, v);
         vec![
             name.to_owned(),
             n("ready", c.ready),
@@ -435,12 +465,18 @@ fn print_stats(s: &Stats) {
                     q.queue.as_str(),
                     &q.counts,
                     if q.paused { "paused" } else { "-" },
+                    &q.truncated,
                 )
             })
             .collect();
         if s.queues.len() > 1 {
             let paused = s.queues.iter().filter(|q| q.paused).count();
-            rows.push(row("(all)", &s.totals(), &format!("{paused} paused")));
+            rows.push(row(
+                "(all)",
+                &s.totals(),
+                &format!("{paused} paused"),
+                &s.truncated,
+            ));
         }
         output::table(
             &[
@@ -460,7 +496,7 @@ fn print_stats(s: &Stats) {
     }
     if !s.truncated.is_empty() {
         println!(
-            "≥: counts of {} reached the cap of {} rows and are lower bounds (raise --cap to count further)",
+            "≥: counts of {} went past the cap of {} rows in some queue and are lower bounds there (raise --cap to count further)",
             s.truncated.join(", "),
             s.cap
         );

@@ -1041,9 +1041,12 @@ fn stats_show_every_queue_its_counts_its_window_and_whether_it_is_paused() {
     );
     let text = stdout(&errand(&d.path, &["stats", "--cap", "1"]));
     assert!(
-        text.contains("≥1") && text.contains("lower bounds"),
+        text.contains("≥2") && text.contains("lower bounds"),
         "{text}"
     );
+    // Only the queue past the cap is marked.
+    let bulk = text.lines().find(|l| l.starts_with("bulk")).unwrap();
+    assert!(!bulk.contains('≥'), "{text}");
 }
 
 #[test]
@@ -1063,6 +1066,16 @@ fn stats_check_fails_exactly_when_a_threshold_is_crossed() {
         "CROSSED queue bulk: dead jobs = 1, above max_dead = 0"
     );
     let out = check(&["--max-dead", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // A threshold the capped count could never cross is refused.
+    let out = check(&["--max-dead", "10", "--cap", "10"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("not below --cap 10"),
+        "{}",
+        stderr(&out)
+    );
+    let out = check(&["--max-dead", "10", "--cap", "11"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stdout(&out).starts_with("ok: 1 threshold check(s) over 1 queue(s)"));
 

@@ -289,6 +289,9 @@ pub struct QueueStats {
     pub counts: Counts,
     /// Whether an operator paused it.
     pub paused: bool,
+    /// States in which this queue holds more rows than the cap: its counts
+    /// of them are lower bounds.
+    pub truncated: Vec<String>,
 }
 
 /// The counts of one queue, or of all.
@@ -443,6 +446,23 @@ pub fn assemble_stats(
         entry(&mut queues, p.queue.as_str())?.paused = true;
     }
     let mut queues: Vec<QueueStats> = queues.into_values().collect();
+    let mut truncated = truncated;
+    let cap = u64::from(req.cap);
+    for q in &mut queues {
+        let c = &q.counts;
+        for (state, n) in [
+            ("ready", c.ready + c.scheduled),
+            ("running", c.running),
+            ("dead", c.dead),
+        ] {
+            if n > cap {
+                q.truncated.push(state.to_owned());
+                if !truncated.iter().any(|t| t == state) {
+                    truncated.push(state.to_owned());
+                }
+            }
+        }
+    }
     for q in queues.iter_mut().map(|q| &mut q.counts) {
         q.oldest_due_age_ms = q
             .oldest_due_at
@@ -475,6 +495,7 @@ fn entry<'a>(
                 queue,
                 counts: Counts::default(),
                 paused: false,
+                truncated: Vec::new(),
             },
         );
     }

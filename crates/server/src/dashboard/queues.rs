@@ -8,7 +8,7 @@ use axum::extract::{Extension, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
-use errand::{Name, QueueAction, QueueStats, Stats, StatsRequest};
+use errand::{Name, QueueAction, QueueStats, StatsRequest};
 use maud::{Markup, html};
 
 use super::Dash;
@@ -51,26 +51,26 @@ fn by_class(m: &std::collections::BTreeMap<String, u64>) -> String {
         .join(", ")
 }
 
-/// A count, with `≥` when its state reached the cap.
-fn count(stats: &Stats, state: &str, n: u64) -> String {
-    if stats.truncated.iter().any(|t| t == state) {
+/// A count, with `≥` when the queue holds more than the cap in its state.
+fn count(q: &QueueStats, state: &str, n: u64) -> String {
+    if q.truncated.iter().any(|t| t == state) {
         format!("≥{n}")
     } else {
         n.to_string()
     }
 }
 
-fn queue_row(stats: &Stats, q: &QueueStats) -> Markup {
+fn queue_row(q: &QueueStats) -> Markup {
     let c = &q.counts;
     let name = q.queue.as_str();
     html! {
         tr {
             td { a href={ "/dashboard/jobs?queue=" (name) } { (name) } }
-            td.num { (count(stats, "ready", c.ready)) }
-            td.num { (count(stats, "ready", c.scheduled)) }
-            td.num { (count(stats, "running", c.running)) }
+            td.num { (count(q, "ready", c.ready)) }
+            td.num { (count(q, "ready", c.scheduled)) }
+            td.num { (count(q, "running", c.running)) }
             td.num { (c.active_leases) " / " (c.expired_leases) }
-            td.num { a href={ "/dashboard/dead?queue=" (name) } { (count(stats, "dead", c.dead)) } }
+            td.num { a href={ "/dashboard/dead?queue=" (name) } { (count(q, "dead", c.dead)) } }
             td.num { (age(c.oldest_due_age_ms)) }
             td { (by_class(&c.retries)) }
             td { (by_class(&c.dead_letters)) }
@@ -108,7 +108,7 @@ async fn overview(
                     th.num { "leases live / expired" } th.num { "dead" } th.num { "oldest due" }
                     th { "retries" } th { "dead letters" } th { }
                 } }
-                tbody { @for q in &stats.queues { (queue_row(&stats, q)) } }
+                tbody { @for q in &stats.queues { (queue_row(q)) } }
             }
         }
         h2 { "Workers" }
