@@ -709,8 +709,8 @@ impl Inner {
     }
 
     /// Counts a success against the job's business deadline, if it has one.
-    fn record_success(&self, job: &errand_core::Job) {
-        if let Some(deadline) = job.deadline {
+    fn record_success(&self, deadline: Option<errand_core::Timestamp>) {
+        if let Some(deadline) = deadline {
             let late = errand_core::Timestamp::now().since(deadline);
             let mut m = lock(&self.metrics);
             m.lateness.observe(late);
@@ -975,7 +975,10 @@ impl Inner {
             heartbeat: true,
             deadline: options.deadline,
         };
-        let job = claimed.job.clone();
+        // Only the deadline outlives the attempt (no copy of the job and its
+        // payload on every run).
+        let deadline = claimed.job.deadline;
+        let job = &claimed.job;
         let span = tracing::info_span!(
             "attempt",
             job = %lease.id,
@@ -1011,7 +1014,7 @@ impl Inner {
                     crate::failpoint::crash_point("settle-committed");
                 }
                 if r.outcome == WorkOutcome::Acknowledged {
-                    self.record_success(&job);
+                    self.record_success(deadline);
                 }
                 tracing::debug!(job = %lease.id, attempt = lease.attempt, outcome = r.outcome.as_str(), "attempt settled");
                 *lock(&self.stats)
