@@ -383,8 +383,11 @@ async fn an_operator_replays_a_dead_job_in_the_browser() {
             .click()
             .await
             .unwrap();
-        wait_for_url(&c, "/dashboard/queues").await;
-        c.find(Locator::LinkText("Resume…"))
+        // The confirmation page's own address contains /dashboard/queues
+        // too: wait for the redirected page's link, not for the address.
+        c.wait()
+            .at_most(Duration::from_secs(15))
+            .for_element(Locator::LinkText("Resume…"))
             .await
             .expect("the queue shows as paused");
         screenshot(&c, "dashboard-6-queue-paused.png").await;
