@@ -570,6 +570,30 @@ impl NewJob {
         self
     }
 
+    /// A copy of `job` to insert under a new, generated id (the operator's
+    /// `replay --new-key`): the same queue, kind, payload, priority, attempt
+    /// and lost-lease budgets, elapsed-time budget (its length, counted
+    /// again from the copy's insertion), concurrency key, deadline and
+    /// trace context; due now; nothing of the original's history.
+    pub fn copy_of(job: &Job) -> Result<Self, Error> {
+        let copy = NewJob {
+            id: None,
+            queue: job.queue.clone(),
+            kind: job.kind.clone(),
+            payload: job.payload.clone(),
+            schedule: Schedule::Now,
+            max_attempts: job.max_attempts,
+            max_lease_expiries: job.max_lease_expiries,
+            give_up_after: job.give_up_at.map(|at| at.since(job.created_at)),
+            priority: job.priority,
+            key: job.key.clone(),
+            deadline: job.deadline,
+            traceparent: job.traceparent.clone(),
+        };
+        copy.validate()?;
+        Ok(copy)
+    }
+
     /// Checks the invariants a store relies on.
     pub fn validate(&self) -> Result<(), Error> {
         if let Some(d) = self.deadline
@@ -806,12 +830,32 @@ pub struct AttemptRecord {
 pub struct AuditRecord {
     /// When it happened.
     pub at: Timestamp,
-    /// `replay`, `cancel`, …
+    /// `replay`, `cancel`, `copy`, …
     pub action: String,
     /// Who did it.
     pub operator: String,
     /// Why.
     pub reason: Option<String>,
+    /// For a `copy` of this job: the new job.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub copied_to: Option<JobId>,
+    /// When this job is itself a copy: the job it was copied from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub copied_from: Option<JobId>,
+}
+
+impl AuditRecord {
+    /// Fills in a `copy` entry's other job, as the history of job `of`
+    /// tells it: the entry names the original (`job`) and the new job
+    /// (`copy`); the original's history says where it was copied to, the
+    /// copy's where it came from.
+    pub fn with_copy(mut self, of: &JobId, job: Option<JobId>, copy: Option<JobId>) -> Self {
+        match copy {
+            Some(c) if &c == of => self.copied_from = job,
+            c => self.copied_to = c,
+        }
+        self
+    }
 }
 
 /// A job with its attempt history and audit entries.

@@ -41,10 +41,10 @@ pub use job::{
     LeaseToken, MAX_KEY_LIMIT, MAX_PAYLOAD_BYTES, Name, NewJob, Payload, Schedule, TraceParent,
 };
 pub use operate::{
-    AuditEntry, AuditFilter, Counts, Histogram, LATENCY_BUCKETS_MS, MAX_OPERATOR_BYTES,
-    MAX_REASON_BYTES, PausedQueue, PurgeRequest, QueueAction, QueueStats, SampleRow, Stats,
-    StatsRequest, WindowRow, WorkerMetrics, WorkerReport, WorkerSeen, assemble_stats,
-    check_operator, check_reason,
+    AuditEntry, AuditFilter, Copied, CopyRequest, Counts, Histogram, LATENCY_BUCKETS_MS,
+    MAX_OPERATOR_BYTES, MAX_REASON_BYTES, PausedQueue, PurgeRequest, QueueAction, QueueStats,
+    SampleRow, Stats, StatsRequest, WindowRow, WorkerMetrics, WorkerReport, WorkerSeen,
+    assemble_stats, check_operator, check_reason,
 };
 pub use outcome::{ErrorClass, Outcome};
 pub use retry::RetryPolicy;

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::Timestamp;
 use crate::error::{Error, Result};
-use crate::job::{JobId, Name};
+use crate::job::{Job, JobId, Name};
 
 /// The longest operator name.
 pub const MAX_OPERATOR_BYTES: usize = 200;
@@ -99,10 +99,43 @@ impl PurgeRequest {
     }
 }
 
+/// An operator's request to copy dead or cancelled jobs under new ids
+/// (`replay --new-key`): the originals stay as they are.
+#[derive(Clone, Debug)]
+pub struct CopyRequest {
+    /// The jobs; all are copied or none. One named twice is copied once.
+    pub ids: Vec<JobId>,
+    /// Who asked.
+    pub operator: String,
+    /// Why.
+    pub reason: Option<String>,
+}
+
+impl CopyRequest {
+    /// Checks the operator and reason.
+    pub fn validate(&self) -> Result<()> {
+        check_operator(&self.operator)?;
+        if let Some(r) = &self.reason {
+            check_reason(r)?;
+        }
+        Ok(())
+    }
+}
+
+/// One job copied by [`CopyRequest`].
+#[derive(Clone, Debug, Serialize)]
+pub struct Copied {
+    /// The original, left as it was.
+    pub from: JobId,
+    /// The new job.
+    pub job: Job,
+}
+
 /// Which audit entries to read.
 #[derive(Clone, Debug, Default)]
 pub struct AuditFilter {
-    /// Only entries about this job (it may no longer exist).
+    /// Only entries about this job (it may no longer exist), including a
+    /// copy that made it.
     pub job: Option<JobId>,
     /// Only entries about jobs of, or actions on, this queue.
     pub queue: Option<Name>,
@@ -126,10 +159,12 @@ pub struct AuditEntry {
     pub seq: u64,
     /// When it happened.
     pub at: Timestamp,
-    /// `replay`, `cancel`, `purge`, `pause` or `resume`.
+    /// `replay`, `copy`, `cancel`, `purge`, `pause` or `resume`.
     pub action: String,
     /// The job acted on (none for a queue's pause and resume).
     pub job_id: Option<JobId>,
+    /// For a `copy`: the new job.
+    pub copy_id: Option<JobId>,
     /// The queue of the job, or the queue paused or resumed.
     pub queue: Option<Name>,
     /// Who did it.

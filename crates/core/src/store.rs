@@ -9,8 +9,8 @@ use crate::clock::Timestamp;
 use crate::error::Result;
 use crate::job::{ClaimedJob, Job, JobDetail, JobId, JobKey, JobState, Lease, Name, NewJob};
 use crate::operate::{
-    AuditEntry, AuditFilter, PausedQueue, PurgeRequest, QueueAction, Stats, StatsRequest,
-    WorkerReport,
+    AuditEntry, AuditFilter, Copied, CopyRequest, PausedQueue, PurgeRequest, QueueAction, Stats,
+    StatsRequest, WorkerReport,
 };
 use crate::outcome::ErrorClass;
 
@@ -277,6 +277,12 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// incremented, id kept, an audit row written. Refuses (changing
     /// nothing) if any job is in another state.
     async fn replay(&self, req: &ReplayRequest) -> Result<Vec<Job>>;
+
+    /// Copies dead or cancelled jobs under new ids ([`NewJob::copy_of`]),
+    /// the originals untouched, with a `copy` audit row naming both. Refuses
+    /// (changing nothing) if any job is in another state. Results follow
+    /// the request's order.
+    async fn copy(&self, req: &CopyRequest) -> Result<Vec<Copied>>;
 
     /// Cancels ready or running jobs, with an audit row. Refuses (changing
     /// nothing) if any job is already finished.

@@ -53,9 +53,9 @@ pub use errand_core::{
     Timestamp,
 };
 pub use errand_core::{
-    AuditEntry, AuditFilter, Counts, Histogram, LATENCY_BUCKETS_MS, PausedQueue, PurgeRequest,
-    QueueAction, QueueStats, Stats, StatsRequest, TraceParent, WorkerMetrics, WorkerReport,
-    WorkerSeen,
+    AuditEntry, AuditFilter, Copied, CopyRequest, Counts, Histogram, LATENCY_BUCKETS_MS,
+    PausedQueue, PurgeRequest, QueueAction, QueueStats, Stats, StatsRequest, TraceParent,
+    WorkerMetrics, WorkerReport, WorkerSeen,
 };
 pub use errand_postgres::{self as postgres, PgOptions, PgStore};
 pub use errand_sqlite::{self as sqlite, SqliteOptions, SqliteStore, Synchronous};

@@ -1134,6 +1134,9 @@ mod tests {
         async fn purge(&self, _: &errand_core::PurgeRequest) -> Result<Vec<JobId>> {
             full()
         }
+        async fn copy(&self, _: &errand_core::CopyRequest) -> Result<Vec<errand_core::Copied>> {
+            full()
+        }
         async fn audit_log(
             &self,
             _: &errand_core::AuditFilter,

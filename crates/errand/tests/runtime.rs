@@ -704,6 +704,9 @@ impl Store for CombinedClaimsFail {
     async fn purge(&self, r: &errand::PurgeRequest) -> errand::Result<Vec<errand::JobId>> {
         self.inner.purge(r).await
     }
+    async fn copy(&self, r: &errand::CopyRequest) -> errand::Result<Vec<errand::Copied>> {
+        self.inner.copy(r).await
+    }
     async fn audit_log(&self, f: &errand::AuditFilter) -> errand::Result<Vec<errand::AuditEntry>> {
         self.inner.audit_log(f).await
     }

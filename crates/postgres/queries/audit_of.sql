@@ -1,1 +1,5 @@
-SELECT at, action, operator, reason FROM __SCHEMA__.errand_audit WHERE job_id = $1 ORDER BY seq
+-- A job's audit entries: those about it, and the copy that made it.
+SELECT seq, at, action, operator, reason, job_id, copy_id FROM __SCHEMA__.errand_audit WHERE job_id = $1
+UNION ALL
+SELECT seq, at, action, operator, reason, job_id, copy_id FROM __SCHEMA__.errand_audit WHERE copy_id = $1
+ORDER BY seq

@@ -38,8 +38,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use errand_core::{
-    AuditEntry, AuditFilter, PausedQueue, PurgeRequest, QueueAction, Stats, StatsRequest,
-    WorkerReport,
+    AuditEntry, AuditFilter, Copied, CopyRequest, PausedQueue, PurgeRequest, QueueAction, Stats,
+    StatsRequest, WorkerReport,
 };
 use errand_core::{
     CancelRequest, ClaimRequest, ClaimedJob, Clock, Error, Failure, Inserted, Job, JobDetail,
@@ -55,7 +55,7 @@ pub use ops::{Conn, Param, Queries};
 const INSERT_CHUNK: usize = 1_000;
 
 /// The schema version this build expects.
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 const MIGRATIONS: &[(&str, &str)] = &[
     ("V1__jobs", include_str!("../migrations/V1__jobs.sql")),
     (
@@ -85,6 +85,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     (
         "V8__dead_jobs_by_queue",
         include_str!("../migrations/V8__dead_jobs_by_queue.sql"),
+    ),
+    (
+        "V9__audited_copies",
+        include_str!("../migrations/V9__audited_copies.sql"),
     ),
 ];
 
@@ -533,6 +537,11 @@ impl Store for PgStore {
         .await
     }
 
+    async fn copy(&self, req: &CopyRequest) -> Result<Vec<Copied>> {
+        let mut client = self.client().await?;
+        operate::copy(&mut client, &self.queries, self.now(), req).await
+    }
+
     async fn cancel(&self, req: &CancelRequest) -> Result<Vec<Job>> {
         let mut client = self.client().await?;
         ops::operator_action(
@@ -771,6 +780,97 @@ mod upgrade_tests {
         let log = store.audit_log(&AuditFilter::default()).await.unwrap();
         assert_eq!(log.len(), 3);
         assert_eq!(log[0].action, "purge");
+        client
+            .batch_execute(&format!("DROP SCHEMA {quoted} CASCADE"))
+            .await
+            .unwrap();
+    }
+
+    /// A schema at V8 with audit entries upgrades to V9: the entries keep
+    /// their sequence numbers and fields, and the log takes a `copy` entry
+    /// that names both jobs and shows in each job's history.
+    #[tokio::test]
+    async fn v9_keeps_the_audit_log_and_records_copies() {
+        let Ok(url) = std::env::var("ERRAND_TEST_POSTGRES_URL") else {
+            eprintln!(
+                "SKIPPED v9_keeps_the_audit_log_and_records_copies: ERRAND_TEST_POSTGRES_URL is not set"
+            );
+            return;
+        };
+        let schema = format!("errand_up9_{}", std::process::id());
+        let quoted = quote_schema(&schema).unwrap();
+        let (mut client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        client
+            .batch_execute(&format!("DROP SCHEMA IF EXISTS {quoted} CASCADE"))
+            .await
+            .unwrap();
+        migrate_to(&mut client, &schema, &quoted, refinery::Target::Version(8))
+            .await
+            .unwrap();
+        let at = "2026-11-30 10:00:00+00";
+        client
+            .batch_execute(&format!(
+                "INSERT INTO {quoted}.errand_jobs (id, queue, kind, state, payload, attempts, max_attempts,
+                     available_at, created_at, updated_at, finished_at)
+                 VALUES ('kept', 'mail', 'k', 'dead', '{{}}', 1, 1, '{at}', '{at}', '{at}', '{at}');
+                 INSERT INTO {quoted}.errand_audit (seq, job_id, queue, action, operator, reason, at)
+                 OVERRIDING SYSTEM VALUE
+                 VALUES (7, 'gone', 'mail', 'cancel', 'alice', NULL, '{at}'),
+                        (9, NULL, 'mail', 'pause', 'bob', 'deploy', '{at}');
+                 SELECT setval(pg_get_serial_sequence('{quoted}.errand_audit', 'seq'), 9);"
+            ))
+            .await
+            .unwrap();
+        migrate(&mut client, &schema, &quoted).await.unwrap();
+        let store = PgStore::connect(
+            &url,
+            PgOptions {
+                schema: schema.clone(),
+                ..PgOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+        let log = store.audit_log(&AuditFilter::default()).await.unwrap();
+        let summary: Vec<String> = log
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {} {:?} {} {:?}",
+                    e.seq,
+                    e.action,
+                    e.job_id.as_ref().map(JobId::as_str),
+                    e.operator,
+                    e.reason,
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                r#"9 pause None bob Some("deploy")"#,
+                r#"7 cancel Some("gone") alice None"#,
+            ]
+        );
+        let copied = store
+            .copy(&errand_core::CopyRequest {
+                ids: vec![JobId::new("kept").unwrap()],
+                operator: "carol".into(),
+                reason: Some("fixed the template".into()),
+            })
+            .await
+            .unwrap();
+        assert_eq!(copied.len(), 1);
+        let log = store.audit_log(&AuditFilter::default()).await.unwrap();
+        assert_eq!(log.len(), 3);
+        assert_eq!(log[0].action, "copy");
+        assert!(log[0].seq > 9, "new entries follow the kept ones");
+        assert_eq!(log[0].copy_id.as_ref(), Some(&copied[0].job.id));
+        let copy = store.detail(&copied[0].job.id).await.unwrap();
+        assert_eq!(copy.audit.len(), 1, "the copy's history shows its origin");
         client
             .batch_execute(&format!("DROP SCHEMA {quoted} CASCADE"))
             .await

@@ -2,14 +2,17 @@
 //! purging dead jobs, the audit log, workers' reports and the statistics.
 
 use errand_core::{
-    AuditEntry, AuditFilter, Error, JobId, Name, PausedQueue, PurgeRequest, QueueAction, Result,
-    SampleRow, Stats, StatsRequest, WindowRow, WorkerReport, WorkerSeen, assemble_stats,
+    AuditEntry, AuditFilter, Copied, CopyRequest, Error, Job, JobId, Name, NewJob, PausedQueue,
+    PurgeRequest, QueueAction, Result, SampleRow, Stats, StatsRequest, WindowRow, WorkerReport,
+    WorkerSeen, assemble_stats,
 };
 use time::OffsetDateTime;
 use tokio_postgres::Row;
 
 use crate::map_err;
-use crate::ops::{Conn, Queries, from_odt, millis, query, query_opt, refused};
+use crate::ops::{
+    Conn, Queries, from_odt, insert_many, job_from_row, millis, query, query_opt, refused,
+};
 
 fn name_of(s: String) -> Result<Name> {
     Name::parse("queue", s)
@@ -38,6 +41,7 @@ async fn queue_audit<C: Conn>(
             &action,
             &a.operator,
             &a.reason,
+            &none,
         ],
     )
     .await
@@ -138,6 +142,7 @@ pub(crate) async fn purge(
         };
         let queue: String = row.try_get("queue").map_err(map_err)?;
         let action = "purge";
+        let copy: Option<&str> = None;
         query(
             &tx,
             &q.audit,
@@ -148,10 +153,74 @@ pub(crate) async fn purge(
                 &action,
                 &req.operator,
                 &req.reason,
+                &copy,
             ],
         )
         .await?;
         out.push(id.clone());
+    }
+    tx.commit().await.map_err(map_err)?;
+    Ok(out)
+}
+
+/// Copies dead or cancelled jobs under new ids (all or none), each with a
+/// `copy` audit entry naming both; the originals are not touched.
+pub(crate) async fn copy(
+    client: &mut deadpool_postgres::Client,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    req: &CopyRequest,
+) -> Result<Vec<Copied>> {
+    req.validate()?;
+    let tx = client.transaction().await.map_err(map_err)?;
+    // Locked, so a replay or purge of the original waits for this copy.
+    let lock = format!(
+        "SELECT * FROM {}.errand_jobs WHERE id = $1 AND state IN ('dead', 'cancelled') FOR UPDATE",
+        q.schema
+    );
+    let mut originals: Vec<Job> = Vec::with_capacity(req.ids.len());
+    for id in &req.ids {
+        if originals.iter().any(|j| &j.id == id) {
+            continue; // named twice: copied once
+        }
+        let Some(row) = query_opt(&tx, &lock, &[&id.as_str()]).await? else {
+            // Dropping the transaction rolls back what was done so far.
+            return Err(refused(
+                &tx,
+                q,
+                id,
+                "only dead or cancelled jobs can be copied under a new id; nothing was copied",
+            )
+            .await);
+        };
+        originals.push(job_from_row(&row)?);
+    }
+    let copies = originals
+        .iter()
+        .map(NewJob::copy_of)
+        .collect::<Result<Vec<_>>>()?;
+    let inserted = insert_many(&tx, q, now, &copies).await?;
+    let mut out = Vec::with_capacity(originals.len());
+    let action = "copy";
+    for (from, new) in originals.into_iter().zip(inserted) {
+        query(
+            &tx,
+            &q.audit,
+            &[
+                &now,
+                &from.id.as_str(),
+                &from.queue.as_str(),
+                &action,
+                &req.operator,
+                &req.reason,
+                &new.job.id.as_str(),
+            ],
+        )
+        .await?;
+        out.push(Copied {
+            from: from.id,
+            job: new.job,
+        });
     }
     tx.commit().await.map_err(map_err)?;
     Ok(out)
@@ -164,8 +233,8 @@ pub(crate) async fn audit_log<C: Conn>(
     f: &AuditFilter,
 ) -> Result<Vec<AuditEntry>> {
     let sql = format!(
-        "SELECT seq, at, action, job_id, queue, operator, reason FROM {}.errand_audit
-         WHERE ($1::text IS NULL OR job_id = $1) AND ($2::text IS NULL OR queue = $2)
+        "SELECT seq, at, action, job_id, queue, operator, reason, copy_id FROM {}.errand_audit
+         WHERE ($1::text IS NULL OR job_id = $1 OR copy_id = $1) AND ($2::text IS NULL OR queue = $2)
            AND ($3::bigint IS NULL OR seq < $3)
          ORDER BY seq DESC LIMIT $4",
         q.schema
@@ -184,6 +253,11 @@ pub(crate) async fn audit_log<C: Conn>(
                 action: r.try_get("action").map_err(map_err)?,
                 job_id: r
                     .try_get::<_, Option<String>>("job_id")
+                    .map_err(map_err)?
+                    .map(JobId::new)
+                    .transpose()?,
+                copy_id: r
+                    .try_get::<_, Option<String>>("copy_id")
                     .map_err(map_err)?
                     .map(JobId::new)
                     .transpose()?,

@@ -854,12 +854,21 @@ pub(crate) async fn detail(
         .await?
         .iter()
         .map(|r| {
-            Ok(AuditRecord {
+            let record = AuditRecord {
                 at: from_odt(r.try_get("at").map_err(map_err)?),
                 action: r.try_get("action").map_err(map_err)?,
                 operator: r.try_get("operator").map_err(map_err)?,
                 reason: r.try_get("reason").map_err(map_err)?,
-            })
+                copied_to: None,
+                copied_from: None,
+            };
+            let job_of = |col: &str| -> Result<Option<JobId>> {
+                r.try_get::<_, Option<String>>(col)
+                    .map_err(map_err)?
+                    .map(JobId::new)
+                    .transpose()
+            };
+            Ok(record.with_copy(id, job_of("job_id")?, job_of("copy_id")?))
         })
         .collect::<Result<Vec<_>>>()?;
     tx.commit().await.map_err(map_err)?;

@@ -36,8 +36,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use errand_core::{
-    AuditEntry, AuditFilter, PausedQueue, PurgeRequest, QueueAction, Stats, StatsRequest,
-    WorkerReport,
+    AuditEntry, AuditFilter, Copied, CopyRequest, PausedQueue, PurgeRequest, QueueAction, Stats,
+    StatsRequest, WorkerReport,
 };
 use errand_core::{
     CancelRequest, ClaimRequest, ClaimedJob, Clock, Error, Failure, Inserted, Job, JobDetail,
@@ -472,6 +472,11 @@ impl Store for SqliteStore {
             ops::replay(c, &req.ids, &req.operator, req.reason.as_deref(), now)
         })
         .await
+    }
+
+    async fn copy(&self, req: &CopyRequest) -> Result<Vec<Copied>> {
+        let req = req.clone();
+        self.write(move |c, now| operate::copy(c, &req, now)).await
     }
 
     async fn cancel(&self, req: &CancelRequest) -> Result<Vec<Job>> {

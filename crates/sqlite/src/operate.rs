@@ -5,14 +5,14 @@
 use std::time::Duration;
 
 use errand_core::{
-    AuditEntry, AuditFilter, Error, JobId, Name, PausedQueue, QueueAction, Result, SampleRow,
-    Stats, StatsRequest, Timestamp, WindowRow, WorkerMetrics, WorkerReport, WorkerSeen,
-    assemble_stats,
+    AuditEntry, AuditFilter, Copied, CopyRequest, Error, Job, JobId, JobState, Name, NewJob,
+    PausedQueue, QueueAction, Result, SampleRow, Stats, StatsRequest, Timestamp, WindowRow,
+    WorkerMetrics, WorkerReport, WorkerSeen, assemble_stats,
 };
 use rusqlite::{Connection, OptionalExtension, Row, named_params};
 
 use crate::map_err;
-use crate::ops::{AuditRow, audit, opt_ts_col, refused, ts_col, u32_col};
+use crate::ops::{AuditRow, audit, get, insert_many, opt_ts_col, refused, ts_col, u32_col};
 
 const STATS_SAMPLE: &str = include_str!("../queries/stats_sample.sql");
 const STATS_WINDOW: &str = include_str!("../queries/stats_window.sql");
@@ -74,6 +74,7 @@ fn queue_audit(conn: &Connection, a: &QueueAction, action: &str, now: Timestamp)
         action,
         operator: &a.operator,
         reason: a.reason.as_deref(),
+        copy: None,
     };
     audit(conn, &row, now)
 }
@@ -128,6 +129,7 @@ pub(crate) fn purge(
             action: "purge",
             operator,
             reason: Some(reason),
+            copy: None,
         };
         audit(conn, &row, now)?;
         out.push(id.clone());
@@ -135,11 +137,55 @@ pub(crate) fn purge(
     Ok(out)
 }
 
+/// Copies dead or cancelled jobs under new ids (all or none), each with a
+/// `copy` audit entry naming both; the originals are not touched.
+pub(crate) fn copy(conn: &Connection, req: &CopyRequest, now: Timestamp) -> Result<Vec<Copied>> {
+    req.validate()?;
+    let mut originals: Vec<Job> = Vec::with_capacity(req.ids.len());
+    for id in &req.ids {
+        if originals.iter().any(|j| &j.id == id) {
+            continue; // named twice: copied once
+        }
+        let job = get(conn, id)?;
+        if !matches!(job.state, JobState::Dead | JobState::Cancelled) {
+            return Err(refused(conn, id, COPY_REFUSED));
+        }
+        originals.push(job);
+    }
+    let copies = originals
+        .iter()
+        .map(NewJob::copy_of)
+        .collect::<Result<Vec<_>>>()?;
+    let inserted = insert_many(conn, &copies, now)?;
+    let mut out = Vec::with_capacity(originals.len());
+    for (from, new) in originals.into_iter().zip(inserted) {
+        let row = AuditRow {
+            job: Some(&from.id),
+            queue: &from.queue,
+            action: "copy",
+            operator: &req.operator,
+            reason: req.reason.as_deref(),
+            copy: Some(&new.job.id),
+        };
+        audit(conn, &row, now)?;
+        out.push(Copied {
+            from: from.id,
+            job: new.job,
+        });
+    }
+    Ok(out)
+}
+
+/// Why a copy was refused.
+const COPY_REFUSED: &str =
+    "only dead or cancelled jobs can be copied under a new id; nothing was copied";
+
 /// Audit entries, newest first.
 pub(crate) fn audit_log(conn: &Connection, f: &AuditFilter) -> Result<Vec<AuditEntry>> {
     // Each filter has its index; the statement text is one of a fixed set.
+    // A job's entries include the copy that made it (its own index).
     let (index, cond) = match (&f.job, &f.queue) {
-        (Some(_), _) => ("errand_audit_job", "job_id = :job"),
+        (Some(_), _) => ("", "(job_id = :job OR copy_id = :job)"),
         (None, Some(_)) => ("errand_audit_queue", "queue = :queue"),
         (None, None) => ("", "1"),
     };
@@ -149,8 +195,9 @@ pub(crate) fn audit_log(conn: &Connection, f: &AuditFilter) -> Result<Vec<AuditE
         format!(" INDEXED BY {index}")
     };
     let sql = format!(
-        "SELECT seq, at, action, job_id, queue, operator, reason FROM errand_audit{indexed}
-         WHERE {cond} AND (:job IS NULL OR job_id = :job) AND (:queue IS NULL OR queue = :queue)
+        "SELECT seq, at, action, job_id, queue, operator, reason, copy_id FROM errand_audit{indexed}
+         WHERE {cond} AND (:job IS NULL OR job_id = :job OR copy_id = :job)
+           AND (:queue IS NULL OR queue = :queue)
            AND (:before IS NULL OR seq < :before)
          ORDER BY seq DESC LIMIT :limit"
     );
@@ -167,25 +214,29 @@ pub(crate) fn audit_log(conn: &Connection, f: &AuditFilter) -> Result<Vec<AuditE
             |r| {
                 let job: Option<String> = r.get(3)?;
                 let queue: Option<String> = r.get(4)?;
+                let copy: Option<String> = r.get(7)?;
                 Ok((
                     AuditEntry {
                         seq: u64_col(r, 0)?,
                         at: ts_col(r, 1)?,
                         action: r.get(2)?,
                         job_id: None,
+                        copy_id: None,
                         queue: None,
                         operator: r.get(5)?,
                         reason: r.get(6)?,
                     },
                     job,
                     queue,
+                    copy,
                 ))
             },
         )
         .map_err(map_err)?
         .map(|r| {
-            let (mut e, job, queue) = r.map_err(map_err)?;
+            let (mut e, job, queue, copy) = r.map_err(map_err)?;
             e.job_id = job.map(JobId::new).transpose()?;
+            e.copy_id = copy.map(JobId::new).transpose()?;
             e.queue = queue.map(|q| Name::parse("queue", q)).transpose()?;
             Ok(e)
         })

@@ -996,6 +996,8 @@ pub(crate) struct AuditRow<'a> {
     pub(crate) action: &'a str,
     pub(crate) operator: &'a str,
     pub(crate) reason: Option<&'a str>,
+    /// For a `copy`: the new job.
+    pub(crate) copy: Option<&'a JobId>,
 }
 
 pub(crate) fn audit(conn: &Connection, row: &AuditRow<'_>, now: Timestamp) -> Result<()> {
@@ -1005,6 +1007,7 @@ pub(crate) fn audit(conn: &Connection, row: &AuditRow<'_>, now: Timestamp) -> Re
             ":id": row.job.map(JobId::as_str), ":queue": row.queue.as_str(),
             ":action": row.action, ":operator": row.operator,
             ":reason": row.reason, ":now": now.as_millis(),
+            ":copy": row.copy.map(JobId::as_str),
         })
         .map_err(map_err)?;
     Ok(())
@@ -1048,6 +1051,7 @@ pub(crate) fn replay(
             action: "replay",
             operator,
             reason,
+            copy: None,
         };
         audit(conn, &row, now)?;
         out.push(job);
@@ -1093,6 +1097,7 @@ pub(crate) fn cancel(
             action: "cancel",
             operator,
             reason,
+            copy: None,
         };
         audit(conn, &row, now)?;
         out.push(job);
@@ -1126,16 +1131,26 @@ pub(crate) fn history(
         .prepare_cached(AUDIT_OF)
         .map_err(map_err)?
         .query_map(named_params! {":id": id.as_str()}, |r| {
-            Ok(AuditRecord {
+            let record = AuditRecord {
                 at: ts_col(r, "at")?,
                 action: r.get("action")?,
                 operator: r.get("operator")?,
                 reason: r.get("reason")?,
-            })
+                copied_to: None,
+                copied_from: None,
+            };
+            let job: Option<String> = r.get("job_id")?;
+            let copy: Option<String> = r.get("copy_id")?;
+            Ok((record, job, copy))
         })
         .map_err(map_err)?
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .map_err(map_err)?;
+        .map(|row| {
+            let (record, job, copy) = row.map_err(map_err)?;
+            let job = job.map(JobId::new).transpose()?;
+            let copy = copy.map(JobId::new).transpose()?;
+            Ok(record.with_copy(id, job, copy))
+        })
+        .collect::<Result<Vec<_>>>()?;
     Ok((attempts, audit))
 }
 

@@ -12,7 +12,7 @@ mod embedded {
 const HISTORY_TABLE: &str = "errand_schema_history";
 
 /// The schema version this build of the library expects.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// The version recorded in the database, or `None` if Errand's schema was
 /// never applied.
@@ -240,6 +240,83 @@ mod tests {
         assert_eq!(log.len(), 3);
         assert_eq!(log[0].action, "purge");
         assert!(log[0].seq > log[1].seq);
+    }
+
+    /// A database at V6 with audit entries upgrades to V7: the entries keep
+    /// their sequence numbers and fields, and the log takes a `copy` entry
+    /// that names both jobs and shows in each job's history.
+    #[tokio::test]
+    async fn v7_keeps_the_audit_log_and_records_copies() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("up.db");
+        let mut conn = Connection::open(&path).unwrap();
+        embedded::migrations::runner()
+            .set_target(refinery::Target::Version(6))
+            .set_migration_table_name(HISTORY_TABLE)
+            .run(&mut conn)
+            .unwrap();
+        conn.execute_batch(
+            "INSERT INTO errand_jobs (id, queue, kind, state, payload, attempts, max_attempts,
+                 available_at, created_at, updated_at, finished_at)
+             VALUES ('kept', 'mail', 'k', 'dead', '{}', 1, 1, 0, 0, 2000, 2000);
+             INSERT INTO errand_audit (seq, job_id, queue, action, operator, reason, at)
+             VALUES (7, 'gone', 'mail', 'cancel', 'alice', NULL, 100),
+                    (9, NULL, 'mail', 'pause', 'bob', 'deploy', 200);",
+        )
+        .unwrap();
+        drop(conn);
+        let store = crate::SqliteStore::open(
+            &path,
+            crate::SqliteOptions {
+                migrate: true,
+                ..crate::SqliteOptions::default()
+            },
+        )
+        .unwrap();
+        let log = store
+            .audit_log(&errand_core::AuditFilter::default())
+            .await
+            .unwrap();
+        let summary: Vec<String> = log
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {} {:?} {} {:?} {}",
+                    e.seq,
+                    e.action,
+                    e.job_id.as_ref().map(JobId::as_str),
+                    e.operator,
+                    e.reason,
+                    e.at.as_millis(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                r#"9 pause None bob Some("deploy") 200"#,
+                r#"7 cancel Some("gone") alice None 100"#,
+            ]
+        );
+        let copied = store
+            .copy(&errand_core::CopyRequest {
+                ids: vec![JobId::new("kept").unwrap()],
+                operator: "carol".into(),
+                reason: Some("fixed the template".into()),
+            })
+            .await
+            .unwrap();
+        assert_eq!(copied.len(), 1);
+        let log = store
+            .audit_log(&errand_core::AuditFilter::default())
+            .await
+            .unwrap();
+        assert_eq!(log.len(), 3);
+        assert_eq!(log[0].action, "copy");
+        assert!(log[0].seq > 9, "new entries follow the kept ones");
+        assert_eq!(log[0].copy_id.as_ref(), Some(&copied[0].job.id));
+        let copy = store.detail(&copied[0].job.id).await.unwrap();
+        assert_eq!(copy.audit.len(), 1, "the copy's history shows its origin");
     }
 
     #[test]

@@ -88,6 +88,7 @@ macro_rules! conformance_tests {
         $crate::conformance_tests!(@in operate $make;
             a_paused_queue_gives_nothing_to_claims_until_resumed,
             purge_deletes_only_dead_jobs_and_its_audit_outlives_them,
+            a_copy_takes_a_new_id_leaves_the_original_and_is_audited,
             the_audit_log_pages_newest_first_and_filters,
             stats_count_each_queue_with_leases_age_and_window,
             stats_count_every_queue_even_behind_a_larger_backlog,

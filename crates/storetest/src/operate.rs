@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use errand_core::{
-    AuditFilter, CancelRequest, ClaimRequest, Clock, Error, ErrorClass, Failure, JobId, JobState,
-    ManualClock, Name, PurgeRequest, QueueAction, ReplayRequest, Schedule, StatsRequest, Store,
-    TraceParent, WorkerMetrics, WorkerReport,
+    AuditFilter, CancelRequest, ClaimRequest, Clock, CopyRequest, Error, ErrorClass, Failure,
+    JobId, JobState, KeyLimit, ManualClock, Name, PurgeRequest, QueueAction, ReplayRequest,
+    Schedule, StatsRequest, Store, TraceParent, WorkerMetrics, WorkerReport,
 };
 
 use crate::{claim_one, claim_req, get, job, retry_after};
@@ -228,6 +228,185 @@ pub async fn purge_deletes_only_dead_jobs_and_its_audit_outlives_them(
     assert_eq!(log[0].reason.as_deref(), Some("poison payloads"));
     // The id is free again: a new job may take it.
     assert!(store.insert(on("mail", "d1")).await.unwrap().created);
+}
+
+/// `replay --new-key`: a copy of a dead or cancelled job goes in under a
+/// new id, due now, with a fresh history and the original's queue, kind,
+/// payload, priority, budgets, key, deadline and trace context; the
+/// original is not touched; one `copy` audit entry names both jobs and
+/// shows in both histories. All or none; one named twice is copied once.
+pub async fn a_copy_takes_a_new_id_leaves_the_original_and_is_audited(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
+    let original = on("mail", "orig")
+        .with_priority(3)
+        .with_max_attempts(2)
+        .unwrap()
+        .with_max_lease_expiries(4)
+        .unwrap()
+        .give_up_after(Duration::from_secs(3600))
+        .with_key("acct", KeyLimit::Concurrent(2))
+        .unwrap()
+        .with_deadline(crate::T0.plus(Duration::from_secs(86_400)))
+        .with_traceparent(trace());
+    store.insert(original).await.unwrap();
+    store.insert(on("mail", "live")).await.unwrap();
+    store.insert(on("bulk", "gone")).await.unwrap();
+    store
+        .cancel(&CancelRequest {
+            ids: vec![id("gone")],
+            operator: "alice".into(),
+            reason: None,
+        })
+        .await
+        .unwrap();
+    kill(store.as_ref(), "orig").await;
+    let copy = |names: &[&str], operator: &str| CopyRequest {
+        ids: names.iter().map(|n| id(n)).collect(),
+        operator: operator.into(),
+        reason: Some("provider fixed".into()),
+    };
+    let s: &dyn Store = store.as_ref();
+    let entries = || async move { s.audit_log(&AuditFilter::default()).await.unwrap().len() };
+    let before = entries().await;
+
+    let err = store
+        .copy(&copy(&["orig", "live"], "ops"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidState { id, state, .. } if id == "live" && state == "ready"),
+        "{err}"
+    );
+    assert!(matches!(
+        store.copy(&copy(&["orig", "nope"], "ops")).await,
+        Err(Error::NotFound(_))
+    ));
+    assert!(matches!(
+        store.copy(&copy(&["orig"], "")).await,
+        Err(Error::Invalid(_))
+    ));
+    let all = |state| async move {
+        s.list(&errand_core::JobFilter {
+            state: Some(state),
+            ..errand_core::JobFilter::default()
+        })
+        .await
+        .unwrap()
+        .len()
+    };
+    assert_eq!(
+        all(JobState::Ready).await,
+        1,
+        "a refused copy inserts nothing"
+    );
+    assert_eq!(entries().await, before, "a refused copy audits nothing");
+
+    clock.advance(Duration::from_secs(60));
+    let copied = store
+        .copy(&copy(&["orig", "gone", "orig"], "ops"))
+        .await
+        .unwrap();
+    let from: Vec<&str> = copied.iter().map(|c| c.from.as_str()).collect();
+    assert_eq!(
+        from,
+        ["orig", "gone"],
+        "in order; one named twice is copied once"
+    );
+    let dead = get(store.as_ref(), "orig").await;
+    assert_eq!(
+        (dead.state, dead.replays, dead.attempts),
+        (JobState::Dead, 0, 1),
+        "the original is not touched"
+    );
+    assert_eq!(get(store.as_ref(), "gone").await.state, JobState::Cancelled);
+
+    let new = &copied[0].job;
+    assert!(new.id != dead.id && new.id != copied[1].job.id);
+    assert_eq!(
+        (new.state, new.attempts, new.replays, new.lease_expiries),
+        (JobState::Ready, 0, 0, 0)
+    );
+    assert_eq!(new.available_at, clock.now(), "due now");
+    assert_eq!(
+        (&new.queue, &new.kind, &new.payload),
+        (&dead.queue, &dead.kind, &dead.payload)
+    );
+    assert_eq!(
+        (new.priority, new.max_attempts, new.max_lease_expiries),
+        (3, 2, 4)
+    );
+    assert_eq!(new.key, dead.key);
+    assert_eq!(new.deadline, dead.deadline);
+    assert_eq!(new.traceparent, Some(trace()));
+    assert_eq!(
+        new.give_up_at,
+        Some(new.created_at.plus(Duration::from_secs(3600))),
+        "the elapsed-time budget counts again from the copy"
+    );
+    assert_eq!(store.get(&new.id).await.unwrap(), *new);
+    let history = store.detail(&new.id).await.unwrap();
+    assert!(history.history.is_empty());
+
+    // One entry per copy, on both jobs' histories and in the log by either id.
+    assert_eq!(entries().await, before + 2);
+    let by_new = store
+        .audit_log(&AuditFilter {
+            job: Some(new.id.clone()),
+            ..AuditFilter::default()
+        })
+        .await
+        .unwrap();
+    let by_original = store
+        .audit_log(&AuditFilter {
+            job: Some(id("orig")),
+            ..AuditFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(by_new, by_original);
+    assert_eq!(by_new.len(), 1);
+    let e = &by_new[0];
+    assert_eq!(
+        (
+            e.action.as_str(),
+            e.job_id.as_ref(),
+            e.copy_id.as_ref(),
+            e.queue.as_ref(),
+            e.operator.as_str(),
+            e.reason.as_deref()
+        ),
+        (
+            "copy",
+            Some(&id("orig")),
+            Some(&new.id),
+            Some(&queue("mail")),
+            "ops",
+            Some("provider fixed")
+        )
+    );
+    assert_eq!(e.at, clock.now());
+    let told = store.detail(&id("orig")).await.unwrap().audit;
+    assert_eq!(told.len(), 1);
+    assert_eq!(
+        (told[0].copied_to.as_ref(), told[0].copied_from.as_ref()),
+        (Some(&new.id), None)
+    );
+    assert_eq!(
+        (
+            history.audit.len(),
+            history.audit.first().and_then(|a| a.copied_from.as_ref()),
+            history.audit.first().and_then(|a| a.copied_to.as_ref()),
+        ),
+        (1, Some(&id("orig")), None)
+    );
+
+    // The copy runs like any job.
+    let mine = claim_one(store.as_ref(), LEASE).await;
+    assert!(
+        mine.job.id == new.id || mine.job.id.as_str() == "live" || mine.job.id == copied[1].job.id
+    );
 }
 
 /// The audit log lists every operator action newest first, pages by
