@@ -13,8 +13,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use errand::{
-    CancelRequest, Error, ExecHandler, Job, JobFilter, JobId, JobState, Name, NewJob, Payload,
-    ReplayRequest, RetryPolicy, Store, Timestamp, Worker, WorkerConfig,
+    CancelRequest, CopyRequest, Error, ExecHandler, Job, JobFilter, JobId, JobState, Name, NewJob,
+    Payload, ReplayRequest, RetryPolicy, Store, Timestamp, Worker, WorkerConfig,
 };
 
 mod exit;
@@ -351,7 +351,8 @@ struct ReplayArgs {
     /// Instead of replaying each job under its own id, enqueue a fresh copy
     /// (same queue, kind, payload, priority, budgets, key, deadline and
     /// trace context) under a new generated id; the original is left as it
-    /// is. No audit entry is written (see docs/cli.md).
+    /// is. Each copy is audited (`copy`, naming both jobs) with --by and
+    /// --reason.
     #[arg(long)]
     new_key: bool,
     /// Show what would be replayed without changing anything.
@@ -657,11 +658,6 @@ async fn show(store: Arc<dyn Store>, a: ShowArgs) -> Result<ExitCode, Failure> {
 }
 
 async fn replay(store: Arc<dyn Store>, a: ReplayArgs) -> Result<ExitCode, Failure> {
-    if a.new_key && (a.operator.by.is_some() || a.operator.reason.is_some()) {
-        return Err(Failure::Usage(
-            "replay --new-key writes no audit entry (the copy is a new job; the original is not touched), so --by and --reason would not be recorded: leave them out".to_owned(),
-        ));
-    }
     let state = if a.cancelled {
         JobState::Cancelled
     } else {
@@ -703,7 +699,12 @@ async fn replay(store: Arc<dyn Store>, a: ReplayArgs) -> Result<ExitCode, Failur
         return Ok(ExitCode::SUCCESS);
     }
     if a.new_key {
-        return copy_jobs(store, targets, a.json).await;
+        let req = CopyRequest {
+            ids: targets.into_iter().map(|j| j.id).collect(),
+            operator: operator(a.operator.by),
+            reason: a.operator.reason,
+        };
+        return copy_jobs(store, &req, a.json).await;
     }
     let req = ReplayRequest {
         ids: targets.into_iter().map(|j| j.id).collect(),
@@ -725,60 +726,25 @@ async fn replay(store: Arc<dyn Store>, a: ReplayArgs) -> Result<ExitCode, Failur
 }
 
 /// `replay --new-key`: one new job per dead or cancelled original, inserted
-/// together (all or none); the originals are not touched.
+/// together with their audit entries (all or none); the originals are not
+/// touched.
 async fn copy_jobs(
     store: Arc<dyn Store>,
-    originals: Vec<Job>,
+    req: &CopyRequest,
     as_json: bool,
 ) -> Result<ExitCode, Failure> {
-    if let Some(j) = originals
-        .iter()
-        .find(|j| !matches!(j.state, JobState::Dead | JobState::Cancelled))
-    {
-        return Err(Error::InvalidState {
-            id: j.id.to_string(),
-            state: j.state.to_string(),
-            hint: "only dead or cancelled jobs can be copied with --new-key; nothing was copied"
-                .to_owned(),
-        }
-        .into());
-    }
-    let copies = originals
-        .iter()
-        .map(copy_of)
-        .collect::<Result<Vec<_>, Error>>()?;
-    let inserted = store.insert_many(copies).await?;
+    let copied = store.copy(req).await?;
     if as_json {
-        let pairs: Vec<_> = originals
-            .iter()
-            .zip(&inserted)
-            .map(|(o, i)| serde_json::json!({"from": o.id, "job": i.job}))
-            .collect();
-        output::json(&serde_json::json!({"dry_run": false, "copies": pairs}))?;
+        output::json(&serde_json::json!({"dry_run": false, "copies": copied}))?;
     } else {
-        for (o, i) in originals.iter().zip(&inserted) {
+        for c in &copied {
             println!(
-                "copied {} job {} to new job {} (queue={} kind={})",
-                o.state, o.id, i.job.id, i.job.queue, i.job.kind
+                "copied job {} to new job {} (queue={} kind={}) by {}",
+                c.from, c.job.id, c.job.queue, c.job.kind, req.operator
             );
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// A new job with the original's queue, kind, payload, priority, budgets,
-/// concurrency key, deadline and trace context, due now, under a generated id.
-fn copy_of(j: &Job) -> Result<NewJob, Error> {
-    let mut copy = NewJob::new(j.kind.as_str(), j.payload.clone())?
-        .on_queue(j.queue.as_str())?
-        .with_max_attempts(j.max_attempts)?
-        .with_max_lease_expiries(j.max_lease_expiries)?
-        .with_priority(j.priority);
-    copy.key = j.key.clone();
-    copy.deadline = j.deadline;
-    copy.traceparent = j.traceparent.clone();
-    copy.validate()?;
-    Ok(copy)
 }
 
 async fn cancel(store: Arc<dyn Store>, a: CancelArgs) -> Result<ExitCode, Failure> {

@@ -325,7 +325,10 @@ fn audit_table(entries: &[AuditEntry]) {
                 e.seq.to_string(),
                 e.at.to_rfc3339(),
                 e.action.clone(),
-                e.job_id.as_ref().map_or("-", JobId::as_str).to_owned(),
+                match (&e.job_id, &e.copy_id) {
+                    (Some(job), Some(copy)) => format!("{job} -> {copy}"),
+                    (job, _) => job.as_ref().map_or("-", JobId::as_str).to_owned(),
+                },
                 e.queue.as_ref().map_or("-", Name::as_str).to_owned(),
                 e.operator.clone(),
                 one_line(e.reason.as_deref()),

@@ -116,10 +116,16 @@ pub fn detail(d: &JobDetail) {
         println!("  (no operator actions)");
     }
     for a in &d.audit {
+        let copy = match (&a.copied_to, &a.copied_from) {
+            (Some(to), _) => format!(" (to new job {to})"),
+            (None, Some(from)) => format!(" (this job, from job {from})"),
+            (None, None) => String::new(),
+        };
         println!(
-            "  {} {} by {}{}",
+            "  {} {}{} by {}{}",
             a.at,
             a.action,
+            copy,
             a.operator,
             a.reason
                 .as_deref()

@@ -1794,22 +1794,32 @@ fn replay_new_key_enqueues_a_copy_under_a_new_id_and_leaves_the_original() {
     assert!(text.starts_with("would copy n1 "), "{text}");
     let out = errand(&d.path, &["replay", "n1", "r1", "--new-key"]);
     assert_eq!(out.status.code(), Some(4));
-    assert!(stderr(&out).contains("job `r1` is ready: only dead or cancelled jobs can be copied with --new-key; nothing was copied"), "{}", stderr(&out));
-    let out = errand(&d.path, &["replay", "n1", "--new-key", "--by", "ops"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("writes no audit entry"),
-        "{}",
-        stderr(&out)
-    );
+    assert!(stderr(&out).contains("job `r1` is ready: only dead or cancelled jobs can be copied under a new id; nothing was copied"), "{}", stderr(&out));
     assert_eq!(
         json(&errand(&d.path, &["jobs", "--json"]))
             .as_array()
             .map(Vec::len),
         Some(2)
     );
+    assert_eq!(
+        json(&errand(&d.path, &["audit", "--json"])),
+        serde_json::json!([]),
+        "a refused copy writes no audit entry"
+    );
 
-    let r = json(&errand(&d.path, &["replay", "n1", "--new-key", "--json"]));
+    let r = json(&errand(
+        &d.path,
+        &[
+            "replay",
+            "n1",
+            "--new-key",
+            "--by",
+            "ops",
+            "--reason",
+            "provider fixed",
+            "--json",
+        ],
+    ));
     assert_eq!(r["copies"][0]["from"], "n1");
     let copy = &r["copies"][0]["job"];
     assert_ne!(copy["id"], "n1");
@@ -1839,14 +1849,56 @@ fn replay_new_key_enqueues_a_copy_under_a_new_id_and_leaves_the_original() {
         (original["state"].as_str(), original["replays"].as_u64()),
         (Some("dead"), Some(0))
     );
-    assert_eq!(original["audit"], serde_json::json!([]));
-    let out = errand(&d.path, &["replay", "--queue", "bulk", "--new-key"]);
+    // The copy is audited once, on both jobs' histories.
+    let copy_id = copy["id"].as_str().expect("the copy's id");
+    let entry = &original["audit"][0];
+    assert_eq!(
+        (
+            entry["action"].as_str(),
+            entry["operator"].as_str(),
+            entry["reason"].as_str(),
+            entry["copied_to"].as_str(),
+        ),
+        (
+            Some("copy"),
+            Some("ops"),
+            Some("provider fixed"),
+            Some(copy_id)
+        )
+    );
+    assert_eq!(original["audit"].as_array().map(Vec::len), Some(1));
+    let of_copy = job(&d.path, copy_id);
+    assert_eq!(of_copy["audit"].as_array().map(Vec::len), Some(1));
+    assert_eq!(of_copy["audit"][0]["copied_from"], "n1");
+    assert_eq!(of_copy["audit"][0]["action"], "copy");
+    let log = json(&errand(&d.path, &["audit", "--job", copy_id, "--json"]));
+    assert_eq!(log.as_array().map(Vec::len), Some(1));
+    assert_eq!(
+        (log[0]["job_id"].as_str(), log[0]["copy_id"].as_str()),
+        (Some("n1"), Some(copy_id))
+    );
+    let text = stdout(&errand(&d.path, &["show", copy_id]));
+    assert!(
+        text.contains("copy (this job, from job n1) by ops: provider fixed"),
+        "{text}"
+    );
+
+    let out = errand(
+        &d.path,
+        &["replay", "--queue", "bulk", "--new-key", "--by", "ops"],
+    );
     assert!(out.status.success());
     let text = stdout(&out);
-    assert!(text.starts_with("copied dead job n1 to new job "), "{text}");
+    assert!(text.starts_with("copied job n1 to new job "), "{text}");
     assert!(
-        text.trim_end().ends_with("(queue=bulk kind=mail)"),
+        text.trim_end().ends_with("(queue=bulk kind=mail) by ops"),
         "{text}"
+    );
+    assert_eq!(
+        json(&errand(&d.path, &["audit", "--job", "n1", "--json"]))
+            .as_array()
+            .map(Vec::len),
+        Some(2)
     );
     assert_eq!(
         json(&errand(

@@ -93,6 +93,9 @@ async fn log(
                             td { @if let Some(j) = &e.job_id {
                                 @if e.action == "purge" { code { (j.as_str()) } " (purged)" }
                                 @else { a href=(job_path(j)) { code { (j.as_str()) } } }
+                                @if let Some(c) = &e.copy_id {
+                                    " → " a href=(job_path(c)) { code { (c.as_str()) } }
+                                }
                             } }
                             td { (view::opt_text(e.queue.as_ref().map(|q| q.as_str()))) }
                             td { (e.operator) }

@@ -332,7 +332,15 @@ fn audit(audit: &[AuditRecord]) -> Markup {
                     @for a in audit {
                         tr {
                             td { (view::time(a.at)) }
-                            td { (a.action) }
+                            td {
+                                (a.action)
+                                @if let Some(c) = &a.copied_to {
+                                    " to " a href=(job_path(c)) { code { (c.as_str()) } }
+                                }
+                                @if let Some(o) = &a.copied_from {
+                                    " of " a href=(job_path(o)) { code { (o.as_str()) } }
+                                }
+                            }
                             td { (a.operator) }
                             td { (view::opt_text(a.reason.as_deref())) }
                         }

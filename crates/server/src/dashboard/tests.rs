@@ -961,3 +961,50 @@ async fn the_audit_log_pages_newest_first_and_escapes_what_operators_wrote() {
         .await
         .refused(StatusCode::BAD_REQUEST, "Unknown parameter");
 }
+
+/// A copy made by `errand replay --new-key` shows on the audit log with
+/// both jobs linked, and each job's page says which way it went.
+#[tokio::test]
+async fn a_copy_links_the_original_and_the_new_job() {
+    let mut b = Browser::new();
+    let original = b
+        .dead("orig-1", r#"{"to":"a@example.com"}"#, "smtp 550")
+        .await;
+    let copied = b
+        .store()
+        .copy(&errand::CopyRequest {
+            ids: vec![original.clone()],
+            operator: "alice".into(),
+            reason: Some("template fixed".into()),
+        })
+        .await
+        .expect("copy");
+    let copy = copied.first().expect("one copy").job.id.clone();
+    let log = b.get("/dashboard/audit").await;
+    log.html(StatusCode::OK);
+    let row = format!(
+        r#"<a href="/dashboard/jobs/orig-1"><code>orig-1</code></a> → <a href="/dashboard/jobs/{c}"><code>{c}</code></a>"#,
+        c = copy.as_str()
+    );
+    assert!(log.body.contains(&row), "{row} in {}", log.body);
+    let by_copy = b
+        .get(&format!("/dashboard/audit?job={}", copy.as_str()))
+        .await;
+    by_copy.html(StatusCode::OK);
+    assert!(by_copy.body.contains("template fixed"), "{}", by_copy.body);
+    let page = b.get("/dashboard/jobs/orig-1").await;
+    page.html(StatusCode::OK);
+    let to = format!(
+        r#"copy to <a href="/dashboard/jobs/{c}"><code>{c}</code></a>"#,
+        c = copy.as_str()
+    );
+    assert!(page.body.contains(&to), "{to} in {}", page.body);
+    let page = b.get(&format!("/dashboard/jobs/{}", copy.as_str())).await;
+    page.html(StatusCode::OK);
+    assert!(
+        page.body
+            .contains(r#"copy of <a href="/dashboard/jobs/orig-1"><code>orig-1</code></a>"#),
+        "{}",
+        page.body
+    );
+}

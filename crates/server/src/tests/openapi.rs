@@ -473,3 +473,61 @@ async fn the_job_schemas_name_every_field_of_a_job() {
     with_history.extend(["history".to_owned(), "audit".to_owned()]);
     assert_eq!(keys(&detail.body), with_history);
 }
+
+/// An audit entry has exactly the documented fields, a `copy` among the
+/// documented actions; a job's history entries only documented ones.
+#[tokio::test]
+async fn the_audit_schemas_name_every_field_of_an_entry() {
+    let api = Api::new();
+    let doc = doc();
+    let r = api
+        .post(
+            "/v1/jobs",
+            &json!({"kind": "k", "id": "orig", "max_attempts": 1}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let store = api.q.store();
+    let claimed = store
+        .claim(&errand::ClaimRequest {
+            queues: Vec::new(),
+            limit: 1,
+            lease: std::time::Duration::from_secs(30),
+        })
+        .await
+        .unwrap();
+    let failure = errand::Failure {
+        error: "bad".into(),
+        class: errand::ErrorClass::Permanent,
+        retry: None,
+    };
+    store.fail(&claimed[0].lease, failure).await.unwrap();
+    let copied = store
+        .copy(&errand::CopyRequest {
+            ids: vec![errand::JobId::new("orig").unwrap()],
+            operator: "alice".into(),
+            reason: None,
+        })
+        .await
+        .unwrap();
+    let copy = copied[0].job.id.as_str().to_owned();
+
+    let log = api.get("/v1/audit").await;
+    let entry = &log.body["entries"][0];
+    assert_eq!(keys(entry), property_names(&doc, "AuditEntry"));
+    assert_eq!(entry["action"], "copy");
+    assert_eq!(entry["job_id"], "orig");
+    assert_eq!(entry["copy_id"], copy.as_str());
+    let actions = doc["components"]["schemas"]["AuditEntry"]["properties"]["action"]["enum"]
+        .as_array()
+        .unwrap();
+    assert!(actions.contains(&json!("copy")));
+
+    let record = property_names(&doc, "AuditRecord");
+    for (id, side) in [("orig", "copied_to"), (copy.as_str(), "copied_from")] {
+        let detail = api.get(&format!("/v1/jobs/{id}")).await;
+        let a = &detail.body["audit"][0];
+        assert!(keys(a).is_subset(&record), "{a}");
+        assert!(keys(a).contains(side), "{a}");
+    }
+}
