@@ -843,7 +843,9 @@ async fn work(store: Arc<dyn Store>, a: WorkArgs) -> Result<ExitCode, Failure> {
             retry,
             ..WorkerConfig::default()
         };
-        let report = Worker::new(store, config).run_once(handler).await?;
+        let report = Worker::new(store, config)
+            .run_once_and_report(handler)
+            .await?;
         output::report(&report, a.json)?;
         return Ok(ExitCode::SUCCESS);
     }

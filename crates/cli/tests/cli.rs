@@ -1910,3 +1910,81 @@ fn replay_new_key_enqueues_a_copy_under_a_new_id_and_leaves_the_original() {
         Some(2)
     );
 }
+
+/// `work --once` from a scheduler reports itself like a service worker:
+/// the worker-silence check passes after a run, and the runs of one host
+/// and queue share one report whose counters add up.
+#[test]
+fn work_once_reports_each_run_and_the_counts_add_up() {
+    let d = db();
+    let check = || {
+        errand(
+            &d.path,
+            &["stats", "--check", "--max-since-worker-cycle", "1h"],
+        )
+    };
+    assert_eq!(check().status.code(), Some(6), "no worker has reported yet");
+
+    let out = errand(
+        &d.path,
+        &["work", "--once", "--queue", "mail", "--exec", "true"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "idle");
+    let out = check();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    for id in ["m1", "m2"] {
+        json(&errand(
+            &d.path,
+            &[
+                "enqueue", "--kind", "k", "--queue", "mail", "--id", id, "--json",
+            ],
+        ));
+        let out = errand(
+            &d.path,
+            &["work", "--once", "--queue", "mail", "--exec", "true"],
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains(&format!("job {id} attempt 1")),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    let s = json(&errand(&d.path, &["stats", "--json"]));
+    let workers = s["workers"].as_array().unwrap();
+    assert_eq!(workers.len(), 1, "{workers:?}");
+    let w = &workers[0];
+    assert!(
+        w["id"].as_str().unwrap().starts_with("once@")
+            && w["id"].as_str().unwrap().ends_with("/mail"),
+        "{w}"
+    );
+    assert_eq!(w["queues"], serde_json::json!(["mail"]));
+    assert_eq!(
+        (
+            w["metrics"]["cycles"].as_u64(),
+            w["metrics"]["started"].as_u64()
+        ),
+        (Some(3), Some(2))
+    );
+    let latency: u64 = w["metrics"]["start_latency"]["counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .sum();
+    assert_eq!(latency, 2, "one wait from due to start per job run");
+
+    // Another queue list is another report.
+    let out = errand(&d.path, &["work", "--once", "--exec", "true"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let s = json(&errand(&d.path, &["stats", "--json"]));
+    assert_eq!(s["workers"].as_array().unwrap().len(), 2);
+}

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::Timestamp;
 use crate::error::{Error, Result};
-use crate::job::{Job, JobId, Name};
+use crate::job::{ClaimedJob, Job, JobId, Name};
 
 /// The longest operator name.
 pub const MAX_OPERATOR_BYTES: usize = 200;
@@ -241,6 +241,44 @@ pub struct WorkerMetrics {
     pub late: u64,
 }
 
+impl WorkerMetrics {
+    /// Counts a completed claim cycle and the attempts it started: how long
+    /// each waited from due to start (the store's times).
+    pub fn record_cycle(&mut self, claimed: &[ClaimedJob]) {
+        self.cycles += 1;
+        for c in claimed {
+            self.started += 1;
+            let started = c.job.attempt_started_at.unwrap_or_else(Timestamp::now);
+            self.start_latency
+                .observe(started.since(c.job.available_at));
+        }
+    }
+
+    /// Counts a success at `now` against the job's business deadline, if it
+    /// has one.
+    pub fn record_success(&mut self, deadline: Option<Timestamp>, now: Timestamp) {
+        if let Some(deadline) = deadline {
+            let late = now.since(deadline);
+            self.lateness.observe(late);
+            if late.is_zero() {
+                self.on_time += 1;
+            } else {
+                self.late += 1;
+            }
+        }
+    }
+
+    /// Adds another's counts to these.
+    pub fn add_all(&mut self, other: &WorkerMetrics) {
+        self.cycles = self.cycles.saturating_add(other.cycles);
+        self.started = self.started.saturating_add(other.started);
+        self.start_latency.add_all(&other.start_latency);
+        self.lateness.add_all(&other.lateness);
+        self.on_time = self.on_time.saturating_add(other.on_time);
+        self.late = self.late.saturating_add(other.late);
+    }
+}
+
 /// A worker process's report of itself, written every few seconds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WorkerReport {
@@ -256,6 +294,12 @@ pub struct WorkerReport {
     pub started_at: Timestamp,
     /// Its counters.
     pub metrics: WorkerMetrics,
+    /// A one-shot run (`errand work --once`): `metrics` are this run's
+    /// counts, added to those stored under `id` (an id the runs of one host
+    /// and queue list share, so their counters keep growing). Otherwise they
+    /// are the process's totals since it started and replace the stored
+    /// ones.
+    pub one_shot: bool,
 }
 
 impl WorkerReport {

@@ -361,7 +361,7 @@ struct Me {
     started_at: errand_core::Timestamp,
 }
 
-fn host_name() -> String {
+pub(crate) fn host_name() -> String {
     nix::unistd::gethostname()
         .ok()
         .and_then(|h| h.into_string().ok())
@@ -693,33 +693,14 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Inner {
-    /// Counts a completed claim cycle and the attempts it started: how long
-    /// each waited from due to start (the store's times).
+    /// Counts a completed claim cycle and the attempts it started.
     fn record_cycle(&self, claimed: &[ClaimedJob]) {
-        let mut m = lock(&self.metrics);
-        m.cycles += 1;
-        for c in claimed {
-            m.started += 1;
-            let started = c
-                .job
-                .attempt_started_at
-                .unwrap_or_else(errand_core::Timestamp::now);
-            m.start_latency.observe(started.since(c.job.available_at));
-        }
+        lock(&self.metrics).record_cycle(claimed);
     }
 
     /// Counts a success against the job's business deadline, if it has one.
     fn record_success(&self, deadline: Option<errand_core::Timestamp>) {
-        if let Some(deadline) = deadline {
-            let late = errand_core::Timestamp::now().since(deadline);
-            let mut m = lock(&self.metrics);
-            m.lateness.observe(late);
-            if late.is_zero() {
-                m.on_time += 1;
-            } else {
-                m.late += 1;
-            }
-        }
+        lock(&self.metrics).record_success(deadline, errand_core::Timestamp::now());
     }
 
     /// Writes this process's report if a claim cycle completed since the
@@ -740,6 +721,7 @@ impl Inner {
             queues: self.me.queues.clone(),
             started_at: self.me.started_at,
             metrics,
+            one_shot: false,
         };
         match self.settings.store.report_worker(&report).await {
             Ok(()) => report.metrics.cycles,

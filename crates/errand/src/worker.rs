@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use errand_core::{
     ClaimRequest, ClaimedJob, Error, ErrorClass, Failure, Job, JobId, JobState, Lease, Name,
-    Outcome, Result, RetryAt, RetryPolicy, Store, Timestamp,
+    Outcome, Result, RetryAt, RetryPolicy, Store, Timestamp, WorkerMetrics, WorkerReport,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -280,18 +280,63 @@ impl Worker {
 
     /// Claims at most one due job, runs it and settles it.
     pub async fn run_once(&self, handler: Arc<dyn Handler>) -> Result<WorkReport> {
+        match self.claim_one().await? {
+            None => Ok(WorkReport::idle()),
+            Some(claimed) => self.run_claimed(handler, claimed).await,
+        }
+    }
+
+    /// [`Worker::run_once`], then a report of the run to the store, as a
+    /// long-running worker reports itself: the claim cycle (what the signal
+    /// "time since the last worker cycle" and `stats --check
+    /// --max-since-worker-cycle` read), the attempt started and its wait from due to
+    /// start, and a success against the job's business deadline. The runs
+    /// of one host and queue list report under one id and their counts add
+    /// up ([`WorkerReport::one_shot`]). A report that cannot be written is
+    /// logged, not returned: the job's outcome is what the caller needs.
+    pub async fn run_once_and_report(&self, handler: Arc<dyn Handler>) -> Result<WorkReport> {
+        let started_at = Timestamp::now();
+        let claimed = self.claim_one().await?;
+        let mut metrics = WorkerMetrics::default();
+        metrics.record_cycle(claimed.as_slice());
+        let report = match claimed {
+            None => WorkReport::idle(),
+            Some(claimed) => {
+                let deadline = claimed.job.deadline;
+                let report = self.run_claimed(handler, claimed).await?;
+                if report.outcome == WorkOutcome::Acknowledged {
+                    metrics.record_success(deadline, Timestamp::now());
+                }
+                report
+            }
+        };
+        let me = WorkerReport {
+            id: one_shot_id(&crate::runtime::host_name(), &self.config.queues),
+            host: crate::runtime::host_name(),
+            pid: std::process::id(),
+            queues: self.config.queues.clone(),
+            started_at,
+            metrics,
+            one_shot: true,
+        };
+        if let Err(e) = self.store.report_worker(&me).await {
+            tracing::warn!(error = %e, "writing this run's worker report failed");
+        }
+        Ok(report)
+    }
+
+    /// Claims at most one due job.
+    async fn claim_one(&self) -> Result<Option<ClaimedJob>> {
         let req = ClaimRequest {
             queues: self.config.queues.clone(),
             limit: 1,
             lease: self.config.lease,
         };
-        match self.store.claim(&req).await?.pop() {
-            None => Ok(WorkReport::idle()),
-            Some(claimed) => {
-                crate::failpoint::crash_point("claim-committed");
-                self.run_claimed(handler, claimed).await
-            }
+        let claimed = self.store.claim(&req).await?.pop();
+        if claimed.is_some() {
+            crate::failpoint::crash_point("claim-committed");
         }
+        Ok(claimed)
     }
 
     /// Runs a claimed job (renewing its lease meanwhile) and settles it.
@@ -560,6 +605,21 @@ fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
     } else {
         "non-text panic payload".to_owned()
     }
+}
+
+/// The id one-shot runs on `host` for `queues` report under: readable, and
+/// the same for every such run (cut to the 200 characters an id may hold).
+fn one_shot_id(host: &str, queues: &[Name]) -> String {
+    let queues = if queues.is_empty() {
+        "*".to_owned()
+    } else {
+        queues
+            .iter()
+            .map(Name::as_str)
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    format!("once@{host}/{queues}").chars().take(200).collect()
 }
 
 #[cfg(test)]

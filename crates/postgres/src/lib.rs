@@ -597,7 +597,10 @@ impl Store for PgStore {
     }
 
     async fn report_worker(&self, report: &WorkerReport) -> Result<()> {
-        let client = self.client().await?;
+        let mut client = self.client().await?;
+        if report.one_shot {
+            return operate::report_one_shot(&mut client, &self.queries, self.now(), report).await;
+        }
         operate::report_worker(&client, &self.queries, self.now(), report).await
     }
 

@@ -3,8 +3,8 @@
 
 use errand_core::{
     AuditEntry, AuditFilter, Copied, CopyRequest, Error, Job, JobId, Name, NewJob, PausedQueue,
-    PurgeRequest, QueueAction, Result, SampleRow, Stats, StatsRequest, WindowRow, WorkerReport,
-    WorkerSeen, assemble_stats,
+    PurgeRequest, QueueAction, Result, SampleRow, Stats, StatsRequest, WindowRow, WorkerMetrics,
+    WorkerReport, WorkerSeen, assemble_stats,
 };
 use time::OffsetDateTime;
 use tokio_postgres::Row;
@@ -286,6 +286,73 @@ pub(crate) async fn report_worker<C: Conn>(
     let metrics = serde_json::to_string(&w.metrics)
         .map_err(|e| Error::invalid(format!("a worker's counters could not be encoded: {e}")))?;
     let started = crate::ops::to_odt(w.started_at);
+    write_report(client, q, now, w, &queues, started, &metrics).await
+}
+
+/// A one-shot run's report: its counts are added to those stored under its
+/// id, in one transaction that locks the stored row. The run that finds no
+/// row inserts one; a run racing it waits on the row and adds to it.
+pub(crate) async fn report_one_shot(
+    client: &mut deadpool_postgres::Client,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    w: &WorkerReport,
+) -> Result<()> {
+    w.validate()?;
+    let queues = serde_json::to_string(&w.queues)
+        .map_err(|e| Error::invalid(format!("a worker's queues could not be encoded: {e}")))?;
+    let encode = |m: &WorkerMetrics| {
+        serde_json::to_string(m)
+            .map_err(|e| Error::invalid(format!("a worker's counters could not be encoded: {e}")))
+    };
+    let started = crate::ops::to_odt(w.started_at);
+    let tx = client.transaction().await.map_err(map_err)?;
+    let first = format!(
+        "INSERT INTO {}.errand_workers (id, host, pid, queues, started_at, last_cycle_at, metrics)
+         VALUES ($2, $3, $4, $5::text::jsonb, $6, coalesce($1::timestamptz, now()), $7::text::jsonb)
+         ON CONFLICT (id) DO NOTHING",
+        q.schema
+    );
+    let inserted = tx
+        .execute(
+            &first,
+            &[
+                &now,
+                &w.id,
+                &w.host,
+                &i64::from(w.pid),
+                &queues,
+                &started,
+                &encode(&w.metrics)?,
+            ],
+        )
+        .await
+        .map_err(map_err)?;
+    if inserted == 0 {
+        let stored = format!(
+            "SELECT metrics::text AS metrics FROM {}.errand_workers WHERE id = $1 FOR UPDATE",
+            q.schema
+        );
+        let row = tx.query_one(&stored, &[&w.id]).await.map_err(map_err)?;
+        let stored: String = row.try_get("metrics").map_err(map_err)?;
+        let mut totals = serde_json::from_str::<WorkerMetrics>(&stored).map_err(|e| {
+            Error::Storage(format!("worker {}'s counters are not readable: {e}", w.id))
+        })?;
+        totals.add_all(&w.metrics);
+        write_report(&tx, q, now, w, &queues, started, &encode(&totals)?).await?;
+    }
+    tx.commit().await.map_err(map_err)
+}
+
+async fn write_report<C: Conn>(
+    client: &C,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    w: &WorkerReport,
+    queues: &str,
+    started: OffsetDateTime,
+    metrics: &str,
+) -> Result<()> {
     query(
         client,
         &q.report_worker,

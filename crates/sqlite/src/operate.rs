@@ -248,7 +248,25 @@ pub(crate) fn report_worker(conn: &Connection, w: &WorkerReport, now: Timestamp)
     w.validate()?;
     let queues = serde_json::to_string(&w.queues)
         .map_err(|e| Error::invalid(format!("a worker's queues could not be encoded: {e}")))?;
-    let metrics = serde_json::to_string(&w.metrics)
+    // A one-shot run's counts add to those stored under its id; the
+    // writer's `BEGIN IMMEDIATE` makes the read and the write one step, for
+    // other processes too.
+    let mut totals = w.metrics.clone();
+    if w.one_shot {
+        let stored: Option<String> = conn
+            .prepare_cached("SELECT metrics FROM errand_workers WHERE id = :id")
+            .map_err(map_err)?
+            .query_row(named_params! {":id": w.id}, |r| r.get(0))
+            .optional()
+            .map_err(map_err)?;
+        if let Some(stored) = stored {
+            let stored = serde_json::from_str::<WorkerMetrics>(&stored).map_err(|e| {
+                Error::Storage(format!("worker {}'s counters are not readable: {e}", w.id))
+            })?;
+            totals.add_all(&stored);
+        }
+    }
+    let metrics = serde_json::to_string(&totals)
         .map_err(|e| Error::invalid(format!("a worker's counters could not be encoded: {e}")))?;
     conn.prepare_cached(REPORT_WORKER)
         .map_err(map_err)?

@@ -93,6 +93,7 @@ macro_rules! conformance_tests {
             stats_count_each_queue_with_leases_age_and_window,
             stats_count_every_queue_even_behind_a_larger_backlog,
             worker_reports_keep_the_latest_per_worker,
+            one_shot_reports_add_up_under_their_id,
             a_job_carries_its_deadline_and_trace_context_to_every_attempt,
         );
         $crate::conformance_tests!(@in keys $make;

@@ -649,6 +649,7 @@ pub async fn worker_reports_keep_the_latest_per_worker(store: Arc<dyn Store>, cl
         queues: vec![queue("mail")],
         started_at: clock.now(),
         metrics: WorkerMetrics::default(),
+        one_shot: false,
     };
     store.report_worker(&report).await.unwrap();
     clock.advance(Duration::from_secs(3));
@@ -678,6 +679,67 @@ pub async fn worker_reports_keep_the_latest_per_worker(store: Arc<dyn Store>, cl
         store.report_worker(&bad).await,
         Err(Error::Invalid(_))
     ));
+}
+
+/// One-shot runs (`errand work --once`) report under a shared id and their
+/// counts add up, histograms included; each run moves the last cycle
+/// forward. A long-running worker's report still replaces its own.
+pub async fn one_shot_reports_add_up_under_their_id(store: Arc<dyn Store>, clock: ManualClock) {
+    let run = |latency_ms: u64| {
+        let mut metrics = WorkerMetrics {
+            cycles: 1,
+            started: 1,
+            ..WorkerMetrics::default()
+        };
+        metrics
+            .start_latency
+            .observe(Duration::from_millis(latency_ms));
+        WorkerReport {
+            id: "once@host-a/mail".into(),
+            host: "host-a".into(),
+            pid: 100,
+            queues: vec![queue("mail")],
+            started_at: clock.now(),
+            metrics,
+            one_shot: true,
+        }
+    };
+    store.report_worker(&run(3)).await.unwrap();
+    clock.advance(Duration::from_secs(60));
+    let mut idle = run(0);
+    idle.metrics = WorkerMetrics {
+        cycles: 1,
+        ..WorkerMetrics::default()
+    };
+    idle.pid = 101;
+    store.report_worker(&idle).await.unwrap();
+    clock.advance(Duration::from_secs(60));
+    let mut third = run(2_000);
+    third.pid = 102;
+    third.metrics.record_success(Some(clock.now()), clock.now());
+    store.report_worker(&third).await.unwrap();
+    let last = clock.now();
+
+    let stats = store.stats(&StatsRequest::default()).await.unwrap();
+    assert_eq!(stats.workers.len(), 1, "one row for every run");
+    let w = &stats.workers[0];
+    assert_eq!((w.id.as_str(), w.pid), ("once@host-a/mail", 102));
+    assert_eq!(w.last_cycle_at, last);
+    assert_eq!((w.metrics.cycles, w.metrics.started), (3, 2));
+    assert_eq!(w.metrics.start_latency.count(), 2);
+    assert_eq!(w.metrics.start_latency.sum_ms, 2_003);
+    assert_eq!((w.metrics.on_time, w.metrics.late), (1, 0));
+    assert_eq!(w.metrics.lateness.count(), 1);
+
+    // A long-running worker's totals replace what it reported before.
+    let mut long = run(5);
+    long.id = "w-long".into();
+    long.one_shot = false;
+    store.report_worker(&long).await.unwrap();
+    store.report_worker(&long).await.unwrap();
+    let stats = store.stats(&StatsRequest::default()).await.unwrap();
+    let w = stats.workers.iter().find(|w| w.id == "w-long").unwrap();
+    assert_eq!(w.metrics, long.metrics);
 }
 
 /// A job's business deadline and trace context are stored as given and

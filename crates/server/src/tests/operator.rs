@@ -235,6 +235,7 @@ async fn metrics_expose_the_operator_signals_in_prometheus_text() {
         queues: vec![],
         started_at: api.q.now(),
         metrics,
+        one_shot: false,
     };
     api.q.store().report_worker(&report).await.unwrap();
     api.q.advance(std::time::Duration::from_secs(4));
