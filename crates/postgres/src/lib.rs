@@ -624,32 +624,83 @@ mod upgrade_tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
+    /// A schema of its own migrated to an older version, to seed rows into
+    /// and then upgrade.
+    struct Old {
+        url: String,
+        schema: String,
+        quoted: String,
+        client: tokio_postgres::Client,
+    }
+
+    impl Old {
+        /// `None` (the test says it was skipped) without a PostgreSQL URL.
+        async fn at(test: &str, version: i32) -> Option<Old> {
+            let Ok(url) = std::env::var("ERRAND_TEST_POSTGRES_URL") else {
+                eprintln!("SKIPPED {test}: ERRAND_TEST_POSTGRES_URL is not set");
+                return None;
+            };
+            let schema = format!("errand_up{version}_{}", std::process::id());
+            let quoted = quote_schema(&schema).unwrap();
+            let (mut client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            client
+                .batch_execute(&format!("DROP SCHEMA IF EXISTS {quoted} CASCADE"))
+                .await
+                .unwrap();
+            migrate_to(
+                &mut client,
+                &schema,
+                &quoted,
+                refinery::Target::Version(version),
+            )
+            .await
+            .unwrap();
+            Some(Old {
+                url,
+                schema,
+                quoted,
+                client,
+            })
+        }
+
+        /// Runs the remaining migrations and opens a store on the schema.
+        async fn upgrade(&mut self) -> PgStore {
+            migrate(&mut self.client, &self.schema, &self.quoted)
+                .await
+                .unwrap();
+            PgStore::connect(
+                &self.url,
+                PgOptions {
+                    schema: self.schema.clone(),
+                    ..PgOptions::default()
+                },
+            )
+            .await
+            .unwrap()
+        }
+
+        async fn drop_schema(self) {
+            self.client
+                .batch_execute(&format!("DROP SCHEMA {} CASCADE", self.quoted))
+                .await
+                .unwrap();
+        }
+    }
+
     /// A schema at V4 with a running job (its attempt open in the history
     /// table) and a done one upgrades to V5: the running attempt moves onto
     /// the job row, shows as open, and the job settles normally.
     #[tokio::test]
     async fn v5_moves_a_running_attempt_onto_the_job_row() {
-        let Ok(url) = std::env::var("ERRAND_TEST_POSTGRES_URL") else {
-            eprintln!(
-                "SKIPPED v5_moves_a_running_attempt_onto_the_job_row: ERRAND_TEST_POSTGRES_URL is not set"
-            );
+        let Some(mut old) = Old::at("v5_moves_a_running_attempt_onto_the_job_row", 4).await else {
             return;
         };
-        let schema = format!("errand_up5_{}", std::process::id());
-        let quoted = quote_schema(&schema).unwrap();
-        let (mut client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-            .await
-            .unwrap();
-        tokio::spawn(conn);
-        client
-            .batch_execute(&format!("DROP SCHEMA IF EXISTS {quoted} CASCADE"))
-            .await
-            .unwrap();
-        migrate_to(&mut client, &schema, &quoted, refinery::Target::Version(4))
-            .await
-            .unwrap();
+        let quoted = old.quoted.clone();
         let started = "2026-11-30 10:00:00+00";
-        client
+        old.client
             .batch_execute(&format!(
                 "INSERT INTO {quoted}.errand_jobs (id, queue, kind, state, payload, attempts, max_attempts,
                      available_at, created_at, updated_at, lease_token, lease_until, finished_at)
@@ -664,16 +715,7 @@ mod upgrade_tests {
             ))
             .await
             .unwrap();
-        migrate(&mut client, &schema, &quoted).await.unwrap();
-        let store = PgStore::connect(
-            &url,
-            PgOptions {
-                schema: schema.clone(),
-                ..PgOptions::default()
-            },
-        )
-        .await
-        .unwrap();
+        let store = old.upgrade().await;
         let run = store.detail(&JobId::new("run").unwrap()).await.unwrap();
         let summary: Vec<(u32, Option<&str>, bool)> = run
             .history
@@ -701,10 +743,7 @@ mod upgrade_tests {
         let outcomes: Vec<Option<&str>> =
             run.history.iter().map(|r| r.outcome.as_deref()).collect();
         assert_eq!(outcomes, vec![Some("retry"), Some("succeeded")]);
-        client
-            .batch_execute(&format!("DROP SCHEMA {quoted} CASCADE"))
-            .await
-            .unwrap();
+        old.drop_schema().await;
     }
 
     /// A schema at V5 with audit entries (one of a job that still exists,
@@ -713,27 +752,12 @@ mod upgrade_tests {
     /// the new actions.
     #[tokio::test]
     async fn v6_keeps_the_audit_log_and_widens_it() {
-        let Ok(url) = std::env::var("ERRAND_TEST_POSTGRES_URL") else {
-            eprintln!(
-                "SKIPPED v6_keeps_the_audit_log_and_widens_it: ERRAND_TEST_POSTGRES_URL is not set"
-            );
+        let Some(mut old) = Old::at("v6_keeps_the_audit_log_and_widens_it", 5).await else {
             return;
         };
-        let schema = format!("errand_up6_{}", std::process::id());
-        let quoted = quote_schema(&schema).unwrap();
-        let (mut client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-            .await
-            .unwrap();
-        tokio::spawn(conn);
-        client
-            .batch_execute(&format!("DROP SCHEMA IF EXISTS {quoted} CASCADE"))
-            .await
-            .unwrap();
-        migrate_to(&mut client, &schema, &quoted, refinery::Target::Version(5))
-            .await
-            .unwrap();
+        let quoted = old.quoted.clone();
         let at = "2026-11-30 10:00:00+00";
-        client
+        old.client
             .batch_execute(&format!(
                 "INSERT INTO {quoted}.errand_jobs (id, queue, kind, state, payload, attempts, max_attempts,
                      available_at, created_at, updated_at, finished_at)
@@ -744,16 +768,7 @@ mod upgrade_tests {
             ))
             .await
             .unwrap();
-        migrate(&mut client, &schema, &quoted).await.unwrap();
-        let store = PgStore::connect(
-            &url,
-            PgOptions {
-                schema: schema.clone(),
-                ..PgOptions::default()
-            },
-        )
-        .await
-        .unwrap();
+        let store = old.upgrade().await;
         let log = store.audit_log(&AuditFilter::default()).await.unwrap();
         let summary: Vec<String> = log
             .iter()
@@ -783,10 +798,7 @@ mod upgrade_tests {
         let log = store.audit_log(&AuditFilter::default()).await.unwrap();
         assert_eq!(log.len(), 3);
         assert_eq!(log[0].action, "purge");
-        client
-            .batch_execute(&format!("DROP SCHEMA {quoted} CASCADE"))
-            .await
-            .unwrap();
+        old.drop_schema().await;
     }
 
     /// A schema at V8 with audit entries upgrades to V9: the entries keep
@@ -794,27 +806,12 @@ mod upgrade_tests {
     /// that names both jobs and shows in each job's history.
     #[tokio::test]
     async fn v9_keeps_the_audit_log_and_records_copies() {
-        let Ok(url) = std::env::var("ERRAND_TEST_POSTGRES_URL") else {
-            eprintln!(
-                "SKIPPED v9_keeps_the_audit_log_and_records_copies: ERRAND_TEST_POSTGRES_URL is not set"
-            );
+        let Some(mut old) = Old::at("v9_keeps_the_audit_log_and_records_copies", 8).await else {
             return;
         };
-        let schema = format!("errand_up9_{}", std::process::id());
-        let quoted = quote_schema(&schema).unwrap();
-        let (mut client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-            .await
-            .unwrap();
-        tokio::spawn(conn);
-        client
-            .batch_execute(&format!("DROP SCHEMA IF EXISTS {quoted} CASCADE"))
-            .await
-            .unwrap();
-        migrate_to(&mut client, &schema, &quoted, refinery::Target::Version(8))
-            .await
-            .unwrap();
+        let quoted = old.quoted.clone();
         let at = "2026-11-30 10:00:00+00";
-        client
+        old.client
             .batch_execute(&format!(
                 "INSERT INTO {quoted}.errand_jobs (id, queue, kind, state, payload, attempts, max_attempts,
                      available_at, created_at, updated_at, finished_at)
@@ -827,16 +824,7 @@ mod upgrade_tests {
             ))
             .await
             .unwrap();
-        migrate(&mut client, &schema, &quoted).await.unwrap();
-        let store = PgStore::connect(
-            &url,
-            PgOptions {
-                schema: schema.clone(),
-                ..PgOptions::default()
-            },
-        )
-        .await
-        .unwrap();
+        let store = old.upgrade().await;
         let log = store.audit_log(&AuditFilter::default()).await.unwrap();
         let summary: Vec<String> = log
             .iter()
@@ -874,9 +862,6 @@ mod upgrade_tests {
         assert_eq!(log[0].copy_id.as_ref(), Some(&copied[0].job.id));
         let copy = store.detail(&copied[0].job.id).await.unwrap();
         assert_eq!(copy.audit.len(), 1, "the copy's history shows its origin");
-        client
-            .batch_execute(&format!("DROP SCHEMA {quoted} CASCADE"))
-            .await
-            .unwrap();
+        old.drop_schema().await;
     }
 }

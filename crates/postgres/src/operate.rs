@@ -23,6 +23,41 @@ fn count(row: &Row, col: &str) -> Result<u64> {
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
+/// One audit entry (`audit.sql`).
+struct Entry<'a> {
+    /// The job acted on; none for a queue's pause and resume.
+    job: Option<&'a str>,
+    queue: &'a str,
+    action: &'a str,
+    operator: &'a str,
+    reason: Option<&'a str>,
+    /// For a copy: the new job.
+    copy: Option<&'a str>,
+}
+
+async fn audit<C: Conn>(
+    client: &C,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    e: Entry<'_>,
+) -> Result<()> {
+    query(
+        client,
+        &q.audit,
+        &[
+            &now,
+            &e.job,
+            &e.queue,
+            &e.action,
+            &e.operator,
+            &e.reason,
+            &e.copy,
+        ],
+    )
+    .await
+    .map(drop)
+}
+
 async fn queue_audit<C: Conn>(
     client: &C,
     q: &Queries,
@@ -30,22 +65,15 @@ async fn queue_audit<C: Conn>(
     a: &QueueAction,
     action: &str,
 ) -> Result<()> {
-    let none: Option<&str> = None;
-    query(
-        client,
-        &q.audit,
-        &[
-            &now,
-            &none,
-            &a.queue.as_str(),
-            &action,
-            &a.operator,
-            &a.reason,
-            &none,
-        ],
-    )
-    .await
-    .map(drop)
+    let entry = Entry {
+        job: None,
+        queue: a.queue.as_str(),
+        action,
+        operator: &a.operator,
+        reason: a.reason.as_deref(),
+        copy: None,
+    };
+    audit(client, q, now, entry).await
 }
 
 /// Pauses a queue; `false` when it already was.
@@ -141,22 +169,15 @@ pub(crate) async fn purge(
             return Err(refused(&tx, q, id, "only dead jobs can be purged").await);
         };
         let queue: String = row.try_get("queue").map_err(map_err)?;
-        let action = "purge";
-        let copy: Option<&str> = None;
-        query(
-            &tx,
-            &q.audit,
-            &[
-                &now,
-                &id.as_str(),
-                &queue,
-                &action,
-                &req.operator,
-                &req.reason,
-                &copy,
-            ],
-        )
-        .await?;
+        let entry = Entry {
+            job: Some(id.as_str()),
+            queue: &queue,
+            action: "purge",
+            operator: &req.operator,
+            reason: Some(req.reason.as_str()),
+            copy: None,
+        };
+        audit(&tx, q, now, entry).await?;
         out.push(id.clone());
     }
     tx.commit().await.map_err(map_err)?;
@@ -201,22 +222,16 @@ pub(crate) async fn copy(
         .collect::<Result<Vec<_>>>()?;
     let inserted = insert_many(&tx, q, now, &copies).await?;
     let mut out = Vec::with_capacity(originals.len());
-    let action = "copy";
     for (from, new) in originals.into_iter().zip(inserted) {
-        query(
-            &tx,
-            &q.audit,
-            &[
-                &now,
-                &from.id.as_str(),
-                &from.queue.as_str(),
-                &action,
-                &req.operator,
-                &req.reason,
-                &new.job.id.as_str(),
-            ],
-        )
-        .await?;
+        let entry = Entry {
+            job: Some(from.id.as_str()),
+            queue: from.queue.as_str(),
+            action: "copy",
+            operator: &req.operator,
+            reason: req.reason.as_deref(),
+            copy: Some(new.job.id.as_str()),
+        };
+        audit(&tx, q, now, entry).await?;
         out.push(Copied {
             from: from.id,
             job: new.job,

@@ -91,6 +91,31 @@ mod tests {
     use super::*;
     use errand_core::{JobId, Lease, LeaseToken, Store};
 
+    /// A database file migrated to an older version, to seed rows into.
+    fn at_version(version: i32) -> (tempfile::TempDir, Connection) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = Connection::open(dir.path().join("up.db")).unwrap();
+        embedded::migrations::runner()
+            .set_target(refinery::Target::Version(version))
+            .set_migration_table_name(HISTORY_TABLE)
+            .run(&mut conn)
+            .unwrap();
+        (dir, conn)
+    }
+
+    /// Closes the seeding connection and opens the store, which migrates.
+    fn upgrade(dir: &tempfile::TempDir, conn: Connection) -> crate::SqliteStore {
+        drop(conn);
+        crate::SqliteStore::open(
+            dir.path().join("up.db"),
+            crate::SqliteOptions {
+                migrate: true,
+                ..crate::SqliteOptions::default()
+            },
+        )
+        .unwrap()
+    }
+
     /// Job rows are read by position, so a table whose columns differ from
     /// the expected ones is refused at open, naming the cause.
     #[test]
@@ -109,14 +134,7 @@ mod tests {
     /// the job row, shows once and open, and the job settles normally.
     #[tokio::test]
     async fn v3_moves_a_running_attempt_onto_the_job_row() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("up.db");
-        let mut conn = Connection::open(&path).unwrap();
-        embedded::migrations::runner()
-            .set_target(refinery::Target::Version(2))
-            .set_migration_table_name(HISTORY_TABLE)
-            .run(&mut conn)
-            .unwrap();
+        let (dir, conn) = at_version(2);
         // Times in ms: the open attempt started at 1000, the job last
         // changed at 2000.
         conn.execute_batch(
@@ -130,15 +148,7 @@ mod tests {
                     ('fin', 0, 1, 1500, 2000, 'succeeded');",
         )
         .unwrap();
-        drop(conn);
-        let store = crate::SqliteStore::open(
-            &path,
-            crate::SqliteOptions {
-                migrate: true,
-                ..crate::SqliteOptions::default()
-            },
-        )
-        .unwrap();
+        let store = upgrade(&dir, conn);
         let run = store.detail(&JobId::new("run").unwrap()).await.unwrap();
         let summary: Vec<(u32, i64, Option<&str>, bool)> = run
             .history
@@ -177,14 +187,7 @@ mod tests {
     /// log takes the new actions.
     #[tokio::test]
     async fn v4_keeps_the_audit_log_and_widens_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("up.db");
-        let mut conn = Connection::open(&path).unwrap();
-        embedded::migrations::runner()
-            .set_target(refinery::Target::Version(3))
-            .set_migration_table_name(HISTORY_TABLE)
-            .run(&mut conn)
-            .unwrap();
+        let (dir, conn) = at_version(3);
         conn.execute_batch(
             "INSERT INTO errand_jobs (id, queue, kind, state, payload, attempts, max_attempts,
                  available_at, created_at, updated_at, finished_at)
@@ -194,15 +197,7 @@ mod tests {
                     ('kept', 'replay', 'bob', 'fixed', 200);",
         )
         .unwrap();
-        drop(conn);
-        let store = crate::SqliteStore::open(
-            &path,
-            crate::SqliteOptions {
-                migrate: true,
-                ..crate::SqliteOptions::default()
-            },
-        )
-        .unwrap();
+        let store = upgrade(&dir, conn);
         let log = store
             .audit_log(&errand_core::AuditFilter::default())
             .await
@@ -247,14 +242,7 @@ mod tests {
     /// that names both jobs and shows in each job's history.
     #[tokio::test]
     async fn v7_keeps_the_audit_log_and_records_copies() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("up.db");
-        let mut conn = Connection::open(&path).unwrap();
-        embedded::migrations::runner()
-            .set_target(refinery::Target::Version(6))
-            .set_migration_table_name(HISTORY_TABLE)
-            .run(&mut conn)
-            .unwrap();
+        let (dir, conn) = at_version(6);
         conn.execute_batch(
             "INSERT INTO errand_jobs (id, queue, kind, state, payload, attempts, max_attempts,
                  available_at, created_at, updated_at, finished_at)
@@ -264,15 +252,7 @@ mod tests {
                     (9, NULL, 'mail', 'pause', 'bob', 'deploy', 200);",
         )
         .unwrap();
-        drop(conn);
-        let store = crate::SqliteStore::open(
-            &path,
-            crate::SqliteOptions {
-                migrate: true,
-                ..crate::SqliteOptions::default()
-            },
-        )
-        .unwrap();
+        let store = upgrade(&dir, conn);
         let log = store
             .audit_log(&errand_core::AuditFilter::default())
             .await
