@@ -608,12 +608,25 @@ async fn a_key_rate_starts_no_more_of_a_keys_jobs_than_its_bucket_grants() {
 
 /// A store whose combined settle-and-claim always fails (as a claim that
 /// times out on the key lock would, taking the acknowledgments it carried
-/// down with it) and whose batch acknowledgments are slow, so that
-/// acknowledgments pile up while a claimer is about to claim.
+/// down with it) and whose batch acknowledgments wait until one such claim
+/// has failed, so that acknowledgments pile up while a claimer claims
+/// (whatever the scheduling; the wait gives up after 10 s, and the test
+/// then fails on its count of failed claims rather than hanging).
 #[derive(Debug)]
 struct CombinedClaimsFail {
     inner: Arc<dyn Store>,
     failed: AtomicUsize,
+    first_failure: tokio::sync::Notify,
+}
+
+impl CombinedClaimsFail {
+    fn new(inner: Arc<dyn Store>) -> Self {
+        CombinedClaimsFail {
+            inner,
+            failed: AtomicUsize::new(0),
+            first_failure: tokio::sync::Notify::new(),
+        }
+    }
 }
 
 #[async_trait::async_trait]
@@ -633,6 +646,7 @@ impl Store for CombinedClaimsFail {
         _: &errand::ClaimRequest,
     ) -> errand::Result<(Vec<bool>, errand::Result<Vec<errand::ClaimedJob>>)> {
         self.failed.fetch_add(1, Ordering::SeqCst);
+        self.first_failure.notify_waiters();
         Err(errand::Error::Storage(
             "injected: the claim's transaction failed".into(),
         ))
@@ -641,7 +655,12 @@ impl Store for CombinedClaimsFail {
         self.inner.complete(lease).await
     }
     async fn complete_many(&self, leases: &[errand::Lease]) -> errand::Result<Vec<bool>> {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        let failure = self.first_failure.notified();
+        tokio::pin!(failure);
+        failure.as_mut().enable();
+        if self.failed.load(Ordering::SeqCst) == 0 {
+            let _ = tokio::time::timeout(Duration::from_secs(10), failure).await;
+        }
         self.inner.complete_many(leases).await
     }
     async fn fail(&self, lease: &errand::Lease, f: errand::Failure) -> errand::Result<errand::Job> {
@@ -727,16 +746,15 @@ impl Store for CombinedClaimsFail {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledgments_a_failed_claim_carried_are_written_again() {
     let (_d, sqlite) = store();
-    let store = Arc::new(CombinedClaimsFail {
-        inner: sqlite.clone(),
-        failed: AtomicUsize::new(0),
-    });
+    let store = Arc::new(CombinedClaimsFail::new(sqlite.clone()));
+    // Slots to spare: jobs whose acknowledgment waits hold theirs, and the
+    // claimer must still have some when acknowledgments are waiting.
     let runtime = Runtime::builder(store.clone())
         .handler("quick", |_: serde_json::Value, _ctx| async {
             Outcome::Success
         })
         .unwrap()
-        .all_queues(8)
+        .all_queues(64)
         .unwrap()
         .batch(4)
         .poll(Duration::from_millis(10))
