@@ -327,8 +327,19 @@ fn pause_purge_and_stats_check_work_on_postgres() {
         out_of(&out).trim(),
         "CROSSED queue mail: due jobs waiting = 1, above max_ready = 0"
     );
+    // The `work --once` that made the dead job reported its run.
     let out = s.errand(&["stats", "--check", "--max-since-worker-cycle", "1m"]);
-    assert_eq!(out.status.code(), Some(6));
+    assert_eq!(out.status.code(), Some(0), "{}", out_of(&out));
+    let workers = s.json(&["stats", "--json"])["workers"].clone();
+    assert_eq!(workers.as_array().map(Vec::len), Some(1), "{workers}");
+    assert!(
+        workers[0]["id"].as_str().unwrap().starts_with("once@"),
+        "{workers}"
+    );
+    assert!(
+        workers[0]["metrics"]["cycles"].as_u64() >= Some(1),
+        "{workers}"
+    );
 
     let out = s.errand(&["resume", "mail", "--by", "ops"]);
     assert!(out.status.success());
