@@ -112,6 +112,10 @@ pub struct CopyRequest {
 }
 
 impl CopyRequest {
+    /// What a store says when a named job is not dead or cancelled.
+    pub const REFUSED: &str =
+        "only dead or cancelled jobs can be copied under a new id; nothing was copied";
+
     /// Checks the operator and reason.
     pub fn validate(&self) -> Result<()> {
         check_operator(&self.operator)?;

@@ -310,9 +310,10 @@ impl Worker {
                 report
             }
         };
+        let host = crate::runtime::host_name();
         let me = WorkerReport {
-            id: one_shot_id(&crate::runtime::host_name(), &self.config.queues),
-            host: crate::runtime::host_name(),
+            id: one_shot_id(&host, &self.config.queues),
+            host,
             pid: std::process::id(),
             queues: self.config.queues.clone(),
             started_at,

@@ -206,13 +206,7 @@ pub(crate) async fn copy(
         }
         let Some(row) = query_opt(&tx, &lock, &[&id.as_str()]).await? else {
             // Dropping the transaction rolls back what was done so far.
-            return Err(refused(
-                &tx,
-                q,
-                id,
-                "only dead or cancelled jobs can be copied under a new id; nothing was copied",
-            )
-            .await);
+            return Err(refused(&tx, q, id, CopyRequest::REFUSED).await);
         };
         originals.push(job_from_row(&row)?);
     }
@@ -296,12 +290,20 @@ pub(crate) async fn report_worker<C: Conn>(
     w: &WorkerReport,
 ) -> Result<()> {
     w.validate()?;
-    let queues = serde_json::to_string(&w.queues)
-        .map_err(|e| Error::invalid(format!("a worker's queues could not be encoded: {e}")))?;
-    let metrics = serde_json::to_string(&w.metrics)
-        .map_err(|e| Error::invalid(format!("a worker's counters could not be encoded: {e}")))?;
+    let queues = encode_queues(w)?;
+    let metrics = encode_metrics(&w.metrics)?;
     let started = crate::ops::to_odt(w.started_at);
     write_report(client, q, now, w, &queues, started, &metrics).await
+}
+
+fn encode_queues(w: &WorkerReport) -> Result<String> {
+    serde_json::to_string(&w.queues)
+        .map_err(|e| Error::invalid(format!("a worker's queues could not be encoded: {e}")))
+}
+
+fn encode_metrics(m: &WorkerMetrics) -> Result<String> {
+    serde_json::to_string(m)
+        .map_err(|e| Error::invalid(format!("a worker's counters could not be encoded: {e}")))
 }
 
 /// A one-shot run's report: its counts are added to those stored under its
@@ -314,12 +316,7 @@ pub(crate) async fn report_one_shot(
     w: &WorkerReport,
 ) -> Result<()> {
     w.validate()?;
-    let queues = serde_json::to_string(&w.queues)
-        .map_err(|e| Error::invalid(format!("a worker's queues could not be encoded: {e}")))?;
-    let encode = |m: &WorkerMetrics| {
-        serde_json::to_string(m)
-            .map_err(|e| Error::invalid(format!("a worker's counters could not be encoded: {e}")))
-    };
+    let queues = encode_queues(w)?;
     let started = crate::ops::to_odt(w.started_at);
     let tx = client.transaction().await.map_err(map_err)?;
     let first = format!(
@@ -338,7 +335,7 @@ pub(crate) async fn report_one_shot(
                 &i64::from(w.pid),
                 &queues,
                 &started,
-                &encode(&w.metrics)?,
+                &encode_metrics(&w.metrics)?,
             ],
         )
         .await
@@ -354,7 +351,7 @@ pub(crate) async fn report_one_shot(
             Error::Storage(format!("worker {}'s counters are not readable: {e}", w.id))
         })?;
         totals.add_all(&w.metrics);
-        write_report(&tx, q, now, w, &queues, started, &encode(&totals)?).await?;
+        write_report(&tx, q, now, w, &queues, started, &encode_metrics(&totals)?).await?;
     }
     tx.commit().await.map_err(map_err)
 }

@@ -148,7 +148,7 @@ pub(crate) fn copy(conn: &Connection, req: &CopyRequest, now: Timestamp) -> Resu
         }
         let job = get(conn, id)?;
         if !matches!(job.state, JobState::Dead | JobState::Cancelled) {
-            return Err(refused(conn, id, COPY_REFUSED));
+            return Err(refused(conn, id, CopyRequest::REFUSED));
         }
         originals.push(job);
     }
@@ -175,10 +175,6 @@ pub(crate) fn copy(conn: &Connection, req: &CopyRequest, now: Timestamp) -> Resu
     }
     Ok(out)
 }
-
-/// Why a copy was refused.
-const COPY_REFUSED: &str =
-    "only dead or cancelled jobs can be copied under a new id; nothing was copied";
 
 /// Audit entries, newest first.
 pub(crate) fn audit_log(conn: &Connection, f: &AuditFilter) -> Result<Vec<AuditEntry>> {
