@@ -608,11 +608,10 @@ async fn enqueue(store: Arc<dyn Store>, a: EnqueueArgs) -> Result<ExitCode, Fail
     .build()?;
     let inserted = store.insert(job).await?;
     if a.json {
-        let mut v = serde_json::to_value(&inserted.job).context("encoding the job")?;
-        if let Some(obj) = v.as_object_mut() {
-            obj.insert("created".into(), inserted.created.into());
-        }
-        output::json(&v)?;
+        output::json(&output::Enqueued {
+            created: inserted.created,
+            job: &inserted.job,
+        })?;
     } else {
         let verb = if inserted.created {
             "enqueued"
@@ -675,7 +674,10 @@ async fn replay(store: Arc<dyn Store>, a: ReplayArgs) -> Result<ExitCode, Failur
     let replayable = |j: &Job| matches!(j.state, JobState::Dead | JobState::Cancelled);
     if a.dry_run {
         if a.json {
-            output::json(&serde_json::json!({"dry_run": true, "jobs": targets}))?;
+            output::json(&output::JobsDone {
+                dry_run: true,
+                jobs: &targets,
+            })?;
         } else if targets.is_empty() {
             println!("nothing matches; nothing would be replayed");
         } else {
@@ -692,7 +694,10 @@ async fn replay(store: Arc<dyn Store>, a: ReplayArgs) -> Result<ExitCode, Failur
     }
     if targets.is_empty() {
         if a.json {
-            output::json(&serde_json::json!({"dry_run": false, "jobs": []}))?;
+            output::json(&output::JobsDone {
+                dry_run: false,
+                jobs: &[],
+            })?;
         } else {
             println!("nothing matches; nothing replayed");
         }
@@ -713,7 +718,10 @@ async fn replay(store: Arc<dyn Store>, a: ReplayArgs) -> Result<ExitCode, Failur
     };
     let replayed = store.replay(&req).await?;
     if a.json {
-        output::json(&serde_json::json!({"dry_run": false, "jobs": replayed}))?;
+        output::json(&output::JobsDone {
+            dry_run: false,
+            jobs: &replayed,
+        })?;
     } else {
         for j in &replayed {
             println!(
@@ -735,7 +743,10 @@ async fn copy_jobs(
 ) -> Result<ExitCode, Failure> {
     let copied = store.copy(req).await?;
     if as_json {
-        output::json(&serde_json::json!({"dry_run": false, "copies": copied}))?;
+        output::json(&output::Copies {
+            dry_run: false,
+            copies: &copied,
+        })?;
     } else {
         for c in &copied {
             println!(

@@ -233,7 +233,10 @@ pub async fn purge(store: &dyn Store, a: PurgeArgs) -> Result<ExitCode, Failure>
         .await?;
     if a.dry_run {
         if a.json {
-            output::json(&serde_json::json!({"dry_run": true, "jobs": targets}))?;
+            output::json(&output::JobsDone {
+                dry_run: true,
+                jobs: &targets,
+            })?;
         } else if targets.is_empty() {
             println!("nothing matches; nothing would be purged");
         } else {

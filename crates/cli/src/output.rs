@@ -187,3 +187,36 @@ pub fn report(r: &WorkReport, as_json: bool) -> anyhow::Result<()> {
         Ok(())
     }
 }
+
+// What `--json` prints when the answer carries jobs: typed structs written
+// straight to text, so a payload goes out as it was stored and is never
+// parsed again (a stored payload such as `[1e400]` would fail a
+// `serde_json::Value`, and `json!` would panic on it).
+
+/// Jobs an operator command acted on or would act on.
+#[derive(Serialize)]
+pub struct JobsDone<'a> {
+    /// Whether nothing was changed.
+    pub dry_run: bool,
+    /// The jobs.
+    pub jobs: &'a [Job],
+}
+
+/// The copies `replay --new-key` made.
+#[derive(Serialize)]
+pub struct Copies<'a> {
+    /// Always false: a dry run prints [`JobsDone`].
+    pub dry_run: bool,
+    /// The copies.
+    pub copies: &'a [errand::Copied],
+}
+
+/// `enqueue --json`: the job's fields and whether it was created.
+#[derive(Serialize)]
+pub struct Enqueued<'a> {
+    /// False when the id already existed (the stored job is printed).
+    pub created: bool,
+    /// The job.
+    #[serde(flatten)]
+    pub job: &'a Job,
+}

@@ -95,6 +95,37 @@ impl Backend {
         );
     }
 
+    /// Writes `payload` into job `id`'s row directly, as SQL or an older
+    /// version could have stored it, past the library's checks.
+    fn store_raw_payload(&self, id: &str, payload: &str) {
+        match &self.pg {
+            Some((url, schema)) => {
+                let out = Command::new("psql")
+                    .args([url.as_str(), "-q", "-v", "ON_ERROR_STOP=1", "-c"])
+                    .arg(format!(
+                        "UPDATE {schema}.errand_jobs SET payload = '{payload}'::jsonb WHERE id = '{id}'"
+                    ))
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            None => {
+                let conn = rusqlite::Connection::open(&self.args[1]).unwrap();
+                let changed = conn
+                    .execute(
+                        "UPDATE errand_jobs SET payload = ?1 WHERE id = ?2",
+                        [payload, id],
+                    )
+                    .unwrap();
+                assert_eq!(changed, 1);
+            }
+        }
+    }
+
     /// Every job, as `errand jobs --json` sees it (not through the server).
     fn jobs(&self) -> Vec<Value> {
         let out = self
@@ -224,6 +255,23 @@ impl Server {
             .unwrap();
         stream.write_all(body.as_bytes()).unwrap();
         read_reply(stream)
+    }
+
+    /// A request whose answer is kept as text (a stored payload may be JSON
+    /// that `serde_json::Value` cannot hold).
+    fn request_text(&self, method: &str, path: &str, body: &str) -> (u16, String) {
+        let mut stream = self.connect();
+        let headers = [("Content-Type", "application/json")];
+        stream
+            .write_all(request_head(self.port, method, path, &headers, body.len()).as_bytes())
+            .unwrap();
+        stream.write_all(body.as_bytes()).unwrap();
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).unwrap();
+        let text = String::from_utf8(raw).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").expect("a complete response");
+        let status = head.split(' ').nth(1).and_then(|s| s.parse().ok());
+        (status.expect("a status line"), body.to_owned())
     }
 
     fn connect(&self) -> TcpStream {
@@ -601,6 +649,194 @@ fn a_remote_worker_leases_heartbeats_and_settles_over_http() {
                 ),
             ]
         );
+        server.signal("-TERM");
+        assert_eq!(server.wait(), Some(0));
+    });
+}
+
+/// One rule for payloads: JSON that a store could not hold or a reader could
+/// not render (a lone UTF-16 surrogate, a number beyond a 64-bit float, a
+/// NUL character) is refused with 400 `invalid` on both backends, before
+/// anything is written. And a payload already stored that breaks the rule
+/// (written by SQL, or by an older version) renders, as stored, in every
+/// answer that carries it: no reader panics or fails on stored data.
+#[test]
+fn payloads_no_store_can_hold_are_refused_alike_and_stored_ones_render_everywhere() {
+    both("payloads", |b| {
+        let server = b.serve(&["--bind", "127.0.0.1:0"], &[]);
+        for payload in [
+            r#"{"a":"\ud800"}"#,
+            "[1e400]",
+            "1e999999",
+            r#""a\u0000b""#,
+            r#"{"k\u0000":1}"#,
+        ] {
+            let body = format!(r#"{{"kind":"k","id":"refused","payload":{payload}}}"#);
+            let (status, text) = server.request_text("POST", "/v1/jobs", &body);
+            assert_eq!(status, 400, "{payload}: {text}");
+            let problem: Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(problem["code"], "invalid", "{payload}: {text}");
+            assert!(
+                problem["detail"].as_str().unwrap().contains("payload"),
+                "{payload}: {text}"
+            );
+            let out = b
+                .command()
+                .args([
+                    "enqueue",
+                    "--kind",
+                    "k",
+                    "--id",
+                    "refused",
+                    "--payload",
+                    payload,
+                ])
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(2), "{payload}");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(stderr.contains("payload"), "{payload}: {stderr}");
+        }
+        assert!(b.jobs().is_empty(), "a refused payload wrote nothing");
+
+        // Stored past the checks: PostgreSQL's jsonb holds 1e400 (not a lone
+        // surrogate or NUL); SQLite holds any text.
+        let stored: &[(&str, &str)] = if b.pg.is_some() {
+            &[("big", "[1e400]")]
+        } else {
+            &[("big", "[1e400]"), ("surrogate", r#"{"a":"\ud800"}"#)]
+        };
+        for (id, payload) in stored {
+            // Each job on a queue of its own, so the lease below takes it.
+            let made = server.post("/v1/jobs", &json!({"kind": "k", "id": id, "queue": id}));
+            assert_eq!(made.status, 201, "{made:?}");
+            b.store_raw_payload(id, payload);
+            let rendered = |text: &str| {
+                // jsonb writes numbers in full: 1e400 comes back as 1 and
+                // 400 zeros; SQLite keeps the text as it was.
+                let expected = if b.pg.is_some() && *payload == "[1e400]" {
+                    format!("[1{}]", "0".repeat(400))
+                } else {
+                    (*payload).to_owned()
+                };
+                assert!(
+                    text.contains(&format!(r#""payload":{expected}"#)),
+                    "{id}: {}",
+                    &text[..text.len().min(300)]
+                );
+            };
+            for (method, path, body) in [
+                (
+                    "POST",
+                    "/v1/jobs".to_owned(),
+                    format!(r#"{{"kind":"k","id":"{id}"}}"#),
+                ),
+                ("GET", "/v1/jobs".to_owned(), String::new()),
+                ("GET", format!("/v1/jobs/{id}"), String::new()),
+                (
+                    "POST",
+                    format!("/v1/jobs/{id}/cancel"),
+                    r#"{"operator":"ops","reason":"check"}"#.to_owned(),
+                ),
+                (
+                    "POST",
+                    format!("/v1/jobs/{id}/replay"),
+                    r#"{"operator":"ops","reason":"check"}"#.to_owned(),
+                ),
+                (
+                    "POST",
+                    "/v1/leases".to_owned(),
+                    format!(r#"{{"limit":1,"queues":["{id}"]}}"#),
+                ),
+            ] {
+                let (status, text) = server.request_text(method, &path, &body);
+                assert_eq!(status, 200, "{method} {path}: {text}");
+                rendered(&text);
+            }
+            // The lease taken above is cancelled; the CLI's readers and
+            // writers render the job too.
+            for args in [
+                vec!["jobs", "--json"],
+                vec!["show", id, "--json"],
+                vec!["cancel", id, "--json"],
+                vec!["replay", id, "--json", "--by", "ops", "--reason", "check"],
+                vec!["replay", id, "--dry-run", "--json"],
+                vec!["enqueue", "--kind", "k", "--id", id, "--json"],
+            ] {
+                let out = b.command().args(&args).output().unwrap();
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                assert!(
+                    out.status.success(),
+                    "{args:?}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                rendered(&stdout);
+            }
+        }
+        server.signal("-TERM");
+        assert_eq!(server.wait(), Some(0));
+    });
+}
+
+/// Durations and times out of range get the same clear refusal on both
+/// backends — 400 `invalid` from the API, exit 2 from the CLI — and write
+/// nothing: no `i64::MAX` due time on SQLite, no 500 "interval out of range"
+/// on PostgreSQL.
+#[test]
+fn out_of_range_durations_and_times_are_refused_alike() {
+    both("durations", |b| {
+        let server = b.serve(&["--bind", "127.0.0.1:0"], &[]);
+        for (field, value, needle) in [
+            ("delay", "500000000y", "a delay"),
+            ("delay", "36501d", "a delay"),
+            ("give_up_after", "500000000y", "elapsed-time budget"),
+            ("run_at", "1969-12-31T23:59:59Z", "run-at"),
+            ("deadline", "500000000y", "deadline"),
+        ] {
+            let r = server.post("/v1/jobs", &json!({"kind": "k", field: value}));
+            assert_eq!(
+                (r.status, r.body["code"].as_str()),
+                (400, Some("invalid")),
+                "{field}={value}: {r:?}"
+            );
+            let detail = r.body["detail"].as_str().unwrap();
+            assert!(detail.contains(needle), "{field}={value}: {detail}");
+            let flag = format!("--{}", field.replace('_', "-"));
+            let out = b
+                .command()
+                .args(["enqueue", "--kind", "k", &flag, value])
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{flag} {value}: {stderr}");
+            assert!(stderr.contains(needle), "{flag} {value}: {stderr}");
+        }
+        let out = b
+            .command()
+            .args(["work", "--once", "--lease", "500000000y", "--exec", "true"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(b.jobs().is_empty(), "a refused request wrote nothing");
+        // The bounds themselves are accepted and read back as written.
+        let r = server.post(
+            "/v1/jobs",
+            &json!({"kind": "k", "id": "far", "delay": "36500d", "run_at": null,
+                    "deadline": "9999-12-31T23:59:59.999Z"}),
+        );
+        assert_eq!(r.status, 201, "{r:?}");
+        assert_eq!(r.body["job"]["deadline"], "9999-12-31T23:59:59.999Z");
+        let shown = b
+            .command()
+            .args(["show", "far", "--json"])
+            .output()
+            .unwrap();
+        assert!(shown.status.success());
         server.signal("-TERM");
         assert_eq!(server.wait(), Some(0));
     });

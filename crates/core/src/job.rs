@@ -19,6 +19,10 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 25;
 pub const DEFAULT_MAX_LEASE_EXPIRIES: u32 = 5;
 /// The largest payload accepted by default (1 MiB of JSON text).
 pub const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
+/// The deepest nesting of arrays and objects accepted in a payload. Deeper
+/// JSON is valid but no database stores it (SQLite's JSON functions stop at
+/// 1,000 levels, PostgreSQL at its stack depth), and no real payload needs it.
+pub const MAX_PAYLOAD_DEPTH: usize = 128;
 const MAX_ID_BYTES: usize = 200;
 const MAX_NAME_BYTES: usize = 100;
 
@@ -167,9 +171,13 @@ pub struct Payload(String);
 
 impl Serialize for Payload {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match serde_json::value::RawValue::from_string(self.0.clone()) {
+        // The stored text goes out as it is (serde_json writes a raw value
+        // without parsing it again), so whatever was stored renders.
+        match serde_json::from_str::<&serde_json::value::RawValue>(&self.0) {
             Ok(raw) => raw.serialize(s),
-            Err(e) => Err(serde::ser::Error::custom(e)),
+            Err(e) => Err(serde::ser::Error::custom(format!(
+                "a stored payload is not JSON: {e}"
+            ))),
         }
     }
 }
@@ -196,10 +204,24 @@ impl Payload {
                 text.len()
             )));
         }
-        if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(&text) {
+        if nesting_depth(&text) > MAX_PAYLOAD_DEPTH {
             return Err(Error::invalid(format!(
-                "the payload is not valid JSON: {e}"
+                "the payload is nested more than {MAX_PAYLOAD_DEPTH} levels deep; flatten it"
             )));
+        }
+        if let Err(e) = check_storable(&text) {
+            // Valid JSON skipped without decoding passes this: then the
+            // value is JSON no store can hold.
+            let syntax = serde_json::from_str::<serde::de::IgnoredAny>(&text).err();
+            return Err(Error::invalid(if let Some(e) = syntax {
+                format!("the payload is not valid JSON: {e}")
+            } else {
+                format!(
+                    "the payload cannot be stored: {e}; send JSON whose strings are valid Unicode \
+                     without NUL characters and whose numbers fit a 64-bit float (pass larger \
+                     numbers as strings)"
+                )
+            }));
         }
         Ok(Payload(text))
     }
@@ -229,6 +251,110 @@ impl Payload {
                 "the payload does not match the expected shape: {e}"
             ))
         })
+    }
+}
+
+/// How deeply arrays and objects nest in valid JSON text (0 for a scalar).
+/// Counts without recursing, so any depth is measured safely.
+fn nesting_depth(json: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for b in json.bytes() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// JSON that every store can hold and every reader can render: it parses
+/// (within serde_json's nesting limit of 128), every string and key is
+/// valid Unicode (no lone UTF-16 surrogate escapes such as `"\ud800"`) with
+/// no NUL character (PostgreSQL's `jsonb` cannot hold `\u0000`), and every
+/// number fits a finite 64-bit float (`1e400` does not). Anything else is
+/// refused when the payload is made, so a stored payload never fails a
+/// reader later.
+struct Storable;
+
+/// Checks that `text` is one [`Storable`] JSON value. Its nesting was
+/// measured first (at most [`MAX_PAYLOAD_DEPTH`]), so the recursion is
+/// bounded without serde_json's own limit, which stops one level short.
+fn check_storable(text: &str) -> Result<(), serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    de.disable_recursion_limit();
+    Storable::deserialize(&mut de)?;
+    de.end()
+}
+
+impl<'de> Deserialize<'de> for Storable {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(Storable)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Storable {
+    type Value = Storable;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Storable, E> {
+        Ok(Storable)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Storable, E> {
+        Ok(Storable)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Storable, E> {
+        Ok(Storable)
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Storable, E> {
+        if v.is_finite() {
+            Ok(Storable)
+        } else {
+            Err(E::custom("a number is too large for a 64-bit float"))
+        }
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Storable, E> {
+        if v.contains('\0') {
+            Err(E::custom("a string holds a NUL character (\\u0000)"))
+        } else {
+            Ok(Storable)
+        }
+    }
+
+    fn visit_unit<E>(self) -> Result<Storable, E> {
+        Ok(Storable)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Storable, A::Error> {
+        while seq.next_element::<Storable>()?.is_some() {}
+        Ok(Storable)
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Storable, A::Error> {
+        while map.next_entry::<Storable, Storable>()?.is_some() {}
+        Ok(Storable)
     }
 }
 
@@ -444,9 +570,6 @@ impl JobKey {
     }
 }
 
-/// 9999-12-31T23:59:59.999Z, the latest deadline every store can hold.
-const LATEST_DEADLINE_MS: i64 = 253_402_300_799_999;
-
 /// A job to insert.
 #[derive(Clone, Debug)]
 pub struct NewJob {
@@ -596,12 +719,16 @@ impl NewJob {
 
     /// Checks the invariants a store relies on.
     pub fn validate(&self) -> Result<(), Error> {
-        if let Some(d) = self.deadline
-            && !(0..=LATEST_DEADLINE_MS).contains(&d.as_millis())
-        {
-            return Err(Error::invalid(
-                "a deadline must fall between 1970 and the end of 9999 (got one outside)",
-            ));
+        if let Some(d) = self.deadline {
+            crate::bounds::check_time("a deadline", d)?;
+        }
+        match self.schedule {
+            Schedule::Now => {}
+            Schedule::After(d) => crate::bounds::check_delay("a delay", d)?,
+            Schedule::At(t) => crate::bounds::check_time("a run-at time", t)?,
+        }
+        if let Some(d) = self.give_up_after {
+            crate::bounds::check_delay("an elapsed-time budget (give up after)", d)?;
         }
         if self.max_attempts == 0 || self.max_attempts > 1000 {
             return Err(Error::invalid(format!(
@@ -953,6 +1080,49 @@ mod tests {
         assert!(Payload::from_json_text(r#"{"a":1}"#).is_ok());
         assert!(Payload::from_json_text("{").is_err());
         assert!(Payload::from_json_text_limited("[1,2,3]", 3).is_err());
+    }
+
+    #[test]
+    fn payloads_a_store_cannot_hold_or_a_reader_cannot_render_are_refused() {
+        for bad in [
+            r#"{"a":"\ud800"}"#, // a lone leading surrogate
+            r#"["x\udc00y"]"#,   // a lone trailing surrogate
+            r#"{"\ud800":1}"#,   // ... in a key
+            "[1e400]",           // beyond a 64-bit float
+            "-1e999999",
+            &format!("1{}", "0".repeat(400)),
+            r#""a\u0000b""#, // NUL: PostgreSQL's jsonb refuses it
+            r#"{"a\u0000":true}"#,
+            &format!("{}1{}", "[".repeat(200), "]".repeat(200)), // deeper than 128
+        ] {
+            let e = Payload::from_json_text(bad).expect_err(bad);
+            assert!(matches!(e, Error::Invalid(_)), "{bad}: {e}");
+        }
+        let msg = Payload::from_json_text("[1e400]")
+            .expect_err("refused")
+            .to_string();
+        assert!(msg.contains("64-bit float"), "{msg}");
+        for good in [
+            r#"{"a":"\ud83d\ude00","b":"é\n\t"}"#, // a surrogate pair is one character
+            "[1.7976931348623157e308, -0, 1e-400, 18446744073709551615, -9223372036854775808]",
+            r#""\u0001 control characters other than NUL""#,
+            "null",
+        ] {
+            Payload::from_json_text(good).expect(good);
+        }
+    }
+
+    #[test]
+    fn a_stored_payload_renders_as_it_was_stored() {
+        // Text stored before payloads were checked (or written by SQL) still
+        // renders, byte for byte, inside a larger answer.
+        for stored in [r#"{"a":"\ud800"}"#, "[1e400]", r#""a\u0000b""#] {
+            let p = Payload::from_stored(stored.to_owned());
+            let out = serde_json::to_string(&[&p]).expect("renders");
+            assert_eq!(out, format!("[{stored}]"));
+        }
+        assert_eq!(nesting_depth(r#"{"a":[1,{"b":"]]}}[[\\\"{{"}]}"#), 3);
+        assert_eq!(nesting_depth("7"), 0);
     }
 
     #[test]

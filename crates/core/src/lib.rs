@@ -24,6 +24,7 @@
 //! so that a test can pin the exact bounds of every policy.
 #![deny(missing_docs)]
 
+pub mod bounds;
 mod clock;
 mod error;
 mod job;
@@ -38,7 +39,8 @@ pub use error::{Error, Result};
 pub use job::{
     AttemptRecord, AuditRecord, ClaimedJob, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_LEASE_EXPIRIES,
     DEFAULT_QUEUE, JOB_COLUMNS, Job, JobDetail, JobId, JobKey, JobState, KeyLimit, Lease,
-    LeaseToken, MAX_KEY_LIMIT, MAX_PAYLOAD_BYTES, Name, NewJob, Payload, Schedule, TraceParent,
+    LeaseToken, MAX_KEY_LIMIT, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH, Name, NewJob, Payload,
+    Schedule, TraceParent,
 };
 pub use operate::{
     AuditEntry, AuditFilter, Copied, CopyRequest, Counts, Histogram, LATENCY_BUCKETS_MS,
@@ -46,10 +48,10 @@ pub use operate::{
     SampleRow, Stats, StatsRequest, WindowRow, WorkerMetrics, WorkerReport, WorkerSeen,
     assemble_stats, check_operator, check_reason,
 };
-pub use outcome::{ErrorClass, Outcome};
+pub use outcome::{ErrorClass, MAX_RECORDED_TEXT_BYTES, Outcome, storable_text};
 pub use retry::RetryPolicy;
 pub use step::StepGuard;
 pub use store::{
     CancelRequest, ClaimRequest, FailResult, Failure, Inserted, JobFilter, RateBucket, RateLimit,
-    ReplayRequest, RetryAt, Store, SweepReport, WorkSignal,
+    ReplayRequest, RetryAt, Store, SweepReport, WorkSignal, check_recorded_text,
 };

@@ -125,4 +125,102 @@ impl Outcome {
             error: error.to_string(),
         }
     }
+
+    /// The outcome as a store can record it, whatever the handler said: a
+    /// snooze or retry time out of range ([`crate::bounds`]) becomes a
+    /// retryable failure that says so (a handler's mistake, recorded, rather
+    /// than a settlement every store refuses and the job left to its lease);
+    /// a NUL character in an error or reason (PostgreSQL's text cannot hold
+    /// it) becomes U+FFFD; an error or reason longer than
+    /// [`MAX_RECORDED_TEXT_BYTES`] keeps its beginning.
+    pub fn into_storable(self) -> Outcome {
+        match self {
+            Outcome::Snooze { delay } => match crate::bounds::check_delay("a snooze", delay) {
+                Ok(()) => Outcome::Snooze { delay },
+                Err(e) => Outcome::retry(format!("the handler asked for {e}")),
+            },
+            Outcome::RetryAt { error, at } => match crate::bounds::check_time("a retry time", at) {
+                Ok(()) => Outcome::RetryAt {
+                    error: storable_text(error),
+                    at,
+                },
+                Err(e) => Outcome::retry(format!(
+                    "{} (and the handler's retry time was refused: {e})",
+                    storable_text(error)
+                )),
+            },
+            Outcome::Retry { error } => Outcome::Retry {
+                error: storable_text(error),
+            },
+            Outcome::Permanent { error } => Outcome::Permanent {
+                error: storable_text(error),
+            },
+            Outcome::Cancel { reason } => Outcome::Cancel {
+                reason: storable_text(reason),
+            },
+            other @ (Outcome::Success | Outcome::Timeout | Outcome::Completed) => other,
+        }
+    }
+}
+
+/// The longest error or reason text a worker records (its beginning is
+/// kept, with `…` after it).
+pub const MAX_RECORDED_TEXT_BYTES: usize = 8 * 1024;
+
+/// `text` without NUL characters (each becomes U+FFFD) and cut to
+/// [`MAX_RECORDED_TEXT_BYTES`] at a character boundary.
+pub fn storable_text(text: String) -> String {
+    let mut text = if text.contains('\0') {
+        text.replace('\0', "\u{fffd}")
+    } else {
+        text
+    };
+    if text.len() > MAX_RECORDED_TEXT_BYTES {
+        let mut end = MAX_RECORDED_TEXT_BYTES;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bounds::MAX_DELAY;
+
+    #[test]
+    fn an_outcome_no_store_can_record_becomes_one_it_can() {
+        let snooze = Outcome::Snooze {
+            delay: MAX_DELAY + Duration::from_secs(1),
+        };
+        match snooze.into_storable() {
+            Outcome::Retry { error } => assert!(error.contains("snooze"), "{error}"),
+            other => panic!("{other:?}"),
+        }
+        let ok = Outcome::Snooze { delay: MAX_DELAY };
+        assert_eq!(ok.clone().into_storable(), ok);
+        let late = Outcome::RetryAt {
+            error: "busy".into(),
+            at: Timestamp::from_millis(crate::bounds::LATEST_TIME_MS + 1),
+        };
+        match late.into_storable() {
+            Outcome::Retry { error } => assert!(error.starts_with("busy (and"), "{error}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            Outcome::retry("a\0b").into_storable(),
+            Outcome::retry("a\u{fffd}b")
+        );
+        let long = "é".repeat(MAX_RECORDED_TEXT_BYTES);
+        match (Outcome::Cancel { reason: long }).into_storable() {
+            Outcome::Cancel { reason } => {
+                assert!(reason.len() <= MAX_RECORDED_TEXT_BYTES + '…'.len_utf8());
+                assert!(reason.ends_with('…'));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }

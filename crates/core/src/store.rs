@@ -34,6 +34,14 @@ pub struct ClaimRequest {
     pub lease: Duration,
 }
 
+impl ClaimRequest {
+    /// Checks the lease length ([`crate::bounds::check_lease`]); stores call
+    /// it before claiming.
+    pub fn validate(&self) -> Result<()> {
+        crate::bounds::check_lease("the lease", self.lease)
+    }
+}
+
 /// When a failed job should run again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RetryAt {
@@ -52,6 +60,32 @@ pub struct Failure {
     pub class: ErrorClass,
     /// When to retry if attempts remain; `None` sends the job to `dead` at once.
     pub retry: Option<RetryAt>,
+}
+
+impl Failure {
+    /// Checks what a store records: a retry delay or time in range
+    /// ([`crate::bounds`]) and an error without NUL characters (workers
+    /// clean theirs with [`crate::Outcome::into_storable`]). Stores call it
+    /// before recording the failure.
+    pub fn validate(&self) -> Result<()> {
+        match self.retry {
+            Some(RetryAt::After(d)) => crate::bounds::check_delay("the retry delay", d)?,
+            Some(RetryAt::At(t)) => crate::bounds::check_time("the retry time", t)?,
+            None => {}
+        }
+        check_recorded_text("the error", &self.error)
+    }
+}
+
+/// Refuses a NUL character in text a store records (an error, a reason):
+/// PostgreSQL's text cannot hold it, and both stores answer alike.
+pub fn check_recorded_text(what: &str, text: &str) -> Result<()> {
+    if text.contains('\0') {
+        return Err(crate::Error::invalid(format!(
+            "{what} holds a NUL character; remove it (a worker replaces it with U+FFFD)"
+        )));
+    }
+    Ok(())
 }
 
 /// Which jobs to list.

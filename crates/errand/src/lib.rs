@@ -50,7 +50,7 @@ pub use errand_core::{
     Error, ErrorClass, Failure, Inserted, Job, JobDetail, JobFilter, JobId, JobKey, JobState,
     KeyLimit, Lease, ManualClock, Name, NewJob, Outcome, Payload, RateBucket, RateLimit,
     ReplayRequest, Result, RetryAt, RetryPolicy, Schedule, Store, SweepReport, SystemClock,
-    Timestamp,
+    Timestamp, bounds,
 };
 pub use errand_core::{
     AuditEntry, AuditFilter, Copied, CopyRequest, Counts, Histogram, LATENCY_BUCKETS_MS,

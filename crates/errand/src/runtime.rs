@@ -324,6 +324,7 @@ impl RuntimeBuilder {
                 ));
             }
         }
+        errand_core::bounds::check_lease("the lease", self.settings.lease)?;
         if self.settings.report_every.is_some_and(|d| d.is_zero()) {
             return Err(Error::invalid(
                 "the report interval must be longer than zero (or None)",

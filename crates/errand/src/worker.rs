@@ -524,7 +524,7 @@ pub(crate) async fn settle(
     let failure = |error: String, class: ErrorClass, retry: Option<RetryAt>| {
         failure_for(error, class, retry, lease.attempt, policy, sampler)
     };
-    let result = match outcome {
+    let result = match outcome.into_storable() {
         Outcome::Success => store.complete(lease).await.map(|_| {
             report.acknowledged = true;
         }),

@@ -46,6 +46,7 @@ use errand_core::{
     JobFilter, JobId, Lease, NewJob, RateBucket, RateLimit, ReplayRequest, Result, Store,
     SweepReport, Timestamp, WorkSignal,
 };
+use errand_core::{bounds, check_recorded_text};
 use tokio_postgres::NoTls;
 
 pub use listen::PgSignal;
@@ -445,6 +446,7 @@ impl Store for PgStore {
     }
 
     async fn claim(&self, req: &ClaimRequest) -> Result<Vec<ClaimedJob>> {
+        req.validate()?;
         let client = self.client().await?;
         let (_, claimed) = ops::claim(&client, &self.queries, self.now(), &[], req).await?;
         Ok(claimed)
@@ -455,6 +457,7 @@ impl Store for PgStore {
         leases: &[Lease],
         req: &ClaimRequest,
     ) -> Result<(Vec<bool>, Result<Vec<ClaimedJob>>)> {
+        req.validate()?;
         let client = self.client().await?;
         let (acked, claimed) = ops::claim(&client, &self.queries, self.now(), leases, req).await?;
         Ok((acked, Ok(claimed)))
@@ -471,16 +474,19 @@ impl Store for PgStore {
     }
 
     async fn fail(&self, lease: &Lease, failure: Failure) -> Result<Job> {
+        failure.validate()?;
         let client = self.client().await?;
         ops::fail(&client, &self.queries, self.now(), lease, &failure).await
     }
 
     async fn snooze(&self, lease: &Lease, delay: Duration) -> Result<Job> {
+        bounds::check_delay("a snooze", delay)?;
         let client = self.client().await?;
         ops::snooze(&client, &self.queries, self.now(), lease, delay, "snoozed").await
     }
 
     async fn cancel_running(&self, lease: &Lease, reason: &str) -> Result<Job> {
+        check_recorded_text("the reason", reason)?;
         let client = self.client().await?;
         let reason = reason.to_owned();
         ops::fenced(
@@ -494,6 +500,7 @@ impl Store for PgStore {
     }
 
     async fn heartbeat(&self, lease: &Lease, extend: Duration) -> Result<Timestamp> {
+        bounds::check_lease("a lease renewal", extend)?;
         let client = self.client().await?;
         ops::heartbeat(&client, &self.queries, self.now(), lease, extend).await
     }

@@ -377,8 +377,33 @@ async fn enqueue(State(app): State<App>, headers: HeaderMap, body: Body) -> Answ
     };
     json(
         status,
-        &serde_json::json!({"created": inserted.created, "job": inserted.job}),
+        &Enqueued {
+            created: inserted.created,
+            job: &inserted.job,
+        },
     )
+}
+
+// Answers that carry jobs are typed structs serialized straight to text:
+// a payload then goes out as stored, never parsed into a `serde_json::Value`
+// (which a stored payload such as `[1e400]` could fail, and `json!` would
+// turn into a panic).
+
+#[derive(Serialize)]
+struct Enqueued<'a> {
+    created: bool,
+    job: &'a errand::Job,
+}
+
+#[derive(Serialize)]
+struct JobPage<'a> {
+    jobs: &'a [errand::Job],
+    next: Option<&'a JobId>,
+}
+
+#[derive(Serialize)]
+struct OneJob<'a> {
+    job: &'a errand::Job,
 }
 
 // ---- GET /v1/jobs ---------------------------------------------------------
@@ -431,14 +456,11 @@ async fn list(State(app): State<App>, query: Result<Query<ListQuery>, QueryRejec
     };
     let jobs = app.store.list(&filter).await?;
     let next = if jobs.len() >= limit as usize {
-        jobs.last().map(|j| j.id.clone())
+        jobs.last().map(|j| &j.id)
     } else {
         None
     };
-    json(
-        StatusCode::OK,
-        &serde_json::json!({"jobs": jobs, "next": next}),
-    )
+    json(StatusCode::OK, &JobPage { jobs: &jobs, next })
 }
 
 // ---- GET /v1/jobs/{id} ----------------------------------------------------
@@ -467,7 +489,7 @@ struct CancelBody {
 
 fn one_job(jobs: Vec<errand::Job>) -> Answer {
     match jobs.into_iter().next() {
-        Some(job) => json(StatusCode::OK, &serde_json::json!({"job": job})),
+        Some(job) => json(StatusCode::OK, &OneJob { job: &job }),
         None => Err(Problem::internal("the store answered without the job")),
     }
 }

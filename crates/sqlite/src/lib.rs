@@ -44,6 +44,7 @@ use errand_core::{
     JobFilter, JobId, Lease, NewJob, RateBucket, RateLimit, ReplayRequest, Result, StepGuard,
     Store, SweepReport, SystemClock, Timestamp, WorkSignal,
 };
+use errand_core::{bounds, check_recorded_text};
 use rusqlite::{Connection, OpenFlags};
 
 use crate::ops::Now;
@@ -375,6 +376,7 @@ impl Store for SqliteStore {
     }
 
     async fn claim(&self, req: &ClaimRequest) -> Result<Vec<ClaimedJob>> {
+        req.validate()?;
         let req = req.clone();
         self.inner.steps.note_lease(req.lease);
         self.op(move |c, now| ops::claim(c, &req, now)).await
@@ -397,6 +399,7 @@ impl Store for SqliteStore {
         leases: &[Lease],
         req: &ClaimRequest,
     ) -> Result<(Vec<bool>, Result<Vec<ClaimedJob>>)> {
+        req.validate()?;
         let (leases, req) = (leases.to_vec(), req.clone());
         self.inner.steps.note_lease(req.lease);
         // One write operation, so one commit for both. The claim has a
@@ -417,24 +420,28 @@ impl Store for SqliteStore {
     }
 
     async fn fail(&self, lease: &Lease, failure: Failure) -> Result<Job> {
+        failure.validate()?;
         let lease = lease.clone();
         self.op(move |c, now| ops::fail(c, &lease, &failure, now))
             .await
     }
 
     async fn snooze(&self, lease: &Lease, delay: Duration) -> Result<Job> {
+        bounds::check_delay("a snooze", delay)?;
         let lease = lease.clone();
         self.op(move |c, now| ops::snooze(c, &lease, delay, now, "snoozed"))
             .await
     }
 
     async fn cancel_running(&self, lease: &Lease, reason: &str) -> Result<Job> {
+        check_recorded_text("the reason", reason)?;
         let (lease, reason) = (lease.clone(), reason.to_owned());
         self.op(move |c, now| ops::cancel_running(c, &lease, &reason, now))
             .await
     }
 
     async fn heartbeat(&self, lease: &Lease, extend: Duration) -> Result<Timestamp> {
+        bounds::check_lease("a lease renewal", extend)?;
         let lease = lease.clone();
         self.inner.steps.note_lease(extend);
         self.op(move |c, now| ops::heartbeat(c, &lease, extend, now))

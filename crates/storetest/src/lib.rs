@@ -9,13 +9,14 @@
 //! errand_storetest::conformance_tests!(make);
 //! ```
 //!
-//! Each case states one rule of the delivery contract (SPEC §1) and fails if
-//! the store breaks it. Time never passes by itself: cases move the clock.
+//! Each case states one rule of the delivery contract (docs/guarantees.md)
+//! and fails if the store breaks it. Time never passes by itself: cases move the clock.
 #![deny(missing_docs)]
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed rule.
 
 pub mod cases;
 pub mod history;
+pub mod hostile;
 pub mod keys;
 pub mod model;
 pub mod operate;
@@ -95,6 +96,10 @@ macro_rules! conformance_tests {
             worker_reports_keep_the_latest_per_worker,
             one_shot_reports_add_up_under_their_id,
             a_job_carries_its_deadline_and_trace_context_to_every_attempt,
+        );
+        $crate::conformance_tests!(@in hostile $make;
+            out_of_range_times_and_durations_are_refused_alike,
+            storable_payloads_round_trip_with_the_same_meaning,
         );
         $crate::conformance_tests!(@in keys $make;
             a_job_keeps_its_concurrency_key,
