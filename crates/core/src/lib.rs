@@ -50,6 +50,6 @@ pub use outcome::{ErrorClass, Outcome};
 pub use retry::RetryPolicy;
 pub use step::StepGuard;
 pub use store::{
-    CancelRequest, ClaimRequest, FailResult, Failure, Inserted, JobFilter, RateBucket, RateLimit,
-    ReplayRequest, RetryAt, Store, SweepReport, WorkSignal,
+    CancelRequest, ClaimRate, ClaimRequest, FailResult, Failure, Inserted, JobFilter, RateBucket,
+    RateLimit, ReplayRequest, RetryAt, Store, SweepReport, WorkSignal,
 };

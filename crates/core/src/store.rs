@@ -32,6 +32,20 @@ pub struct ClaimRequest {
     pub limit: u32,
     /// Length of the lease each claimed job gets.
     pub lease: Duration,
+    /// A rate limit the claim spends from: it claims no more jobs than the
+    /// bucket holds whole tokens and spends one token per job it claims,
+    /// in the claim's own transaction, so a claim that finds nothing due
+    /// leaves the bucket as it was. `None`: no rate limit.
+    pub rate: Option<ClaimRate>,
+}
+
+/// The shared token bucket a rate-limited claim spends from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClaimRate {
+    /// The bucket (every process claiming with it shares it).
+    pub bucket: RateBucket,
+    /// Its rate and burst.
+    pub limit: RateLimit,
 }
 
 /// When a failed job should run again.
@@ -211,7 +225,12 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// Claims up to `limit` due jobs in one short transaction. Before
     /// claiming, running jobs whose final attempt's lease expired go to
     /// `dead`. A claimed job has `attempts` incremented, a fresh token and
-    /// `lease_until = now + lease`.
+    /// `lease_until = now + lease`. With `req.rate`, the same transaction
+    /// claims at most as many jobs as the bucket holds whole tokens
+    /// (refilled on the store's clock; created full on first use) and
+    /// spends exactly one token per job claimed: tokens are taken, the jobs
+    /// claimed, and the unclaimed remainder given back before the commit.
+    /// An invalid rate is refused with [`crate::Error::Invalid`].
     async fn claim(&self, req: &ClaimRequest) -> Result<Vec<ClaimedJob>>;
 
     /// Acknowledges success: `running` → `done`.
@@ -331,7 +350,9 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// Takes up to `want` tokens from the shared bucket `bucket` (created
     /// full on first use, refilled on the store's clock) in one statement,
     /// and returns how many were granted. Every process using the store
-    /// shares the bucket.
+    /// shares the bucket. A claim spends from a bucket itself
+    /// ([`ClaimRequest::rate`]); this is for tokens spent on jobs already
+    /// claimed (per-key rates).
     async fn take_tokens(&self, bucket: &RateBucket, limit: RateLimit, want: u32) -> Result<u32>;
 
     /// A wake-up signal for an idle worker: in-process for SQLite,
