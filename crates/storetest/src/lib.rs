@@ -19,6 +19,7 @@ pub mod history;
 pub mod keys;
 pub mod model;
 pub mod operate;
+pub mod rates;
 
 pub use proptest;
 pub use tokio;
@@ -95,6 +96,12 @@ macro_rules! conformance_tests {
             worker_reports_keep_the_latest_per_worker,
             one_shot_reports_add_up_under_their_id,
             a_job_carries_its_deadline_and_trace_context_to_every_attempt,
+        );
+        $crate::conformance_tests!(@in rates $make;
+            an_idle_rate_limited_claim_keeps_the_burst,
+            rate_limited_claims_never_exceed_rate_times_elapsed_plus_burst,
+            concurrent_rate_limited_claims_share_one_burst,
+            a_claim_with_an_invalid_rate_is_refused,
         );
         $crate::conformance_tests!(@in keys $make;
             a_job_keeps_its_concurrency_key,
@@ -184,6 +191,7 @@ pub fn claim_req(limit: u32, lease: Duration) -> ClaimRequest {
         queues: Vec::new(),
         limit,
         lease,
+        rate: None,
     }
 }
 
