@@ -216,7 +216,9 @@ pub trait WorkSignal: Send + fmt::Debug {
 /// changes nothing.
 #[async_trait]
 pub trait Store: Send + Sync + fmt::Debug {
-    /// Inserts a job, or returns the existing job with the same id.
+    /// Inserts a job, or returns the existing job with the same id. An id
+    /// is taken while its job's row exists: once [`Store::prune`] or
+    /// [`Store::purge`] has deleted the job, the id names a new job.
     async fn insert(&self, job: NewJob) -> Result<Inserted>;
 
     /// Inserts many jobs atomically (all or none), each like [`Store::insert`].

@@ -15,6 +15,7 @@
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed rule.
 
 pub mod cases;
+pub mod dedup;
 pub mod history;
 pub mod keys;
 pub mod model;
@@ -102,6 +103,9 @@ macro_rules! conformance_tests {
             rate_limited_claims_never_exceed_rate_times_elapsed_plus_burst,
             concurrent_rate_limited_claims_share_one_burst,
             a_claim_with_an_invalid_rate_is_refused,
+        );
+        $crate::conformance_tests!(@in dedup $make;
+            an_id_deduplicates_until_its_job_is_pruned_or_purged,
         );
         $crate::conformance_tests!(@in keys $make;
             a_job_keeps_its_concurrency_key,
