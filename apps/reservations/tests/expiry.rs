@@ -243,6 +243,7 @@ fn bury(db: &Db, job_id: &str) {
             queues: vec![Name::parse("queue", EXPIRY_QUEUE).unwrap()],
             limit: 1,
             lease: Duration::from_secs(30),
+            rate: None,
         };
         let claimed = loop {
             if let Some(c) = store.claim(&req).await.unwrap().pop() {

@@ -842,6 +842,7 @@ async fn claim_rounds(
         queues: Vec::new(),
         limit: CLAIM_LIMIT,
         lease: LEASE,
+        rate: None,
     };
     let start = Instant::now();
     let mut samples = Vec::new();

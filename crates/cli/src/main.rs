@@ -261,7 +261,12 @@ struct EnqueueArgs {
     /// Payload as JSON text, or `-` to read it from stdin.
     #[arg(long, default_value = "{}")]
     payload: String,
-    /// A caller-chosen id (one business event, one job).
+    /// A caller-chosen id (one business event, one job). An id already
+    /// stored returns that job and creates nothing, for as long as the job
+    /// is stored: ready, running and dead jobs (dead until purged); done and
+    /// cancelled ones until pruned (`errand prune --older-than`, or a
+    /// service worker's retention: 7 days). After that the id creates a new
+    /// job.
     #[arg(long)]
     id: Option<String>,
     /// Run after this delay (e.g. 250ms, 5s, 15m).

@@ -639,7 +639,11 @@ impl NewJob {
         Ok(self)
     }
 
-    /// Sets a caller-chosen id.
+    /// Sets a caller-chosen id: inserting a job whose id is already stored
+    /// returns the stored job and creates nothing. The id stays taken while
+    /// its job is stored — ready, running and dead jobs until purged, done
+    /// and cancelled ones until retention prunes them (7 days by default in
+    /// the worker runtime) — and after that names a new job.
     pub fn with_id(mut self, id: JobId) -> Self {
         self.id = Some(id);
         self

@@ -52,6 +52,6 @@ pub use outcome::{ErrorClass, MAX_RECORDED_TEXT_BYTES, Outcome, storable_text};
 pub use retry::RetryPolicy;
 pub use step::StepGuard;
 pub use store::{
-    CancelRequest, ClaimRequest, FailResult, Failure, Inserted, JobFilter, RateBucket, RateLimit,
-    ReplayRequest, RetryAt, Store, SweepReport, WorkSignal, check_recorded_text,
+    CancelRequest, ClaimRate, ClaimRequest, FailResult, Failure, Inserted, JobFilter, RateBucket,
+    RateLimit, ReplayRequest, RetryAt, Store, SweepReport, WorkSignal, check_recorded_text,
 };

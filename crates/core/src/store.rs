@@ -32,13 +32,31 @@ pub struct ClaimRequest {
     pub limit: u32,
     /// Length of the lease each claimed job gets.
     pub lease: Duration,
+    /// A rate limit the claim spends from: it claims no more jobs than the
+    /// bucket holds whole tokens and spends one token per job it claims,
+    /// in the claim's own transaction, so a claim that finds nothing due
+    /// leaves the bucket as it was. `None`: no rate limit.
+    pub rate: Option<ClaimRate>,
+}
+
+/// The shared token bucket a rate-limited claim spends from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClaimRate {
+    /// The bucket (every process claiming with it shares it).
+    pub bucket: RateBucket,
+    /// Its rate and burst.
+    pub limit: RateLimit,
 }
 
 impl ClaimRequest {
-    /// Checks the lease length ([`crate::bounds::check_lease`]); stores call
-    /// it before claiming.
+    /// Checks the lease length ([`crate::bounds::check_lease`]) and the
+    /// rate, if any; stores call it before claiming.
     pub fn validate(&self) -> Result<()> {
-        crate::bounds::check_lease("the lease", self.lease)
+        crate::bounds::check_lease("the lease", self.lease)?;
+        match &self.rate {
+            Some(rate) => rate.limit.validate(),
+            None => Ok(()),
+        }
     }
 }
 
@@ -236,7 +254,9 @@ pub trait WorkSignal: Send + fmt::Debug {
 /// changes nothing.
 #[async_trait]
 pub trait Store: Send + Sync + fmt::Debug {
-    /// Inserts a job, or returns the existing job with the same id.
+    /// Inserts a job, or returns the existing job with the same id. An id
+    /// is taken while its job's row exists: once [`Store::prune`] or
+    /// [`Store::purge`] has deleted the job, the id names a new job.
     async fn insert(&self, job: NewJob) -> Result<Inserted>;
 
     /// Inserts many jobs atomically (all or none), each like [`Store::insert`].
@@ -245,7 +265,12 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// Claims up to `limit` due jobs in one short transaction. Before
     /// claiming, running jobs whose final attempt's lease expired go to
     /// `dead`. A claimed job has `attempts` incremented, a fresh token and
-    /// `lease_until = now + lease`.
+    /// `lease_until = now + lease`. With `req.rate`, the same transaction
+    /// claims at most as many jobs as the bucket holds whole tokens
+    /// (refilled on the store's clock; created full on first use) and
+    /// spends exactly one token per job claimed: tokens are taken, the jobs
+    /// claimed, and the unclaimed remainder given back before the commit.
+    /// An invalid rate is refused with [`crate::Error::Invalid`].
     async fn claim(&self, req: &ClaimRequest) -> Result<Vec<ClaimedJob>>;
 
     /// Acknowledges success: `running` → `done`.
@@ -365,7 +390,9 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// Takes up to `want` tokens from the shared bucket `bucket` (created
     /// full on first use, refilled on the store's clock) in one statement,
     /// and returns how many were granted. Every process using the store
-    /// shares the bucket.
+    /// shares the bucket. A claim spends from a bucket itself
+    /// ([`ClaimRequest::rate`]); this is for tokens spent on jobs already
+    /// claimed (per-key rates).
     async fn take_tokens(&self, bucket: &RateBucket, limit: RateLimit, want: u32) -> Result<u32>;
 
     /// A wake-up signal for an idle worker: in-process for SQLite,

@@ -36,6 +36,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         queues: Vec::new(),
         limit,
         lease,
+        rate: None,
     };
 
     let mut jobs = Vec::with_capacity(backlog);

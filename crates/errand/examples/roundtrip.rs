@@ -77,6 +77,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 queues: vec![],
                 limit: 1,
                 lease: Duration::from_secs(30),
+                rate: None,
             };
             let mut done = 0usize;
             while let Some(c) = store.claim(&req).await?.pop() {

@@ -16,7 +16,16 @@ impl Client {
         Client { store }
     }
 
-    /// Inserts a job; an existing id returns the existing job unchanged.
+    /// Inserts a job; an existing id returns the existing job unchanged
+    /// and creates nothing.
+    ///
+    /// An id de-duplicates exactly as long as its job is stored: ready,
+    /// running and dead jobs keep it (a dead one until an operator purges
+    /// it); done and cancelled ones until retention deletes them — the
+    /// [`crate::Runtime`]'s pruner after 7 days by default
+    /// ([`crate::RuntimeBuilder::retention`]), or `errand prune
+    /// --older-than`. After that, enqueueing the same id creates a new job.
+    /// Keep retention longer than the longest time an id may be sent again.
     pub async fn enqueue(&self, job: NewJob) -> Result<Inserted> {
         self.store.insert(job).await
     }

@@ -46,9 +46,9 @@ mod worker;
 use std::sync::Arc;
 
 pub use errand_core::{
-    self as core, AttemptRecord, AuditRecord, CancelRequest, ClaimRequest, ClaimedJob, Clock,
-    Error, ErrorClass, Failure, Inserted, Job, JobDetail, JobFilter, JobId, JobKey, JobState,
-    KeyLimit, Lease, ManualClock, Name, NewJob, Outcome, Payload, RateBucket, RateLimit,
+    self as core, AttemptRecord, AuditRecord, CancelRequest, ClaimRate, ClaimRequest, ClaimedJob,
+    Clock, Error, ErrorClass, Failure, Inserted, Job, JobDetail, JobFilter, JobId, JobKey,
+    JobState, KeyLimit, Lease, ManualClock, Name, NewJob, Outcome, Payload, RateBucket, RateLimit,
     ReplayRequest, Result, RetryAt, RetryPolicy, Schedule, Store, SweepReport, SystemClock,
     Timestamp, bounds,
 };

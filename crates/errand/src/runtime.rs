@@ -29,8 +29,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use errand_core::{
-    ClaimRequest, ClaimedJob, Error, JobId, Lease, Name, Outcome, RateBucket, RateLimit, Result,
-    RetryPolicy, Store, WorkerMetrics, WorkerReport,
+    ClaimRate, ClaimRequest, ClaimedJob, Error, JobId, Lease, Name, Outcome, RateBucket, RateLimit,
+    Result, RetryPolicy, Store, WorkerMetrics, WorkerReport,
 };
 use serde::de::DeserializeOwned;
 use tokio::sync::{Notify, Semaphore, oneshot, watch};
@@ -559,6 +559,22 @@ fn queue_rate<'a>(
     }
 }
 
+/// How long a claimer whose claim came up short waits (unless woken)
+/// before claiming again. A rate-limited claim may have come up short
+/// because the bucket ran dry rather than the queue: while jobs are
+/// starting (this claim or the one before started some), it looks again
+/// when the next token is due; after two claims in a row started nothing,
+/// the queue is idle and it waits the poll interval, as an unlimited
+/// claimer does.
+fn idle_wait(rate: Option<&ClaimRate>, starting: bool, poll: Duration) -> Duration {
+    match rate {
+        Some(rate) if starting => Duration::try_from_secs_f64(1.0 / rate.limit.per_second)
+            .unwrap_or(poll)
+            .min(poll),
+        _ => poll,
+    }
+}
+
 /// A job's acknowledgment and where to send the verdict.
 type Completion = (Lease, oneshot::Sender<Result<bool>>);
 
@@ -743,6 +759,14 @@ impl Inner {
         let slots = Arc::new(Semaphore::new(concurrency));
         let mut signal = self.settings.store.work_signal();
         let queues: Vec<Name> = queue.into_iter().collect();
+        // The claim itself spends the queue's tokens, one per job it
+        // claims: a claim that finds nothing due spends none.
+        let rate = queue_rate(&queues, &self.settings.rates).map(|(name, limit)| ClaimRate {
+            bucket: RateBucket::queue(name),
+            limit,
+        });
+        // Whether the last claim started anything.
+        let mut was_starting = false;
         while !*stop.borrow() {
             // Wait for one free slot, then take every other free one.
             let first = tokio::select! {
@@ -756,36 +780,11 @@ impl Inner {
                     Err(_) => break,
                 }
             }
-            if let Some((name, rate)) = queue_rate(&queues, &self.settings.rates) {
-                let want = u32::try_from(permits.len()).unwrap_or(self.settings.batch);
-                let granted = match self
-                    .settings
-                    .store
-                    .take_tokens(&RateBucket::queue(name), rate, want)
-                    .await
-                {
-                    Ok(g) => g as usize,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "taking rate-limit tokens failed");
-                        0
-                    }
-                };
-                permits.truncate(granted);
-                if permits.is_empty() {
-                    // Wait for the next token (or a stop).
-                    let next =
-                        Duration::from_secs_f64(1.0 / rate.per_second).min(self.settings.poll);
-                    tokio::select! {
-                        _ = tokio::time::sleep(next) => {}
-                        _ = stop.changed() => {}
-                    }
-                    continue;
-                }
-            }
             let req = ClaimRequest {
                 queues: queues.clone(),
                 limit: u32::try_from(permits.len()).unwrap_or(self.settings.batch),
                 lease: self.settings.lease,
+                rate: rate.clone(),
             };
             let claimed = match self.claim_with_acks(&req).await {
                 Ok(c) => c,
@@ -827,12 +826,15 @@ impl Inner {
                 });
             }
             drop(permits);
+            let starting = got > 0;
             if idle {
+                let wait = idle_wait(rate.as_ref(), starting || was_starting, self.settings.poll);
                 tokio::select! {
-                    _ = signal.wait(self.settings.poll) => {}
+                    _ = signal.wait(wait) => {}
                     _ = stop.changed() => {}
                 }
             }
+            was_starting = starting;
         }
     }
 

@@ -332,6 +332,7 @@ impl Worker {
             queues: self.config.queues.clone(),
             limit: 1,
             lease: self.config.lease,
+            rate: None,
         };
         let claimed = self.store.claim(&req).await?.pop();
         if claimed.is_some() {

@@ -379,6 +379,7 @@ async fn the_maintenance_services_sweep_and_prune_on_their_own() {
         queues: vec![],
         limit: 2,
         lease: Duration::from_secs(1),
+        rate: None,
     };
     let claimed = store.claim(&req).await.unwrap();
     let done = claimed

@@ -41,6 +41,7 @@ pub struct Queries {
     pub(crate) list: String,
     pub(crate) prune: String,
     pub(crate) take_tokens: String,
+    pub(crate) give_back_tokens: String,
     pub(crate) audit: String,
     pub(crate) stats_sample: String,
     pub(crate) stats_window: String,
@@ -73,6 +74,7 @@ impl Queries {
             list: q(include_str!("../queries/list.sql")),
             prune: q(include_str!("../queries/prune.sql")),
             take_tokens: q(include_str!("../queries/take_tokens.sql")),
+            give_back_tokens: q(include_str!("../queries/give_back_tokens.sql")),
             audit: q(include_str!("../queries/audit.sql")),
             stats_sample: q(include_str!("../queries/stats_sample.sql")),
             stats_window: q(include_str!("../queries/stats_window.sql")),
@@ -550,9 +552,7 @@ pub(crate) async fn claim(
     leases: &[Lease],
     req: &ClaimRequest,
 ) -> Result<(Vec<bool>, Vec<ClaimedJob>)> {
-    if req.lease.is_zero() {
-        return Err(Error::invalid("a lease must be longer than zero"));
-    }
+    // The request was validated by the caller (`ClaimRequest::validate`).
     // Every statement prepared first (no round trip once cached), so each
     // goes on the wire when first polled — in the order written below.
     tokio::try_join!(
@@ -560,6 +560,13 @@ pub(crate) async fn claim(
         client.prepare_cached(&q.expire_final),
         client.prepare_cached(&q.key_lock),
         client.prepare_cached(&q.claim),
+        async {
+            if req.rate.is_some() {
+                client.prepare_cached(&q.take_tokens).await?;
+                client.prepare_cached(&q.give_back_tokens).await?;
+            }
+            Ok(())
+        },
     )
     .map_err(map_err)?;
     let tx = Pipelined::new(client);
@@ -610,11 +617,9 @@ async fn claim_in_transaction(
     leases: &[Lease],
     req: &ClaimRequest,
 ) -> Result<(Vec<bool>, Vec<ClaimedJob>)> {
-    let limit = i64::from(req.limit.min(10_000));
+    let asked = req.limit.min(10_000);
     let queues: Option<Vec<&str>> =
         (!req.queues.is_empty()).then(|| req.queues.iter().map(Name::as_str).collect());
-    let tokens: Vec<LeaseToken> = (0..limit).map(|_| LeaseToken::generate()).collect();
-    let token_text: Vec<&str> = tokens.iter().map(LeaseToken::as_str).collect();
     let lease = millis(req.lease);
     // A claim across every queue runs generic plans: PostgreSQL otherwise
     // plans these statements afresh at every execution (a sixth of its
@@ -628,7 +633,10 @@ async fn claim_in_transaction(
         "BEGIN"
     };
     // Sent in this order on one connection, without waiting in between.
-    let (_, acked, _, locked) = tokio::try_join!(
+    // A rate-limited claim takes up to `asked` tokens here (its upsert
+    // holds the bucket's row until the commit), claims no more jobs than it
+    // was granted, and gives the rest back before committing.
+    let (_, acked, _, locked, granted) = tokio::try_join!(
         biased;
         async { client.batch_execute(begin).await.map_err(map_err) },
         async {
@@ -640,29 +648,65 @@ async fn claim_in_transaction(
         },
         expire_final(client, q, now),
         async {
-            if limit == 0 {
+            if asked == 0 {
                 return Ok(0);
             }
             let rows = query(client, &q.key_lock, &[&now, &queues]).await?;
             Ok::<i64, Error>(rows.first().map_or(0, |r| r.get(0)))
         },
-    )?;
-    let keyed = locked > 0;
-    let params: [Param<'_>; 6] = [&now, &limit, &queues, &token_text, &lease, &keyed];
-    let (rows, committed) = tokio::join!(
-        biased;
         async {
-            if limit == 0 {
-                Ok(Vec::new())
-            } else {
-                query(client, &q.claim, &params).await
+            match &req.rate {
+                Some(rate) => take_tokens(client, q, now, &rate.bucket, rate.limit, asked)
+                    .await
+                    .map(Some),
+                None => Ok(None),
             }
         },
-        client.batch_execute("COMMIT"),
-    );
-    // A failed claim aborts the transaction: COMMIT then rolls back.
-    let rows = rows?;
-    committed.map_err(map_err)?;
+    )?;
+    let limit = i64::from(granted.map_or(asked, |g| g.min(asked)));
+    let tokens: Vec<LeaseToken> = (0..limit).map(|_| LeaseToken::generate()).collect();
+    let token_text: Vec<&str> = tokens.iter().map(LeaseToken::as_str).collect();
+    let keyed = locked > 0;
+    let params: [Param<'_>; 6] = [&now, &limit, &queues, &token_text, &lease, &keyed];
+    let claim = async {
+        if limit == 0 {
+            Ok(Vec::new())
+        } else {
+            query(client, &q.claim, &params).await
+        }
+    };
+    let rows = match (&req.rate, granted) {
+        (Some(rate), Some(granted)) => {
+            // The tokens to give back are known once the claim has
+            // answered: one more round trip, for rate-limited claims only.
+            let rows = claim.await?;
+            let unspent = granted.saturating_sub(u32::try_from(rows.len()).unwrap_or(u32::MAX));
+            let (given, committed) = tokio::join!(
+                biased;
+                async {
+                    if unspent == 0 {
+                        return Ok(Vec::new());
+                    }
+                    let (name, burst) = (rate.bucket.as_str(), f64::from(rate.limit.burst));
+                    let unspent = i32::try_from(unspent).unwrap_or(i32::MAX);
+                    query(client, &q.give_back_tokens, &[&name, &unspent, &burst]).await
+                },
+                client.batch_execute("COMMIT"),
+            );
+            // A failed give-back aborts the transaction: COMMIT then rolls
+            // back.
+            given?;
+            committed.map_err(map_err)?;
+            rows
+        }
+        _ => {
+            let (rows, committed) = tokio::join!(biased; claim, client.batch_execute("COMMIT"));
+            // A failed claim aborts the transaction: COMMIT then rolls back.
+            let rows = rows?;
+            committed.map_err(map_err)?;
+            rows
+        }
+    };
     let jobs = jobs_from_rows(&rows)?;
     let token_at = rows
         .first()

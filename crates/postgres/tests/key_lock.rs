@@ -29,6 +29,7 @@ fn claim_all() -> ClaimRequest {
         queues: Vec::new(),
         limit: 10,
         lease: Duration::from_secs(30),
+        rate: None,
     }
 }
 

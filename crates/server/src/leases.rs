@@ -170,6 +170,7 @@ pub(crate) async fn lease(State(app): State<App>, headers: HeaderMap, body: Body
         queues: queues(req.queues)?,
         limit,
         lease: lease_length("lease", req.lease)?,
+        rate: None,
     };
     let wait = req
         .wait

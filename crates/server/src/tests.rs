@@ -436,6 +436,7 @@ async fn a_dead_job_is_replayed() {
             queues: vec![],
             limit: 1,
             lease: Duration::from_secs(30),
+            rate: None,
         })
         .await
         .unwrap();

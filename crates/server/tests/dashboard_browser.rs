@@ -160,6 +160,7 @@ async fn seed_dead(store: &Arc<dyn Store>, id: &str) -> JobId {
                 queues: vec![],
                 limit: 1,
                 lease: Duration::from_secs(60),
+                rate: None,
             })
             .await
             .unwrap();

@@ -104,6 +104,7 @@ async fn fill(store: &Arc<dyn Store>, total: usize) -> Marks {
         queues: vec![],
         limit,
         lease: Duration::from_secs(3600),
+        rate: None,
     };
     // done: claim and acknowledge.
     let t = Instant::now();

@@ -656,6 +656,7 @@ mod tests {
             queues: vec![],
             limit: 1,
             lease: Duration::from_secs(5),
+            rate: None,
         };
         store.claim(&req).await.unwrap();
         assert!(!signal.wait(Duration::from_millis(50)).await);

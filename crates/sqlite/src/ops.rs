@@ -56,6 +56,7 @@ const AUDIT_OF: &str = include_str!("../queries/audit_of.sql");
 const LIST: &str = include_str!("../queries/list.sql");
 const PRUNE: &str = include_str!("../queries/prune.sql");
 const TAKE_TOKENS: &str = include_str!("../queries/take_tokens.sql");
+const GIVE_BACK_TOKENS: &str = include_str!("../queries/give_back_tokens.sql");
 
 fn conversion(col: usize, msg: String) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(
@@ -665,12 +666,21 @@ fn candidate_ids(
 /// Claims up to `req.limit` due jobs.
 pub(crate) fn claim(conn: &Connection, req: &ClaimRequest, clock: Now) -> Result<Vec<ClaimedJob>> {
     let now = clock.at;
-    if req.lease.is_zero() {
-        return Err(Error::invalid("a lease must be longer than zero"));
-    }
+    // The request was validated by the caller (`ClaimRequest::validate`).
     expire_final(conn, clock)?;
     let queues = queue_param(req);
-    let limit = req.limit.min(10_000);
+    let mut limit = req.limit.min(10_000);
+    // A rate-limited claim takes up to `limit` tokens, claims no more jobs
+    // than it was granted and gives the rest back below: the writer's one
+    // transaction makes the three one step.
+    let granted = match &req.rate {
+        Some(rate) => {
+            let granted = take_tokens(conn, &rate.bucket, rate.limit, limit, now)?;
+            limit = limit.min(granted);
+            Some((rate, granted))
+        }
+        None => None,
+    };
     let expired_sql = (CANDIDATES_EXPIRED, CANDIDATES_EXPIRED_IN);
     let expired = candidate_ids(conn, expired_sql, queues.as_deref(), clock.leases, limit)?;
     let rest = limit.saturating_sub(u32::try_from(expired.len()).unwrap_or(u32::MAX));
@@ -714,6 +724,12 @@ pub(crate) fn claim(conn: &Connection, req: &ClaimRequest, clock: Now) -> Result
             let job = job_from_row(row).map_err(map_err)?;
             let token = LeaseToken::from_string(row.get(col::LEASE_TOKEN).map_err(map_err)?);
             claimed.insert(job.id.as_str().to_owned(), claimed_job(job, token));
+        }
+    }
+    if let Some((rate, granted)) = granted {
+        let unspent = granted.saturating_sub(u32::try_from(claimed.len()).unwrap_or(u32::MAX));
+        if unspent > 0 {
+            give_back_tokens(conn, &rate.bucket, rate.limit, unspent)?;
         }
     }
     Ok(order
@@ -1229,6 +1245,22 @@ pub(crate) fn take_tokens(
         )
         .map_err(map_err)?;
     Ok(u32::try_from(granted).unwrap_or(0))
+}
+
+/// Returns `n` tokens a claim took but did not spend.
+fn give_back_tokens(
+    conn: &Connection,
+    bucket: &errand_core::RateBucket,
+    limit: errand_core::RateLimit,
+    n: u32,
+) -> Result<()> {
+    conn.prepare_cached(GIVE_BACK_TOKENS)
+        .map_err(map_err)?
+        .execute(named_params! {
+            ":name": bucket.as_str(), ":n": n, ":burst": f64::from(limit.burst),
+        })
+        .map_err(map_err)?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -45,6 +45,7 @@ fn claim(lease_ms: u64) -> ClaimRequest {
         queues: Vec::new(),
         limit: 10,
         lease: Duration::from_millis(lease_ms),
+        rate: None,
     }
 }
 

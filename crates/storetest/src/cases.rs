@@ -173,6 +173,7 @@ async fn keyed_runs(store: &dyn Store, rounds: usize, limit: u32) -> Vec<Vec<Str
                 queues: vec![],
                 limit,
                 lease: LEASE,
+                rate: None,
             })
             .await
             .unwrap();
@@ -358,6 +359,7 @@ pub async fn claims_respect_queues_and_priority(store: Arc<dyn Store>, _clock: M
         queues: vec![Name::parse("queue", "default").unwrap()],
         limit: 1,
         lease: LEASE,
+        rate: None,
     };
     let first = store.claim(&req).await.unwrap();
     assert_eq!(first[0].job.id, id("high"));
@@ -693,6 +695,7 @@ pub async fn complete_many_fences_each_job_individually(store: Arc<dyn Store>, c
         queues: vec![Name::parse("queue", "batch").unwrap()],
         limit: 5,
         lease: LEASE,
+        rate: None,
     };
     for name in ["c1", "c2", "c3", "c4", "c5"] {
         store
@@ -785,6 +788,7 @@ pub async fn complete_and_claim_settles_one_batch_and_claims_the_next(
         queues: vec![],
         limit: 1,
         lease: LEASE,
+        rate: None,
     };
     let (acked, claimed) = store
         .complete_and_claim(&[a.lease.clone(), forged(&b.lease)], &req)

@@ -201,6 +201,7 @@ pub async fn concurrent_claims_never_exceed_a_key_limit(
                     queues: Vec::new(),
                     limit: 4,
                     lease: LEASE,
+                    rate: None,
                 })
                 .await
                 .unwrap()

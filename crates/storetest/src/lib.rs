@@ -15,11 +15,13 @@
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed rule.
 
 pub mod cases;
+pub mod dedup;
 pub mod history;
 pub mod hostile;
 pub mod keys;
 pub mod model;
 pub mod operate;
+pub mod rates;
 
 pub use proptest;
 pub use tokio;
@@ -100,6 +102,15 @@ macro_rules! conformance_tests {
         $crate::conformance_tests!(@in hostile $make;
             out_of_range_times_and_durations_are_refused_alike,
             storable_payloads_round_trip_with_the_same_meaning,
+        );
+        $crate::conformance_tests!(@in rates $make;
+            an_idle_rate_limited_claim_keeps_the_burst,
+            rate_limited_claims_never_exceed_rate_times_elapsed_plus_burst,
+            concurrent_rate_limited_claims_share_one_burst,
+            a_claim_with_an_invalid_rate_is_refused,
+        );
+        $crate::conformance_tests!(@in dedup $make;
+            an_id_deduplicates_until_its_job_is_pruned_or_purged,
         );
         $crate::conformance_tests!(@in keys $make;
             a_job_keeps_its_concurrency_key,
@@ -189,6 +200,7 @@ pub fn claim_req(limit: u32, lease: Duration) -> ClaimRequest {
         queues: Vec::new(),
         limit,
         lease,
+        rate: None,
     }
 }
 

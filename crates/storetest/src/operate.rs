@@ -82,6 +82,7 @@ pub async fn a_paused_queue_gives_nothing_to_claims_until_resumed(
             queues: vec![queue("mail")],
             limit: 1,
             lease: LEASE,
+            rate: None,
         })
         .await
         .unwrap();
@@ -109,6 +110,7 @@ pub async fn a_paused_queue_gives_nothing_to_claims_until_resumed(
         queues: vec![queue("mail")],
         limit: 10,
         lease: LEASE,
+        rate: None,
     };
     assert!(store.claim(&named).await.unwrap().is_empty());
     assert_eq!(
@@ -530,6 +532,7 @@ pub async fn stats_count_each_queue_with_leases_age_and_window(
         queues: vec![queue("mail")],
         limit: 1,
         lease,
+        rate: None,
     };
     let take = |name: &'static str, lease: Duration| {
         let store = store.clone();

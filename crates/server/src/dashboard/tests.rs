@@ -193,6 +193,7 @@ impl Browser {
                 queues: vec![Name::parse("queue", "mail").expect("name")],
                 limit: 1,
                 lease: Duration::from_secs(60),
+                rate: None,
             })
             .await
             .expect("claim");

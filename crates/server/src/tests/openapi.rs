@@ -493,6 +493,7 @@ async fn the_audit_schemas_name_every_field_of_an_entry() {
             queues: Vec::new(),
             limit: 1,
             lease: std::time::Duration::from_secs(30),
+            rate: None,
         })
         .await
         .unwrap();

@@ -12,6 +12,7 @@ fn claim_all() -> ClaimRequest {
         queues: Vec::new(),
         limit: 10,
         lease: std::time::Duration::from_secs(30),
+        rate: None,
     }
 }
 
