@@ -63,8 +63,11 @@ const READ_CHUNK: usize = 16 * 1024;
 /// How long output left in the stderr pipe is still read once the
 /// command's process group is gone.
 const OUTPUT_DRAIN: Duration = Duration::from_millis(250);
-/// How often a process group being stopped is looked at.
-const GROUP_POLL: Duration = Duration::from_millis(20);
+/// How often a process group being stopped is looked at: first soon (most
+/// processes end at SIGTERM at once), then less and less often (a look
+/// reads `/proc`).
+const GROUP_POLL_FIRST: Duration = Duration::from_millis(10);
+const GROUP_POLL_MAX: Duration = Duration::from_millis(250);
 
 /// Runs a shell command for each job.
 #[derive(Clone, Debug)]
@@ -273,14 +276,22 @@ impl Group {
     /// held up writing to a full pipe.
     async fn stop_rest(&mut self, grace: Duration, stderr: &mut Stderr) {
         self.terminate(grace);
+        let mut poll = GROUP_POLL_FIRST;
         loop {
-            if self.kill_due().is_some_and(|at| Instant::now() >= at) {
+            let now = Instant::now();
+            if self.kill_due().is_some_and(|at| now >= at) {
                 self.kill();
             }
             if self.killed || !self.alive() {
                 return;
             }
-            stderr.alongside(tokio::time::sleep(GROUP_POLL)).await;
+            // Never sleep past the SIGKILL.
+            let wake = match self.kill_due() {
+                Some(at) => at.min(now + poll),
+                None => now + poll,
+            };
+            stderr.alongside(tokio::time::sleep_until(wake)).await;
+            poll = (poll * 2).min(GROUP_POLL_MAX);
         }
     }
 
@@ -431,7 +442,7 @@ fn outcome(status: std::io::Result<ExitStatus>, lease_lost: bool, err_tail: &str
     if lease_lost {
         // The fence refuses this settlement; it says what happened.
         return Outcome::retry(
-            "the command was stopped: this attempt's lease was lost (the job was cancelled, or its lease expired and another worker may own it)",
+            "this attempt's lease was lost (the job was cancelled, or its lease expired and another worker may own it); the command was told to stop with SIGTERM",
         );
     }
     match status.code() {
