@@ -421,6 +421,11 @@ struct WorkArgs {
     /// before they are stopped and their jobs released.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     drain: Duration,
+    /// How long a command being stopped has between SIGTERM (to its process
+    /// group) and SIGKILL: when its job is cancelled or its lease lost, and
+    /// for processes it left running when it exited.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    stop_grace: Duration,
     /// Service mode: start at most this many jobs per second per --queue,
     /// across every worker process sharing the database.
     #[arg(long)]
@@ -851,7 +856,7 @@ async fn work(store: Arc<dyn Store>, a: WorkArgs) -> Result<ExitCode, Failure> {
         base: a.retry_base,
         max: a.retry_max,
     };
-    let handler = Arc::new(ExecHandler::new(a.exec));
+    let handler = Arc::new(ExecHandler::new(a.exec).stop_grace(a.stop_grace));
     if a.once {
         let config = WorkerConfig {
             queues,
