@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use reservations::app::{App, SEED_UNITS, Status};
+use errand::Timestamp;
+use reservations::app::{App, SEED_UNITS, Status, StayRequest, utc_date};
 use reservations::expiry::{WorkOptions, work_service};
 use reservations::stats::Stats;
 
@@ -50,10 +51,18 @@ async fn main() -> anyhow::Result<()> {
         bail!("{} already has reservations; use a new database", args.db);
     }
     let step = args.spread / args.holds.max(1);
+    // Each hold of a unit asks for a night of its own (from tomorrow on,
+    // UTC): two holds of one unit may not share a night.
+    let tomorrow = utc_date(Timestamp::now())?
+        .next_day()
+        .context("no date after today")?;
     for i in 0..args.holds {
         let window = Duration::from_secs(1) + step * i;
         let unit = SEED_UNITS[i as usize % SEED_UNITS.len()].0;
-        app.hold(unit, "Lateness probe", window).await?;
+        let from = tomorrow + time::Duration::days(i64::from(i));
+        let to = from + time::Duration::days(1);
+        app.hold(unit, "Lateness probe", StayRequest::dates(from, to), window)
+            .await?;
     }
     let options = WorkOptions {
         poll: args.poll,

@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use errand::{DbTarget, Job, JobFilter, JobId, JobState, Name, NewJob, Payload, Schedule, Store};
 use errand::{ReplayRequest, Timestamp};
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, Serializer};
+use time::Date;
 
 use crate::error::{Error, Result};
 use crate::{pg, sqlite};
@@ -32,7 +33,13 @@ pub const MAX_WINDOW: Duration = Duration::from_secs(30 * 86_400);
 /// Where `refinery` records the application's migrations.
 pub const APP_HISTORY_TABLE: &str = "reservations_schema_history";
 /// The version of the application schema this build knows.
-pub const APP_SCHEMA_VERSION: i64 = 1;
+pub const APP_SCHEMA_VERSION: i64 = 2;
+/// The longest stay one reservation may hold, in nights.
+pub const MAX_NIGHTS: i64 = 365;
+/// The refusal of a stay that overlaps a live hold or a paid booking of the
+/// same unit. The SQLite trigger raises exactly this text, so a refusal by
+/// the schema reads like the application's own.
+pub const OVERLAP: &str = "the stay overlaps a live hold or a paid booking of the same unit";
 /// The units `init` creates: id and name.
 pub const SEED_UNITS: [(&str, &str); 4] = [
     ("unit-101", "Harbour studio"),
@@ -104,6 +111,13 @@ pub struct Reservation {
     pub unit: String,
     /// The guest.
     pub guest: String,
+    /// The first night of the stay (`YYYY-MM-DD`, UTC).
+    #[serde(serialize_with = "serialize_date")]
+    pub stay_from: Date,
+    /// The day the stay ends: its last night is the one before
+    /// (`YYYY-MM-DD`, UTC).
+    #[serde(serialize_with = "serialize_date")]
+    pub stay_to: Date,
     /// `held`, `paid`, `expired` or `cancelled`.
     pub status: Status,
     /// The business deadline (RFC 3339).
@@ -128,8 +142,14 @@ impl fmt::Display for Reservation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} unit={} guest={:?} status={} hold_until={}",
-            self.id, self.unit, self.guest, self.status, self.hold_until
+            "{} unit={} guest={:?} from={} to={} status={} hold_until={}",
+            self.id,
+            self.unit,
+            self.guest,
+            iso_date(self.stay_from),
+            iso_date(self.stay_to),
+            self.status,
+            self.hold_until
         )?;
         let ends = [
             ("paid_at", self.paid_at),
@@ -146,6 +166,212 @@ impl fmt::Display for Reservation {
         }
         Ok(())
     }
+}
+
+impl Reservation {
+    /// The nights it occupies (while `held` or `paid`).
+    pub fn stay(&self) -> Stay {
+        Stay {
+            from: self.stay_from,
+            to: self.stay_to,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Stays
+
+/// The nights a reservation occupies its unit: from `from` up to, not
+/// including, `to` (dates in UTC). Two stays overlap when they share a
+/// night; one ending on the day the other starts does not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Stay {
+    /// The first night.
+    pub from: Date,
+    /// The day it ends (the morning after the last night).
+    pub to: Date,
+}
+
+impl Stay {
+    /// How many nights.
+    pub fn nights(&self) -> i64 {
+        (self.to - self.from).whole_days()
+    }
+
+    /// Whether the two share a night.
+    pub fn overlaps(&self, other: &Stay) -> bool {
+        self.from < other.to && other.from < self.to
+    }
+}
+
+impl fmt::Display for Stay {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.nights();
+        write!(
+            f,
+            "{} to {} ({n} night{})",
+            iso_date(self.from),
+            iso_date(self.to),
+            if n == 1 { "" } else { "s" }
+        )
+    }
+}
+
+/// The stay a hold asks for: `--from` and `--to`, each optional. With
+/// neither it is tonight: today's date to tomorrow's, in UTC, on the
+/// database's clock.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StayRequest {
+    /// The first night (default: today, UTC).
+    pub from: Option<Date>,
+    /// The day it ends (default: the day after `from`).
+    pub to: Option<Date>,
+}
+
+impl StayRequest {
+    /// Tonight.
+    pub fn tonight() -> Self {
+        StayRequest::default()
+    }
+
+    /// The nights from `from` up to, not including, `to`.
+    pub fn dates(from: Date, to: Date) -> Self {
+        StayRequest {
+            from: Some(from),
+            to: Some(to),
+        }
+    }
+
+    /// The stay on the day `now` falls on (UTC): defaults filled in, and
+    /// refused when it starts before today, ends on or before its first
+    /// night, or lasts more than [`MAX_NIGHTS`].
+    pub fn resolve(&self, now: Timestamp) -> Result<Stay> {
+        let today = utc_date(now)?;
+        let from = self.from.unwrap_or(today);
+        let to = match self.to {
+            Some(to) => to,
+            None => from.next_day().ok_or_else(|| {
+                Error::Invalid(format!(
+                    "the stay cannot start on {} (no later date can end it); nothing was written",
+                    iso_date(from)
+                ))
+            })?,
+        };
+        if from < today {
+            return Err(Error::Invalid(format!(
+                "the stay starts on {}, before today ({} in UTC); a hold is for tonight or a later night; nothing was written",
+                iso_date(from),
+                iso_date(today)
+            )));
+        }
+        if to <= from {
+            return Err(Error::Invalid(format!(
+                "--to ({}) must be after --from ({}): a stay is the nights from --from up to, not including, --to; nothing was written",
+                iso_date(to),
+                iso_date(from)
+            )));
+        }
+        let stay = Stay { from, to };
+        if stay.nights() > MAX_NIGHTS {
+            return Err(Error::Invalid(format!(
+                "a stay may last at most {MAX_NIGHTS} nights (got {stay}); nothing was written"
+            )));
+        }
+        Ok(stay)
+    }
+}
+
+/// The UTC date `t` falls on.
+pub fn utc_date(t: Timestamp) -> Result<Date> {
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(t.as_millis()) * 1_000_000)
+        .map(|d| d.date())
+        .map_err(|e| Error::Invalid(format!("the time {t} has no date: {e}")))
+}
+
+/// Parses a `YYYY-MM-DD` date.
+pub fn parse_date(s: &str) -> std::result::Result<Date, String> {
+    let format = time::format_description::parse_borrowed::<2>("[year]-[month]-[day]")
+        .map_err(|e| format!("the date format is broken: {e}"))?;
+    Date::parse(s.trim(), &format).map_err(|e| {
+        format!("`{s}` is not a date ({e}); write dates like 2026-03-01 (YYYY-MM-DD, UTC)")
+    })
+}
+
+/// `YYYY-MM-DD`.
+pub fn iso_date(d: Date) -> String {
+    format!("{:04}-{:02}-{:02}", d.year(), u8::from(d.month()), d.day())
+}
+
+fn serialize_date<S: Serializer>(d: &Date, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(&iso_date(*d))
+}
+
+/// The held or paid reservation a stay ran into.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Occupant {
+    pub(crate) id: String,
+    pub(crate) status: Status,
+    pub(crate) stay: Stay,
+    pub(crate) hold_until: Timestamp,
+}
+
+/// The refusal of `stay` on `unit` because it overlaps `occupant` (unknown
+/// when the database refused the row and the occupant was gone by the time
+/// it was looked up).
+pub(crate) fn overlap_refusal(
+    unit: &str,
+    stay: &Stay,
+    occupant: Option<&Occupant>,
+    now: Timestamp,
+) -> Error {
+    let who = match occupant {
+        None => String::new(),
+        Some(o) if o.status == Status::Held && o.hold_until <= now => format!(
+            " (reservation `{}`, held for {}: its hold ran out at {} but no expiry worker has expired it yet; it frees the unit once `reservations work` expires it)",
+            o.id, o.stay, o.hold_until
+        ),
+        Some(o) if o.status == Status::Held => format!(
+            " (reservation `{}`, held for {} until {})",
+            o.id, o.stay, o.hold_until
+        ),
+        Some(o) => format!(" (reservation `{}`, {} for {})", o.id, o.status, o.stay),
+    };
+    Error::Refused(format!(
+        "unit `{unit}` is not free for {stay}: {OVERLAP}{who}; choose other dates or another unit; nothing was written"
+    ))
+}
+
+/// Reservations made before stays existed that would share a night once
+/// each gets the night of the day it was made: two held or paid ones of one
+/// unit made on the same day.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LegacyOverlap {
+    pub(crate) unit: String,
+    pub(crate) night: String,
+    pub(crate) ids: Vec<String>,
+}
+
+/// The refusal to migrate a database holding double bookings.
+pub(crate) fn legacy_overlap_refusal(found: &[LegacyOverlap]) -> Error {
+    let list: Vec<String> = found
+        .iter()
+        .map(|o| {
+            format!(
+                "unit `{}` on the night of {}: {}",
+                o.unit,
+                o.night,
+                o.ids
+                    .iter()
+                    .map(|id| format!("`{id}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+        .collect();
+    Error::Refused(format!(
+        "this database holds double bookings made before stays were enforced: each reservation made so far gets the night of the day it was made (UTC), and then {}; decide which guest keeps each night, end the others in SQL (set status to 'cancelled' and cancelled_at to the current time), then run `reservations init` again; nothing was changed",
+        list.join("; ")
+    ))
 }
 
 /// The payload of an expiry job: the business data of one deadline. The
@@ -189,7 +415,10 @@ pub fn idempotency_key(reservation_id: &str, hold_until: Timestamp) -> String {
     format!("expire:{reservation_id}:{}", hold_until.as_millis())
 }
 
-/// The expiry job of a deadline: due at the deadline, 7 attempts.
+/// The expiry job of a deadline: due at the deadline, 7 attempts, with the
+/// deadline as the job's business deadline too (so Errand measures its
+/// lateness: `errand show`, the workers' lateness histogram, `errand stats
+/// --check --max-lateness`).
 pub fn expiry_job(reservation_id: &str, generation: u32, hold_until: Timestamp) -> Result<NewJob> {
     let payload = ExpiryPayload {
         reservation_id: reservation_id.to_owned(),
@@ -200,7 +429,8 @@ pub fn expiry_job(reservation_id: &str, generation: u32, hold_until: Timestamp) 
         .on_queue(EXPIRY_QUEUE)?
         .with_id(JobId::new(expiry_job_id(reservation_id, generation))?)
         .with_max_attempts(MAX_ATTEMPTS)?
-        .scheduled(Schedule::At(hold_until)))
+        .scheduled(Schedule::At(hold_until))
+        .with_deadline(hold_until))
 }
 
 /// One run of the expiry handler.
@@ -467,15 +697,47 @@ impl App {
         }
     }
 
-    /// Holds `unit` for `guest` until now + `window`, and schedules the
-    /// expiry job for that deadline in the same transaction.
-    pub async fn hold(&self, unit: &str, guest: &str, window: Duration) -> Result<Reservation> {
+    /// Holds `unit` for `guest` for the nights of `stay` until now +
+    /// `window`, and schedules the expiry job for that deadline in the same
+    /// transaction. Refused (nothing written) when the stay shares a night
+    /// with a held or paid reservation of the unit: checked in the
+    /// transaction, and enforced by the schema (a trigger on SQLite, an
+    /// exclusion constraint on PostgreSQL) whoever writes the row.
+    pub async fn hold(
+        &self,
+        unit: &str,
+        guest: &str,
+        stay: StayRequest,
+        window: Duration,
+    ) -> Result<Reservation> {
         validate_id("a unit id", unit)?;
         validate_guest(guest)?;
         validate_window("the hold window", window)?;
         match &self.backend {
-            Backend::Sqlite(s) => s.hold(unit, guest, window).await,
-            Backend::Postgres(p) => p.hold(unit, guest, window).await,
+            Backend::Sqlite(s) => s.hold(unit, guest, stay, window).await,
+            Backend::Postgres(p) => p.hold(unit, guest, stay, window).await,
+        }
+    }
+
+    /// Deletes a reservation and its recorded expiry, whatever its status
+    /// (test data, an erasure request). Its expiry jobs stay as they are: one
+    /// still pending finds no reservation and goes dead at once, a permanent
+    /// failure that no retry can fix.
+    pub async fn purge_reservation(&self, id: &str) -> Result<Reservation> {
+        validate_id("a reservation id", id)?;
+        match &self.backend {
+            Backend::Sqlite(s) => s.purge(id).await,
+            Backend::Postgres(p) => p.purge(id).await,
+        }
+    }
+
+    /// The lateness of the recent past: the holds expired in the last
+    /// `window` (and the latest of them), and the holds still held past
+    /// their deadline now (and how far past the oldest is).
+    pub async fn recent_lateness(&self, window: Duration) -> Result<RecentLateness> {
+        match &self.backend {
+            Backend::Sqlite(s) => s.recent_lateness(window).await,
+            Backend::Postgres(p) => p.recent_lateness(window).await,
         }
     }
 
@@ -831,6 +1093,29 @@ pub struct AuditRow {
     pub created_at: Timestamp,
 }
 
+/// The lateness of the recent past, as `stats --check` reads it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RecentLateness {
+    /// When it was read (the database clock).
+    pub at: Timestamp,
+    /// How far back expiries count.
+    #[serde(serialize_with = "serialize_secs", rename = "window_secs")]
+    pub window: Duration,
+    /// Holds expired in the window.
+    pub expired: u64,
+    /// The largest lateness among them, in milliseconds.
+    pub max_expired_ms: Option<i64>,
+    /// Holds still held past their deadline now (no worker has expired
+    /// them yet).
+    pub overdue: u64,
+    /// How far past its deadline the oldest of them is, in milliseconds.
+    pub max_overdue_ms: Option<i64>,
+}
+
+fn serialize_secs<S: Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_u64(d.as_secs())
+}
+
 /// The raw figures behind `stats`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Figures {
@@ -907,8 +1192,14 @@ impl fmt::Display for JobView {
         if let Some(h) = self.hold_until {
             write!(f, " hold_until={h}")?;
         }
+        if let Some(k) = &self.idempotency_key {
+            write!(f, " key={k}")?;
+        }
         if let Some(l) = self.lease_until {
             write!(f, " lease_until={l}")?;
+        }
+        if let Some(c) = &self.last_error_class {
+            write!(f, " error_class={c}")?;
         }
         if let Some(e) = &self.last_error {
             write!(f, " last_error={e:?}")?;
@@ -953,6 +1244,97 @@ mod tests {
         assert!(validate_guest(" ").is_err());
         assert!(validate_guest("a\nb").is_err());
         assert!(validate_guest(&"g".repeat(201)).is_err());
+    }
+
+    fn date(s: &str) -> Date {
+        parse_date(s).unwrap()
+    }
+
+    #[test]
+    fn a_stay_defaults_to_tonight_in_utc_and_is_checked() {
+        // 2026-01-01T23:59:59.999Z, then a millisecond later.
+        let late = Timestamp::from_millis(1_767_311_999_999);
+        let tonight = StayRequest::tonight().resolve(late).unwrap();
+        assert_eq!(
+            (tonight.from, tonight.to),
+            (date("2026-01-01"), date("2026-01-02"))
+        );
+        assert_eq!(tonight.nights(), 1);
+        let next = StayRequest::tonight()
+            .resolve(Timestamp::from_millis(1_767_312_000_000))
+            .unwrap();
+        assert_eq!(next.from, date("2026-01-02"));
+        let from_only = StayRequest {
+            from: Some(date("2026-02-27")),
+            to: None,
+        };
+        assert_eq!(from_only.resolve(late).unwrap().to, date("2026-02-28"));
+        let refused = |r: StayRequest| r.resolve(late).unwrap_err().to_string();
+        assert!(
+            refused(StayRequest::dates(date("2025-12-31"), date("2026-01-02")))
+                .contains("before today (2026-01-01 in UTC)")
+        );
+        assert!(
+            refused(StayRequest::dates(date("2026-01-03"), date("2026-01-03")))
+                .contains("must be after --from")
+        );
+        assert!(
+            refused(StayRequest::dates(date("2026-01-01"), date("2027-01-02")))
+                .contains("at most 365 nights")
+        );
+        assert!(
+            StayRequest::dates(date("2026-01-01"), date("2027-01-01"))
+                .resolve(late)
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn stays_overlap_when_they_share_a_night() {
+        let s = |a: &str, b: &str| Stay {
+            from: date(a),
+            to: date(b),
+        };
+        let base = s("2026-03-01", "2026-03-04");
+        assert!(base.overlaps(&s("2026-03-03", "2026-03-05")));
+        assert!(base.overlaps(&s("2026-02-01", "2026-03-02")));
+        assert!(base.overlaps(&s("2026-03-02", "2026-03-03")));
+        assert!(!base.overlaps(&s("2026-03-04", "2026-03-05")));
+        assert!(!base.overlaps(&s("2026-02-27", "2026-03-01")));
+        assert_eq!(base.to_string(), "2026-03-01 to 2026-03-04 (3 nights)");
+    }
+
+    #[test]
+    fn dates_are_yyyy_mm_dd() {
+        assert_eq!(iso_date(date("2099-01-09")), "2099-01-09");
+        for bad in [
+            "2026-02-30",
+            "2026-13-01",
+            "26-01-01",
+            "2026-1-1",
+            "tomorrow",
+            "",
+        ] {
+            let e = parse_date(bad).unwrap_err();
+            assert!(e.contains("YYYY-MM-DD"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_sqlite_trigger_raises_the_overlap_refusal_text() {
+        let migration = include_str!("../migrations/sqlite/V2__stays.sql");
+        assert_eq!(
+            migration
+                .matches(&format!("RAISE(ABORT, '{OVERLAP}')"))
+                .count(),
+            2,
+            "both triggers raise the text the application maps to a refusal"
+        );
+        let pg = include_str!("../migrations/postgres/V2__stays.sql");
+        assert!(pg.contains(&format!(
+            "ADD CONSTRAINT {}",
+            crate::error::OVERLAP_CONSTRAINT
+        )));
     }
 
     #[test]

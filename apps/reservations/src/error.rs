@@ -1,5 +1,7 @@
 //! The application's error type and its exit codes.
 
+use crate::app::OVERLAP;
+
 /// Exit code: success.
 pub const EXIT_OK: u8 = 0;
 /// Exit code: a runtime failure (storage, I/O, a newer schema).
@@ -9,8 +11,12 @@ pub const EXIT_USAGE: u8 = 2;
 /// Exit code: the named reservation, unit or job does not exist.
 pub const EXIT_NOT_FOUND: u8 = 3;
 /// Exit code: refused because of the current state (already paid, expired,
-/// cancelled, lapsed; a job that is not dead). Nothing was written.
+/// cancelled, lapsed; a stay that overlaps another; a job that is not
+/// dead). Nothing was written.
 pub const EXIT_REFUSED: u8 = 4;
+/// Exit code: `stats --check` found a threshold crossed (as `errand stats
+/// --check` does).
+pub const EXIT_THRESHOLD: u8 = 6;
 
 /// What went wrong.
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +73,16 @@ pub enum Error {
     Postgres(tokio_postgres::Error),
 }
 
+/// The PostgreSQL exclusion constraint that keeps two held or paid stays
+/// of one unit apart.
+pub(crate) const OVERLAP_CONSTRAINT: &str = "reservations_no_overlap";
+
+fn overlap_refused_by_schema() -> Error {
+    Error::Refused(format!(
+        "{OVERLAP} (refused by the database schema); choose other dates or another unit; nothing was written"
+    ))
+}
+
 impl From<errand::Error> for Error {
     fn from(e: errand::Error) -> Self {
         match e {
@@ -79,10 +95,17 @@ impl From<errand::Error> for Error {
 impl From<errand::sqlite::rusqlite::Error> for Error {
     fn from(e: errand::sqlite::rusqlite::Error) -> Self {
         use errand::sqlite::rusqlite::{self, ErrorCode};
-        if let rusqlite::Error::SqliteFailure(f, _) = &e
-            && matches!(f.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
-        {
-            return Error::Timeout(e.to_string());
+        if let rusqlite::Error::SqliteFailure(f, message) = &e {
+            if matches!(f.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) {
+                return Error::Timeout(e.to_string());
+            }
+            // The schema's trigger refused a row whose stay overlaps a live
+            // hold or a paid booking of its unit.
+            if f.code == ErrorCode::ConstraintViolation
+                && message.as_deref().is_some_and(|m| m.contains(OVERLAP))
+            {
+                return overlap_refused_by_schema();
+            }
         }
         Error::Sqlite(e)
     }
@@ -101,6 +124,13 @@ impl From<tokio_postgres::Error> for Error {
                 .as_db_error()
                 .map_or_else(|| e.to_string(), |d| d.message().to_owned());
             return Error::Timeout(msg);
+        }
+        // The exclusion constraint refused a row whose stay overlaps a live
+        // hold or a paid booking of its unit.
+        if e.code() == Some(&SqlState::EXCLUSION_VIOLATION)
+            && e.as_db_error().and_then(|d| d.constraint()) == Some(OVERLAP_CONSTRAINT)
+        {
+            return overlap_refused_by_schema();
         }
         Error::Postgres(e)
     }
@@ -139,9 +169,15 @@ impl Error {
         }
     }
 
+    /// Whether the database did not answer in time (the expiry is retried
+    /// under the error class `timeout`).
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Error::Timeout(_))
+    }
+
     /// Whether retrying the expiry cannot help: the job goes to `dead` at
     /// once. Only a missing reservation and an invalid payload are; every
-    /// database failure, timeouts included, is retryable.
+    /// database failure is retried (a timeout under its own class).
     pub fn is_permanent(&self) -> bool {
         matches!(self, Error::MissingReservation(_) | Error::Invalid(_))
     }
@@ -149,3 +185,29 @@ impl Error {
 
 /// The application's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use errand::sqlite::rusqlite::Connection;
+
+    #[test]
+    fn the_overlap_trigger_reads_as_a_refusal() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(&format!(
+            "CREATE TABLE t (x INTEGER) STRICT;
+             CREATE TRIGGER t_refuse BEFORE INSERT ON t
+             BEGIN SELECT RAISE(ABORT, '{OVERLAP}'); END;"
+        ))
+        .unwrap();
+        let e = Error::from(conn.execute("INSERT INTO t VALUES (1)", []).unwrap_err());
+        assert_eq!(e.exit_code(), EXIT_REFUSED, "{e}");
+        assert!(e.to_string().contains(OVERLAP), "{e}");
+        assert!(e.to_string().contains("nothing was written"), "{e}");
+        // Another constraint stays a database error.
+        conn.execute_batch("CREATE TABLE u (x INTEGER CHECK (x > 0)) STRICT;")
+            .unwrap();
+        let e = Error::from(conn.execute("INSERT INTO u VALUES (0)", []).unwrap_err());
+        assert_eq!(e.exit_code(), EXIT_RUNTIME, "{e}");
+    }
+}

@@ -5,11 +5,12 @@
 //! Errand's exponential-plus-proportional-jitter policy with a 5 s base, a
 //! 15-minute cap and up to 20% jitter: `min(max, base·2^(attempt−1))`, so
 //! the waits after attempts 1–6 are 5, 10, 20, 40, 80 and 160 s (each plus
-//! up to 20%); attempt 7 is the last. A missing reservation or an invalid payload is permanent (dead
-//! at once). A database timeout, like every other database failure, is
-//! retryable. A retry only moves the job's delivery time: the deadline it
-//! enforces is in its payload and in the reservation row, and neither
-//! changes.
+//! up to 20%); attempt 7 is the last. A missing reservation or an invalid
+//! payload is permanent (dead at once). A database timeout is retried and
+//! recorded under the error class `timeout`; every other database failure
+//! is retried under `retryable`. A retry only moves the job's delivery
+//! time: the deadline it enforces is in its payload and in the reservation
+//! row, and neither changes.
 //!
 //! The handler runs the transition and returns; the worker acknowledges in
 //! a separate transaction. A crash between the two redelivers the job after
@@ -242,8 +243,11 @@ async fn handle(
             outcome
         }
         Err(e) if e.is_permanent() => Outcome::permanent(e),
-        // Database failures, timeouts included, may pass: retry on the
-        // policy. The error text names a timeout as such.
+        // A database that did not answer in time: retried on the policy,
+        // recorded under the class `timeout` so retries by class tell it
+        // apart.
+        Err(e) if e.is_timeout() => Outcome::timed_out(e),
+        // Other database failures may pass too: retry on the policy.
         Err(e) => Outcome::retry(e),
     }
 }

@@ -47,4 +47,6 @@ mod pg;
 mod sqlite;
 pub mod stats;
 
-pub use error::{EXIT_NOT_FOUND, EXIT_OK, EXIT_REFUSED, EXIT_RUNTIME, EXIT_USAGE, Error, Result};
+pub use error::{
+    EXIT_NOT_FOUND, EXIT_OK, EXIT_REFUSED, EXIT_RUNTIME, EXIT_THRESHOLD, EXIT_USAGE, Error, Result,
+};

@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand};
 use reservations::app::{self, App, Replay};
 use reservations::expiry::{self, WorkLine, WorkOptions};
 use reservations::stats::{self, Stats};
-use reservations::{EXIT_RUNTIME, Error};
+use reservations::{EXIT_RUNTIME, EXIT_THRESHOLD, Error};
 use serde::Serialize;
 
 /// Reservation holds: a hold reserves a unit until its deadline; an expiry
@@ -53,6 +53,13 @@ enum Command {
         /// The guest's name.
         #[arg(long)]
         guest: String,
+        /// The first night of the stay, YYYY-MM-DD (default: today, in UTC).
+        #[arg(long, value_parser = app::parse_date)]
+        from: Option<time::Date>,
+        /// The day the stay ends, YYYY-MM-DD: its last night is the one
+        /// before (default: the day after --from).
+        #[arg(long, value_parser = app::parse_date)]
+        to: Option<time::Date>,
         /// How long the hold lasts.
         #[arg(long, value_parser = duration, default_value = "15m")]
         window: Duration,
@@ -143,7 +150,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Lateness percentiles and expiry outcome counts.
+    /// Lateness percentiles and expiry outcome counts; with --check, a
+    /// lateness alert.
     Stats {
         /// SQLite file or postgres:// URL.
         db: String,
@@ -154,6 +162,31 @@ enum Command {
         /// the outcome counters.
         #[arg(long)]
         prometheus: bool,
+        /// Compare the recent lateness with --max-lateness: print each
+        /// crossing and exit 6, or print `ok` and exit 0.
+        #[arg(long, requires = "max_lateness", conflicts_with = "prometheus")]
+        check: bool,
+        /// With --check: the most a hold may expire after its deadline (the
+        /// largest lateness of the holds expired in the window), and the
+        /// longest a hold may wait past its deadline unexpired.
+        #[arg(long, requires = "check", value_parser = duration)]
+        max_lateness: Option<Duration>,
+        /// With --check: count the holds expired over this recent window.
+        #[arg(long, requires = "check", value_parser = duration, default_value = "15m")]
+        window: Duration,
+    },
+    /// Delete a reservation and its recorded expiry, whatever its status.
+    /// Its expiry jobs stay: one still pending finds no reservation and
+    /// goes dead at once (a permanent failure, shown by `reservations
+    /// jobs`).
+    PurgeReservation {
+        /// SQLite file or postgres:// URL.
+        db: String,
+        /// The reservation id.
+        id: String,
+        /// Print a JSON object.
+        #[arg(long)]
+        json: bool,
     },
     /// Replay a dead expiry job: a fresh attempt budget, the same id and
     /// the same idempotency key, audited.
@@ -181,11 +214,25 @@ enum Command {
     },
 }
 
+/// `stats --check` found a threshold crossed: it printed why on stdout and
+/// exits 6.
+#[derive(Debug)]
+struct ThresholdCrossed;
+
+impl std::fmt::Display for ThresholdCrossed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a threshold is crossed")
+    }
+}
+
+impl std::error::Error for ThresholdCrossed {}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is::<ThresholdCrossed>() => ExitCode::from(EXIT_THRESHOLD),
         Err(e) => {
             eprintln!("reservations: {e:#}");
             let code = e
@@ -234,8 +281,15 @@ fn print_reservation(verb: &str, r: &app::Reservation, json: bool) -> anyhow::Re
         print_json(r)
     } else {
         print_line(&format!(
-            "{verb} reservation {} unit={} guest={:?} status={} hold_until={} job_id={}",
-            r.id, r.unit, r.guest, r.status, r.hold_until, r.job_id
+            "{verb} reservation {} unit={} guest={:?} from={} to={} status={} hold_until={} job_id={}",
+            r.id,
+            r.unit,
+            r.guest,
+            app::iso_date(r.stay_from),
+            app::iso_date(r.stay_to),
+            r.status,
+            r.hold_until,
+            r.job_id
         ))
     }
 }
@@ -267,11 +321,15 @@ async fn run_command(command: Command) -> anyhow::Result<()> {
             db,
             unit,
             guest,
+            from,
+            to,
             window,
             json,
         } => {
             let app = App::open(&db).await?;
-            let r = app.hold(&unit, &guest, window).await?;
+            let r = app
+                .hold(&unit, &guest, app::StayRequest { from, to }, window)
+                .await?;
             print_reservation("held", &r, json)
         }
         Command::Pay { db, id, json } => {
@@ -362,8 +420,31 @@ async fn run_command(command: Command) -> anyhow::Result<()> {
             db,
             json,
             prometheus,
+            check,
+            max_lateness,
+            window,
         } => {
-            let figures = App::open(&db).await?.figures().await?;
+            let app = App::open(&db).await?;
+            if check {
+                let Some(max) = max_lateness else {
+                    return Err(Error::Invalid(
+                        "--check needs a threshold: give --max-lateness DUR".into(),
+                    )
+                    .into());
+                };
+                let verdict = stats::check_lateness(&app.recent_lateness(window).await?, max);
+                if json {
+                    print_json(&verdict)?;
+                } else {
+                    print_line(&verdict.to_string())?;
+                }
+                return if verdict.ok {
+                    Ok(())
+                } else {
+                    Err(ThresholdCrossed.into())
+                };
+            }
+            let figures = app.figures().await?;
             if prometheus {
                 let text = stats::prometheus(&figures)?;
                 let mut out = std::io::stdout().lock();
@@ -374,6 +455,17 @@ async fn run_command(command: Command) -> anyhow::Result<()> {
                 print_json(&Stats::from_figures(&figures))
             } else {
                 print_line(&Stats::from_figures(&figures).to_string())
+            }
+        }
+        Command::PurgeReservation { db, id, json } => {
+            let r = App::open(&db).await?.purge_reservation(&id).await?;
+            if json {
+                print_json(&r)
+            } else {
+                print_line(&format!(
+                    "purged reservation {r}; its expiry job {} is left as it is: if it is still pending it finds no reservation and goes dead at once (a permanent failure; see `reservations jobs`)",
+                    r.job_id
+                ))
             }
         }
         Command::Replay {

@@ -17,8 +17,9 @@ use tokio_postgres::types::ToSql;
 
 use crate::app::{
     APP_HISTORY_TABLE, APP_SCHEMA_VERSION, Action, AuditEntry, AuditRow, Decision, ExpiryRun,
-    Figures, InitReport, Reservation, SEED_UNITS, Status, changed_detail, expiry_job,
-    expiry_job_id, refusal, unknown_reservation, unknown_unit,
+    Figures, InitReport, LegacyOverlap, Occupant, RecentLateness, Reservation, SEED_UNITS, Status,
+    Stay, StayRequest, changed_detail, expiry_job, expiry_job_id, legacy_overlap_refusal,
+    overlap_refusal, refusal, unknown_reservation, unknown_unit,
 };
 use crate::error::{Error, Result};
 
@@ -31,7 +32,8 @@ pub(crate) const APP_SCHEMA: &str = "reservations";
 
 const COLUMNS: &str = "r.id, r.unit_id, r.guest, r.status, r.hold_until, r.generation, r.created_at, \
      r.paid_at, r.cancelled_at, r.expired_at, \
-     (SELECT e.lateness_ms FROM reservations.expirations e WHERE e.reservation_id = r.id ORDER BY e.expired_at DESC LIMIT 1)";
+     (SELECT e.lateness_ms FROM reservations.expirations e WHERE e.reservation_id = r.id ORDER BY e.expired_at DESC LIMIT 1), \
+     r.stay_from, r.stay_to";
 
 type Tx<'a> = deadpool_postgres::Transaction<'a>;
 
@@ -116,10 +118,15 @@ pub(crate) async fn init(url: &str) -> Result<InitReport> {
     .await
     .map_err(open_error)?;
     let mut client = store.pool().get().await?;
-    if let Some(v) = app_schema_version(&client).await?
-        && v > APP_SCHEMA_VERSION
-    {
-        return Err(too_new(v));
+    match app_schema_version(&client).await? {
+        Some(v) if v > APP_SCHEMA_VERSION => return Err(too_new(v)),
+        Some(1) => {
+            let found = legacy_overlaps(&client).await?;
+            if !found.is_empty() {
+                return Err(legacy_overlap_refusal(&found));
+            }
+        }
+        _ => {}
     }
     client
         .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {APP_SCHEMA}"))
@@ -129,7 +136,7 @@ pub(crate) async fn init(url: &str) -> Result<InitReport> {
         .set_migration_table_name(history_table())
         .run_async(pg)
         .await
-        .map_err(|e| Error::Migration(e.to_string()))?;
+        .map_err(|e| migration_error(&e.to_string()))?;
     let tx = client.transaction().await?;
     let mut created_units = Vec::new();
     for (id, name) in SEED_UNITS {
@@ -150,6 +157,80 @@ pub(crate) async fn init(url: &str) -> Result<InitReport> {
         created_units,
         units,
     })
+}
+
+/// Names the fix when the server lacks the extension the overlap
+/// constraint needs.
+fn migration_error(text: &str) -> Error {
+    if text.contains("btree_gist") {
+        Error::Migration(format!(
+            "{text}; the constraint that keeps two stays of one unit apart needs the PostgreSQL extension btree_gist: install the server's contrib modules (the postgresql-contrib package), or have a superuser run `CREATE EXTENSION btree_gist` in this database, then run `reservations init` again"
+        ))
+    } else {
+        Error::Migration(text.to_owned())
+    }
+}
+
+/// On a database of schema version 1 (no stays): the held or paid
+/// reservations that would share a night once each gets the night of the
+/// day it was made.
+async fn legacy_overlaps(client: &tokio_postgres::Client) -> Result<Vec<LegacyOverlap>> {
+    client
+        .query(
+            "SELECT unit_id, ((created_at AT TIME ZONE 'UTC')::date)::text AS night,
+                    array_agg(id ORDER BY id)
+             FROM reservations.reservations WHERE status IN ('held', 'paid')
+             GROUP BY unit_id, night HAVING count(*) > 1
+             ORDER BY unit_id, night LIMIT 100",
+            &[],
+        )
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(LegacyOverlap {
+                unit: r.try_get(0)?,
+                night: r.try_get(1)?,
+                ids: r.try_get(2)?,
+            })
+        })
+        .collect()
+}
+
+/// Whether `e` is the overlap constraint refusing a row.
+fn is_overlap(e: &Error) -> bool {
+    matches!(e, Error::Refused(m) if m.contains(crate::app::OVERLAP))
+}
+
+/// The held or paid reservation of `unit` that shares a night with `stay`
+/// (other than `except`), if any.
+async fn occupant_in<C: deadpool_postgres::GenericClient + Sync>(
+    c: &C,
+    unit: &str,
+    stay: &Stay,
+    except: Option<&str>,
+) -> Result<Option<Occupant>> {
+    let row = c
+        .query_opt(
+            "SELECT id, status, stay_from, stay_to, hold_until FROM reservations.reservations
+             WHERE unit_id = $1 AND status IN ('held', 'paid')
+               AND daterange(stay_from, stay_to) && daterange($2, $3)
+               AND id IS DISTINCT FROM $4
+             ORDER BY stay_from, id LIMIT 1",
+            &[&unit, &stay.from, &stay.to, &except],
+        )
+        .await?;
+    row.map(|r| {
+        Ok(Occupant {
+            id: r.try_get(0)?,
+            status: Status::parse(r.try_get(1)?)?,
+            stay: Stay {
+                from: r.try_get(2)?,
+                to: r.try_get(3)?,
+            },
+            hold_until: ts(r.try_get(4)?),
+        })
+    })
+    .transpose()
 }
 
 async fn units_in(tx: &Tx<'_>) -> Result<Vec<String>> {
@@ -181,6 +262,8 @@ fn reservation(row: &Row) -> Result<Reservation> {
         cancelled_at: opt(8)?,
         expired_at: opt(9)?,
         lateness_ms: row.try_get(10)?,
+        stay_from: row.try_get(11)?,
+        stay_to: row.try_get(12)?,
         id,
     })
 }
@@ -288,6 +371,7 @@ impl Pg {
         &self,
         unit: &str,
         guest: &str,
+        stay: StayRequest,
         window: Duration,
     ) -> Result<Reservation> {
         let mut client = self.client().await?;
@@ -299,16 +383,37 @@ impl Pg {
             let units = units_in(&tx).await?;
             return Err(unknown_unit(unit, &units));
         }
+        let now = db_now(&tx).await?;
+        let stay = stay.resolve(now)?;
+        if let Some(o) = occupant_in(&tx, unit, &stay, None).await? {
+            tx.rollback().await?;
+            return Err(overlap_refusal(unit, &stay, Some(&o), now));
+        }
         let id = uuid::Uuid::now_v7().to_string();
         let window_ms = millis(window);
-        let row = tx
+        let params: [&(dyn ToSql + Sync); 6] =
+            [&id, &unit, &guest, &window_ms, &stay.from, &stay.to];
+        let inserted = tx
             .query_one(
-                "INSERT INTO reservations.reservations (id, unit_id, guest, status, hold_until, generation, created_at)
-                 VALUES ($1, $2, $3, 'held', date_trunc('milliseconds', now() + $4::bigint * interval '1 millisecond'), 1, now())
+                "INSERT INTO reservations.reservations (id, unit_id, guest, status, hold_until, generation, created_at, stay_from, stay_to)
+                 VALUES ($1, $2, $3, 'held', date_trunc('milliseconds', now() + $4::bigint * interval '1 millisecond'), 1, now(), $5, $6)
                  RETURNING hold_until",
-                &[&id, &unit, &guest, &window_ms],
+                &params,
             )
-            .await?;
+            .await
+            .map_err(Error::from);
+        let row = match inserted {
+            Ok(row) => row,
+            Err(e) if is_overlap(&e) => {
+                // A concurrent hold of the same nights committed after the
+                // check above: the exclusion constraint made this insert
+                // wait for it, then refused it. Name the winner.
+                tx.rollback().await?;
+                let o = occupant_in(&client, unit, &stay, None).await?;
+                return Err(overlap_refusal(unit, &stay, o.as_ref(), now));
+            }
+            Err(e) => return Err(e),
+        };
         let hold_until = ts(row.try_get(0)?);
         let inserted = self
             .store
@@ -335,6 +440,15 @@ impl Pg {
     ) -> Result<Reservation> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
+        if action == Action::Pay
+            && let Some(r) = get_in(&tx, id).await?
+            && r.status == Status::Held
+            && let Some(o) = occupant_in(&tx, &r.unit, &r.stay(), Some(&r.id)).await?
+        {
+            let now = db_now(&tx).await?;
+            tx.rollback().await?;
+            return Err(overlap_refusal(&r.unit, &r.stay(), Some(&o), now));
+        }
         let changed = match action {
             Action::Pay => {
                 tx.execute(
@@ -481,6 +595,59 @@ impl Pg {
         .await?;
         tx.commit().await?;
         Ok(d)
+    }
+
+    pub(crate) async fn purge(&self, id: &str) -> Result<Reservation> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let Some(r) = get_in(&tx, id).await? else {
+            tx.rollback().await?;
+            return Err(unknown_reservation(id));
+        };
+        tx.execute(
+            "DELETE FROM reservations.expirations WHERE reservation_id = $1",
+            &[&id],
+        )
+        .await?;
+        tx.execute(
+            "DELETE FROM reservations.reservations WHERE id = $1",
+            &[&id],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(r)
+    }
+
+    pub(crate) async fn recent_lateness(&self, window: Duration) -> Result<RecentLateness> {
+        let client = self.client().await?;
+        let window_ms = millis(window);
+        let row = client
+            .query_one(
+                "SELECT date_trunc('milliseconds', now()),
+                        (SELECT count(*) FROM reservations.expirations
+                          WHERE expired_at >= now() - $1::bigint * interval '1 millisecond'),
+                        (SELECT max(lateness_ms) FROM reservations.expirations
+                          WHERE expired_at >= now() - $1::bigint * interval '1 millisecond'),
+                        (SELECT count(*) FROM reservations.reservations
+                          WHERE status = 'held' AND hold_until <= now()),
+                        (SELECT (extract(epoch FROM (now() - min(hold_until))) * 1000)::bigint
+                           FROM reservations.reservations
+                          WHERE status = 'held' AND hold_until <= now())",
+                &[&window_ms],
+            )
+            .await?;
+        let count = |i: usize| -> Result<u64> {
+            let n: i64 = row.try_get(i)?;
+            Ok(u64::try_from(n).unwrap_or(0))
+        };
+        Ok(RecentLateness {
+            at: ts(row.try_get(0)?),
+            window,
+            expired: count(1)?,
+            max_expired_ms: row.try_get(2)?,
+            overdue: count(3)?,
+            max_overdue_ms: row.try_get(4)?,
+        })
     }
 
     pub(crate) async fn get(&self, id: &str) -> Result<Option<Reservation>> {

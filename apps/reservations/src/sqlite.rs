@@ -16,8 +16,9 @@ use errand::{Clock, SqliteOptions, SqliteStore, Timestamp};
 
 use crate::app::{
     APP_HISTORY_TABLE, APP_SCHEMA_VERSION, Action, AuditEntry, AuditRow, Decision, ExpiryRun,
-    Figures, InitReport, Reservation, SEED_UNITS, Status, changed_detail, expiry_job,
-    expiry_job_id, refusal, unknown_reservation, unknown_unit,
+    Figures, InitReport, LegacyOverlap, Occupant, RecentLateness, Reservation, SEED_UNITS, Status,
+    Stay, StayRequest, changed_detail, expiry_job, expiry_job_id, iso_date, legacy_overlap_refusal,
+    overlap_refusal, parse_date, refusal, unknown_reservation, unknown_unit,
 };
 use crate::error::{Error, Result};
 
@@ -29,7 +30,8 @@ const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
 
 const COLUMNS: &str = "r.id, r.unit_id, r.guest, r.status, r.hold_until, r.generation, r.created_at, \
      r.paid_at, r.cancelled_at, r.expired_at, \
-     (SELECT e.lateness_ms FROM expirations e WHERE e.reservation_id = r.id ORDER BY e.expired_at DESC LIMIT 1)";
+     (SELECT e.lateness_ms FROM expirations e WHERE e.reservation_id = r.id ORDER BY e.expired_at DESC LIMIT 1), \
+     r.stay_from, r.stay_to";
 
 /// The SQLite backend.
 #[derive(Clone, Debug)]
@@ -186,10 +188,15 @@ pub(crate) fn init(path: &Path) -> Result<InitReport> {
     let mut conn = Connection::open(path)?;
     conn.busy_timeout(Duration::from_secs(5))?;
     conn.execute_batch("PRAGMA foreign_keys = ON")?;
-    if let Some(v) = app_schema_version(&conn)?
-        && v > APP_SCHEMA_VERSION
-    {
-        return Err(too_new(path, v));
+    match app_schema_version(&conn)? {
+        Some(v) if v > APP_SCHEMA_VERSION => return Err(too_new(path, v)),
+        Some(1) => {
+            let found = legacy_overlaps(&conn)?;
+            if !found.is_empty() {
+                return Err(legacy_overlap_refusal(&found));
+            }
+        }
+        _ => {}
     }
     embedded::migrations::runner()
         .set_migration_table_name(APP_HISTORY_TABLE)
@@ -215,6 +222,32 @@ pub(crate) fn init(path: &Path) -> Result<InitReport> {
     })
 }
 
+/// On a database of schema version 1 (no stays): the held or paid
+/// reservations that would share a night once each gets the night of the
+/// day it was made.
+fn legacy_overlaps(conn: &Connection) -> Result<Vec<LegacyOverlap>> {
+    let mut stmt = conn.prepare(
+        "SELECT unit_id, date(created_at / 1000, 'unixepoch') AS night, group_concat(id, ' ')
+         FROM reservations WHERE status IN ('held', 'paid')
+         GROUP BY unit_id, night HAVING count(*) > 1
+         ORDER BY unit_id, night LIMIT 100",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, String>(2)?,
+        ))
+    })?;
+    rows.map(|row| {
+        let (unit, night, ids) = row?;
+        let mut ids: Vec<String> = ids.split(' ').map(str::to_owned).collect();
+        ids.sort();
+        Ok(LegacyOverlap { unit, night, ids })
+    })
+    .collect()
+}
+
 fn units_in(conn: &Connection) -> Result<Vec<String>> {
     let mut stmt = conn.prepare_cached("SELECT id FROM units ORDER BY id")?;
     let rows = stmt.query_map([], |r| r.get(0))?;
@@ -236,6 +269,8 @@ struct Raw {
     cancelled_at: Option<i64>,
     expired_at: Option<i64>,
     lateness_ms: Option<i64>,
+    stay_from: String,
+    stay_to: String,
 }
 
 fn raw(r: &Row<'_>) -> rusqlite::Result<Raw> {
@@ -251,7 +286,15 @@ fn raw(r: &Row<'_>) -> rusqlite::Result<Raw> {
         cancelled_at: r.get(8)?,
         expired_at: r.get(9)?,
         lateness_ms: r.get(10)?,
+        stay_from: r.get(11)?,
+        stay_to: r.get(12)?,
     })
+}
+
+/// A stored `YYYY-MM-DD` date.
+fn stored_date(id: &str, s: &str) -> Result<time::Date> {
+    parse_date(s)
+        .map_err(|e| Error::Database(format!("reservation `{id}` has a bad stay date: {e}")))
 }
 
 impl Raw {
@@ -259,6 +302,8 @@ impl Raw {
         let ts = Timestamp::from_millis;
         Ok(Reservation {
             job_id: expiry_job_id(&self.id, self.generation),
+            stay_from: stored_date(&self.id, &self.stay_from)?,
+            stay_to: stored_date(&self.id, &self.stay_to)?,
             id: self.id,
             unit: self.unit,
             guest: self.guest,
@@ -282,6 +327,49 @@ fn get_in(conn: &Connection, id: &str) -> Result<Option<Reservation>> {
     .optional()?
     .map(Raw::into_reservation)
     .transpose()
+}
+
+/// The held or paid reservation of `unit` that shares a night with `stay`
+/// (other than `except`), if any.
+fn occupant_in(
+    conn: &Connection,
+    unit: &str,
+    stay: &Stay,
+    except: Option<&str>,
+) -> Result<Option<Occupant>> {
+    let found = conn
+        .prepare_cached(
+            "SELECT id, status, stay_from, stay_to, hold_until FROM reservations
+             WHERE unit_id = ?1 AND status IN ('held', 'paid')
+               AND stay_from < ?3 AND ?2 < stay_to AND id IS NOT ?4
+             ORDER BY stay_from, id LIMIT 1",
+        )?
+        .query_row(
+            params![unit, iso_date(stay.from), iso_date(stay.to), except],
+            |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, i64>(4)?,
+                ))
+            },
+        )
+        .optional()?;
+    found
+        .map(|(id, status, from, to, hold_until)| {
+            Ok(Occupant {
+                status: Status::parse(&status)?,
+                stay: Stay {
+                    from: stored_date(&id, &from)?,
+                    to: stored_date(&id, &to)?,
+                },
+                hold_until: Timestamp::from_millis(hold_until),
+                id,
+            })
+        })
+        .transpose()
 }
 
 /// Makes this store's transaction fail the way a busy database does: a
@@ -435,6 +523,7 @@ impl Sqlite {
         &self,
         unit: &str,
         guest: &str,
+        stay: StayRequest,
         window: Duration,
     ) -> Result<Reservation> {
         let (unit, guest) = (unit.to_owned(), guest.to_owned());
@@ -447,13 +536,28 @@ impl Sqlite {
                 if known.is_none() {
                     return Err(unknown_unit(&unit, &units_in(conn)?));
                 }
+                let stay = stay.resolve(now)?;
+                // Inside the write lock (BEGIN IMMEDIATE): nobody else can
+                // take the nights between this check and the insert. The
+                // trigger is the backstop for writers that skip the check.
+                if let Some(o) = occupant_in(conn, &unit, &stay, None)? {
+                    return Err(overlap_refusal(&unit, &stay, Some(&o), now));
+                }
                 let id = uuid::Uuid::now_v7().to_string();
                 let hold_until = now.plus(window);
                 conn.prepare_cached(
-                    "INSERT INTO reservations (id, unit_id, guest, status, hold_until, generation, created_at)
-                     VALUES (?1, ?2, ?3, 'held', ?4, 1, ?5)",
+                    "INSERT INTO reservations (id, unit_id, guest, status, hold_until, generation, created_at, stay_from, stay_to)
+                     VALUES (?1, ?2, ?3, 'held', ?4, 1, ?5, ?6, ?7)",
                 )?
-                .execute(params![id, unit, guest, hold_until.as_millis(), now.as_millis()])?;
+                .execute(params![
+                    id,
+                    unit,
+                    guest,
+                    hold_until.as_millis(),
+                    now.as_millis(),
+                    iso_date(stay.from),
+                    iso_date(stay.to)
+                ])?;
                 let inserted = errand::sqlite::enqueue_in(conn, &expiry_job(&id, 1, hold_until)?, now)?;
                 if !inserted.created {
                     return Err(Error::Invalid(format!(
@@ -490,6 +594,13 @@ impl Sqlite {
                     }
                 };
                 let by_ms = by.map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+                if action == Action::Pay
+                    && let Some(r) = get_in(conn, &id)?
+                    && r.status == Status::Held
+                    && let Some(o) = occupant_in(conn, &r.unit, &r.stay(), Some(&r.id))?
+                {
+                    return Err(overlap_refusal(&r.unit, &r.stay(), Some(&o), now));
+                }
                 let mut stmt = conn.prepare_cached(sql)?;
                 let changed = if action == Action::Extend {
                     stmt.execute(named_params! {":now": now.as_millis(), ":id": id, ":by": by_ms})?
@@ -516,6 +627,47 @@ impl Sqlite {
                 Ok(r)
             })
             .await
+    }
+
+    pub(crate) async fn purge(&self, id: &str) -> Result<Reservation> {
+        let id = id.to_owned();
+        self.store
+            .write(move |conn, _now| {
+                let r = get_in(conn, &id)?.ok_or_else(|| unknown_reservation(&id))?;
+                conn.prepare_cached("DELETE FROM expirations WHERE reservation_id = ?1")?
+                    .execute([&id])?;
+                conn.prepare_cached("DELETE FROM reservations WHERE id = ?1")?
+                    .execute([&id])?;
+                Ok(r)
+            })
+            .await
+    }
+
+    pub(crate) async fn recent_lateness(&self, window: Duration) -> Result<RecentLateness> {
+        let now = self.store.now();
+        self.read(move |c| {
+            let since = now.minus(window);
+            let (expired, max_expired_ms): (i64, Option<i64>) = c
+                .prepare_cached(
+                    "SELECT count(*), max(lateness_ms) FROM expirations WHERE expired_at >= ?1",
+                )?
+                .query_row([since.as_millis()], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            let (overdue, oldest): (i64, Option<i64>) = c
+                .prepare_cached(
+                    "SELECT count(*), min(hold_until) FROM reservations
+                     WHERE status = 'held' AND hold_until <= ?1",
+                )?
+                .query_row([now.as_millis()], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            Ok(RecentLateness {
+                at: now,
+                window,
+                expired: u64::try_from(expired).unwrap_or(0),
+                max_expired_ms,
+                overdue: u64::try_from(overdue).unwrap_or(0),
+                max_overdue_ms: oldest.map(|t| now.as_millis().saturating_sub(t)),
+            })
+        })
+        .await
     }
 
     pub(crate) async fn expire(&self, run: ExpiryRun) -> Result<Decision> {

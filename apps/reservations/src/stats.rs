@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -16,7 +17,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 use serde::Serialize;
 
-use crate::app::{Figures, Status};
+use crate::app::{Figures, RecentLateness, Status};
 use crate::error::{Error, Result};
 
 /// The outcomes `stats` always reports, even at zero.
@@ -127,6 +128,89 @@ impl fmt::Display for Stats {
             .collect();
         writeln!(f, "reservations: {}", statuses.join(" "))?;
         write!(f, "dead expiry jobs: {}", self.dead_jobs)
+    }
+}
+
+/// The verdict of `stats --check --max-lateness`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct LatenessCheck {
+    /// No threshold is crossed.
+    pub ok: bool,
+    /// The threshold, in milliseconds.
+    pub max_lateness_ms: u64,
+    /// One line per crossing.
+    pub crossed: Vec<String>,
+    /// What was compared.
+    pub lateness: RecentLateness,
+}
+
+fn human_ms(ms: i64) -> String {
+    humantime::format_duration(Duration::from_millis(u64::try_from(ms).unwrap_or(0))).to_string()
+}
+
+/// Compares the recent lateness with `max`. Crossed (strictly above) when
+/// a hold expired in the window more than `max` after its deadline, or when
+/// a hold still held is more than `max` past its deadline (no worker has
+/// expired it: the alert also fires while the expiry is stuck, not only
+/// once it finally happens).
+pub fn check_lateness(l: &RecentLateness, max: Duration) -> LatenessCheck {
+    let max_ms = i64::try_from(max.as_millis()).unwrap_or(i64::MAX);
+    let window = humantime::format_duration(l.window);
+    let shown_max = humantime::format_duration(max);
+    let mut crossed = Vec::new();
+    if let Some(worst) = l.max_expired_ms
+        && worst > max_ms
+    {
+        crossed.push(format!(
+            "lateness: a hold expired {} after its deadline in the last {window} (the latest of {} expiries), above --max-lateness {shown_max}",
+            human_ms(worst),
+            l.expired
+        ));
+    }
+    if let Some(worst) = l.max_overdue_ms
+        && worst > max_ms
+    {
+        crossed.push(format!(
+            "lateness: {} hold(s) are past their deadline and not expired, the oldest by {}, above --max-lateness {shown_max} (is an expiry worker running?)",
+            l.overdue,
+            human_ms(worst)
+        ));
+    }
+    LatenessCheck {
+        ok: crossed.is_empty(),
+        max_lateness_ms: u64::try_from(max.as_millis()).unwrap_or(u64::MAX),
+        crossed,
+        lateness: l.clone(),
+    }
+}
+
+impl fmt::Display for LatenessCheck {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !self.ok {
+            let lines: Vec<String> = self
+                .crossed
+                .iter()
+                .map(|c| format!("CROSSED {c}"))
+                .collect();
+            return f.write_str(&lines.join("\n"));
+        }
+        let l = &self.lateness;
+        let expired = l.max_expired_ms.map_or_else(
+            || "none".to_owned(),
+            |ms| format!("the latest {} after its deadline", human_ms(ms)),
+        );
+        let overdue = l.max_overdue_ms.map_or_else(
+            || "none".to_owned(),
+            |ms| format!("the oldest by {}", human_ms(ms)),
+        );
+        write!(
+            f,
+            "ok: {} expiries in the last {} ({expired}); {} hold(s) past their deadline ({overdue}); none above --max-lateness {}",
+            l.expired,
+            humantime::format_duration(l.window),
+            l.overdue,
+            humantime::format_duration(Duration::from_millis(self.max_lateness_ms))
+        )
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use errand::{ManualClock, Timestamp};
-use reservations::app::{App, Status};
+use reservations::app::{App, Status, StayRequest};
 use reservations::expiry::{WorkOptions, work_once};
 
 const T0: Timestamp = Timestamp::from_millis(1_767_225_600_000);
@@ -26,7 +26,12 @@ async fn a_retry_moves_only_the_delivery_time_and_lateness_counts_it() {
     let clock = ManualClock::new(T0);
     let (_dir, app) = app_at(&clock).await;
     let r = app
-        .hold("unit-101", "Ada", Duration::from_secs(60))
+        .hold(
+            "unit-101",
+            "Ada",
+            StayRequest::tonight(),
+            Duration::from_secs(60),
+        )
         .await
         .unwrap();
     assert_eq!(r.hold_until, T0.plus(Duration::from_secs(60)));
@@ -82,7 +87,12 @@ async fn an_extension_makes_the_old_job_report_changed_and_the_new_one_expire_on
     let clock = ManualClock::new(T0);
     let (_dir, app) = app_at(&clock).await;
     let r = app
-        .hold("unit-101", "Ada", Duration::from_secs(60))
+        .hold(
+            "unit-101",
+            "Ada",
+            StayRequest::tonight(),
+            Duration::from_secs(60),
+        )
         .await
         .unwrap();
     clock.advance(Duration::from_secs(30));
@@ -118,7 +128,12 @@ async fn pay_and_extend_are_refused_from_the_deadline_on() {
     let clock = ManualClock::new(T0);
     let (_dir, app) = app_at(&clock).await;
     let r = app
-        .hold("unit-101", "Ada", Duration::from_secs(60))
+        .hold(
+            "unit-101",
+            "Ada",
+            StayRequest::tonight(),
+            Duration::from_secs(60),
+        )
         .await
         .unwrap();
     clock.advance(Duration::from_secs(60));

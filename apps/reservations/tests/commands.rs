@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used)]
-//! The command table of SPEC §6 on both backends: init, hold, pay, extend,
+//! The command table on both backends: init, hold, pay, extend,
 //! cancel, list and stats; refused transitions exit non-zero with a clear
 //! message and write nothing; bad input is named.
 

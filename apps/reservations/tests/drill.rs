@@ -19,7 +19,12 @@ fn a_worker_killed_mid_handler_is_replaced_and_each_expiry_happens_once(db: Db) 
     let db = db.init();
     let holds: Vec<(String, String)> = (0..HOLDS)
         .map(|i| {
-            let r = hold(&db, ["unit-101", "unit-102", "unit-201"][i % 3], "100ms");
+            let r = hold_night(
+                &db,
+                ["unit-101", "unit-102", "unit-201"][i % 3],
+                "100ms",
+                i as i64,
+            );
             (
                 r["id"].as_str().unwrap().to_owned(),
                 r["job_id"].as_str().unwrap().to_owned(),

@@ -187,11 +187,15 @@ fn an_invalid_payload_is_dead_at_once(db: Db) {
 
 fn a_database_timeout_is_retried_later_and_never_moves_the_deadline(db: Db) {
     let db = db.init();
-    for (flags, env) in [
-        (vec!["--simulate-db-timeout"], vec![]),
-        (vec![], vec![("RESERVATIONS_SIMULATE_DB_TIMEOUT", "true")]),
+    for (unit, flags, env) in [
+        ("unit-101", vec!["--simulate-db-timeout"], vec![]),
+        (
+            "unit-102",
+            vec![],
+            vec![("RESERVATIONS_SIMULATE_DB_TIMEOUT", "true")],
+        ),
     ] {
-        let r = hold(&db, "unit-101", "1ms");
+        let r = hold(&db, unit, "1ms");
         let id = r["id"].as_str().unwrap();
         let job_id = r["job_id"].as_str().unwrap();
         let before = now_ms();
@@ -215,7 +219,10 @@ fn a_database_timeout_is_retried_later_and_never_moves_the_deadline(db: Db) {
         let j = job(&db, job_id);
         assert_eq!(j["state"], "ready");
         assert_eq!(j["attempts"], 1);
-        assert_eq!(j["last_error_class"], "retryable");
+        assert_eq!(
+            j["last_error_class"], "timeout",
+            "a database timeout is retried under its own class"
+        );
         assert_eq!(j["available_at"], w["available_at"]);
         // Only the delivery time moved: the business deadline, in the
         // reservation and in the job's payload, is the one the hold made.

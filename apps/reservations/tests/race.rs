@@ -15,7 +15,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::*;
-use reservations::app::{App, Status};
+use reservations::app::{App, Status, StayRequest};
 use serde_json::Value;
 
 both!(pay_races_expiry_and_every_trial_ends_in_exactly_one);
@@ -29,6 +29,13 @@ struct Trial {
     offset_ms: i64,
     paid: bool,
     refusal: Option<String>,
+}
+
+/// The `i`-th night from 2099-01-01.
+fn night(i: u64) -> StayRequest {
+    let first = reservations::app::parse_date("2099-01-01").unwrap();
+    let from = first + time::Duration::days(i as i64);
+    StayRequest::dates(from, from + time::Duration::days(1))
 }
 
 fn now_ms() -> i64 {
@@ -60,8 +67,10 @@ fn pay_races_expiry_and_every_trial_ends_in_exactly_one(db: Db) {
                     // Stagger the trials so the worker is never far behind.
                     tokio::time::sleep(Duration::from_millis(i * 15)).await;
                     let unit = UNITS[(i % 4) as usize];
+                    // A night of its own: two holds of one unit may not
+                    // share one.
                     let r = app
-                        .hold(unit, "Racer", Duration::from_millis(40))
+                        .hold(unit, "Racer", night(i), Duration::from_millis(40))
                         .await
                         .unwrap();
                     // Fire the payment at the deadline plus −10…+15 ms.

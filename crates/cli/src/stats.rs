@@ -8,7 +8,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use errand::{Counts, Error, Name, Stats, StatsRequest, Store};
+use errand::{
+    Counts, Error, JobFilter, JobId, JobState, Name, Stats, StatsRequest, Store, Timestamp,
+};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::exit::{self, Failure};
@@ -74,6 +76,12 @@ pub struct Limits {
     /// With --check: the most running jobs of a queue whose lease expired.
     #[arg(long, requires = "check")]
     max_expired_leases: Option<u64>,
+    /// With --check: the latest a job with a business deadline may finish
+    /// after it (the largest lateness in the window), and the longest an
+    /// unfinished one may be past it.
+    #[arg(long, requires = "check", value_parser = crate::parse_duration)]
+    #[serde(default, deserialize_with = "duration")]
+    max_lateness: Option<Duration>,
 }
 
 impl Limits {
@@ -86,6 +94,7 @@ impl Limits {
             max_dead_letters: self.max_dead_letters.or(other.max_dead_letters),
             max_retries: self.max_retries.or(other.max_retries),
             max_expired_leases: self.max_expired_leases.or(other.max_expired_leases),
+            max_lateness: self.max_lateness.or(other.max_lateness),
         }
     }
 
@@ -112,6 +121,7 @@ impl Limits {
             self.max_dead_letters,
             self.max_retries,
             self.max_expired_leases,
+            self.max_lateness.map(|_| 0),
         ]
         .iter()
         .flatten()
@@ -135,6 +145,8 @@ struct ConfigFile {
     max_dead_letters: Option<u64>,
     max_retries: Option<u64>,
     max_expired_leases: Option<u64>,
+    #[serde(default, deserialize_with = "duration")]
+    max_lateness: Option<Duration>,
     /// Per queue: replaces the top level's thresholds for that queue.
     #[serde(default)]
     queues: BTreeMap<String, Limits>,
@@ -174,6 +186,7 @@ impl ConfigFile {
             max_dead_letters: self.max_dead_letters,
             max_retries: self.max_retries,
             max_expired_leases: self.max_expired_leases,
+            max_lateness: self.max_lateness,
         }
     }
 }
@@ -212,12 +225,120 @@ impl Thresholds {
         self.flags.or(&file)
     }
 
+    /// Whether any queue has a lateness threshold (lateness is read only
+    /// then: it lists jobs).
+    fn wants_lateness(&self) -> bool {
+        [&self.flags, &self.top]
+            .into_iter()
+            .chain(self.queues.values())
+            .any(|l| l.max_lateness.is_some())
+    }
+
     fn is_empty(&self) -> bool {
         self.flags.count() == 0
             && self.top.count() == 0
             && self.queues.values().all(|q| q.count() == 0)
             && self.max_since_worker_cycle.is_none()
     }
+}
+
+/// One queue's lateness against business deadlines: of the jobs with a
+/// deadline, those that finished (`done`) in the window, and those not
+/// finished yet (`ready` or `running`) whose deadline has passed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+struct QueueLateness {
+    /// Jobs with a deadline that finished in the window.
+    finished: u64,
+    /// The largest `finished_at - deadline` among them (zero when on
+    /// time), in milliseconds.
+    max_finished_ms: Option<u64>,
+    /// Unfinished jobs past their deadline now.
+    overdue: u64,
+    /// How far past its deadline the oldest of them is, in milliseconds.
+    max_overdue_ms: Option<u64>,
+}
+
+/// Lateness by queue, and whether a listing stopped at the cap (the
+/// figures then cover the oldest jobs of that state only).
+#[derive(Debug, Default, Serialize)]
+struct Lateness {
+    queues: BTreeMap<String, QueueLateness>,
+    truncated: Vec<String>,
+}
+
+/// Lists up to `cap` jobs of `filter`, page by page.
+async fn list_capped(
+    store: &dyn Store,
+    mut filter: JobFilter,
+    cap: u32,
+) -> Result<(Vec<errand::Job>, bool), Error> {
+    let mut jobs = Vec::new();
+    loop {
+        let left = cap.saturating_sub(u32::try_from(jobs.len()).unwrap_or(u32::MAX));
+        if left == 0 {
+            return Ok((jobs, true));
+        }
+        filter.limit = Some(left.min(10_000));
+        let page = store.list(&filter).await?;
+        let full = page.len() == filter.effective_limit() as usize;
+        let last: Option<JobId> = page.last().map(|j| j.id.clone());
+        jobs.extend(page);
+        match last {
+            Some(id) if full => filter.after = Some(id),
+            _ => return Ok((jobs, false)),
+        }
+    }
+}
+
+/// Reads the lateness of every queue: the `done` jobs changed in the
+/// window, and every `ready` and `running` job (each state up to `cap`).
+async fn read_lateness(
+    store: &dyn Store,
+    at: Timestamp,
+    window: Duration,
+    cap: u32,
+) -> Result<Lateness, Error> {
+    let mut out = Lateness::default();
+    let since = at.minus(window);
+    let done = JobFilter {
+        state: Some(JobState::Done),
+        updated_since: Some(since),
+        ..JobFilter::default()
+    };
+    let (jobs, cut) = list_capped(store, done, cap).await?;
+    if cut {
+        out.truncated.push("done".to_owned());
+    }
+    for j in &jobs {
+        let (Some(deadline), Some(finished)) = (j.deadline, j.finished_at) else {
+            continue;
+        };
+        if finished < since {
+            continue;
+        }
+        let q = out.queues.entry(j.queue.to_string()).or_default();
+        q.finished += 1;
+        q.max_finished_ms = q.max_finished_ms.max(Some(ms(finished.since(deadline))));
+    }
+    for state in [JobState::Ready, JobState::Running] {
+        let filter = JobFilter {
+            state: Some(state),
+            ..JobFilter::default()
+        };
+        let (jobs, cut) = list_capped(store, filter, cap).await?;
+        if cut {
+            out.truncated.push(state.as_str().to_owned());
+        }
+        for j in &jobs {
+            let Some(deadline) = j.deadline.filter(|d| *d < at) else {
+                continue;
+            };
+            let q = out.queues.entry(j.queue.to_string()).or_default();
+            q.overdue += 1;
+            q.max_overdue_ms = q.max_overdue_ms.max(Some(ms(at.since(deadline))));
+        }
+    }
+    Ok(out)
 }
 
 /// One crossed threshold.
@@ -245,15 +366,21 @@ struct CheckReport<'a> {
     checked: usize,
     crossed: &'a [Crossed],
     stats: &'a Stats,
+    /// Lateness by queue, when a lateness threshold was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lateness: Option<&'a Lateness>,
 }
 
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn evaluate(stats: &Stats, t: &Thresholds) -> (Vec<Crossed>, usize) {
+fn evaluate(stats: &Stats, t: &Thresholds, lateness: Option<&Lateness>) -> (Vec<Crossed>, usize) {
     let mut crossed = Vec::new();
     let mut checked = 0;
+    if let Some(lateness) = lateness {
+        checked += evaluate_lateness(stats, t, lateness, &mut crossed);
+    }
     for q in &stats.queues {
         let limits = t.for_queue(q.queue.as_str());
         let c = &q.counts;
@@ -342,6 +469,76 @@ fn evaluate(stats: &Stats, t: &Thresholds) -> (Vec<Crossed>, usize) {
     (crossed, checked)
 }
 
+/// Compares each queue's lateness (every queue with waiting, running or
+/// dead jobs, or with a job that has a deadline) with its `max_lateness`.
+fn evaluate_lateness(
+    stats: &Stats,
+    t: &Thresholds,
+    lateness: &Lateness,
+    crossed: &mut Vec<Crossed>,
+) -> usize {
+    let mut queues: BTreeMap<&str, Option<&QueueLateness>> = stats
+        .queues
+        .iter()
+        .map(|q| (q.queue.as_str(), None))
+        .collect();
+    for (name, l) in &lateness.queues {
+        queues.insert(name.as_str(), Some(l));
+    }
+    let cut = if lateness.truncated.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " (read from the oldest {} {} jobs only; raise --cap to read further)",
+            stats.cap,
+            lateness.truncated.join("/")
+        )
+    };
+    let mut checked = 0;
+    for (name, l) in queues {
+        let Some(max) = t.for_queue(name).max_lateness else {
+            continue;
+        };
+        checked += 1;
+        let Some(l) = l else { continue };
+        let Ok(queue) = Name::parse("queue", name) else {
+            continue;
+        };
+        let shown_max = humantime::format_duration(max);
+        if let Some(late) = l.max_finished_ms
+            && late > ms(max)
+        {
+            crossed.push(Crossed {
+                queue: Some(queue.clone()),
+                threshold: "max_lateness",
+                value: Some(late),
+                max: ms(max),
+                message: format!(
+                    "queue {name}: a job finished {} after its deadline in the window (the latest of {} with a deadline), above max_lateness = {shown_max}{cut}",
+                    age(late),
+                    l.finished
+                ),
+            });
+        }
+        if let Some(late) = l.max_overdue_ms
+            && late > ms(max)
+        {
+            crossed.push(Crossed {
+                queue: Some(queue),
+                threshold: "max_lateness",
+                value: Some(late),
+                max: ms(max),
+                message: format!(
+                    "queue {name}: {} unfinished job(s) are past their deadline, the oldest by {}, above max_lateness = {shown_max}{cut}",
+                    l.overdue,
+                    age(late)
+                ),
+            });
+        }
+    }
+    checked
+}
+
 /// `errand stats`.
 pub async fn run(store: &dyn Store, a: StatsArgs) -> Result<ExitCode, Failure> {
     let file = match &a.config {
@@ -356,7 +553,7 @@ pub async fn run(store: &dyn Store, a: StatsArgs) -> Result<ExitCode, Failure> {
     };
     if a.check && thresholds.is_empty() {
         return Err(Failure::Usage(
-            "--check has no threshold to check: give --max-ready, --max-oldest-due, --max-dead, --max-dead-letters, --max-retries, --max-expired-leases or --max-since-worker-cycle, or --config FILE with some (docs/cli.md)".to_owned(),
+            "--check has no threshold to check: give --max-ready, --max-oldest-due, --max-dead, --max-dead-letters, --max-retries, --max-expired-leases, --max-lateness or --max-since-worker-cycle, or --config FILE with some (docs/cli.md)".to_owned(),
         ));
     }
     // A count stops just past the cap: a threshold at or above it could
@@ -387,13 +584,19 @@ pub async fn run(store: &dyn Store, a: StatsArgs) -> Result<ExitCode, Failure> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let (crossed, checked) = evaluate(&stats, &thresholds);
+    let lateness = if thresholds.wants_lateness() {
+        Some(read_lateness(store, stats.at, req.window, a.cap).await?)
+    } else {
+        None
+    };
+    let (crossed, checked) = evaluate(&stats, &thresholds, lateness.as_ref());
     if a.json {
         output::json(&CheckReport {
             ok: crossed.is_empty(),
             checked,
             crossed: &crossed,
             stats: &stats,
+            lateness: lateness.as_ref(),
         })?;
     } else if crossed.is_empty() {
         println!(
@@ -581,5 +784,14 @@ mod tests {
         assert!(toml::from_str::<ConfigFile>("max_deadd = 1\n").is_err());
         assert!(toml::from_str::<ConfigFile>("[queues.mail]\nmax_ready = -1\n").is_err());
         assert!(toml::from_str::<ConfigFile>("max_oldest_due = \"soon\"\n").is_err());
+        let file: ConfigFile =
+            toml::from_str("max_lateness = \"2m\"\n[queues.mail]\nmax_lateness = \"10s\"\n")
+                .expect("valid");
+        assert_eq!(file.top().max_lateness, Some(Duration::from_secs(120)));
+        assert_eq!(
+            file.queues["mail"].max_lateness,
+            Some(Duration::from_secs(10))
+        );
+        assert!(toml::from_str::<ConfigFile>("max_lateness = 5\n").is_err());
     }
 }

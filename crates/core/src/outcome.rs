@@ -103,6 +103,14 @@ pub enum Outcome {
     /// The handler ran past its deadline: a retryable failure of its own
     /// class.
     Timeout,
+    /// Something the handler waited for (a database, a remote service) did
+    /// not answer in time: a retryable failure recorded under the `timeout`
+    /// class with the handler's own message, so retries by class tell
+    /// timeouts apart from other failures.
+    TimedOut {
+        /// What timed out.
+        error: String,
+    },
     /// The handler already acknowledged the job itself, inside the same
     /// database transaction as its own writes (transactional completion:
     /// `errand_sqlite::complete_in`, `PgStore::complete_in`). The fence still
@@ -122,6 +130,14 @@ impl Outcome {
     /// A permanent failure.
     pub fn permanent(error: impl fmt::Display) -> Self {
         Outcome::Permanent {
+            error: error.to_string(),
+        }
+    }
+
+    /// A retryable failure of class `timeout`: what the handler waited for
+    /// did not answer in time.
+    pub fn timed_out(error: impl fmt::Display) -> Self {
+        Outcome::TimedOut {
             error: error.to_string(),
         }
     }
@@ -153,6 +169,9 @@ impl Outcome {
                 error: storable_text(error),
             },
             Outcome::Permanent { error } => Outcome::Permanent {
+                error: storable_text(error),
+            },
+            Outcome::TimedOut { error } => Outcome::TimedOut {
                 error: storable_text(error),
             },
             Outcome::Cancel { reason } => Outcome::Cancel {

@@ -550,6 +550,14 @@ pub(crate) async fn settle(
                 .await
                 .map(|job| record_failure(&mut report, &job))
         }
+        Outcome::TimedOut { error } => {
+            report.error = Some(error.clone());
+            let f = failure(error, ErrorClass::Timeout, None);
+            store
+                .fail(lease, f)
+                .await
+                .map(|job| record_failure(&mut report, &job))
+        }
         Outcome::RetryAt { error, at } => {
             report.error = Some(error.clone());
             let f = failure(error, ErrorClass::Retryable, Some(RetryAt::At(at)));

@@ -63,6 +63,7 @@ async fn a_lost_lease_stops_the_command_and_its_settlement_is_refused() {
         queues: Vec::new(),
         limit: 1,
         lease: Duration::from_secs(7200),
+        rate: None,
     };
     let taken = store.claim(&req).await.unwrap();
     assert_eq!(taken.len(), 1, "another worker takes the expired job over");

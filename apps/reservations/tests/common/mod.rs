@@ -236,6 +236,33 @@ pub fn hold(db: &Db, unit: &str, window: &str) -> Value {
     ])
 }
 
+/// Holds `unit` for a guest for one night, `nights_ahead` nights from
+/// 2099-01-01 (two holds of one unit may not share a night); returns the
+/// reservation.
+pub fn hold_night(db: &Db, unit: &str, window: &str, nights_ahead: i64) -> Value {
+    let from =
+        reservations::app::parse_date("2099-01-01").unwrap() + time::Duration::days(nights_ahead);
+    let to = from + time::Duration::days(1);
+    let (from, to) = (
+        reservations::app::iso_date(from),
+        reservations::app::iso_date(to),
+    );
+    json(&[
+        "hold",
+        db.arg(),
+        "--unit",
+        unit,
+        "--guest",
+        "Test Guest",
+        "--window",
+        window,
+        "--from",
+        &from,
+        "--to",
+        &to,
+    ])
+}
+
 /// Every reservation.
 pub fn list(db: &Db) -> Vec<Value> {
     json(&["list", db.arg()]).as_array().unwrap().clone()
