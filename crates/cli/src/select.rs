@@ -69,6 +69,7 @@ impl Selection {
                 updated_before: crate::time_arg("until", self.until)?,
                 limit: Some(self.limit),
                 after: None,
+                max_bytes: None,
             };
             return Ok(store.list(&filter).await?);
         }

@@ -52,6 +52,7 @@ pub use outcome::{ErrorClass, MAX_RECORDED_TEXT_BYTES, Outcome, storable_text};
 pub use retry::RetryPolicy;
 pub use step::StepGuard;
 pub use store::{
-    CancelRequest, ClaimRate, ClaimRequest, FailResult, Failure, Inserted, JobFilter, RateBucket,
-    RateLimit, ReplayRequest, RetryAt, Store, SweepReport, WorkSignal, check_recorded_text,
+    CancelRequest, ClaimRate, ClaimRequest, DEFAULT_PAGE_BYTES, FailResult, Failure, Inserted,
+    JobFilter, PageBudget, RateBucket, RateLimit, ReplayRequest, RetryAt, Store, SweepReport,
+    WorkSignal, check_recorded_text, listed_bytes,
 };

@@ -574,7 +574,10 @@ impl Store for PgStore {
     }
 
     async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
-        let client = self.client().await?;
+        let mut client = self.client().await?;
+        if filter.max_bytes.is_some() {
+            return ops::list_within_budget(&mut client, &self.queries, filter).await;
+        }
         ops::list(&client, &self.queries, filter).await
     }
 

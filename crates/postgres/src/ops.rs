@@ -925,23 +925,103 @@ pub(crate) async fn detail(
 
 /// Jobs matching a filter.
 pub(crate) async fn list<C: Conn>(client: &C, q: &Queries, f: &JobFilter) -> Result<Vec<Job>> {
-    let state = f.state.map(JobState::as_str);
-    let queue = f.queue.as_ref().map(Name::as_str);
-    let kind = f.kind.as_ref().map(Name::as_str);
-    let error = f.error_contains.as_deref();
-    let since = f.updated_since.map(to_odt);
-    let before = f.updated_before.map(to_odt);
-    let limit = i64::from(f.effective_limit());
-    let after = f.after.as_ref().map(JobId::as_str);
-    let page = query(
-        client,
-        &q.list,
-        &[
-            &state, &queue, &kind, &error, &since, &before, &limit, &after,
-        ],
-    )
-    .await
-    .and_then(|rows| jobs_from_rows(&rows))?;
+    let args = ListArgs::of(f);
+    let page = query(client, &q.list, &args.params())
+        .await
+        .and_then(|rows| jobs_from_rows(&rows))?;
+    placed(client, q, f, page).await
+}
+
+/// A listing with a byte budget: read through a portal a few rows at a
+/// time, so a page of large payloads stops near its budget instead of
+/// bringing every row up to the limit into memory.
+pub(crate) async fn list_within_budget(
+    client: &mut deadpool_postgres::Object,
+    q: &Queries,
+    f: &JobFilter,
+) -> Result<Vec<Job>> {
+    let tx = client.transaction().await.map_err(map_err)?;
+    let stmt = tx.prepare_cached(&q.list).await.map_err(map_err)?;
+    let args = ListArgs::of(f);
+    let portal = tx.bind(&stmt, &args.params()).await.map_err(map_err)?;
+    let mut budget = f.page_budget();
+    let mut page: Vec<Job> = Vec::new();
+    // Start small; then ask for as many rows as the budget left would hold
+    // at the largest row seen so far (4 to 64).
+    let (mut ask, mut largest, mut spent) = (4_usize, 1_usize, 0_usize);
+    'read: loop {
+        let rows = tx
+            .query_portal(&portal, i32::try_from(ask).unwrap_or(64))
+            .await
+            .map_err(map_err)?;
+        let fetched = rows.len();
+        for job in jobs_from_rows(&rows)? {
+            let bytes = errand_core::listed_bytes(&job);
+            (largest, spent) = (largest.max(bytes), spent + bytes);
+            let full = budget.spend(&job);
+            page.push(job);
+            if full {
+                break 'read;
+            }
+        }
+        if fetched < ask {
+            break;
+        }
+        let left = f.max_bytes.unwrap_or(0).saturating_sub(spent);
+        ask = (left / largest).clamp(4, 64);
+    }
+    tx.commit().await.map_err(map_err)?;
+    placed(client, q, f, page).await
+}
+
+/// The listing statement's parameters.
+struct ListArgs<'a> {
+    state: Option<&'a str>,
+    queue: Option<&'a str>,
+    kind: Option<&'a str>,
+    error: Option<&'a str>,
+    since: Option<OffsetDateTime>,
+    before: Option<OffsetDateTime>,
+    limit: i64,
+    after: Option<&'a str>,
+}
+
+impl<'a> ListArgs<'a> {
+    fn of(f: &'a JobFilter) -> Self {
+        ListArgs {
+            state: f.state.map(JobState::as_str),
+            queue: f.queue.as_ref().map(Name::as_str),
+            kind: f.kind.as_ref().map(Name::as_str),
+            error: f.error_contains.as_deref(),
+            since: f.updated_since.map(to_odt),
+            before: f.updated_before.map(to_odt),
+            limit: i64::from(f.effective_limit()),
+            after: f.after.as_ref().map(JobId::as_str),
+        }
+    }
+
+    fn params(&self) -> [Param<'_>; 8] {
+        [
+            &self.state,
+            &self.queue,
+            &self.kind,
+            &self.error,
+            &self.since,
+            &self.before,
+            &self.limit,
+            &self.after,
+        ]
+    }
+}
+
+/// An empty page after a cursor whose job is gone is an error: the page
+/// cannot be placed.
+async fn placed<C: Conn>(
+    client: &C,
+    q: &Queries,
+    f: &JobFilter,
+    page: Vec<Job>,
+) -> Result<Vec<Job>> {
     if page.is_empty()
         && let Some(after) = &f.after
     {

@@ -452,14 +452,11 @@ async fn list(State(app): State<App>, query: Result<Query<ListQuery>, QueryRejec
         kind: given(q.kind).map(|s| Name::parse("kind", s)).transpose()?,
         limit: Some(limit),
         after: given(q.after).map(JobId::new).transpose()?,
+        max_bytes: Some(errand::core::DEFAULT_PAGE_BYTES),
         ..JobFilter::default()
     };
     let jobs = app.store.list(&filter).await?;
-    let next = if jobs.len() >= limit as usize {
-        jobs.last().map(|j| &j.id)
-    } else {
-        None
-    };
+    let next = filter.next_after(&jobs);
     json(StatusCode::OK, &JobPage { jobs: &jobs, next })
 }
 

@@ -1113,3 +1113,61 @@ async fn an_enqueue_joins_the_requests_trace_unless_the_body_names_one() {
     r.problem(StatusCode::BAD_REQUEST, "invalid");
     assert_eq!(api.count().await, 4);
 }
+
+/// A listing is bounded by bytes as well as rows: however high the limit,
+/// a page ends after the job that spends its byte budget and hands back
+/// `next`, so a page of large payloads stays near 4 MiB instead of growing
+/// with the limit; following `next` lists every job once.
+#[tokio::test]
+async fn a_page_of_large_payloads_stops_at_its_byte_budget_and_hands_back_next() {
+    let api = Api::new();
+    let big = format!(r#"{{"blob":"{}"}}"#, "x".repeat(900 * 1024));
+    for i in 0..10 {
+        let job = errand::NewJob::new("k", errand::Payload::from_json_text(big.clone()).unwrap())
+            .unwrap()
+            .with_id(errand::JobId::new(format!("big-{i}")).unwrap());
+        api.q.store().insert(job).await.unwrap();
+        api.q.advance(Duration::from_millis(1));
+    }
+    let mut seen = Vec::new();
+    let mut uri = "/v1/jobs?limit=10000".to_owned();
+    let mut pages = 0;
+    loop {
+        let response = api
+            .app
+            .clone()
+            .oneshot(
+                Request::get(uri.as_str())
+                    .header(header::HOST, "127.0.0.1")
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let bytes = axum::body::to_bytes(response.into_body(), 64 * 1024 * 1024)
+            .await
+            .unwrap();
+        let budget = errand::core::DEFAULT_PAGE_BYTES;
+        assert!(
+            bytes.len() < budget + 1024 * 1024 + 64 * 1024,
+            "page {pages}: {} bytes for a {budget}-byte budget",
+            bytes.len()
+        );
+        let page: Value = serde_json::from_slice(&bytes).unwrap();
+        pages += 1;
+        for j in page["jobs"].as_array().unwrap() {
+            seen.push(j["id"].as_str().unwrap().to_owned());
+        }
+        match page["next"].as_str() {
+            Some(next) => uri = format!("/v1/jobs?limit=10000&after={next}"),
+            None => break,
+        }
+    }
+    let all: Vec<String> = (0..10).map(|i| format!("big-{i}")).collect();
+    assert_eq!(seen, all);
+    assert!(
+        pages >= 3,
+        "ten 900 KiB payloads take at least 3 pages of 4 MiB: {pages}"
+    );
+}

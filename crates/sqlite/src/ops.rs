@@ -1172,9 +1172,8 @@ pub(crate) fn history(
 
 /// Jobs matching `filter`.
 pub(crate) fn list(conn: &Connection, filter: &JobFilter) -> Result<Vec<Job>> {
-    let page = conn
-        .prepare_cached(LIST)
-        .map_err(map_err)?
+    let mut stmt = conn.prepare_cached(LIST).map_err(map_err)?;
+    let rows = stmt
         .query_map(
             named_params! {
                 ":state": filter.state.map(JobState::as_str),
@@ -1188,9 +1187,18 @@ pub(crate) fn list(conn: &Connection, filter: &JobFilter) -> Result<Vec<Job>> {
             },
             job_from_row,
         )
-        .map_err(map_err)?
-        .collect::<rusqlite::Result<Vec<_>>>()
         .map_err(map_err)?;
+    // Rows are read one by one; a spent byte budget ends the page there.
+    let mut budget = filter.page_budget();
+    let mut page = Vec::new();
+    for job in rows {
+        let job = job.map_err(map_err)?;
+        let full = budget.spend(&job);
+        page.push(job);
+        if full {
+            break;
+        }
+    }
     if page.is_empty()
         && let Some(after) = &filter.after
     {

@@ -173,3 +173,74 @@ pub async fn storable_payloads_round_trip_with_the_same_meaning(
         assert_eq!(meaning(read.payload.as_str()), meaning(text), "{text}");
     }
 }
+
+/// A listing with a byte budget ends its page after the job that spends
+/// the budget — however high the row limit — and the next page, started
+/// after that job, goes on: every job is listed exactly once, and no page
+/// passes the budget by more than one job. Without a budget the row limit
+/// alone applies.
+pub async fn a_byte_budget_ends_a_page_and_the_next_page_resumes(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
+    // Twelve jobs with 300 KiB payloads, a few small ones between them.
+    let big = format!(r#"{{"blob":"{}"}}"#, "x".repeat(300 * 1024));
+    for n in 0..16 {
+        clock.advance(Duration::from_millis(1));
+        let payload = if n % 4 == 3 {
+            "{}".to_owned()
+        } else {
+            big.clone()
+        };
+        let new = errand_core::NewJob {
+            payload: Payload::from_json_text(payload).unwrap(),
+            ..job(&format!("j{n:02}"))
+        };
+        store.insert(new).await.unwrap();
+    }
+    let budget = 1024 * 1024;
+    let mut filter = JobFilter {
+        limit: Some(10_000),
+        max_bytes: Some(budget),
+        ..JobFilter::default()
+    };
+    let (mut seen, mut pages) = (Vec::new(), 0);
+    loop {
+        let page = store.list(&filter).await.unwrap();
+        pages += 1;
+        let bytes: usize = page.iter().map(errand_core::listed_bytes).sum();
+        let last = page.last().map(errand_core::listed_bytes).unwrap_or(0);
+        assert!(
+            bytes - last < budget,
+            "page {pages} went on after its budget was spent: {bytes} bytes"
+        );
+        seen.extend(page.iter().map(|j| j.id.to_string()));
+        match filter.next_after(&page) {
+            Some(next) => filter.after = Some(next.clone()),
+            None => break,
+        }
+        assert!(pages < 20, "paging does not end");
+    }
+    let all: Vec<String> = (0..16).map(|n| format!("j{n:02}")).collect();
+    assert_eq!(seen, all, "every job once, in order");
+    // Each page ends after its fourth 300 KiB job; the last holds one.
+    assert_eq!(pages, 4);
+    // Without a budget, the row limit alone.
+    let rows = store
+        .list(&JobFilter {
+            limit: Some(10_000),
+            ..JobFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 16);
+    // A budget smaller than one job still lists one job per page.
+    let one = store
+        .list(&JobFilter {
+            max_bytes: Some(1),
+            ..JobFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(one.len(), 1);
+}

@@ -102,6 +102,7 @@ macro_rules! conformance_tests {
         $crate::conformance_tests!(@in hostile $make;
             out_of_range_times_and_durations_are_refused_alike,
             storable_payloads_round_trip_with_the_same_meaning,
+            a_byte_budget_ends_a_page_and_the_next_page_resumes,
         );
         $crate::conformance_tests!(@in rates $make;
             an_idle_rate_limited_claim_keeps_the_burst,

@@ -253,6 +253,7 @@ impl ListParams {
             error_contains: self.error.clone(),
             limit: Some(self.limit),
             after: self.after.clone(),
+            max_bytes: Some(errand::core::DEFAULT_PAGE_BYTES),
             ..JobFilter::default()
         }
     }

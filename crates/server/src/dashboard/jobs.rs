@@ -112,16 +112,14 @@ fn filter_form(action: &str, params: &ListParams) -> Markup {
 /// Links to the first and the next page. A full page has a next one (maybe
 /// empty); nothing counts the table.
 fn pager(path: &str, params: &ListParams, jobs: &[Job]) -> Markup {
-    let next = (jobs.len() >= params.limit as usize)
-        .then(|| jobs.last())
-        .flatten();
+    let next = params.filter().next_after(jobs);
     html! {
         nav.pager aria-label="Pages" {
             @if params.after.is_some() {
                 a rel="first" href=(with_query(path, &params.query(None))) { "« first page" }
             }
             @if let Some(last) = next {
-                a rel="next" href=(with_query(path, &params.query(Some(&last.id)))) { "next page »" }
+                a rel="next" href=(with_query(path, &params.query(Some(last)))) { "next page »" }
             }
         }
     }

@@ -1009,3 +1009,27 @@ async fn a_copy_links_the_original_and_the_new_job() {
         page.body
     );
 }
+
+/// The dashboard's listings are bounded by bytes as well as rows: a page of
+/// large payloads ends early and links to the next page.
+#[tokio::test]
+async fn a_listing_of_large_payloads_ends_early_and_links_the_next_page() {
+    let mut b = Browser::new();
+    let big = format!(r#"{{"blob":"{}"}}"#, "x".repeat(900 * 1024));
+    for i in 0..6 {
+        b.insert(&format!("big-{i}"), &big).await;
+    }
+    let p = b.get("/dashboard/jobs").await;
+    p.html(StatusCode::OK);
+    assert!(
+        p.body.contains("big-4") && !p.body.contains("big-5"),
+        "the page ends at its byte budget"
+    );
+    assert!(
+        p.body.contains("rel=\"next\""),
+        "and links to the next page"
+    );
+    let p = b.get("/dashboard/jobs?after=big-4").await;
+    p.html(StatusCode::OK);
+    assert!(p.body.contains("big-5") && !p.body.contains("big-4"));
+}
