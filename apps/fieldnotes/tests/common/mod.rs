@@ -2,6 +2,8 @@
 //! Shared helpers for the process-level tests: a temporary database and the
 //! real `fieldnotes` binary.
 
+pub mod server;
+
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{Command, Output};
