@@ -2,9 +2,17 @@
 //!
 //! It is meant for local tools only: the server binds to 127.0.0.1, every
 //! request carrying an `Origin` header (a browser) is refused with 403
-//! before anything else runs, and so is a `Host` that is not a loopback
-//! name (DNS rebinding). There is no administrative endpoint: jobs are
-//! inspected and replayed only with the local `fieldnotes` command.
+//! before anything else runs, and so is a request addressed to anything
+//! but a loopback name (DNS rebinding): a `Host` that is not one, two
+//! `Host` headers, or an absolute-form target naming another host. The
+//! check is `errand serve`'s own ([`errand_server::http::check_loopback`]).
+//! There is no administrative endpoint: jobs are inspected and replayed
+//! only with the local `fieldnotes` command.
+//!
+//! [`serve`] is `errand serve`'s serving loop ([`errand_server::http::serve`]):
+//! a request head (and an idle kept-alive connection) gets the read timeout,
+//! the body the same time again (408 `request_timeout` past it), and the
+//! number of open connections is bounded.
 //!
 //! Every error has a JSON body `{"error": CODE, "message": TEXT}` with a
 //! stable code.
@@ -20,6 +28,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use errand::SqliteStore;
+use errand_server::http::{BodyTimeout, Limits, check_loopback};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -51,15 +60,14 @@ pub fn router(store: SqliteStore) -> Router {
         .with_state(AppState { store })
 }
 
-/// Serves the API on `listener` until `shutdown` completes.
+/// Serves the API on `listener` under `limits` until `shutdown` completes.
 pub async fn serve(
     store: SqliteStore,
     listener: tokio::net::TcpListener,
+    limits: Limits,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(listener, router(store))
-        .with_graceful_shutdown(shutdown)
-        .await
+) -> Result<(), errand_server::ServeError> {
+    errand_server::http::serve(listener, router(store), limits, shutdown).await
 }
 
 fn json_response(status: StatusCode, body: String) -> Response {
@@ -78,21 +86,8 @@ fn error(status: StatusCode, code: &str, message: &str) -> Response {
     json_response(status, error_body(code, message))
 }
 
-fn is_loopback_host(host: &str) -> bool {
-    let name = if let Some(rest) = host.strip_prefix('[') {
-        // [::1]:port
-        rest.split(']').next().unwrap_or("")
-    } else {
-        host.split(':').next().unwrap_or("")
-    };
-    matches!(
-        name.to_ascii_lowercase().as_str(),
-        "127.0.0.1" | "localhost" | "::1"
-    )
-}
-
-/// Refuses browsers (any `Origin` header) and non-loopback `Host` names
-/// before routing, body limits or handlers run.
+/// Refuses browsers (any `Origin` header) and requests addressed to
+/// anything but loopback before routing, body limits or handlers run.
 async fn refuse_browsers(request: Request, next: Next) -> Response {
     if request.headers().contains_key(header::ORIGIN) {
         return error(
@@ -101,15 +96,14 @@ async fn refuse_browsers(request: Request, next: Next) -> Response {
             "requests from browsers (with an Origin header) are refused; use curl or the fieldnotes command",
         );
     }
-    if let Some(host) = request.headers().get(header::HOST) {
-        let ok = host.to_str().map(is_loopback_host).unwrap_or(false);
-        if !ok {
-            return error(
-                StatusCode::FORBIDDEN,
-                "host_refused",
-                "this API answers only to 127.0.0.1 or localhost",
-            );
-        }
+    if let Err(why) = check_loopback(request.uri(), request.headers()) {
+        return error(
+            StatusCode::FORBIDDEN,
+            "host_refused",
+            &format!(
+                "{why}: this API answers only requests addressed to 127.0.0.1, [::1] or localhost, with one Host header; use http://127.0.0.1:PORT"
+            ),
+        );
     }
     next.run(request).await
 }
@@ -222,6 +216,36 @@ fn answer_response(answer: PayAnswer) -> Response {
     response
 }
 
+/// The answer to a body that could not be read: too slow, too large, or
+/// broken off.
+fn body_refused(rejection: &BytesRejection) -> Response {
+    if let Some(timeout) = BodyTimeout::find(rejection) {
+        let mut response = error(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            &format!(
+                "{timeout}; send the whole request at once (fieldnotes serve --read-timeout sets the limit)"
+            ),
+        );
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        return response;
+    }
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            &format!("the request body is larger than {BODY_LIMIT} bytes"),
+        );
+    }
+    error(
+        StatusCode::BAD_REQUEST,
+        "unreadable_body",
+        &format!("the request body could not be read: {rejection}"),
+    )
+}
+
 async fn create_payment(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -229,20 +253,7 @@ async fn create_payment(
 ) -> Response {
     let body = match body {
         Ok(b) => b,
-        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            return error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
-                &format!("the request body is larger than {BODY_LIMIT} bytes"),
-            );
-        }
-        Err(rejection) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "unreadable_body",
-                &format!("the request body could not be read: {rejection}"),
-            );
-        }
+        Err(rejection) => return body_refused(&rejection),
     };
     if !is_json(&headers) {
         return error(
@@ -284,28 +295,6 @@ async fn create_payment(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_loopback_hosts_are_accepted() {
-        for ok in [
-            "127.0.0.1",
-            "127.0.0.1:4318",
-            "localhost:4318",
-            "LOCALHOST",
-            "[::1]:4318",
-        ] {
-            assert!(is_loopback_host(ok), "{ok}");
-        }
-        for bad in [
-            "example.com",
-            "127.0.0.1.evil.example",
-            "localhost.evil:4318",
-            "",
-            "[::2]:1",
-        ] {
-            assert!(!is_loopback_host(bad), "{bad}");
-        }
-    }
 
     #[test]
     fn json_content_types_are_recognised() {

@@ -4,9 +4,11 @@ use std::io::Write;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use errand_server::http::{DEFAULT_MAX_CONNECTIONS, Limits};
 use fieldnotes::app::{self, DEFAULT_DOCUMENT};
 use fieldnotes::work::{self, WorkOptions};
 use fieldnotes::{EXIT_RUNTIME, Error};
@@ -94,7 +96,24 @@ enum Command {
         /// The port (0 picks a free one).
         #[arg(long, default_value_t = 4318)]
         port: u16,
+        /// How long a client may take to send a request's head (and how
+        /// long a kept-alive connection may stay idle), and then its body
+        /// (408 past it).
+        #[arg(long, default_value = "10s", value_parser = parse_duration)]
+        read_timeout: Duration,
+        /// How many connections may be open at once; more clients wait
+        /// until one closes.
+        #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS as u64,
+              value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+        max_connections: u64,
     },
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    errand::parse_duration(s).map_err(|e| match e {
+        errand::Error::Invalid(m) => m,
+        other => other.to_string(),
+    })
 }
 
 fn main() -> ExitCode {
@@ -258,7 +277,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 ))
             }
         }
-        Command::Serve { db, port } => {
+        Command::Serve {
+            db,
+            port,
+            read_timeout,
+            max_connections,
+        } => {
+            let limits = Limits {
+                read_timeout,
+                max_connections: usize::try_from(max_connections).unwrap_or(usize::MAX),
+                ..Limits::default()
+            };
+            limits.check().map_err(|e| Error::Invalid(e.to_string()))?;
             let store = app::open(&db)?;
             runtime(true)?.block_on(async move {
                 let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, port))
@@ -268,7 +298,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     .local_addr()
                     .context("cannot read the listening address")?;
                 print_line(&format!("listening on http://{addr} (Ctrl-C stops)"))?;
-                fieldnotes::http::serve(store, listener, shutdown_signal())
+                fieldnotes::http::serve(store, listener, limits, shutdown_signal())
                     .await
                     .context("the server failed")
             })

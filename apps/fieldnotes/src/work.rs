@@ -110,11 +110,16 @@ fn crash_now() -> ! {
     std::process::abort()
 }
 
-/// Claims at most one due receipt job, runs it and settles it.
+/// Claims at most one due receipt job, runs it and settles it, then
+/// reports the run to the store as `errand work --once` does
+/// ([`Worker::run_once_and_report`]): its claim cycle is what
+/// `errand stats` shows as the last worker cycle and what
+/// `errand stats --check --max-since-worker-cycle` watches. An idle run
+/// reports too: a worker that finds nothing to do is still alive.
 pub async fn work_once(store: &SqliteStore, options: WorkOptions) -> Result<WorkReport> {
     let shared: Arc<dyn Store> = Arc::new(store.clone());
     let worker = Worker::new(shared, worker_config()?);
     Ok(worker
-        .run_once(receipt_handler(store.clone(), options))
+        .run_once_and_report(receipt_handler(store.clone(), options))
         .await?)
 }

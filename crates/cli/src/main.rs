@@ -192,6 +192,11 @@ struct ServeArgs {
     /// body; a slower client is cut off (408 for a body).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     read_timeout: Duration,
+    /// How many connections may be open at once; more clients wait until
+    /// one closes.
+    #[arg(long, default_value_t = errand_server::DEFAULT_MAX_CONNECTIONS as u64,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_connections: u64,
     /// Equal-jitter retry base for failures remote workers report without
     /// a retry time.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
@@ -968,6 +973,7 @@ fn serve_config(a: &ServeArgs) -> Result<errand_server::ServerConfig, Failure> {
         max_payload: max_body,
         drain: a.drain,
         read_timeout: a.read_timeout,
+        max_connections: usize::try_from(a.max_connections).unwrap_or(usize::MAX),
         retry: RetryPolicy::EqualJitter {
             base: a.retry_base,
             max: a.retry_max,

@@ -1,10 +1,13 @@
 //! The fence every request passes before routing: browsers out, loopback
 //! `Host` names when there is no token, the bearer token when there is one.
+//! The loopback check itself ([`check_loopback`]) is public (through
+//! [`crate::http`]) so that every server that answers only on loopback
+//! applies the same one.
 
 use std::net::IpAddr;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, Uri, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -51,19 +54,49 @@ fn admit(token: Option<&AccessToken>, request: &Request) -> Result<(), Problem> 
     }
     match token {
         Some(token) => authorize(token, headers),
-        None => {
-            let uri_host = request.uri().host();
-            let header_ok = match headers.get_all(header::HOST).iter().collect::<Vec<_>>()[..] {
-                [] => true,
-                [one] => one.to_str().is_ok_and(is_loopback_host),
-                _ => false,
-            };
-            if header_ok && uri_host.is_none_or(is_loopback_name) {
-                Ok(())
-            } else {
-                Err(Problem::host_refused())
-            }
+        None => check_loopback(request.uri(), headers).map_err(Problem::host_refused),
+    }
+}
+
+/// Why a request is not addressed to this machine's loopback interface.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HostRefused {
+    /// More than one `Host` header: which one a proxy or a browser acted on
+    /// cannot be known.
+    #[error("the request carries more than one Host header")]
+    DuplicateHost,
+    /// The `Host` header names another machine, or is not a valid
+    /// `name[:port]`.
+    #[error("the Host header does not name a loopback address or localhost")]
+    HostNotLoopback,
+    /// An absolute-form request target (`GET http://name/path`) names
+    /// another machine; such a target overrides the `Host` header, so it is
+    /// checked too.
+    #[error("the request target names a host that is not a loopback address or localhost")]
+    TargetNotLoopback,
+}
+
+/// Accepts a request only if everything that says where it is addressed
+/// names this machine's loopback interface (127.0.0.0/8, `::1`, an
+/// IPv4-mapped loopback address, or `localhost`): at most one `Host`
+/// header, whose whole value is such a name with an optional port, and, for
+/// an absolute-form target, the target's host too. This is what keeps a
+/// page on another site from reaching a loopback-only server through DNS
+/// rebinding. A request without any `Host` header (HTTP/1.0) is accepted:
+/// browsers always send one.
+pub fn check_loopback(uri: &Uri, headers: &HeaderMap) -> Result<(), HostRefused> {
+    let mut hosts = headers.get_all(header::HOST).iter();
+    match (hosts.next(), hosts.next()) {
+        (_, Some(_)) => return Err(HostRefused::DuplicateHost),
+        (Some(host), None) if !host.to_str().is_ok_and(is_loopback_host) => {
+            return Err(HostRefused::HostNotLoopback);
         }
+        _ => {}
+    }
+    match uri.host() {
+        Some(host) if !is_loopback_name(host) => Err(HostRefused::TargetNotLoopback),
+        _ => Ok(()),
     }
 }
 
@@ -89,25 +122,36 @@ fn authorize(token: &AccessToken, headers: &HeaderMap) -> Result<(), Problem> {
     }
 }
 
-/// Whether a `Host` header value (`name[:port]`) names this machine's
-/// loopback interface.
-pub(crate) fn is_loopback_host(host: &str) -> bool {
-    let name = if let Some(rest) = host.strip_prefix('[') {
+/// Whether a `Host` header value (`name[:port]`, `[v6]` or `[v6]:port`)
+/// names this machine's loopback interface. Anything after the name must
+/// be a port (`:` and digits): `[::1]x` or `localhost:x` is refused.
+fn is_loopback_host(host: &str) -> bool {
+    let (name, port) = if let Some(rest) = host.strip_prefix('[') {
         match rest.split_once(']') {
-            Some((ip, port)) if port.is_empty() || port.starts_with(':') => ip,
-            _ => return false,
+            Some((ip, "")) => (ip, None),
+            Some((ip, port)) => match port.strip_prefix(':') {
+                Some(port) => (ip, Some(port)),
+                None => return false,
+            },
+            None => return false,
         }
     } else {
         match host.split_once(':') {
-            Some((name, _port)) => name,
-            None => host,
+            Some((name, port)) => (name, Some(port)),
+            None => (host, None),
         }
     };
-    is_loopback_name(name)
+    let port_ok = port.is_none_or(|p| p.bytes().all(|b| b.is_ascii_digit()));
+    port_ok && is_loopback_name(name)
 }
 
+/// Whether a host name (as in a URI: an IPv6 address may be in brackets)
+/// is `localhost` or a loopback address.
 fn is_loopback_name(name: &str) -> bool {
-    let name = name.trim_start_matches('[').trim_end_matches(']');
+    let name = name
+        .strip_prefix('[')
+        .and_then(|n| n.strip_suffix(']'))
+        .unwrap_or(name);
     name.eq_ignore_ascii_case("localhost")
         || name
             .parse::<IpAddr>()
@@ -141,10 +185,89 @@ mod tests {
             "10.0.0.1:7878",
             "[::2]:1",
             "[::1]x",
+            "[::1]:x",
+            "[::1",
+            "::1",
+            "localhost:x",
+            "127.0.0.1:7878:1",
+            "127.0.0.1 ",
             "0.0.0.0:7878",
         ] {
             assert!(!is_loopback_host(bad), "{bad}");
         }
+    }
+
+    fn headers(hosts: &[&'static str]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for host in hosts {
+            h.append(header::HOST, HeaderValue::from_static(host));
+        }
+        h
+    }
+
+    #[test]
+    fn requests_are_loopback_only_if_every_address_in_them_is() {
+        let origin_form = Uri::from_static("/wallet");
+        for ok in [
+            &[][..],
+            &["127.0.0.1:4318"],
+            &["[::1]:4318"],
+            &["localhost"],
+        ] {
+            assert_eq!(check_loopback(&origin_form, &headers(ok)), Ok(()), "{ok:?}");
+        }
+        assert_eq!(
+            check_loopback(&origin_form, &headers(&["[::1]x"])),
+            Err(HostRefused::HostNotLoopback)
+        );
+        assert_eq!(
+            check_loopback(&origin_form, &headers(&["evil.example"])),
+            Err(HostRefused::HostNotLoopback)
+        );
+        assert_eq!(
+            check_loopback(&origin_form, &headers(&["127.0.0.1", "127.0.0.1"])),
+            Err(HostRefused::DuplicateHost),
+            "two Host headers, even equal ones"
+        );
+        assert_eq!(
+            check_loopback(&origin_form, &headers(&["127.0.0.1", "evil.example"])),
+            Err(HostRefused::DuplicateHost)
+        );
+        // An absolute-form target overrides Host: it is checked too.
+        let loopback_host = headers(&["127.0.0.1:4318"]);
+        for bad in [
+            "http://evil.example/wallet",
+            "http://evil.example:4318/wallet",
+            "http://127.0.0.1.evil.example/wallet",
+            "http://127.0.0.1@evil.example/wallet",
+            "http://[::2]/wallet",
+        ] {
+            assert_eq!(
+                check_loopback(&Uri::from_static(bad), &loopback_host),
+                Err(HostRefused::TargetNotLoopback),
+                "{bad}"
+            );
+        }
+        for ok in [
+            "http://127.0.0.1:4318/wallet",
+            "http://localhost/wallet",
+            "http://[::1]:4318/wallet",
+            "http://evil.example@127.0.0.1/wallet",
+        ] {
+            assert_eq!(
+                check_loopback(&Uri::from_static(ok), &loopback_host),
+                Ok(()),
+                "{ok}"
+            );
+        }
+        assert_eq!(
+            check_loopback(
+                &Uri::from_static("http://127.0.0.1/wallet"),
+                &headers(&["evil.example"])
+            ),
+            Err(HostRefused::HostNotLoopback),
+            "a loopback target does not excuse a foreign Host"
+        );
     }
 
     #[test]

@@ -42,12 +42,15 @@
 //! retry time is scheduled by [`errand::failure_for`] on the configured
 //! [`ServerConfig::retry`] policy, the code every other worker uses.
 //!
-//! **Slow clients do not hold connections.** The server runs hyper's HTTP/1
-//! connection directly (what `axum::serve` wraps) so that it can set a
-//! header-read timeout: a client must deliver a request's head within
-//! [`ServerConfig::read_timeout`] (the connection is closed otherwise, idle
-//! keep-alive connections included) and then its body within the same time
-//! again (408 `request_timeout` otherwise).
+//! **Slow clients do not hold connections.** The server is served by
+//! [`http::serve`], which runs hyper's HTTP/1 connection directly (what
+//! `axum::serve` wraps) so that it can set a header-read timeout: a client
+//! must deliver a request's head within [`ServerConfig::read_timeout`] (the
+//! connection is closed otherwise, idle keep-alive connections included)
+//! and then its body within the same time again (408 `request_timeout`
+//! otherwise). At most [`ServerConfig::max_connections`] connections are
+//! open at once. Other programs that serve HTTP (Field Notes) use the same
+//! [`http::serve`] and the same loopback check ([`http::check_loopback`]).
 //!
 //! **The routes are one table** (`routes::endpoints`), which builds the
 //! router and which the tests hold against the OpenAPI description served
@@ -75,6 +78,7 @@
 
 mod dashboard;
 mod guard;
+pub mod http;
 mod leases;
 mod operator;
 mod problem;
@@ -90,10 +94,9 @@ use std::time::Duration;
 
 use axum::Router;
 use errand::{RetryPolicy, Store};
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use tokio::sync::watch;
+
+pub use http::DEFAULT_MAX_CONNECTIONS;
 
 /// Where the server listens unless told otherwise.
 pub const DEFAULT_BIND: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 7878));
@@ -179,6 +182,9 @@ pub struct ServerConfig {
     /// connection is closed; an idle keep-alive connection too), and then,
     /// again, its body (past it: 408). Default 10 s.
     pub read_timeout: Duration,
+    /// How many connections may be open at once; more clients wait in the
+    /// listen backlog (default 512).
+    pub max_connections: usize,
     /// When a remote worker's failure runs again if the worker names no
     /// time (default: equal jitter, 1 s base, 1 h cap — as `errand work`).
     pub retry: RetryPolicy,
@@ -193,6 +199,7 @@ impl Default for ServerConfig {
             max_payload: errand::core::MAX_PAYLOAD_BYTES,
             drain: DEFAULT_DRAIN,
             read_timeout: DEFAULT_READ_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
             retry: RetryPolicy::default(),
         }
     }
@@ -200,7 +207,8 @@ impl Default for ServerConfig {
 
 impl ServerConfig {
     /// Refuses unsafe or unusable settings: a non-loopback address without
-    /// an access token, a zero body or payload limit, a zero read timeout.
+    /// an access token, a zero body or payload limit, a zero read timeout,
+    /// a zero connection limit.
     pub fn check(&self) -> Result<(), ServeError> {
         if !is_loopback(self.bind) && self.token.is_none() {
             return Err(ServeError::TokenRequired { addr: self.bind });
@@ -210,12 +218,16 @@ impl ServerConfig {
                 "the body and payload limits must be at least 1 byte".into(),
             ));
         }
-        if self.read_timeout.is_zero() {
-            return Err(ServeError::InvalidConfig(
-                "the read timeout must be longer than zero (the default is 10s)".into(),
-            ));
+        self.limits().check()
+    }
+
+    /// What the server allows each connection ([`http::serve`]).
+    pub fn limits(&self) -> http::Limits {
+        http::Limits {
+            read_timeout: self.read_timeout,
+            max_connections: self.max_connections,
+            drain: self.drain,
         }
-        Ok(())
     }
 }
 
@@ -289,8 +301,7 @@ fn full_router(
 pub struct Server {
     listener: tokio::net::TcpListener,
     addr: SocketAddr,
-    drain: Duration,
-    read_timeout: Duration,
+    limits: http::Limits,
     router: Router,
     stop: watch::Sender<bool>,
 }
@@ -311,8 +322,7 @@ impl Server {
         Ok(Server {
             listener,
             addr,
-            drain: config.drain,
-            read_timeout: config.read_timeout,
+            limits: config.limits(),
             router: full_router(store, config, stopping),
             stop,
         })
@@ -333,65 +343,18 @@ impl Server {
     ) -> Result<(), ServeError> {
         let Server {
             listener,
-            drain,
-            read_timeout,
+            limits,
             router,
             stop,
             ..
         } = self;
-        let mut http = hyper::server::conn::http1::Builder::new();
-        http.timer(TokioTimer::new())
-            .header_read_timeout(read_timeout);
-        let graceful = GracefulShutdown::new();
-        let mut connections = tokio::task::JoinSet::new();
-        tokio::pin!(shutdown);
-        loop {
-            let stream = tokio::select! {
-                () = &mut shutdown => break,
-                accepted = listener.accept() => match accepted {
-                    Ok((stream, _peer)) => stream,
-                    Err(e) => {
-                        accept_failed(e).await;
-                        continue;
-                    }
-                },
-            };
-            while connections.try_join_next().is_some() {}
-            let service = TowerToHyperService::new(router.clone());
-            let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
-            connections.spawn(async move {
-                if let Err(e) = connection.await {
-                    // A client that went away, or the header-read timeout.
-                    tracing::debug!(error = %e, "connection ended");
-                }
-            });
-        }
-        drop(listener);
-        let _ = stop.send(true);
-        tokio::select! {
-            () = graceful.shutdown() => {}
-            () = tokio::time::sleep(drain) => {
-                tracing::warn!(?drain, "requests still in flight after the drain time; cutting them off");
-                connections.shutdown().await;
-            }
-        }
-        Ok(())
+        let shutdown = async move {
+            shutdown.await;
+            // Waiting lease requests answer with no jobs at once.
+            let _ = stop.send(true);
+        };
+        http::serve(listener, router, limits, shutdown).await
     }
-}
-
-/// An error from `accept`: a connection that failed before it was accepted
-/// is not the server's problem; anything else (out of file descriptors)
-/// is logged and retried after a pause, as hyper and axum do.
-async fn accept_failed(e: std::io::Error) {
-    use std::io::ErrorKind;
-    if matches!(
-        e.kind(),
-        ErrorKind::ConnectionRefused | ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset
-    ) {
-        return;
-    }
-    tracing::error!(error = %e, "accepting a connection failed; retrying in 1 s");
-    tokio::time::sleep(Duration::from_secs(1)).await;
 }
 
 /// Binds `config.bind` and serves the API over `store` until `shutdown`

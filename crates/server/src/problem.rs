@@ -86,12 +86,14 @@ impl Problem {
         )
     }
 
-    pub(crate) fn host_refused() -> Self {
+    pub(crate) fn host_refused(why: crate::guard::HostRefused) -> Self {
         Problem::new(
             StatusCode::FORBIDDEN,
             "host_refused",
             "Host refused",
-            "without an access token this API answers only requests addressed to a loopback address or localhost (Host header); use http://127.0.0.1:PORT",
+            format!(
+                "{why}: without an access token this API answers only requests addressed to a loopback address or localhost, with one Host header; use http://127.0.0.1:PORT"
+            ),
         )
     }
 

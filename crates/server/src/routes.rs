@@ -24,6 +24,7 @@ use tokio::sync::watch;
 
 use crate::ServerConfig;
 use crate::guard::{HEALTHZ, fence};
+use crate::http::BodyTimeout;
 use crate::leases;
 use crate::operator;
 use crate::problem::Problem;
@@ -213,6 +214,9 @@ async fn read_body(app: &App, body: Body) -> Result<Bytes, Problem> {
         Err(_elapsed) => Err(Problem::request_timeout(app.read_timeout)),
         Ok(Ok(collected)) => Ok(collected.to_bytes()),
         Ok(Err(e)) if e.is::<LengthLimitError>() => Err(Problem::body_too_large(app.max_body)),
+        Ok(Err(e)) if BodyTimeout::find(&*e).is_some() => {
+            Err(Problem::request_timeout(app.read_timeout))
+        }
         Ok(Err(e)) => Err(Problem::malformed_json(format!(
             "the request body could not be read: {e}"
         ))),

@@ -2,6 +2,8 @@
 //! Shared helpers for the process-level tests: a temporary database and the
 //! real `fieldnotes` binary.
 
+pub mod server;
+
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -141,4 +143,30 @@ pub fn report(o: &Output) -> Value {
         stderr(o)
     );
     serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// The `errand` binary of this build, next to this test (target/debug/
+/// deps/TEST-… → target/debug/errand), when it was built: `cargo test
+/// --workspace` builds it, `cargo test -p fieldnotes` alone does not. Under
+/// CI (`CI` set) it must be there.
+pub fn errand_bin() -> Option<PathBuf> {
+    let me = std::env::current_exe().unwrap();
+    let found = me
+        .ancestors()
+        .skip(1)
+        .take(3)
+        .map(|d| d.join("errand"))
+        .find(|p| p.is_file());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "no `errand` binary next to {}: build it with `cargo build -p errand-cli` (`cargo test --workspace` builds it)",
+            me.display()
+        );
+        eprintln!(
+            "SKIPPED: the `errand` command half (no `errand` binary next to {}; `cargo test --workspace` builds it)",
+            me.display()
+        );
+    }
+    found
 }

@@ -17,7 +17,8 @@ use sha2::Sha256;
 use super::error::PageError;
 use super::forms::Form;
 use super::{BASE, Dash};
-use crate::guard::is_loopback_host;
+use crate::guard::check_loopback;
+use crate::http::BodyTimeout;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -232,11 +233,15 @@ impl From<PageError> for Refusal {
 async fn admit(dash: &Dash, request: Request) -> Result<(Request, Visitor), Refusal> {
     let (mut parts, body) = request.into_parts();
     let headers = &parts.headers;
-    if dash.token.is_none() && !loopback_host(headers, parts.uri.host()) {
+    if dash.token.is_none()
+        && let Err(why) = check_loopback(&parts.uri, headers)
+    {
         return Err(PageError::new(
             StatusCode::FORBIDDEN,
             "Host refused",
-            "Without an access token the dashboard answers only requests addressed to a loopback address or localhost. Open it as http://127.0.0.1:PORT/dashboard/, or start the server with --token.",
+            format!(
+                "{why}. Without an access token the dashboard answers only requests addressed to a loopback address or localhost. Open it as http://127.0.0.1:PORT/dashboard/, or start the server with --token."
+            ),
         )
         .into());
     }
@@ -286,19 +291,10 @@ async fn admit(dash: &Dash, request: Request) -> Result<(Request, Visitor), Refu
     Ok((Request::from_parts(parts, body), visitor))
 }
 
-fn loopback_host(headers: &HeaderMap, uri_host: Option<&str>) -> bool {
-    let header_ok = match headers.get_all(header::HOST).iter().collect::<Vec<_>>()[..] {
-        [] => true,
-        [one] => one.to_str().is_ok_and(is_loopback_host),
-        _ => false,
-    };
-    header_ok && uri_host.is_none_or(is_loopback_host)
-}
-
 /// Refuses requests that a browser marks as coming from another site. A
 /// `Sec-Fetch-Site` header (every current browser sends it, and no page can
 /// set it) must say `same-origin`. Without it, an `Origin` must name this
-/// request's `Host`, except `null`: browsers send `Origin: null` for the
+/// request's one `Host`, except `null`: browsers send `Origin: null` for the
 /// dashboard's own forms, because its pages are served with
 /// `Referrer-Policy: no-referrer`; the CSRF token decides those.
 fn same_origin(headers: &HeaderMap) -> Result<(), PageError> {
@@ -323,7 +319,11 @@ fn same_origin(headers: &HeaderMap) -> Result<(), PageError> {
                 .ok()
                 .and_then(|o| o.split_once("://"))
                 .map(|(_, host)| host);
-            let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+            let mut hosts = headers.get_all(header::HOST).iter();
+            let host = match (hosts.next(), hosts.next()) {
+                (Some(h), None) => h.to_str().ok(),
+                _ => None,
+            };
             match (origin_host, host) {
                 (Some(o), Some(h)) if o.eq_ignore_ascii_case(h) => Ok(()),
                 _ => Err(refuse()),
@@ -350,7 +350,16 @@ async fn read_form(headers: &HeaderMap, body: Body) -> Result<Form, PageError> {
     }
     let bytes = axum::body::to_bytes(body, MAX_FORM_BYTES)
         .await
-        .map_err(|_| {
+        .map_err(|e| {
+            if let Some(timeout) = BodyTimeout::find(&e) {
+                return PageError::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "Form too slow",
+                    format!(
+                        "{timeout}. Nothing was changed: submit the form again (the server's --read-timeout sets the limit)."
+                    ),
+                );
+            }
             PageError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "Form too large",
