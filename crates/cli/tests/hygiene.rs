@@ -1,0 +1,265 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! What `errand` leaves alone and how it behaves at its edges: files that
+//! are not its databases, a reader that closes stdout early, log output
+//! that is not a terminal, and PostgreSQL schemas that are not its own.
+//! PostgreSQL cases need `ERRAND_TEST_POSTGRES_URL` and say SKIPPED without it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use errand::sqlite::rusqlite::Connection;
+
+fn errand(db: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_errand"));
+    c.arg("--db")
+        .arg(db)
+        .env_remove("ERRAND_DB")
+        .env_remove("ERRAND_SCHEMA")
+        .env_remove("ERRAND_LOG")
+        .env("RUST_BACKTRACE", "1");
+    c
+}
+
+fn run(db: &Path, args: &[&str]) -> Output {
+    errand(db).args(args).output().expect("run errand")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// A file `errand` may not use, what it must say about it, and its exit code.
+struct Foreign {
+    path: PathBuf,
+    code: i32,
+    says: &'static str,
+    /// `PRAGMA journal_mode` of a database (none for a text file).
+    journal: Option<&'static str>,
+}
+
+/// Reads the journal mode on an ordinary connection, which removes the
+/// side files it opened when it closes.
+fn journal_mode(path: &Path) -> String {
+    Connection::open(path)
+        .unwrap()
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap()
+}
+
+/// Each in a directory of its own, so the directory's listing shows any
+/// side file (`-wal`, `-shm`, `-journal`) a command left.
+fn foreign_files(root: &Path) -> Vec<Foreign> {
+    let at = |name: &str| {
+        let dir = root.join(name);
+        std::fs::create_dir(&dir).unwrap();
+        dir.join(name)
+    };
+    let empty = at("empty.db");
+    std::fs::write(&empty, b"").unwrap();
+    // Another program's database, in rollback-journal mode.
+    let other = at("other-app.db");
+    Connection::open(&other)
+        .unwrap()
+        .execute_batch(
+            "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT);
+             INSERT INTO notes (body) VALUES ('keep me');",
+        )
+        .unwrap();
+    let text = at("notes.txt");
+    std::fs::write(&text, "field notes, not a database\n".repeat(300)).unwrap();
+    // An Errand database made by a newer program (WAL mode, as migrate
+    // leaves it).
+    let newer = at("newer.db");
+    let out = run(&newer, &["migrate"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    Connection::open(&newer)
+        .unwrap()
+        .execute(
+            "INSERT INTO errand_schema_history (version, name, applied_on, checksum)
+             VALUES (999, 'future', '2030-01-01', '0')",
+            [],
+        )
+        .unwrap();
+    vec![
+        Foreign {
+            path: empty,
+            code: 5,
+            says: "errand migrate",
+            journal: Some("delete"),
+        },
+        Foreign {
+            path: other,
+            code: 5,
+            says: "errand migrate",
+            journal: Some("delete"),
+        },
+        Foreign {
+            path: text,
+            code: 2,
+            says: "not a SQLite database",
+            journal: None,
+        },
+        Foreign {
+            path: newer,
+            code: 5,
+            says: "newer",
+            journal: Some("wal"),
+        },
+    ]
+}
+
+#[test]
+fn read_only_commands_refuse_a_foreign_file_and_leave_it_byte_for_byte() {
+    let root = tempfile::tempdir().unwrap();
+    let commands: [&[&str]; 6] = [
+        &["jobs"],
+        &["stats"],
+        &["show", "some-job"],
+        &["replay", "some-job", "--by", "tester"],
+        &["work", "--once", "--exec", "true"],
+        &["enqueue", "--kind", "k"],
+    ];
+    for f in foreign_files(root.path()) {
+        let dir = f.path.parent().unwrap();
+        if let Some(mode) = f.journal {
+            assert_eq!(journal_mode(&f.path), mode, "{}", f.path.display());
+        }
+        let bytes = std::fs::read(&f.path).unwrap();
+        let files = listing(dir);
+        for args in commands {
+            let out = run(&f.path, args);
+            assert_eq!(
+                out.status.code(),
+                Some(f.code),
+                "{args:?} on {}: {}",
+                f.path.display(),
+                stderr(&out)
+            );
+            assert!(
+                stderr(&out).contains(f.says),
+                "{args:?} on {}: {}",
+                f.path.display(),
+                stderr(&out)
+            );
+            assert!(
+                std::fs::read(&f.path).unwrap() == bytes,
+                "{args:?} changed {} ({} bytes before, {} after)",
+                f.path.display(),
+                bytes.len(),
+                std::fs::metadata(&f.path).unwrap().len()
+            );
+            assert_eq!(
+                listing(dir),
+                files,
+                "{args:?} left files next to {}",
+                f.path.display()
+            );
+        }
+        if let Some(mode) = f.journal {
+            assert_eq!(journal_mode(&f.path), mode, "{}", f.path.display());
+        }
+    }
+}
+
+// ---- PostgreSQL --------------------------------------------------------------
+
+fn pg_url() -> Option<String> {
+    let url = std::env::var("ERRAND_TEST_POSTGRES_URL")
+        .ok()
+        .filter(|s| !s.is_empty());
+    if url.is_none() {
+        eprintln!("SKIPPED: set ERRAND_TEST_POSTGRES_URL to run the PostgreSQL cases");
+        assert!(
+            std::env::var("CI").is_err(),
+            "ERRAND_TEST_POSTGRES_URL must be set under CI"
+        );
+    }
+    url
+}
+
+fn psql(url: &str, sql: &str) -> String {
+    let out = Command::new("psql")
+        .args([url, "-X", "-q", "-A", "-t", "-c", sql])
+        .output()
+        .expect("run psql");
+    assert!(out.status.success(), "psql failed: {sql}: {}", stderr(&out));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+fn pg(url: &str, schema: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_errand"))
+        .args(["--db", url, "--schema", schema])
+        .args(args)
+        .env_remove("ERRAND_DB")
+        .env_remove("ERRAND_SCHEMA")
+        .output()
+        .expect("run errand")
+}
+
+/// Drops the database it names when the test ends.
+struct Database {
+    admin: String,
+    name: String,
+    url: String,
+}
+
+impl Database {
+    fn new(admin: &str, tag: &str) -> Database {
+        let name = format!("errand_cli_{tag}_{}", std::process::id());
+        psql(admin, &format!("DROP DATABASE IF EXISTS {name}"));
+        psql(admin, &format!("CREATE DATABASE {name}"));
+        let base = admin.rsplit_once('/').map_or(admin, |(base, _)| base);
+        Database {
+            admin: admin.to_owned(),
+            url: format!("{base}/{name}"),
+            name,
+        }
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        let _ = Command::new("psql")
+            .args([
+                self.admin.as_str(),
+                "-X",
+                "-q",
+                "-c",
+                &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
+            ])
+            .output();
+    }
+}
+
+#[test]
+fn postgres_read_only_commands_create_no_schema() {
+    let Some(url) = pg_url() else { return };
+    let schema = format!("errand_cli_absent_{}", std::process::id());
+    psql(&url, &format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
+    for args in [
+        &["jobs"][..],
+        &["stats"][..],
+        &["show", "some-job"][..],
+        &["replay", "some-job", "--by", "tester"][..],
+        &["work", "--once", "--exec", "true"][..],
+        &["enqueue", "--kind", "k"][..],
+    ] {
+        let out = pg(&url, &schema, args);
+        assert_eq!(out.status.code(), Some(5), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("errand migrate"), "{}", stderr(&out));
+        let found = psql(
+            &url,
+            &format!("SELECT count(*) FROM pg_namespace WHERE nspname = '{schema}'"),
+        );
+        assert_eq!(found, "0", "{args:?} created the schema");
+    }
+}
