@@ -37,9 +37,16 @@ struct Cli {
     #[arg(long, global = true, env = "ERRAND_DB", default_value = "./errand.db")]
     db: String,
 
-    /// PostgreSQL: the schema holding Errand's tables.
+    /// PostgreSQL: the schema holding Errand's tables (not a system schema,
+    /// and not `public` without --allow-public-schema).
     #[arg(long, global = true, env = "ERRAND_SCHEMA", default_value = "errand")]
     schema: String,
+
+    /// PostgreSQL: allow --schema public, the database's shared default
+    /// schema (refused otherwise, so Errand's tables never land there by a
+    /// slip).
+    #[arg(long, global = true)]
+    allow_public_schema: bool,
 
     /// SQLite durability: `full` (default; survives power loss) or `normal`
     /// (survives a process crash; the last commits may be lost on power loss).
@@ -527,6 +534,7 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
         create_and_migrate: false,
         synchronous: cli.synchronous,
         schema: Some(cli.schema.clone()),
+        allow_public_schema: cli.allow_public_schema,
         clock: errand::test_clock_from_env().map_err(errand::Error::Invalid)?,
     };
     if let Command::Migrate(args) = &cli.command {

@@ -263,3 +263,79 @@ fn postgres_read_only_commands_create_no_schema() {
         assert_eq!(found, "0", "{args:?} created the schema");
     }
 }
+
+#[test]
+fn postgres_system_schemas_are_refused_and_public_needs_its_flag() {
+    let Some(url) = pg_url() else { return };
+    for schema in [
+        "information_schema",
+        "pg_catalog",
+        "pg_toast",
+        "pg_temp_1",
+        "pg_errand",
+    ] {
+        for args in [&["migrate"][..], &["jobs"][..]] {
+            let out = pg(&url, schema, args);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{schema} {args:?}: {}",
+                stderr(&out)
+            );
+            assert!(
+                stderr(&out).contains("belongs to PostgreSQL itself"),
+                "{}",
+                stderr(&out)
+            );
+        }
+    }
+    assert_eq!(
+        psql(
+            &url,
+            "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'errand%' \
+             AND (schemaname = 'information_schema' OR schemaname LIKE 'pg\\_%')"
+        ),
+        "0"
+    );
+
+    // `public` of a database of its own: refused without the flag, used
+    // with it.
+    let db = Database::new(&url, "public");
+    for args in [&["migrate"][..], &["jobs"][..]] {
+        let out = pg(&db.url, "public", args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("--allow-public-schema"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    assert_eq!(
+        psql(
+            &db.url,
+            "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"
+        ),
+        "0",
+        "a refused migrate created nothing"
+    );
+    let out = pg(&db.url, "public", &["--allow-public-schema", "migrate"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = pg(
+        &db.url,
+        "public",
+        &[
+            "--allow-public-schema",
+            "enqueue",
+            "--kind",
+            "k",
+            "--id",
+            "p",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        psql(&db.url, "SELECT id FROM public.errand_jobs"),
+        "p",
+        "the job is in public"
+    );
+}

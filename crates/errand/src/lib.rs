@@ -121,6 +121,9 @@ pub struct ConnectOptions {
     pub synchronous: Synchronous,
     /// PostgreSQL only: the schema holding Errand's tables (default `errand`).
     pub schema: Option<String>,
+    /// PostgreSQL only: allow `public` as the schema
+    /// ([`PgOptions::allow_public_schema`]).
+    pub allow_public_schema: bool,
     /// SQLite only: the clock lease and due decisions use (default: the
     /// host's). PostgreSQL always uses the server's.
     pub clock: Option<Arc<dyn Clock>>,
@@ -144,6 +147,7 @@ pub async fn connect(db: &str, options: &ConnectOptions) -> Result<Arc<dyn Store
             let defaults = PgOptions::default();
             let pg = PgOptions {
                 schema: options.schema.clone().unwrap_or(defaults.schema),
+                allow_public_schema: options.allow_public_schema,
                 migrate: options.create_and_migrate,
                 ..defaults
             };
