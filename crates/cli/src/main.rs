@@ -3,8 +3,11 @@
 //! Every command takes `--db` (or `ERRAND_DB`): a file path or
 //! `sqlite://PATH` (default `./errand.db`). Output is human-readable, or JSON
 //! with `--json`. Exit codes are a stable interface; see `docs/cli.md`.
+//! Output goes through the `output` module, never `println!` (which panics
+//! when the reader of a pipe has gone).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -25,6 +28,7 @@ mod serve_loop;
 mod stats;
 
 use exit::Failure;
+use output::{errln, out, outln};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -465,9 +469,7 @@ fn traceparent_from_env() -> Option<String> {
     match errand::TraceParent::parse(value.clone()) {
         Ok(_) => Some(value),
         Err(e) => {
-            eprintln!(
-                "errand: warning: ignoring $TRACEPARENT ({e}); pass --traceparent to set one"
-            );
+            errln!("errand: warning: ignoring $TRACEPARENT ({e}); pass --traceparent to set one");
             None
         }
     }
@@ -508,7 +510,7 @@ fn main() -> ExitCode {
         }
         Ok(_) => {}
         Err(e) => {
-            eprintln!("errand: {e}");
+            errln!("errand: {e}");
             return ExitCode::from(exit::INVALID);
         }
     }
@@ -519,13 +521,28 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("errand: cannot start the async runtime: {e}");
+            errln!("errand: cannot start the async runtime: {e}");
             return ExitCode::from(exit::RUNTIME);
         }
     };
-    match runtime.block_on(run(cli)) {
+    let result = runtime.block_on(run(cli));
+    let failed = result.is_err();
+    let code = match result {
         Ok(code) => code,
         Err(failure) => failure.report(),
+    };
+    // A reader that closed stdout is not a failure (see output.rs); any
+    // other write error is, unless the command failed on its own.
+    match output::stdout_failure() {
+        Some(e) => {
+            errln!("errand: writing the output failed: {e}");
+            if failed {
+                code
+            } else {
+                ExitCode::from(exit::RUNTIME)
+            }
+        }
+        None => code,
     }
 }
 
@@ -547,7 +564,7 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
         if args.json {
             output::json(&serde_json::json!({"migrated": true, "schema_version": version}))?;
         } else {
-            println!("schema is at version {version}");
+            outln!("schema is at version {version}");
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -627,7 +644,7 @@ async fn enqueue(store: Arc<dyn Store>, a: EnqueueArgs) -> Result<ExitCode, Fail
         } else {
             "exists"
         };
-        println!("{verb} {}", output::job_line(&inserted.job));
+        outln!("{verb} {}", output::job_line(&inserted.job));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -685,7 +702,7 @@ async fn replay(store: Arc<dyn Store>, a: ReplayArgs) -> Result<ExitCode, Failur
         if a.json {
             output::json(&serde_json::json!({"dry_run": true, "jobs": targets}))?;
         } else if targets.is_empty() {
-            println!("nothing matches; nothing would be replayed");
+            outln!("nothing matches; nothing would be replayed");
         } else {
             for j in &targets {
                 let verdict = match (replayable(j), a.new_key) {
@@ -693,7 +710,7 @@ async fn replay(store: Arc<dyn Store>, a: ReplayArgs) -> Result<ExitCode, Failur
                     (true, true) => "would copy",
                     (false, _) => "would refuse",
                 };
-                println!("{verdict} {}", output::job_line(j));
+                outln!("{verdict} {}", output::job_line(j));
             }
         }
         return Ok(ExitCode::SUCCESS);
@@ -702,7 +719,7 @@ async fn replay(store: Arc<dyn Store>, a: ReplayArgs) -> Result<ExitCode, Failur
         if a.json {
             output::json(&serde_json::json!({"dry_run": false, "jobs": []}))?;
         } else {
-            println!("nothing matches; nothing replayed");
+            outln!("nothing matches; nothing replayed");
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -724,9 +741,11 @@ async fn replay(store: Arc<dyn Store>, a: ReplayArgs) -> Result<ExitCode, Failur
         output::json(&serde_json::json!({"dry_run": false, "jobs": replayed}))?;
     } else {
         for j in &replayed {
-            println!(
+            outln!(
                 "replayed {} (replays={}) by {}",
-                j.id, j.replays, req.operator
+                j.id,
+                j.replays,
+                req.operator
             );
         }
     }
@@ -746,9 +765,13 @@ async fn copy_jobs(
         output::json(&serde_json::json!({"dry_run": false, "copies": copied}))?;
     } else {
         for c in &copied {
-            println!(
+            outln!(
                 "copied job {} to new job {} (queue={} kind={}) by {}",
-                c.from, c.job.id, c.job.queue, c.job.kind, req.operator
+                c.from,
+                c.job.id,
+                c.job.queue,
+                c.job.kind,
+                req.operator
             );
         }
     }
@@ -766,7 +789,7 @@ async fn cancel(store: Arc<dyn Store>, a: CancelArgs) -> Result<ExitCode, Failur
         output::json(&cancelled)?;
     } else {
         for j in &cancelled {
-            println!("cancelled {} by {}", j.id, req.operator);
+            outln!("cancelled {} by {}", j.id, req.operator);
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -779,7 +802,7 @@ async fn prune(store: Arc<dyn Store>, a: PruneArgs) -> Result<ExitCode, Failure>
     if a.json {
         output::json(&serde_json::json!({ "deleted": deleted }))?;
     } else {
-        println!(
+        outln!(
             "deleted {deleted} finished jobs older than {}",
             humantime::format_duration(a.older_than)
         );
@@ -800,7 +823,7 @@ async fn schedule(store: Arc<dyn Store>, a: ScheduleArgs) -> Result<ExitCode, Fa
                     &serde_json::json!({"created": true, "id": i.job.id, "available_at": i.job.available_at}),
                 )?;
             } else {
-                println!("enqueued {}", output::job_line(&i.job));
+                outln!("enqueued {}", output::job_line(&i.job));
             }
         }
         Ok(())
@@ -920,15 +943,12 @@ async fn bench(cli: &Cli, a: &BenchArgs) -> Result<ExitCode, Failure> {
     };
     let progress: Option<errand_bench::Progress> = (!a.json).then(|| {
         Arc::new(|i: &errand_bench::Interval| {
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(
-                out,
+            outln!(
                 "  {:>6.1} s  {:>10} done  {:>8} jobs/s",
                 i.at_s,
                 errand_bench::thousands(i.done as f64),
                 errand_bench::thousands(i.jobs_per_sec)
             );
-            let _ = out.flush();
         }) as errand_bench::Progress
     });
     let report = errand_bench::run(&config, progress)
@@ -941,7 +961,7 @@ async fn bench(cli: &Cli, a: &BenchArgs) -> Result<ExitCode, Failure> {
     if a.json {
         output::json(&report)?;
     } else {
-        print!("{}", report.human());
+        out!("{}", report.human());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -964,7 +984,7 @@ fn serve_config(a: &ServeArgs) -> Result<errand_server::ServerConfig, Failure> {
     if let Some(token) = &config.token
         && token.len() < 16
     {
-        eprintln!(
+        errln!(
             "errand: warning: the access token is only {} characters long; use a long random one (openssl rand -hex 32)",
             token.len()
         );
@@ -990,12 +1010,7 @@ async fn serve(
                 Failure::Other(e.into())
             }
         })?;
-    {
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "listening on http://{}", server.local_addr())
-            .and_then(|()| out.flush())
-            .context("writing to stdout")?;
-    }
+    outln!("listening on http://{}", server.local_addr());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let run = server.run(async {
         let _ = stopped.await;
@@ -1010,9 +1025,7 @@ async fn serve(
         _ = int.recv() => "SIGINT",
     };
     let _ = stop.send(());
-    eprintln!(
-        "errand: {name} received; finishing in-flight requests (signal again to exit at once)"
-    );
+    errln!("errand: {name} received; finishing in-flight requests (signal again to exit at once)");
     tokio::select! {
         result = &mut run => {
             result.context("the server failed")?;
@@ -1024,6 +1037,6 @@ async fn serve(
 }
 
 fn second_signal() -> Result<ExitCode, Failure> {
-    eprintln!("errand: second signal, exiting now; requests still in flight are cut off");
+    errln!("errand: second signal, exiting now; requests still in flight are cut off");
     Ok(ExitCode::from(130))
 }

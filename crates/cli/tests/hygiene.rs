@@ -4,8 +4,9 @@
 //! that is not a terminal, and PostgreSQL schemas that are not its own.
 //! PostgreSQL cases need `ERRAND_TEST_POSTGRES_URL` and say SKIPPED without it.
 
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 use errand::sqlite::rusqlite::Connection;
 
@@ -338,4 +339,100 @@ fn postgres_system_schemas_are_refused_and_public_needs_its_flag() {
         "p",
         "the job is in public"
     );
+}
+
+// ---- Output: a closed stdout, logs on a pipe -------------------------------
+
+/// A database with `n` ready jobs.
+fn db_with_jobs(dir: &Path, n: usize) -> PathBuf {
+    let path = dir.join("jobs.db");
+    let store = errand::SqliteStore::open(
+        &path,
+        errand::SqliteOptions {
+            create: true,
+            migrate: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let jobs: Vec<errand::NewJob> = (0..n)
+        .map(|i| {
+            errand::NewJob::new("mail", errand::Payload::default())
+                .unwrap()
+                .with_id(errand::JobId::new(format!("job-{i:05}")).unwrap())
+        })
+        .collect();
+    store
+        .write_blocking(move |c, now| errand::sqlite::enqueue_many_in(c, &jobs, now))
+        .unwrap();
+    path
+}
+
+#[test]
+fn a_reader_that_closes_after_one_line_ends_the_output_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    // Far more output than a pipe buffers, so writes after the reader has
+    // gone are certain.
+    let db = db_with_jobs(dir.path(), 3000);
+    for args in [&["jobs", "--limit", "3000"][..], &["jobs", "--json"][..]] {
+        let mut child = errand(&db)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut reader = BufReader::new(child.stdout.take().unwrap());
+        let mut first = Vec::new();
+        // `head -1`: one line (or, for the one-line JSON, its first 4 KiB).
+        reader
+            .by_ref()
+            .take(4096)
+            .read_until(b'\n', &mut first)
+            .unwrap();
+        assert!(!first.is_empty(), "{args:?} printed nothing");
+        drop(reader);
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            !stderr(&out).contains("panicked"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        assert_eq!(stderr(&out), "", "{args:?}: nothing to say about it");
+    }
+}
+
+#[test]
+fn a_stdout_closed_from_the_start_keeps_each_commands_own_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_with_jobs(dir.path(), 3);
+    let commands: [(&[&str], i32); 7] = [
+        (&["jobs"], 0),
+        (&["jobs", "--json"], 0),
+        (&["show", "job-00001"], 0),
+        (&["stats"], 0),
+        // A crossed threshold still says so by its exit code.
+        (&["stats", "--check", "--max-ready", "0"], 6),
+        (&["enqueue", "--kind", "k", "--id", "late"], 0),
+        (&["--help"], 0),
+    ];
+    for (args, code) in commands {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = errand(&db)
+            .args(args)
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        assert!(
+            !stderr(&out).contains("panicked"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {}", stderr(&out));
+    }
+    // The enqueue happened although nobody read what it printed.
+    let out = run(&db, &["show", "late"]);
+    assert!(out.status.success(), "{}", stderr(&out));
 }
