@@ -503,6 +503,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(errand::log_colours())
         .init();
     match errand::configure_failpoints() {
         Ok(armed) if !armed.is_empty() => {

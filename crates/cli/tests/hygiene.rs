@@ -7,6 +7,7 @@
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use errand::sqlite::rusqlite::Connection;
 
@@ -435,4 +436,51 @@ fn a_stdout_closed_from_the_start_keeps_each_commands_own_exit_code() {
     // The enqueue happened although nobody read what it printed.
     let out = run(&db, &["show", "late"]);
     assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn log_lines_written_to_a_pipe_carry_no_colour_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_with_jobs(dir.path(), 1);
+    let done = dir.path().join("done");
+    let mut child = errand(&db)
+        .args([
+            "work",
+            "--exec",
+            &format!("touch {}", done.display()),
+            "--poll",
+            "100ms",
+        ])
+        .env("ERRAND_LOG", "info")
+        .env_remove("NO_COLOR")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !done.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the worker never ran the job"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SIGTERM: the worker logs that it is draining, then exits.
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut log = Vec::new();
+    child.stderr.take().unwrap().read_to_end(&mut log).unwrap();
+    assert!(child.wait().unwrap().success());
+    let text = String::from_utf8_lossy(&log);
+    assert!(
+        text.contains("stop requested"),
+        "a log line to look at: {text}"
+    );
+    assert!(
+        !log.windows(2).any(|w| w == b"\x1b["),
+        "ANSI escape codes in a piped log: {text:?}"
+    );
 }

@@ -40,6 +40,7 @@ mod failpoint;
 mod maintenance;
 mod runtime;
 mod spec;
+mod term;
 pub mod testkit;
 mod worker;
 
@@ -67,6 +68,7 @@ pub use failpoint::{FAILPOINTS, configure_failpoints, test_clock_from_env};
 pub use maintenance::{Pruner, Sweeper};
 pub use runtime::{KindOptions, ReportHook, RunStats, Runtime, RuntimeBuilder};
 pub use spec::{JobSpec, MAX_PAYLOAD_DEPTH, parse_deadline, parse_duration};
+pub use term::log_colours;
 pub use worker::{
     Handler, JobContext, Sampler, WorkOutcome, WorkReport, Worker, WorkerConfig, failure_for,
     handler_fn,
