@@ -6,9 +6,9 @@
 //! `migrations/` in this package, applied by `refinery` and recorded in
 //! `fieldnotes_schema_history`.
 
-use std::io::Read;
 use std::path::Path;
 
+use errand::sqlite::SchemaStatus;
 use errand::sqlite::rusqlite::{self, Connection, OptionalExtension, params};
 use errand::{
     Job, JobFilter, JobId, NewJob, Payload, ReplayRequest, SqliteOptions, SqliteStore, Store,
@@ -47,8 +47,6 @@ pub const RECEIPT_QUEUE: &str = "receipts";
 /// The attempt budget of a receipt job (per replay cycle).
 pub const RECEIPT_MAX_ATTEMPTS: u32 = 3;
 
-const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
-
 // ---------------------------------------------------------------------------
 // Opening and initialising
 
@@ -73,18 +71,11 @@ fn check_file(path: &Path, allow_missing: bool) -> Result<()> {
             "{shown} is a directory; pass the path of a database file"
         )));
     }
-    if meta.len() == 0 {
-        // An empty file is an empty SQLite database; `init` may fill it.
-        return Ok(());
-    }
-    let mut header = [0u8; 16];
-    let read = std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut header))
-        .map(|()| header == *SQLITE_HEADER);
-    match read {
-        Ok(true) => Ok(()),
-        Ok(false) => Err(not_a_database(path)),
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Err(not_a_database(path)),
+    // Looked at read-only: an empty file is an empty SQLite database
+    // (`init` may fill it).
+    match errand::sqlite::schema_status(path) {
+        Ok(SchemaStatus::NotADatabase) => Err(not_a_database(path)),
+        Ok(_) => Ok(()),
         Err(e) => Err(Error::Database(format!("cannot read {shown}: {e}"))),
     }
 }
@@ -112,9 +103,6 @@ fn open_error(path: &Path, e: errand::Error) -> Error {
             "{} was written by a newer program ({detail}); upgrade fieldnotes before using it",
             path.display()
         )),
-        errand::Error::Invalid(msg) if msg.contains("not a SQLite database") => {
-            not_a_database(path)
-        }
         other => Error::Errand(other),
     }
 }
@@ -167,18 +155,17 @@ pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Sqlit
     SqliteStore::open(path, options).map_err(|e| open_error(path, e))
 }
 
-/// Checks both schema versions on a plain connection that writes nothing.
+/// Checks both schema versions on read-only connections.
 fn check_schemas(path: &Path) -> Result<()> {
-    let conn = Connection::open_with_flags(
-        path,
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(|e| Error::Database(format!("cannot open {}: {e}", path.display())))?;
-    conn.busy_timeout(std::time::Duration::from_secs(5))?;
-    let errand_version = errand::sqlite::schema_version(&conn).map_err(|e| open_error(path, e))?;
-    match errand_version {
-        None => return Err(not_initialised(path, "no Errand tables")),
-        Some(v) if v > errand::sqlite::SCHEMA_VERSION => {
+    let status = errand::sqlite::schema_status(path).map_err(|e| open_error(path, e))?;
+    match status {
+        SchemaStatus::Current => {}
+        SchemaStatus::Missing | SchemaStatus::NotADatabase => {
+            check_file(path, false)?;
+            return Err(not_a_database(path));
+        }
+        SchemaStatus::NoErrandTables => return Err(not_initialised(path, "no Errand tables")),
+        SchemaStatus::TooNew(v) => {
             return Err(open_error(
                 path,
                 errand::Error::SchemaTooNew(format!(
@@ -187,7 +174,7 @@ fn check_schemas(path: &Path) -> Result<()> {
                 )),
             ));
         }
-        Some(v) if v < errand::sqlite::SCHEMA_VERSION => {
+        SchemaStatus::Outdated(v) => {
             return Err(not_initialised(
                 path,
                 &format!(
@@ -196,8 +183,8 @@ fn check_schemas(path: &Path) -> Result<()> {
                 ),
             ));
         }
-        Some(_) => {}
     }
+    let conn = errand::sqlite::open_read_only(path).map_err(|e| open_error(path, e))?;
     match app_schema_version(&conn)? {
         None => Err(not_initialised(path, "no Field Notes tables")),
         Some(v) if v > APP_SCHEMA_VERSION => Err(too_new_app_schema(path, v)),

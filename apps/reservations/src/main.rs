@@ -249,6 +249,7 @@ fn init_tracing() {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(errand::log_colours())
         .init();
 }
 

@@ -6,11 +6,11 @@
 //! expiry in a worker process are serialized by SQLite's write lock: each
 //! sees the other's committed row.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use errand::sqlite::SchemaStatus;
 use errand::sqlite::rusqlite::{self, Connection, OptionalExtension, Row, named_params, params};
 use errand::{Clock, SqliteOptions, SqliteStore, Timestamp};
 
@@ -25,8 +25,6 @@ use crate::error::{Error, Result};
 mod embedded {
     refinery::embed_migrations!("migrations/sqlite");
 }
-
-const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
 
 const COLUMNS: &str = "r.id, r.unit_id, r.guest, r.status, r.hold_until, r.generation, r.created_at, \
      r.paid_at, r.cancelled_at, r.expired_at, \
@@ -61,14 +59,11 @@ fn check_file(path: &Path, allow_missing: bool) -> Result<()> {
             "{shown} is a directory; pass the path of a database file or a postgres:// URL"
         )));
     }
-    if meta.len() == 0 {
-        return Ok(());
-    }
-    let mut header = [0u8; 16];
-    match std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut header)) {
-        Ok(()) if header == *SQLITE_HEADER => Ok(()),
-        Ok(()) => Err(not_a_database(path)),
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Err(not_a_database(path)),
+    // Looked at read-only: an empty file is an empty SQLite database
+    // (`init` may fill it).
+    match errand::sqlite::schema_status(path) {
+        Ok(SchemaStatus::NotADatabase) => Err(not_a_database(path)),
+        Ok(_) => Ok(()),
         Err(e) => Err(Error::Database(format!("cannot read {shown}: {e}"))),
     }
 }
@@ -95,9 +90,6 @@ fn open_error(path: &Path, e: errand::Error) -> Error {
             "{} was written by a newer program ({detail}); upgrade reservations before using it",
             path.display()
         )),
-        errand::Error::Invalid(msg) if msg.contains("not a SQLite database") => {
-            not_a_database(path)
-        }
         other => Error::from(other),
     }
 }
@@ -127,19 +119,18 @@ fn too_new(path: &Path, v: i64) -> Error {
     ))
 }
 
-/// Checks both schema versions on a plain connection that writes nothing,
-/// so a database of another program is left exactly as it was.
+/// Checks both schema versions on read-only connections, so a database of
+/// another program is left exactly as it was.
 fn check_schemas(path: &Path) -> Result<()> {
-    let conn = Connection::open_with_flags(
-        path,
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(|e| Error::Database(format!("cannot open {}: {e}", path.display())))?;
-    conn.busy_timeout(Duration::from_secs(5))?;
-    let errand_version = errand::sqlite::schema_version(&conn).map_err(|e| open_error(path, e))?;
-    match errand_version {
-        None => return Err(not_initialised(path, "no Errand tables")),
-        Some(v) if v > errand::sqlite::SCHEMA_VERSION => {
+    let status = errand::sqlite::schema_status(path).map_err(|e| open_error(path, e))?;
+    match status {
+        SchemaStatus::Current => {}
+        SchemaStatus::Missing | SchemaStatus::NotADatabase => {
+            check_file(path, false)?;
+            return Err(not_a_database(path));
+        }
+        SchemaStatus::NoErrandTables => return Err(not_initialised(path, "no Errand tables")),
+        SchemaStatus::TooNew(v) => {
             return Err(open_error(
                 path,
                 errand::Error::SchemaTooNew(format!(
@@ -148,7 +139,7 @@ fn check_schemas(path: &Path) -> Result<()> {
                 )),
             ));
         }
-        Some(v) if v < errand::sqlite::SCHEMA_VERSION => {
+        SchemaStatus::Outdated(v) => {
             return Err(not_initialised(
                 path,
                 &format!(
@@ -157,8 +148,8 @@ fn check_schemas(path: &Path) -> Result<()> {
                 ),
             ));
         }
-        Some(_) => {}
     }
+    let conn = errand::sqlite::open_read_only(path).map_err(|e| open_error(path, e))?;
     match app_schema_version(&conn)? {
         None => Err(not_initialised(path, "no reservations tables")),
         Some(v) if v > APP_SCHEMA_VERSION => Err(too_new(path, v)),

@@ -4,6 +4,8 @@ use std::process::ExitCode;
 
 use errand::Error;
 
+use crate::output::errln;
+
 /// A storage or runtime failure.
 pub const RUNTIME: u8 = 1;
 /// Bad input (clap uses 2 for bad flags too).
@@ -47,19 +49,19 @@ impl Failure {
     pub fn report(self) -> ExitCode {
         match self {
             Failure::Errand(e) => {
-                eprintln!("errand: {e}");
+                errln!("errand: {e}");
                 ExitCode::from(code(&e))
             }
             Failure::Usage(message) => {
-                eprintln!("errand: {message}");
+                errln!("errand: {message}");
                 ExitCode::from(INVALID)
             }
             Failure::Coded(code, message) => {
-                eprintln!("errand: {message}");
+                errln!("errand: {message}");
                 ExitCode::from(code)
             }
             Failure::Other(e) => {
-                eprintln!("errand: {e:#}");
+                errln!("errand: {e:#}");
                 ExitCode::from(RUNTIME)
             }
         }

@@ -3,8 +3,11 @@
 //! Every command takes `--db` (or `ERRAND_DB`): a file path or
 //! `sqlite://PATH` (default `./errand.db`). Output is human-readable, or JSON
 //! with `--json`. Exit codes are a stable interface; see `docs/cli.md`.
+//! Output goes through the `output` module, never `println!` (which panics
+//! when the reader of a pipe has gone).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -25,6 +28,7 @@ mod serve_loop;
 mod stats;
 
 use exit::Failure;
+use output::{errln, out, outln};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -37,9 +41,16 @@ struct Cli {
     #[arg(long, global = true, env = "ERRAND_DB", default_value = "./errand.db")]
     db: String,
 
-    /// PostgreSQL: the schema holding Errand's tables.
+    /// PostgreSQL: the schema holding Errand's tables (not a system schema,
+    /// and not `public` without --allow-public-schema).
     #[arg(long, global = true, env = "ERRAND_SCHEMA", default_value = "errand")]
     schema: String,
+
+    /// PostgreSQL: allow --schema public, the database's shared default
+    /// schema (refused otherwise, so Errand's tables never land there by a
+    /// slip).
+    #[arg(long, global = true)]
+    allow_public_schema: bool,
 
     /// SQLite durability: `full` (default; survives power loss) or `normal`
     /// (survives a process crash; the last commits may be lost on power loss).
@@ -473,9 +484,7 @@ fn traceparent_from_env() -> Option<String> {
     match errand::TraceParent::parse(value.clone()) {
         Ok(_) => Some(value),
         Err(e) => {
-            eprintln!(
-                "errand: warning: ignoring $TRACEPARENT ({e}); pass --traceparent to set one"
-            );
+            errln!("errand: warning: ignoring $TRACEPARENT ({e}); pass --traceparent to set one");
             None
         }
     }
@@ -509,6 +518,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(errand::log_colours())
         .init();
     match errand::configure_failpoints() {
         Ok(armed) if !armed.is_empty() => {
@@ -516,7 +526,7 @@ fn main() -> ExitCode {
         }
         Ok(_) => {}
         Err(e) => {
-            eprintln!("errand: {e}");
+            errln!("errand: {e}");
             return ExitCode::from(exit::INVALID);
         }
     }
@@ -527,13 +537,28 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("errand: cannot start the async runtime: {e}");
+            errln!("errand: cannot start the async runtime: {e}");
             return ExitCode::from(exit::RUNTIME);
         }
     };
-    match runtime.block_on(run(cli)) {
+    let result = runtime.block_on(run(cli));
+    let failed = result.is_err();
+    let code = match result {
         Ok(code) => code,
         Err(failure) => failure.report(),
+    };
+    // A reader that closed stdout is not a failure (see output.rs); any
+    // other write error is, unless the command failed on its own.
+    match output::stdout_failure() {
+        Some(e) => {
+            errln!("errand: writing the output failed: {e}");
+            if failed {
+                code
+            } else {
+                ExitCode::from(exit::RUNTIME)
+            }
+        }
+        None => code,
     }
 }
 
@@ -542,6 +567,7 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
         create_and_migrate: false,
         synchronous: cli.synchronous,
         schema: Some(cli.schema.clone()),
+        allow_public_schema: cli.allow_public_schema,
         clock: errand::test_clock_from_env().map_err(errand::Error::Invalid)?,
     };
     if let Command::Migrate(args) = &cli.command {
@@ -554,7 +580,7 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
         if args.json {
             output::json(&serde_json::json!({"migrated": true, "schema_version": version}))?;
         } else {
-            println!("schema is at version {version}");
+            outln!("schema is at version {version}");
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -633,7 +659,7 @@ async fn enqueue(store: Arc<dyn Store>, a: EnqueueArgs) -> Result<ExitCode, Fail
         } else {
             "exists"
         };
-        println!("{verb} {}", output::job_line(&inserted.job));
+        outln!("{verb} {}", output::job_line(&inserted.job));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -694,7 +720,7 @@ async fn replay(store: Arc<dyn Store>, a: ReplayArgs) -> Result<ExitCode, Failur
                 jobs: &targets,
             })?;
         } else if targets.is_empty() {
-            println!("nothing matches; nothing would be replayed");
+            outln!("nothing matches; nothing would be replayed");
         } else {
             for j in &targets {
                 let verdict = match (replayable(j), a.new_key) {
@@ -702,7 +728,7 @@ async fn replay(store: Arc<dyn Store>, a: ReplayArgs) -> Result<ExitCode, Failur
                     (true, true) => "would copy",
                     (false, _) => "would refuse",
                 };
-                println!("{verdict} {}", output::job_line(j));
+                outln!("{verdict} {}", output::job_line(j));
             }
         }
         return Ok(ExitCode::SUCCESS);
@@ -714,7 +740,7 @@ async fn replay(store: Arc<dyn Store>, a: ReplayArgs) -> Result<ExitCode, Failur
                 jobs: &[],
             })?;
         } else {
-            println!("nothing matches; nothing replayed");
+            outln!("nothing matches; nothing replayed");
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -739,9 +765,11 @@ async fn replay(store: Arc<dyn Store>, a: ReplayArgs) -> Result<ExitCode, Failur
         })?;
     } else {
         for j in &replayed {
-            println!(
+            outln!(
                 "replayed {} (replays={}) by {}",
-                j.id, j.replays, req.operator
+                j.id,
+                j.replays,
+                req.operator
             );
         }
     }
@@ -764,9 +792,13 @@ async fn copy_jobs(
         })?;
     } else {
         for c in &copied {
-            println!(
+            outln!(
                 "copied job {} to new job {} (queue={} kind={}) by {}",
-                c.from, c.job.id, c.job.queue, c.job.kind, req.operator
+                c.from,
+                c.job.id,
+                c.job.queue,
+                c.job.kind,
+                req.operator
             );
         }
     }
@@ -784,7 +816,7 @@ async fn cancel(store: Arc<dyn Store>, a: CancelArgs) -> Result<ExitCode, Failur
         output::json(&cancelled)?;
     } else {
         for j in &cancelled {
-            println!("cancelled {} by {}", j.id, req.operator);
+            outln!("cancelled {} by {}", j.id, req.operator);
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -797,7 +829,7 @@ async fn prune(store: Arc<dyn Store>, a: PruneArgs) -> Result<ExitCode, Failure>
     if a.json {
         output::json(&serde_json::json!({ "deleted": deleted }))?;
     } else {
-        println!(
+        outln!(
             "deleted {deleted} finished jobs older than {}",
             humantime::format_duration(a.older_than)
         );
@@ -818,7 +850,7 @@ async fn schedule(store: Arc<dyn Store>, a: ScheduleArgs) -> Result<ExitCode, Fa
                     &serde_json::json!({"created": true, "id": i.job.id, "available_at": i.job.available_at}),
                 )?;
             } else {
-                println!("enqueued {}", output::job_line(&i.job));
+                outln!("enqueued {}", output::job_line(&i.job));
             }
         }
         Ok(())
@@ -938,15 +970,12 @@ async fn bench(cli: &Cli, a: &BenchArgs) -> Result<ExitCode, Failure> {
     };
     let progress: Option<errand_bench::Progress> = (!a.json).then(|| {
         Arc::new(|i: &errand_bench::Interval| {
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(
-                out,
+            outln!(
                 "  {:>6.1} s  {:>10} done  {:>8} jobs/s",
                 i.at_s,
                 errand_bench::thousands(i.done as f64),
                 errand_bench::thousands(i.jobs_per_sec)
             );
-            let _ = out.flush();
         }) as errand_bench::Progress
     });
     let report = errand_bench::run(&config, progress)
@@ -959,7 +988,7 @@ async fn bench(cli: &Cli, a: &BenchArgs) -> Result<ExitCode, Failure> {
     if a.json {
         output::json(&report)?;
     } else {
-        print!("{}", report.human());
+        out!("{}", report.human());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -983,7 +1012,7 @@ fn serve_config(a: &ServeArgs) -> Result<errand_server::ServerConfig, Failure> {
     if let Some(token) = &config.token
         && token.len() < 16
     {
-        eprintln!(
+        errln!(
             "errand: warning: the access token is only {} characters long; use a long random one (openssl rand -hex 32)",
             token.len()
         );
@@ -1009,12 +1038,7 @@ async fn serve(
                 Failure::Other(e.into())
             }
         })?;
-    {
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "listening on http://{}", server.local_addr())
-            .and_then(|()| out.flush())
-            .context("writing to stdout")?;
-    }
+    outln!("listening on http://{}", server.local_addr());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let run = server.run(async {
         let _ = stopped.await;
@@ -1029,9 +1053,7 @@ async fn serve(
         _ = int.recv() => "SIGINT",
     };
     let _ = stop.send(());
-    eprintln!(
-        "errand: {name} received; finishing in-flight requests (signal again to exit at once)"
-    );
+    errln!("errand: {name} received; finishing in-flight requests (signal again to exit at once)");
     tokio::select! {
         result = &mut run => {
             result.context("the server failed")?;
@@ -1043,6 +1065,6 @@ async fn serve(
 }
 
 fn second_signal() -> Result<ExitCode, Failure> {
-    eprintln!("errand: second signal, exiting now; requests still in flight are cut off");
+    errln!("errand: second signal, exiting now; requests still in flight are cut off");
     Ok(ExitCode::from(130))
 }

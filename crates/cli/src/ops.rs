@@ -11,7 +11,7 @@ use errand::{
 use serde::Serialize;
 
 use crate::exit::{self, Failure};
-use crate::output;
+use crate::output::{self, outln};
 use crate::select::Selection;
 
 /// `errand pause` and `errand resume`.
@@ -127,7 +127,7 @@ pub async fn pause(store: &dyn Store, a: QueueActionArgs) -> Result<ExitCode, Fa
             Some(changed),
         ))?;
     } else if changed {
-        println!(
+        outln!(
             "paused queue {} by {}{}; no worker takes its jobs until `errand resume {}`",
             action.queue,
             action.operator,
@@ -136,7 +136,7 @@ pub async fn pause(store: &dyn Store, a: QueueActionArgs) -> Result<ExitCode, Fa
         );
     } else {
         match current {
-            Some(p) => println!(
+            Some(p) => outln!(
                 "queue {} was already paused by {} at {}{}; nothing changed",
                 p.queue,
                 p.operator,
@@ -144,7 +144,7 @@ pub async fn pause(store: &dyn Store, a: QueueActionArgs) -> Result<ExitCode, Fa
                 why(p.reason.as_deref())
             ),
             // Resumed by someone else between the two calls.
-            None => println!(
+            None => outln!(
                 "queue {} was already paused, and has been resumed since; nothing changed",
                 action.queue
             ),
@@ -171,14 +171,14 @@ pub async fn resume(store: &dyn Store, a: QueueActionArgs) -> Result<ExitCode, F
         let since = was
             .map(|p| format!(" (paused by {} at {})", p.operator, p.paused_at))
             .unwrap_or_default();
-        println!(
+        outln!(
             "resumed queue {}{since} by {}{}",
             action.queue,
             action.operator,
             why(action.reason.as_deref())
         );
     } else {
-        println!("queue {} was not paused; nothing changed", action.queue);
+        outln!("queue {} was not paused; nothing changed", action.queue);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -197,7 +197,7 @@ pub async fn queues(store: &dyn Store, as_json: bool) -> Result<ExitCode, Failur
         return Ok(ExitCode::SUCCESS);
     }
     if list.is_empty() {
-        println!("no queues (none has waiting, running or dead jobs, or is paused)");
+        outln!("no queues (none has waiting, running or dead jobs, or is paused)");
         return Ok(ExitCode::SUCCESS);
     }
     let rows: Vec<Vec<String>> = list
@@ -238,7 +238,7 @@ pub async fn purge(store: &dyn Store, a: PurgeArgs) -> Result<ExitCode, Failure>
                 jobs: &targets,
             })?;
         } else if targets.is_empty() {
-            println!("nothing matches; nothing would be purged");
+            outln!("nothing matches; nothing would be purged");
         } else {
             for j in &targets {
                 let verdict = if j.state == JobState::Dead {
@@ -246,7 +246,7 @@ pub async fn purge(store: &dyn Store, a: PurgeArgs) -> Result<ExitCode, Failure>
                 } else {
                     "would refuse (only dead jobs can be purged)"
                 };
-                println!("{verdict} {}", output::job_line(j));
+                outln!("{verdict} {}", output::job_line(j));
             }
         }
         return Ok(ExitCode::SUCCESS);
@@ -255,7 +255,7 @@ pub async fn purge(store: &dyn Store, a: PurgeArgs) -> Result<ExitCode, Failure>
         if a.json {
             output::json(&serde_json::json!({"dry_run": false, "purged": []}))?;
         } else {
-            println!("nothing matches; nothing purged");
+            outln!("nothing matches; nothing purged");
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -281,12 +281,15 @@ pub async fn purge(store: &dyn Store, a: PurgeArgs) -> Result<ExitCode, Failure>
         }))?;
     } else {
         for j in targets.iter().filter(|j| purged.contains(&j.id)) {
-            println!(
+            outln!(
                 "purged {} (queue={} kind={}) by {}",
-                j.id, j.queue, j.kind, req.operator
+                j.id,
+                j.queue,
+                j.kind,
+                req.operator
             );
         }
-        println!(
+        outln!(
             "{} dead job(s) purged; the audit log keeps who, when and why (errand audit --job ID)",
             purged.len()
         );
@@ -311,14 +314,14 @@ pub async fn audit(store: &dyn Store, a: AuditArgs) -> Result<ExitCode, Failure>
     if entries.len() == filter.effective_limit() as usize
         && let Some(last) = entries.last()
     {
-        println!("(more may follow: add --before {})", last.seq);
+        outln!("(more may follow: add --before {})", last.seq);
     }
     Ok(ExitCode::SUCCESS)
 }
 
 fn audit_table(entries: &[AuditEntry]) {
     if entries.is_empty() {
-        println!("no audit entries");
+        outln!("no audit entries");
         return;
     }
     let rows: Vec<Vec<String>> = entries

@@ -1,12 +1,81 @@
 //! Human and JSON output.
+//!
+//! Everything the command prints goes through [`stdout`] and [`stderr`]
+//! (the [`outln!`] and [`errln!`] macros), never `println!`, which panics
+//! when the reader has gone. A reader that closes stdout early (`errand jobs
+//! | head -1`) ends the output quietly: the rest is dropped and the command
+//! finishes as it would have, with its own exit status. Any other failure
+//! to write stdout (a full disk) is reported when the command ends, with
+//! exit 1 if the command had succeeded.
+
+use std::io::Write;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
 use errand::{Job, JobDetail, JobState, WorkReport};
 use serde::Serialize;
 
+/// Set once stdout cannot be written (its reader closed the pipe, or it
+/// failed): later output is dropped.
+static STDOUT_GONE: AtomicBool = AtomicBool::new(false);
+
+/// The first failure to write stdout other than a closed pipe.
+static STDOUT_FAILURE: OnceLock<String> = OnceLock::new();
+
+/// Writes to stdout (and flushes). See the module documentation for what
+/// happens when stdout cannot be written.
+pub fn stdout(text: std::fmt::Arguments<'_>) {
+    if STDOUT_GONE.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_fmt(text).and_then(|()| out.flush()) {
+        STDOUT_GONE.store(true, Ordering::Relaxed);
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            let _ = STDOUT_FAILURE.set(e.to_string());
+        }
+    }
+}
+
+/// Writes to stderr; a stderr that cannot be written is ignored (there is
+/// nowhere left to say so).
+pub fn stderr(text: std::fmt::Arguments<'_>) {
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_fmt(text).and_then(|()| err.flush());
+}
+
+/// Why stdout could not be written, unless its reader simply closed it.
+pub fn stdout_failure() -> Option<&'static str> {
+    STDOUT_FAILURE.get().map(String::as_str)
+}
+
+/// `println!` through [`stdout`].
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::output::stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `print!` through [`stdout`].
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::output::stdout(format_args!($($arg)*))
+    };
+}
+
+/// `eprintln!` through [`stderr`].
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        $crate::output::stderr(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+pub(crate) use {errln, out, outln};
+
 /// Prints `v` as one line of JSON.
 pub fn json<T: Serialize + ?Sized>(v: &T) -> anyhow::Result<()> {
-    println!(
+    outln!(
         "{}",
         serde_json::to_string(v).context("encoding JSON output")?
     );
@@ -28,7 +97,7 @@ pub fn job_line(j: &Job) -> String {
 /// A table of jobs.
 pub fn job_table(jobs: &[Job]) {
     if jobs.is_empty() {
-        println!("no jobs");
+        outln!("no jobs");
         return;
     }
     let idw = jobs
@@ -37,12 +106,19 @@ pub fn job_table(jobs: &[Job]) {
         .max()
         .unwrap_or(2)
         .max(2);
-    println!(
+    outln!(
         "{:idw$}  {:9}  {:12}  {:16}  {:8}  {:7}  {:24}  {:24}  LAST_ERROR",
-        "ID", "STATE", "QUEUE", "KIND", "ATTEMPTS", "REPLAYS", "AVAILABLE_AT", "LEASE_UNTIL"
+        "ID",
+        "STATE",
+        "QUEUE",
+        "KIND",
+        "ATTEMPTS",
+        "REPLAYS",
+        "AVAILABLE_AT",
+        "LEASE_UNTIL"
     );
     for j in jobs {
-        println!(
+        outln!(
             "{:idw$}  {:9}  {:12}  {:16}  {:8}  {:7}  {:24}  {:24}  {}",
             j.id.as_str(),
             j.state.as_str(),
@@ -60,18 +136,18 @@ pub fn job_table(jobs: &[Job]) {
 /// One job in full.
 pub fn detail(d: &JobDetail) {
     let j = &d.job;
-    println!("id:           {}", j.id);
-    println!("state:        {}", j.state);
-    println!("queue:        {}", j.queue);
-    println!("kind:         {}", j.kind);
-    println!("priority:     {}", j.priority);
-    println!("attempts:     {} of {}", j.attempts, j.max_attempts);
-    println!("replays:      {}", j.replays);
-    println!("available_at: {}", j.available_at);
-    println!("lease_until:  {}", opt_time(j.lease_until));
-    println!("created_at:   {}", j.created_at);
-    println!("updated_at:   {}", j.updated_at);
-    println!("finished_at:  {}", opt_time(j.finished_at));
+    outln!("id:           {}", j.id);
+    outln!("state:        {}", j.state);
+    outln!("queue:        {}", j.queue);
+    outln!("kind:         {}", j.kind);
+    outln!("priority:     {}", j.priority);
+    outln!("attempts:     {} of {}", j.attempts, j.max_attempts);
+    outln!("replays:      {}", j.replays);
+    outln!("available_at: {}", j.available_at);
+    outln!("lease_until:  {}", opt_time(j.lease_until));
+    outln!("created_at:   {}", j.created_at);
+    outln!("updated_at:   {}", j.updated_at);
+    outln!("finished_at:  {}", opt_time(j.finished_at));
     if let Some(deadline) = j.deadline {
         let lateness = match j.finished_at {
             Some(done) if j.state == JobState::Done && done > deadline => {
@@ -80,25 +156,25 @@ pub fn detail(d: &JobDetail) {
             Some(_) if j.state == JobState::Done => " (finished on time)".to_owned(),
             _ => String::new(),
         };
-        println!("deadline:     {deadline}{lateness}");
+        outln!("deadline:     {deadline}{lateness}");
     }
     if let Some(tp) = &j.traceparent {
-        println!("traceparent:  {tp}");
+        outln!("traceparent:  {tp}");
     }
-    println!(
+    outln!(
         "last_error:   {}{}",
         j.last_error.as_deref().unwrap_or("-"),
         j.last_error_class
             .map(|c| format!(" ({c})"))
             .unwrap_or_default()
     );
-    println!("payload:      {}", j.payload.as_str());
-    println!("history:");
+    outln!("payload:      {}", j.payload.as_str());
+    outln!("history:");
     if d.history.is_empty() {
-        println!("  (no attempts yet)");
+        outln!("  (no attempts yet)");
     }
     for h in &d.history {
-        println!(
+        outln!(
             "  cycle {} attempt {}: started {} finished {} outcome {}{}",
             h.cycle,
             h.attempt,
@@ -111,9 +187,9 @@ pub fn detail(d: &JobDetail) {
                 .unwrap_or_default()
         );
     }
-    println!("audit:");
+    outln!("audit:");
     if d.audit.is_empty() {
-        println!("  (no operator actions)");
+        outln!("  (no operator actions)");
     }
     for a in &d.audit {
         let copy = match (&a.copied_to, &a.copied_from) {
@@ -121,7 +197,7 @@ pub fn detail(d: &JobDetail) {
             (None, Some(from)) => format!(" (this job, from job {from})"),
             (None, None) => String::new(),
         };
-        println!(
+        outln!(
             "  {} {}{} by {}{}",
             a.at,
             a.action,
@@ -170,7 +246,7 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) {
                 }
             })
             .collect();
-        println!("{}", text.join("  "));
+        outln!("{}", text.join("  "));
     };
     line(header.to_vec());
     for row in rows {
@@ -183,7 +259,7 @@ pub fn report(r: &WorkReport, as_json: bool) -> anyhow::Result<()> {
     if as_json {
         json(r)
     } else {
-        println!("{r}");
+        outln!("{r}");
         Ok(())
     }
 }

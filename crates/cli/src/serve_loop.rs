@@ -12,7 +12,7 @@ use anyhow::Context;
 use errand::{Handler, Name, RetryPolicy, Runtime, Store};
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::output;
+use crate::output::{self, errln};
 
 /// Service-mode settings from the command line.
 #[derive(Debug)]
@@ -79,7 +79,7 @@ pub async fn run(
         tracing::warn!("stop requested: finishing in-flight jobs; signal again to exit at once");
         let _ = first_tx.send(());
         tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
-        eprintln!("errand: second signal, exiting now; unfinished jobs return after their lease");
+        errln!("errand: second signal, exiting now; unfinished jobs return after their lease");
         std::process::exit(130);
     });
     runtime

@@ -14,7 +14,7 @@ use errand::{
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::exit::{self, Failure};
-use crate::output::{self, age};
+use crate::output::{self, age, outln};
 
 /// The default window of retries and dead letters.
 const DEFAULT_WINDOW: Duration = Duration::from_secs(15 * 60);
@@ -599,13 +599,13 @@ pub async fn run(store: &dyn Store, a: StatsArgs) -> Result<ExitCode, Failure> {
             lateness: lateness.as_ref(),
         })?;
     } else if crossed.is_empty() {
-        println!(
+        outln!(
             "ok: {checked} threshold check(s) over {} queue(s), none crossed",
             stats.queues.len()
         );
     } else {
         for c in &crossed {
-            println!("CROSSED {}", c.message);
+            outln!("CROSSED {}", c.message);
         }
     }
     Ok(if crossed.is_empty() {
@@ -653,12 +653,12 @@ fn print_stats(s: &Stats) {
             paused.to_owned(),
         ]
     };
-    println!(
+    outln!(
         "at {} (retries and dead letters over the last {window})",
         s.at
     );
     if s.queues.is_empty() {
-        println!("no queues (no waiting, running or dead jobs, no recent failures, none paused)");
+        outln!("no queues (no waiting, running or dead jobs, no recent failures, none paused)");
     } else {
         let mut rows: Vec<Vec<String>> = s
             .queues
@@ -698,19 +698,19 @@ fn print_stats(s: &Stats) {
         );
     }
     if !s.truncated.is_empty() {
-        println!(
+        outln!(
             "≥: counts of {} went past the cap of {} rows in some queue and are lower bounds there (raise --cap to count further)",
             s.truncated.join(", "),
             s.cap
         );
     }
     match (s.last_worker_cycle_at, s.since_last_worker_cycle_ms) {
-        (Some(at), Some(since)) => println!(
+        (Some(at), Some(since)) => outln!(
             "workers: {} reporting; last claim cycle {} ago ({at})",
             s.workers.len(),
             age(since)
         ),
-        _ => println!("workers: none has reported a claim cycle"),
+        _ => outln!("workers: none has reported a claim cycle"),
     }
     if !s.workers.is_empty() {
         let rows: Vec<Vec<String>> = s

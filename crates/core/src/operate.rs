@@ -427,6 +427,17 @@ pub struct Stats {
 }
 
 impl Stats {
+    /// The workers that reported within the window (`window_secs` before
+    /// `at`): those still at work. A worker that stopped for good drops out
+    /// of this list a window after its last report, though its report is
+    /// kept (and listed in `workers`) for a day.
+    pub fn recent_workers(&self) -> impl Iterator<Item = &WorkerSeen> {
+        let since = self.at.minus(Duration::from_secs(self.window_secs));
+        self.workers
+            .iter()
+            .filter(move |w| w.last_cycle_at >= since)
+    }
+
     /// Sums over every queue (the oldest due age is the largest).
     pub fn totals(&self) -> Counts {
         let mut t = Counts::default();

@@ -40,6 +40,7 @@ mod failpoint;
 mod maintenance;
 mod runtime;
 mod spec;
+mod term;
 pub mod testkit;
 mod worker;
 
@@ -67,6 +68,7 @@ pub use failpoint::{FAILPOINTS, configure_failpoints, test_clock_from_env};
 pub use maintenance::{Pruner, Sweeper};
 pub use runtime::{KindOptions, ReportHook, RunStats, Runtime, RuntimeBuilder};
 pub use spec::{JobSpec, MAX_PAYLOAD_DEPTH, parse_deadline, parse_duration};
+pub use term::log_colours;
 pub use worker::{
     Handler, JobContext, Sampler, WorkOutcome, WorkReport, Worker, WorkerConfig, failure_for,
     handler_fn,
@@ -121,6 +123,9 @@ pub struct ConnectOptions {
     pub synchronous: Synchronous,
     /// PostgreSQL only: the schema holding Errand's tables (default `errand`).
     pub schema: Option<String>,
+    /// PostgreSQL only: allow `public` as the schema
+    /// ([`PgOptions::allow_public_schema`]).
+    pub allow_public_schema: bool,
     /// SQLite only: the clock lease and due decisions use (default: the
     /// host's). PostgreSQL always uses the server's.
     pub clock: Option<Arc<dyn Clock>>,
@@ -144,6 +149,7 @@ pub async fn connect(db: &str, options: &ConnectOptions) -> Result<Arc<dyn Store
             let defaults = PgOptions::default();
             let pg = PgOptions {
                 schema: options.schema.clone().unwrap_or(defaults.schema),
+                allow_public_schema: options.allow_public_schema,
                 migrate: options.create_and_migrate,
                 ..defaults
             };

@@ -96,8 +96,14 @@ const MIGRATIONS: &[(&str, &str)] = &[
 /// How to open a PostgreSQL store.
 #[derive(Clone, Debug)]
 pub struct PgOptions {
-    /// The schema holding Errand's tables (created by migrations).
+    /// The schema holding Errand's tables (created by migrations). Never a
+    /// system schema (`pg_catalog`, `information_schema`, any `pg_…`), and
+    /// not `public` unless [`PgOptions::allow_public_schema`] is set.
     pub schema: String,
+    /// Allow `public` as [`PgOptions::schema`]: PostgreSQL's default
+    /// schema, shared with whatever else lives in the database. Off by
+    /// default so Errand's tables never land there by a typo.
+    pub allow_public_schema: bool,
     /// Create the schema and apply pending migrations on open.
     pub migrate: bool,
     /// Most connections in the pool.
@@ -110,10 +116,31 @@ impl Default for PgOptions {
     fn default() -> Self {
         PgOptions {
             schema: "errand".to_owned(),
+            allow_public_schema: false,
             migrate: false,
             pool_size: 8,
             clock: None,
         }
+    }
+}
+
+impl PgOptions {
+    /// [`PgOptions::schema`] checked ([`quote_schema`], and `public` only
+    /// with [`PgOptions::allow_public_schema`]) and double-quoted for SQL.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming the fix.
+    pub fn quoted_schema(&self) -> Result<String> {
+        let quoted = quote_schema(&self.schema)?;
+        if self.schema.eq_ignore_ascii_case("public") && !self.allow_public_schema {
+            return Err(Error::invalid(format!(
+                "schema {:?} is PostgreSQL's default schema, shared with everything else in the \
+                 database: keep Errand's tables in a schema of their own (the default is `errand`), \
+                 or allow public on purpose (errand: --allow-public-schema)",
+                self.schema
+            )));
+        }
+        Ok(quoted)
     }
 }
 
@@ -150,7 +177,10 @@ fn pool_err(e: deadpool_postgres::PoolError) -> Error {
 }
 
 /// Checks a schema name (up to 63 letters, digits and `_`, starting with a
-/// letter or `_`) and returns it double-quoted for SQL.
+/// letter or `_`, and not one of PostgreSQL's own: `information_schema` or
+/// any name starting with `pg_`, which PostgreSQL reserves) and returns it
+/// double-quoted for SQL. `public` passes here; [`PgStore::connect`]
+/// refuses it unless [`PgOptions::allow_public_schema`] is set.
 ///
 /// # Errors
 /// [`Error::Invalid`] saying what a valid name looks like.
@@ -167,6 +197,14 @@ pub fn quote_schema(schema: &str) -> Result<String> {
     if !ok {
         return Err(Error::invalid(format!(
             "schema name {schema:?} is not valid: use up to 63 letters, digits or _, starting with a letter"
+        )));
+    }
+    let lower = schema.to_ascii_lowercase();
+    if lower.starts_with("pg_") || lower == "information_schema" {
+        return Err(Error::invalid(format!(
+            "schema {schema:?} belongs to PostgreSQL itself (pg_catalog, pg_toast, pg_temp…, \
+             information_schema and every name starting with pg_ are the system's): \
+             pick a schema of Errand's own, such as the default `errand`"
         )));
     }
     Ok(format!("\"{schema}\""))
@@ -217,7 +255,7 @@ impl PgStore {
                 "the PostgreSQL URL is malformed ({e}); write it like postgres://user@host:5432/dbname"
             ))
         })?;
-        let quoted = quote_schema(&options.schema)?;
+        let quoted = options.quoted_schema()?;
         let target = describe_target(&config);
         // One direct connection first: a clear error if the server is
         // unreachable, and the migrations run on it.
@@ -626,6 +664,61 @@ impl Store for PgStore {
 
     fn work_signal(&self) -> Box<dyn WorkSignal> {
         Box::new(self.listener().signal())
+    }
+}
+
+#[cfg(test)]
+mod schema_name_tests {
+    use super::*;
+
+    #[test]
+    fn system_schemas_are_refused_and_public_only_on_purpose() {
+        for system in [
+            "information_schema",
+            "INFORMATION_SCHEMA",
+            "pg_catalog",
+            "pg_toast",
+            "pg_temp_3",
+            "pg_anything",
+            "PG_Catalog",
+        ] {
+            let err = quote_schema(system).expect_err(system).to_string();
+            assert!(err.contains("belongs to PostgreSQL itself"), "{err}");
+        }
+        let options = |schema: &str, allow_public_schema| PgOptions {
+            schema: schema.to_owned(),
+            allow_public_schema,
+            ..PgOptions::default()
+        };
+        for public in ["public", "PUBLIC"] {
+            let err = options(public, false)
+                .quoted_schema()
+                .expect_err(public)
+                .to_string();
+            assert!(err.contains("--allow-public-schema"), "{err}");
+            assert!(options(public, true).quoted_schema().is_ok());
+        }
+        assert_eq!(
+            options("errand", false).quoted_schema().ok().as_deref(),
+            Some("\"errand\"")
+        );
+        assert!(options("pg_catalog", true).quoted_schema().is_err());
+        assert!(quote_schema("pgx").is_ok() && quote_schema("my_pg_jobs").is_ok());
+    }
+
+    #[tokio::test]
+    async fn connect_refuses_a_system_schema_before_it_touches_the_database() {
+        // Port 1: nothing listens; the refusal comes first.
+        let url = "postgres://nobody@127.0.0.1:1/none";
+        for schema in ["information_schema", "pg_catalog", "public"] {
+            let options = PgOptions {
+                schema: schema.to_owned(),
+                migrate: true,
+                ..PgOptions::default()
+            };
+            let err = PgStore::connect(url, options).await.expect_err(schema);
+            assert!(matches!(err, Error::Invalid(_)), "{schema}: {err}");
+        }
     }
 }
 

@@ -73,6 +73,7 @@ async fn make(clock: ManualClock) -> Option<Arc<dyn Store>> {
         migrate: true,
         pool_size: 4,
         clock: Some(Arc::new(clock)),
+        ..PgOptions::default()
     };
     Some(Arc::new(
         PgStore::connect(&url, options)

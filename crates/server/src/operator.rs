@@ -371,13 +371,17 @@ pub(crate) fn render_metrics(stats: &Stats) -> Result<String, std::fmt::Error> {
             .set(i64::from(stats.truncated.iter().any(|t| t == state)));
     }
 
+    // Only the workers still reporting: a worker gone for longer than the
+    // window has no series (its last counts would otherwise linger as if
+    // it were alive until its report is deleted a day later).
+    let recent: Vec<&errand::WorkerSeen> = stats.recent_workers().collect();
     let workers = Gauge::<i64>::default();
     r.register(
         "errand_workers",
-        "Worker processes that reported in the last day",
+        format!("Worker processes that reported in the last {}", window),
         workers.clone(),
     );
-    workers.set(i64::try_from(stats.workers.len()).unwrap_or(i64::MAX));
+    workers.set(i64::try_from(recent.len()).unwrap_or(i64::MAX));
     let since = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
     r.register(
         "errand_seconds_since_last_worker_cycle",
@@ -419,15 +423,14 @@ pub(crate) fn render_metrics(stats: &Stats) -> Result<String, std::fmt::Error> {
     };
     for (name, help, value) in counters {
         let family = Family::<Labels, Counter>::default();
-        for w in &stats.workers {
+        for w in &recent {
             family.get_or_create(&labels(w)).inc_by(value(&w.metrics));
         }
         r.register(name, help, family);
     }
     let per_worker = |pick: fn(&errand::WorkerMetrics) -> &errand::Histogram| {
         PerWorker(
-            stats
-                .workers
+            recent
                 .iter()
                 .map(|w| (labels(w), Counted::of(pick(&w.metrics))))
                 .collect(),
@@ -445,7 +448,32 @@ pub(crate) fn render_metrics(stats: &Stats) -> Result<String, std::fmt::Error> {
     );
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &r)?;
-    Ok(out)
+    Ok(spell_infinities(&out))
+}
+
+/// The encoder writes an infinite sample value as Rust prints it (`inf`);
+/// OpenMetrics and Prometheus spell it `+Inf` (and `-Inf`). A sample's value
+/// is the last field of its line (no timestamps or exemplars are written),
+/// and label values cannot end a line (they are quoted, newlines escaped).
+fn spell_infinities(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    for line in text.lines() {
+        if !line.starts_with('#') {
+            if let Some(head) = line.strip_suffix(" -inf") {
+                out.push_str(head);
+                out.push_str(" -Inf\n");
+                continue;
+            }
+            if let Some(head) = line.strip_suffix(" inf") {
+                out.push_str(head);
+                out.push_str(" +Inf\n");
+                continue;
+            }
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
 }
 
 /// `GET /metrics`

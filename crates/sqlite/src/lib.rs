@@ -51,7 +51,9 @@ use crate::ops::Now;
 
 pub use ops::{complete as complete_in, insert as enqueue_in, insert_many as enqueue_many_in};
 pub use rusqlite;
-pub use schema::{SCHEMA_VERSION, migrate, schema_version};
+pub use schema::{
+    SCHEMA_VERSION, SchemaStatus, migrate, open_read_only, schema_status, schema_version,
+};
 
 use writer::Writer;
 
@@ -186,8 +188,17 @@ impl SqliteStore {
     /// Fails with a message naming the fix when the file is missing, is not
     /// a SQLite database, has no Errand schema or an older one (run
     /// `errand migrate`), or has a newer schema than this program knows.
+    ///
+    /// Without `options.create` or `options.migrate` the file is first
+    /// looked at read-only ([`schema_status`]) and a file this program
+    /// cannot use is refused exactly as it was: only an Errand database at
+    /// this program's schema version is then opened for writing (and set
+    /// to WAL mode).
     pub fn open(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
+        if !options.create && !options.migrate {
+            schema::inspect(&path, options.busy_timeout)?.require_current(&path)?;
+        }
         if !options.create && !path.exists() {
             return Err(Error::invalid(format!(
                 "no database at {}; create it with `errand migrate --db {}` (or check the path)",
@@ -688,6 +699,115 @@ mod tests {
             .await;
         assert!(err.is_err());
         assert_eq!(store.commits(), 3);
+    }
+
+    /// Files a store may not use as they are: each with the status
+    /// `schema_status` gives it and the error opening it gives.
+    fn foreign_files(dir: &Path) -> Vec<(PathBuf, SchemaStatus)> {
+        let empty = dir.join("empty.db");
+        std::fs::write(&empty, b"").unwrap();
+        let other = dir.join("other.db");
+        Connection::open(&other)
+            .unwrap()
+            .execute_batch(
+                "CREATE TABLE notes (id INTEGER PRIMARY KEY); INSERT INTO notes VALUES (1);",
+            )
+            .unwrap();
+        let text = dir.join("notes.txt");
+        std::fs::write(&text, "not a database\n".repeat(100)).unwrap();
+        // In WAL mode, as `errand migrate` leaves a database.
+        let newer = dir.join("newer.db");
+        let mut conn = Connection::open(&newer).unwrap();
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+        schema::migrate(&mut conn).unwrap();
+        conn.execute(
+            "INSERT INTO errand_schema_history (version, name, applied_on, checksum) VALUES (?1, 'future', '2030-01-01', '0')",
+            [SCHEMA_VERSION + 1],
+        )
+        .unwrap();
+        drop(conn);
+        vec![
+            (empty, SchemaStatus::NoErrandTables),
+            (other, SchemaStatus::NoErrandTables),
+            (text, SchemaStatus::NotADatabase),
+            (newer, SchemaStatus::TooNew(SCHEMA_VERSION + 1)),
+        ]
+    }
+
+    #[test]
+    fn opening_without_create_or_migrate_refuses_a_foreign_file_and_leaves_it_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = foreign_files(dir.path());
+        let listing = || {
+            let mut names: Vec<_> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            names.sort();
+            names
+        };
+        let before_all = listing();
+        for (path, status) in files {
+            let before = std::fs::read(&path).unwrap();
+            assert_eq!(schema_status(&path).unwrap(), status, "{}", path.display());
+            let err = SqliteStore::open(&path, SqliteOptions::default()).unwrap_err();
+            let expected = match status {
+                SchemaStatus::NotADatabase => matches!(err, Error::Invalid(_)),
+                SchemaStatus::TooNew(_) => matches!(err, Error::SchemaTooNew(_)),
+                _ => matches!(err, Error::SchemaOutdated(_)),
+            };
+            assert!(expected, "{}: {err}", path.display());
+            let after = std::fs::read(&path).unwrap();
+            assert!(
+                after == before,
+                "{} was changed ({} bytes before, {} after)",
+                path.display(),
+                before.len(),
+                after.len()
+            );
+        }
+        assert_eq!(listing(), before_all, "no side files were left");
+        // Looking did not switch the other program's database to WAL.
+        let mode: String = Connection::open(dir.path().join("other.db"))
+            .unwrap()
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "delete");
+        assert_eq!(
+            schema_status(&dir.path().join("missing.db")).unwrap(),
+            SchemaStatus::Missing
+        );
+        assert!(!dir.path().join("missing.db").exists());
+        assert!(schema_status(dir.path()).is_err(), "a directory");
+    }
+
+    #[test]
+    fn a_current_database_is_opened_and_an_outdated_one_names_migrate() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ok.db");
+        let options = SqliteOptions {
+            create: true,
+            migrate: true,
+            ..Default::default()
+        };
+        drop(SqliteStore::open(&path, options).unwrap());
+        assert_eq!(schema_status(&path).unwrap(), SchemaStatus::Current);
+        SqliteStore::open(&path, SqliteOptions::default()).unwrap();
+        Connection::open(&path)
+            .unwrap()
+            .execute(
+                "DELETE FROM errand_schema_history WHERE version = ?1",
+                [SCHEMA_VERSION],
+            )
+            .unwrap();
+        let status = schema_status(&path).unwrap();
+        assert_eq!(status, SchemaStatus::Outdated(SCHEMA_VERSION - 1));
+        let err = status.require_current(&path).unwrap_err();
+        assert!(matches!(err, Error::SchemaOutdated(_)));
+        assert!(err.to_string().contains("errand migrate"), "{err}");
     }
 
     #[test]

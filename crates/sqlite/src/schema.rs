@@ -1,7 +1,10 @@
 //! Versioned migrations (refinery) and the schema-version check.
 
+use std::path::Path;
+use std::time::Duration;
+
 use errand_core::{Error, Result};
-use rusqlite::{Connection, OptionalExtension};
+use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension};
 
 use crate::map_err;
 
@@ -53,19 +56,168 @@ pub fn migrate(conn: &mut Connection) -> Result<()> {
     Ok(())
 }
 
+/// What a file holds, as far as Errand is concerned: found by
+/// [`schema_status`] without changing the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SchemaStatus {
+    /// There is no file at the path.
+    Missing,
+    /// The file is not a SQLite database.
+    NotADatabase,
+    /// A SQLite database (an empty file counts as one) without Errand's
+    /// tables: `errand migrate` adds them.
+    NoErrandTables,
+    /// Errand's schema at an older version: `errand migrate` upgrades it.
+    Outdated(i64),
+    /// Errand's schema at the version this program uses.
+    Current,
+    /// Errand's schema at a newer version than this program knows.
+    TooNew(i64),
+}
+
+impl SchemaStatus {
+    fn of_version(version: Option<i64>) -> Self {
+        match version {
+            None => SchemaStatus::NoErrandTables,
+            Some(v) if v < SCHEMA_VERSION => SchemaStatus::Outdated(v),
+            Some(v) if v > SCHEMA_VERSION => SchemaStatus::TooNew(v),
+            Some(_) => SchemaStatus::Current,
+        }
+    }
+
+    /// `Ok` for [`SchemaStatus::Current`]; otherwise the refusal to use the
+    /// database at `path` as it is, naming the fix: a missing file or one
+    /// that is not a database is [`Error::Invalid`], no or an older schema
+    /// [`Error::SchemaOutdated`] (run `errand migrate`), a newer one
+    /// [`Error::SchemaTooNew`].
+    pub fn require_current(self, path: &Path) -> Result<()> {
+        let shown = path.display();
+        match self {
+            SchemaStatus::Current => Ok(()),
+            SchemaStatus::Missing => Err(Error::invalid(format!(
+                "no database at {shown}; create it with `errand migrate --db {shown}` (or check the path)"
+            ))),
+            SchemaStatus::NotADatabase => Err(Error::invalid(format!(
+                "{shown} is not a SQLite database; check the --db path"
+            ))),
+            SchemaStatus::NoErrandTables => Err(Error::SchemaOutdated(
+                "this database has no Errand tables".into(),
+            )),
+            SchemaStatus::Outdated(v) => Err(Error::SchemaOutdated(format!(
+                "schema version {v}, this program needs {SCHEMA_VERSION}"
+            ))),
+            SchemaStatus::TooNew(v) => Err(Error::SchemaTooNew(format!(
+                "database schema version {v}, this program knows up to {SCHEMA_VERSION}"
+            ))),
+        }
+    }
+}
+
+/// Looks at the file at `path` without changing it (a read-only
+/// connection: no journal mode is set, an empty file stays empty) and says
+/// whether it is an Errand database this program can use as it is.
+///
+/// # Errors
+/// The path is a directory, or the file cannot be read (permissions, a
+/// damaged database, a lock held longer than 5 seconds).
+pub fn schema_status(path: &Path) -> Result<SchemaStatus> {
+    inspect(path, Duration::from_secs(5))
+}
+
+/// [`schema_status`] waiting at most `busy_timeout` for another process's lock.
+pub(crate) fn inspect(path: &Path, busy_timeout: Duration) -> Result<SchemaStatus> {
+    let shown = path.display();
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(SchemaStatus::Missing),
+        Err(e) => return Err(Error::invalid(format!("cannot read {shown}: {e}"))),
+        Ok(m) if m.is_dir() => {
+            return Err(Error::invalid(format!(
+                "{shown} is a directory; pass the path of a database file"
+            )));
+        }
+        Ok(_) => {}
+    }
+    let conn = read_only(path, busy_timeout)?;
+    // The first read of the schema is what finds out whether the file is a
+    // database at all.
+    let tables: rusqlite::Result<i64> =
+        conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0));
+    match tables {
+        Err(rusqlite::Error::SqliteFailure(f, _)) if f.code == ErrorCode::NotADatabase => {
+            Ok(SchemaStatus::NotADatabase)
+        }
+        Err(e) => Err(map_err(e)),
+        Ok(_) => Ok(SchemaStatus::of_version(schema_version(&conn)?)),
+    }
+}
+
+/// A read-only connection to a WAL-mode database creates its `-wal` and
+/// `-shm` files when they are missing, and cannot remove them when it
+/// closes. A WAL-mode database without a `-wal` file is not open anywhere
+/// and holds everything in its main file, so it is read as immutable
+/// instead (no locks, no side files): this returns the `file:` URI that
+/// says so, or `None` to open the path as usual. (A process that opens the
+/// database and checkpoints into it during this short look can at worst
+/// make the look fail; a database it reports as usable is checked again
+/// once opened for writing.)
+fn immutable_uri(path: &Path) -> Option<String> {
+    use std::io::Read;
+    use std::os::unix::ffi::OsStrExt;
+    let mut header = [0u8; 20];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut header))
+        .ok()?;
+    // The file format's write and read versions are 2 in WAL mode.
+    let wal = header.starts_with(b"SQLite format 3\0") && header[18] == 2 && header[19] == 2;
+    let mut log = path.as_os_str().to_owned();
+    log.push("-wal");
+    if !wal || Path::new(&log).exists() {
+        return None;
+    }
+    let absolute = std::path::absolute(path).ok()?;
+    let mut uri = String::from("file:");
+    for &b in absolute.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            uri.push(char::from(b));
+        } else {
+            uri.push_str(&format!("%{b:02X}"));
+        }
+    }
+    uri.push_str("?immutable=1");
+    Some(uri)
+}
+
+/// A read-only connection to the database at `path` that changes nothing
+/// on disk: no journal mode is set and no side file is left next to it
+/// (a WAL-mode database nobody has open is read as immutable). For a look
+/// at a file before deciding to use it, as [`schema_status`] does; it
+/// waits at most 5 seconds for another process's lock.
+///
+/// # Errors
+/// The file cannot be opened. A file that is not a database is found out
+/// by the first query, which fails with `SQLITE_NOTADB`.
+pub fn open_read_only(path: &Path) -> Result<Connection> {
+    read_only(path, Duration::from_secs(5))
+}
+
+fn read_only(path: &Path, busy_timeout: Duration) -> Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_URI;
+    let conn = match immutable_uri(path) {
+        Some(uri) => Connection::open_with_flags(uri, flags),
+        None => Connection::open_with_flags(path, flags),
+    }
+    .map_err(|e| Error::invalid(format!("cannot open the database {}: {e}", path.display())))?;
+    conn.busy_timeout(busy_timeout).map_err(map_err)?;
+    Ok(conn)
+}
+
 /// Checks that the schema is exactly the one this build expects.
 pub(crate) fn check(conn: &Connection) -> Result<()> {
-    match schema_version(conn)? {
-        None => Err(Error::SchemaOutdated(
-            "this database has no Errand tables".into(),
-        )),
-        Some(v) if v < SCHEMA_VERSION => Err(Error::SchemaOutdated(format!(
-            "schema version {v}, this program needs {SCHEMA_VERSION}"
-        ))),
-        Some(v) if v > SCHEMA_VERSION => Err(Error::SchemaTooNew(format!(
-            "database schema version {v}, this program knows up to {SCHEMA_VERSION}"
-        ))),
-        Some(_) => check_job_columns(conn),
+    match SchemaStatus::of_version(schema_version(conn)?) {
+        SchemaStatus::Current => check_job_columns(conn),
+        refused => refused.require_current(Path::new(conn.path().unwrap_or_default())),
     }
 }
 

@@ -280,3 +280,100 @@ async fn metrics_expose_the_operator_signals_in_prometheus_text() {
             .any(|l| l.starts_with("errand_oldest_due_age_seconds{queue=\"mail\"} "))
     );
 }
+
+fn worker_report(api: &Api, id: &str) -> WorkerReport {
+    WorkerReport {
+        id: id.into(),
+        host: "h".into(),
+        pid: 1,
+        queues: vec![],
+        started_at: api.q.now(),
+        metrics: WorkerMetrics {
+            cycles: 3,
+            ..WorkerMetrics::default()
+        },
+        one_shot: false,
+    }
+}
+
+#[tokio::test]
+async fn metrics_spell_an_infinite_age_plus_inf() {
+    let api = Api::new();
+    let r = api.get("/metrics").await;
+    assert_eq!(r.status, StatusCode::OK);
+    let text = r.body.as_str().unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l == "errand_seconds_since_last_worker_cycle +Inf"),
+        "no worker ever reported: +Inf in:\n{text}"
+    );
+    assert!(
+        !text
+            .lines()
+            .any(|l| !l.starts_with('#') && (l.ends_with(" inf") || l.ends_with("-inf"))),
+        "a value OpenMetrics cannot read in:\n{text}"
+    );
+}
+
+#[tokio::test]
+async fn metrics_drop_the_series_of_a_worker_silent_past_the_window() {
+    let api = Api::new();
+    let store = api.q.store();
+    store
+        .report_worker(&worker_report(&api, "gone"))
+        .await
+        .unwrap();
+    store
+        .report_worker(&worker_report(&api, "alive"))
+        .await
+        .unwrap();
+    let series = |text: &str, worker: &str| {
+        text.lines()
+            .filter(|l| l.contains(&format!("worker=\"{worker}\"")))
+            .count()
+    };
+    let text = api.get("/metrics").await.body.as_str().unwrap().to_owned();
+    assert!(
+        series(&text, "gone") > 0 && series(&text, "alive") > 0,
+        "{text}"
+    );
+    assert!(text.lines().any(|l| l == "errand_workers 2"), "{text}");
+
+    // "alive" keeps reporting; "gone" stops. The window of /metrics is the
+    // statistics window (15 minutes).
+    let window = errand::StatsRequest::default().window;
+    api.q.advance(window / 2);
+    store
+        .report_worker(&worker_report(&api, "alive"))
+        .await
+        .unwrap();
+    api.q
+        .advance(window / 2 + std::time::Duration::from_secs(1));
+    store
+        .report_worker(&worker_report(&api, "alive"))
+        .await
+        .unwrap();
+
+    let text = api.get("/metrics").await.body.as_str().unwrap().to_owned();
+    assert_eq!(
+        series(&text, "gone"),
+        0,
+        "a silent worker's series:\n{text}"
+    );
+    assert!(series(&text, "alive") > 0, "{text}");
+    assert!(text.lines().any(|l| l == "errand_workers 1"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l == r#"errand_worker_cycles_total{worker="alive",host="h"} 3"#),
+        "{text}"
+    );
+    // Its report is still kept (and listed by the statistics) for a day.
+    let stats = api.get("/v1/stats").await;
+    let ids: Vec<&str> = stats.body["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w["id"].as_str())
+        .collect();
+    assert_eq!(ids, ["alive", "gone"]);
+}
