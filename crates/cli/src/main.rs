@@ -665,20 +665,30 @@ async fn enqueue(store: Arc<dyn Store>, a: EnqueueArgs) -> Result<ExitCode, Fail
 }
 
 async fn jobs(store: Arc<dyn Store>, a: JobsArgs) -> Result<ExitCode, Failure> {
-    let filter = JobFilter {
+    let mut filter = JobFilter {
         state: a.state.map(|s| s.parse::<JobState>()).transpose()?,
         queue: name("queue", a.queue)?,
         kind: name("kind", a.kind)?,
         limit: Some(a.limit),
         after: a.after.map(JobId::new).transpose()?,
+        max_bytes: Some(errand::core::DEFAULT_PAGE_BYTES),
         ..JobFilter::default()
     };
-    let list = store.list(&filter).await?;
-    if a.json {
-        output::json(&list)?;
-    } else {
-        output::job_table(&list);
+    // Pages bounded by bytes, each printed before the next is read, until
+    // --limit jobs are printed.
+    let mut listing = output::JobListing::new(a.json);
+    let mut left = a.limit;
+    while left > 0 && !output::stdout_gone() {
+        filter.limit = Some(left);
+        let page = store.list(&filter).await?;
+        listing.page(&page)?;
+        left = left.saturating_sub(u32::try_from(page.len()).unwrap_or(u32::MAX));
+        match filter.next_after(&page) {
+            Some(next) => filter.after = Some(next.clone()),
+            None => break,
+        }
     }
+    listing.finish();
     Ok(ExitCode::SUCCESS)
 }
 

@@ -94,43 +94,94 @@ pub fn job_line(j: &Job) -> String {
     )
 }
 
-/// A table of jobs.
-pub fn job_table(jobs: &[Job]) {
-    if jobs.is_empty() {
-        outln!("no jobs");
-        return;
+/// Jobs printed a page at a time as they are read (so memory holds one
+/// page, whatever `--limit` says): a table whose column widths come from
+/// the first page, or one JSON array, the same text as encoding the whole
+/// list at once.
+pub struct JobListing {
+    json: bool,
+    started: bool,
+    idw: usize,
+}
+
+impl JobListing {
+    /// A listing in JSON or as a table.
+    pub fn new(json: bool) -> Self {
+        JobListing {
+            json,
+            started: false,
+            idw: 2,
+        }
     }
-    let idw = jobs
-        .iter()
-        .map(|j| j.id.as_str().len())
-        .max()
-        .unwrap_or(2)
-        .max(2);
-    outln!(
-        "{:idw$}  {:9}  {:12}  {:16}  {:8}  {:7}  {:24}  {:24}  LAST_ERROR",
-        "ID",
-        "STATE",
-        "QUEUE",
-        "KIND",
-        "ATTEMPTS",
-        "REPLAYS",
-        "AVAILABLE_AT",
-        "LEASE_UNTIL"
-    );
-    for j in jobs {
-        outln!(
-            "{:idw$}  {:9}  {:12}  {:16}  {:8}  {:7}  {:24}  {:24}  {}",
-            j.id.as_str(),
-            j.state.as_str(),
-            j.queue.as_str(),
-            j.kind.as_str(),
-            format!("{}/{}", j.attempts, j.max_attempts),
-            j.replays,
-            j.available_at.to_rfc3339(),
-            opt_time(j.lease_until),
-            j.last_error.as_deref().unwrap_or("-").replace('\n', " ")
-        );
+
+    /// Prints the next page.
+    pub fn page(&mut self, jobs: &[Job]) -> anyhow::Result<()> {
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        if self.json {
+            for j in jobs {
+                let text = serde_json::to_string(j).context("encoding JSON output")?;
+                let sep = if self.started { "," } else { "[" };
+                out!("{sep}{text}");
+                self.started = true;
+            }
+            return Ok(());
+        }
+        if !self.started {
+            self.started = true;
+            self.idw = jobs
+                .iter()
+                .map(|j| j.id.as_str().len())
+                .max()
+                .unwrap_or(2)
+                .max(2);
+            outln!(
+                "{:idw$}  {:9}  {:12}  {:16}  {:8}  {:7}  {:24}  {:24}  LAST_ERROR",
+                "ID",
+                "STATE",
+                "QUEUE",
+                "KIND",
+                "ATTEMPTS",
+                "REPLAYS",
+                "AVAILABLE_AT",
+                "LEASE_UNTIL",
+                idw = self.idw
+            );
+        }
+        for j in jobs {
+            outln!(
+                "{:idw$}  {:9}  {:12}  {:16}  {:8}  {:7}  {:24}  {:24}  {}",
+                j.id.as_str(),
+                j.state.as_str(),
+                j.queue.as_str(),
+                j.kind.as_str(),
+                format!("{}/{}", j.attempts, j.max_attempts),
+                j.replays,
+                j.available_at.to_rfc3339(),
+                opt_time(j.lease_until),
+                j.last_error.as_deref().unwrap_or("-").replace('\n', " "),
+                idw = self.idw
+            );
+        }
+        Ok(())
     }
+
+    /// Ends the listing.
+    pub fn finish(self) {
+        match (self.json, self.started) {
+            (true, true) => outln!("]"),
+            (true, false) => outln!("[]"),
+            (false, false) => outln!("no jobs"),
+            (false, true) => {}
+        }
+    }
+}
+
+/// Whether stdout can no longer be written (its reader is gone): a command
+/// printing page after page stops reading.
+pub fn stdout_gone() -> bool {
+    STDOUT_GONE.load(Ordering::Relaxed)
 }
 
 /// One job in full.

@@ -484,3 +484,69 @@ fn log_lines_written_to_a_pipe_carry_no_colour_codes() {
         "ANSI escape codes in a piped log: {text:?}"
     );
 }
+
+/// `errand jobs` reads a listing in pages bounded by bytes (4 MiB) and
+/// prints each before it reads the next, so memory holds one page whatever
+/// `--limit` says; the output is the same: one JSON array, or one table,
+/// with exactly `--limit` jobs across the page boundaries.
+#[test]
+fn a_listing_of_large_payloads_is_read_and_printed_page_by_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.db");
+    let store = errand::SqliteStore::open(
+        &path,
+        errand::SqliteOptions {
+            create: true,
+            migrate: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let big = format!(r#"{{"blob":"{}"}}"#, "x".repeat(900 * 1024));
+    let jobs: Vec<errand::NewJob> = (0..12)
+        .map(|i| {
+            errand::NewJob::new(
+                "mail",
+                errand::Payload::from_json_text(big.clone()).unwrap(),
+            )
+            .unwrap()
+            .with_id(errand::JobId::new(format!("big-{i:02}")).unwrap())
+        })
+        .collect();
+    store
+        .write_blocking(move |c, now| errand::sqlite::enqueue_many_in(c, &jobs, now))
+        .unwrap();
+    drop(store);
+    let ids = |out: &Output| -> Vec<String> {
+        assert!(out.status.success(), "{}", stderr(out));
+        let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        list.as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let all: Vec<String> = (0..12).map(|i| format!("big-{i:02}")).collect();
+    assert_eq!(
+        ids(&run(&path, &["jobs", "--limit", "10000", "--json"])),
+        all
+    );
+    assert_eq!(
+        ids(&run(&path, &["jobs", "--limit", "7", "--json"])),
+        all[..7]
+    );
+    assert_eq!(
+        ids(&run(
+            &path,
+            &["jobs", "--limit", "3", "--after", "big-04", "--json"]
+        )),
+        all[5..8]
+    );
+    let table = run(&path, &["jobs", "--limit", "10000"]);
+    let text = String::from_utf8(table.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 13, "a header and twelve rows: {text}");
+    assert!(lines[0].starts_with("ID "));
+    let empty = run(&path, &["jobs", "--state", "dead", "--json"]);
+    assert_eq!(String::from_utf8(empty.stdout).unwrap(), "[]\n");
+}

@@ -114,7 +114,7 @@ impl Backend {
                 );
             }
             None => {
-                let conn = rusqlite::Connection::open(&self.args[1]).unwrap();
+                let conn = errand::sqlite::rusqlite::Connection::open(&self.args[1]).unwrap();
                 let changed = conn
                     .execute(
                         "UPDATE errand_jobs SET payload = ?1 WHERE id = ?2",
