@@ -284,7 +284,7 @@ fn as_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-/// The Prometheus text of the operator signals (SPEC §4).
+/// The Prometheus text of the operator signals (docs/http-api.md lists them).
 pub(crate) fn render_metrics(stats: &Stats) -> Result<String, std::fmt::Error> {
     let mut r = Registry::default();
     let jobs = gauge_family(

@@ -13,7 +13,7 @@
 //!   transaction, and gives each operation its own savepoint so one failure
 //!   does not undo the others. Results are released only after `COMMIT`.
 //!   Measured on the project's machine, `rusqlite` on its own thread was
-//!   1.2–3× faster than `sqlx`'s SQLite driver (see `DESIGN.md`).
+//!   1.2–3× faster than `sqlx`'s SQLite driver.
 //! * **WAL, `synchronous = FULL` by default.** An acknowledged write survives
 //!   power loss. `NORMAL` is an opt-in: it survives a process crash but may
 //!   lose the last transactions on power loss.
