@@ -534,45 +534,50 @@ pub(crate) async fn settle(
             Ok(())
         }
         Outcome::Retry { error } => {
-            report.error = Some(error.clone());
-            let f = failure(error, ErrorClass::Retryable, None);
-            store
-                .fail(lease, f)
-                .await
-                .map(|job| record_failure(&mut report, &job))
+            fail_attempt(
+                store,
+                lease,
+                &mut report,
+                failure(error, ErrorClass::Retryable, None),
+            )
+            .await
         }
         Outcome::Timeout => {
             let error = "the handler ran past its deadline".to_owned();
-            report.error = Some(error.clone());
-            let f = failure(error, ErrorClass::Timeout, None);
-            store
-                .fail(lease, f)
-                .await
-                .map(|job| record_failure(&mut report, &job))
+            fail_attempt(
+                store,
+                lease,
+                &mut report,
+                failure(error, ErrorClass::Timeout, None),
+            )
+            .await
         }
         Outcome::TimedOut { error } => {
-            report.error = Some(error.clone());
-            let f = failure(error, ErrorClass::Timeout, None);
-            store
-                .fail(lease, f)
-                .await
-                .map(|job| record_failure(&mut report, &job))
+            fail_attempt(
+                store,
+                lease,
+                &mut report,
+                failure(error, ErrorClass::Timeout, None),
+            )
+            .await
         }
         Outcome::RetryAt { error, at } => {
-            report.error = Some(error.clone());
-            let f = failure(error, ErrorClass::Retryable, Some(RetryAt::At(at)));
-            store
-                .fail(lease, f)
-                .await
-                .map(|job| record_failure(&mut report, &job))
+            fail_attempt(
+                store,
+                lease,
+                &mut report,
+                failure(error, ErrorClass::Retryable, Some(RetryAt::At(at))),
+            )
+            .await
         }
         Outcome::Permanent { error } => {
-            report.error = Some(error.clone());
-            let f = failure(error, ErrorClass::Permanent, None);
-            store
-                .fail(lease, f)
-                .await
-                .map(|job| record_failure(&mut report, &job))
+            fail_attempt(
+                store,
+                lease,
+                &mut report,
+                failure(error, ErrorClass::Permanent, None),
+            )
+            .await
         }
         Outcome::Snooze { delay } => store.snooze(lease, delay).await.map(|job| {
             report.outcome = WorkOutcome::Snoozed;
@@ -596,6 +601,19 @@ pub(crate) async fn settle(
         }
         Err(e) => Err(e),
     }
+}
+
+/// Records a failed attempt and what became of the job.
+async fn fail_attempt(
+    store: &dyn Store,
+    lease: &Lease,
+    report: &mut WorkReport,
+    failure: Failure,
+) -> Result<()> {
+    report.error = Some(failure.error.clone());
+    let job = store.fail(lease, failure).await?;
+    record_failure(report, &job);
+    Ok(())
 }
 
 fn record_failure(report: &mut WorkReport, job: &Job) {
