@@ -13,91 +13,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// Where the jobs live: a SQLite file or a PostgreSQL schema.
-struct Backend {
-    args: Vec<String>,
-    _dir: tempfile::TempDir,
-    dir: PathBuf,
-    pg: Option<(String, String)>,
-}
+mod common;
+
+use common::{Backend, both};
 
 impl Backend {
-    fn sqlite() -> Backend {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().to_path_buf();
-        let b = Backend {
-            args: vec!["--db".into(), path.join("jobs.db").display().to_string()],
-            dir: path,
-            _dir: dir,
-            pg: None,
-        };
-        b.ok(&["migrate"]);
-        b
-    }
-
-    fn postgres(tag: &str) -> Option<Backend> {
-        let Some(url) = std::env::var("ERRAND_TEST_POSTGRES_URL")
-            .ok()
-            .filter(|s| !s.is_empty())
-        else {
-            eprintln!("SKIPPED: the PostgreSQL half (set ERRAND_TEST_POSTGRES_URL)");
-            assert!(
-                std::env::var("CI").is_err(),
-                "ERRAND_TEST_POSTGRES_URL must be set under CI"
-            );
-            return None;
-        };
-        let schema = format!("errand_exec_{tag}_{}", std::process::id());
-        let dir = tempfile::tempdir().unwrap();
-        let b = Backend {
-            args: vec![
-                "--db".into(),
-                url.clone(),
-                "--schema".into(),
-                schema.clone(),
-            ],
-            dir: dir.path().to_path_buf(),
-            _dir: dir,
-            pg: Some((url, schema)),
-        };
-        b.drop_schema();
-        b.ok(&["migrate"]);
-        Some(b)
-    }
-
-    fn drop_schema(&self) {
-        if let Some((url, schema)) = &self.pg {
-            let _ = Command::new("psql")
-                .args([
-                    url.as_str(),
-                    "-q",
-                    "-c",
-                    &format!("DROP SCHEMA IF EXISTS {schema} CASCADE"),
-                ])
-                .stderr(Stdio::null())
-                .status();
-        }
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_errand"));
-        c.args(&self.args)
-            .args(args)
-            .env("ERRAND_LOG", "error")
-            .env_remove("ERRAND_DB");
-        c
-    }
-
-    fn ok(&self, args: &[&str]) -> Value {
-        let out = self.command(args).output().expect("run errand");
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
-    }
-
     fn enqueue(&self, id: &str) {
         self.ok(&["enqueue", "--kind", "exec", "--id", id, "--json"]);
     }
@@ -121,12 +41,6 @@ impl Backend {
 
     fn file(&self, name: &str) -> PathBuf {
         self.dir.join(name)
-    }
-}
-
-impl Drop for Backend {
-    fn drop(&mut self) {
-        self.drop_schema();
     }
 }
 
@@ -214,13 +128,6 @@ fn running(pattern: &str) -> bool {
         .output()
         .unwrap();
     !out.stdout.is_empty()
-}
-
-fn both(tag: &str, test: impl Fn(&Backend)) {
-    test(&Backend::sqlite());
-    if let Some(pg) = Backend::postgres(tag) {
-        test(&pg);
-    }
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! `ERRAND_TEST_POSTGRES_URL` is set — on PostgreSQL.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 /// Starts per second.
@@ -14,85 +14,11 @@ const BURST: usize = 3;
 /// Jobs enqueued at once after the workers have idled.
 const JOBS: usize = 9;
 
-/// Where the jobs live: a SQLite file or a PostgreSQL schema.
-struct Backend {
-    db: String,
-    schema: Option<(String, String)>,
-    _dir: tempfile::TempDir,
-    dir: PathBuf,
-}
+mod common;
+
+use common::Backend;
 
 impl Backend {
-    fn sqlite() -> Backend {
-        let dir = tempfile::tempdir().unwrap();
-        let b = Backend {
-            db: dir.path().join("jobs.db").display().to_string(),
-            schema: None,
-            dir: dir.path().to_path_buf(),
-            _dir: dir,
-        };
-        b.migrate();
-        b
-    }
-
-    fn postgres() -> Option<Backend> {
-        let Some(url) = std::env::var("ERRAND_TEST_POSTGRES_URL")
-            .ok()
-            .filter(|s| !s.is_empty())
-        else {
-            eprintln!("SKIPPED: the PostgreSQL half (set ERRAND_TEST_POSTGRES_URL)");
-            assert!(
-                std::env::var("CI").is_err(),
-                "ERRAND_TEST_POSTGRES_URL must be set under CI"
-            );
-            return None;
-        };
-        let schema = format!("errand_rates_{}", std::process::id());
-        let dir = tempfile::tempdir().unwrap();
-        let b = Backend {
-            db: url.clone(),
-            schema: Some((url, schema)),
-            dir: dir.path().to_path_buf(),
-            _dir: dir,
-        };
-        b.drop_schema();
-        b.migrate();
-        Some(b)
-    }
-
-    fn drop_schema(&self) {
-        if let Some((url, schema)) = &self.schema {
-            let _ = Command::new("psql")
-                .args([
-                    url.as_str(),
-                    "-q",
-                    "-c",
-                    &format!("DROP SCHEMA IF EXISTS {schema} CASCADE"),
-                ])
-                .stderr(Stdio::null())
-                .status();
-        }
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_errand"));
-        c.args(["--db", &self.db]);
-        if let Some((_, schema)) = &self.schema {
-            c.args(["--schema", schema]);
-        }
-        c.args(args).env("ERRAND_LOG", "error");
-        c
-    }
-
-    fn migrate(&self) {
-        let out = self.command(&["migrate"]).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
     fn log(&self) -> PathBuf {
         self.dir.join("starts.log")
     }
@@ -125,28 +51,6 @@ impl Backend {
             .spawn()
             .expect("spawn worker");
         KillOnDrop(Some(child))
-    }
-
-    /// Runs `f` on the store through the library.
-    fn with_store<T>(&self, f: impl AsyncFnOnce(&dyn errand::Store) -> T) -> T {
-        let options = errand::ConnectOptions {
-            schema: self.schema.as_ref().map(|(_, s)| s.clone()),
-            ..Default::default()
-        };
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(async {
-                let store = errand::connect(&self.db, &options).await.unwrap();
-                f(store.as_ref()).await
-            })
-    }
-}
-
-impl Drop for Backend {
-    fn drop(&mut self) {
-        self.drop_schema();
     }
 }
 
@@ -297,7 +201,7 @@ fn three_processes_share_one_bucket(b: &Backend) {
 #[test]
 fn three_worker_processes_share_one_rate_and_keep_its_burst_while_idle() {
     three_processes_share_one_bucket(&Backend::sqlite());
-    if let Some(pg) = Backend::postgres() {
+    if let Some(pg) = Backend::postgres("rates") {
         three_processes_share_one_bucket(&pg);
     }
 }

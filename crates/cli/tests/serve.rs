@@ -16,85 +16,11 @@ use serde_json::{Value, json};
 
 const TOKEN: &str = "serve-test-token-5f1c2a9e";
 
-/// Where the jobs live: a SQLite file or a PostgreSQL schema.
-struct Backend {
-    args: Vec<String>,
-    _dir: tempfile::TempDir,
-    pg: Option<(String, String)>,
-}
+mod common;
+
+use common::{Backend, both};
 
 impl Backend {
-    fn sqlite() -> Backend {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("jobs.db").display().to_string();
-        let b = Backend {
-            args: vec!["--db".into(), db],
-            _dir: dir,
-            pg: None,
-        };
-        b.migrate();
-        b
-    }
-
-    fn postgres(tag: &str) -> Option<Backend> {
-        let Some(url) = std::env::var("ERRAND_TEST_POSTGRES_URL")
-            .ok()
-            .filter(|s| !s.is_empty())
-        else {
-            eprintln!("SKIPPED: the PostgreSQL half (set ERRAND_TEST_POSTGRES_URL)");
-            assert!(
-                std::env::var("CI").is_err(),
-                "ERRAND_TEST_POSTGRES_URL must be set under CI"
-            );
-            return None;
-        };
-        let schema = format!("errand_serve_{tag}_{}", std::process::id());
-        let b = Backend {
-            args: vec![
-                "--db".into(),
-                url.clone(),
-                "--schema".into(),
-                schema.clone(),
-            ],
-            _dir: tempfile::tempdir().unwrap(),
-            pg: Some((url, schema)),
-        };
-        b.drop_schema();
-        b.migrate();
-        Some(b)
-    }
-
-    fn drop_schema(&self) {
-        if let Some((url, schema)) = &self.pg {
-            let _ = Command::new("psql")
-                .args([
-                    url.as_str(),
-                    "-q",
-                    "-c",
-                    &format!("DROP SCHEMA IF EXISTS {schema} CASCADE"),
-                ])
-                .stderr(Stdio::null())
-                .status();
-        }
-    }
-
-    fn command(&self) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_errand"));
-        c.args(&self.args)
-            .env("ERRAND_LOG", "error")
-            .env_remove("ERRAND_TOKEN");
-        c
-    }
-
-    fn migrate(&self) {
-        let out = self.command().arg("migrate").output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
     /// Writes `payload` into job `id`'s row directly, as SQL or an older
     /// version could have stored it, past the library's checks.
     fn store_raw_payload(&self, id: &str, payload: &str) {
@@ -114,7 +40,7 @@ impl Backend {
                 );
             }
             None => {
-                let conn = errand::sqlite::rusqlite::Connection::open(&self.args[1]).unwrap();
+                let conn = errand::sqlite::rusqlite::Connection::open(self.db()).unwrap();
                 let changed = conn
                     .execute(
                         "UPDATE errand_jobs SET payload = ?1 WHERE id = ?2",
@@ -129,7 +55,7 @@ impl Backend {
     /// Every job, as `errand jobs --json` sees it (not through the server).
     fn jobs(&self) -> Vec<Value> {
         let out = self
-            .command()
+            .command(&[])
             .args(["jobs", "--limit", "1000", "--json"])
             .output()
             .unwrap();
@@ -144,7 +70,7 @@ impl Backend {
     /// Starts `errand serve` with `args` and waits for its address.
     fn serve(&self, args: &[&str], env: &[(&str, &str)]) -> Server {
         let mut child = self
-            .command()
+            .command(&[])
             .arg("serve")
             .args(args)
             .envs(env.iter().copied())
@@ -170,12 +96,6 @@ impl Backend {
             .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
         server.port = addr.rsplit(':').next().unwrap().parse().unwrap();
         server
-    }
-}
-
-impl Drop for Backend {
-    fn drop(&mut self) {
-        self.drop_schema();
     }
 }
 
@@ -356,13 +276,6 @@ fn read_reply(mut stream: TcpStream) -> Reply {
     }
 }
 
-fn both(tag: &str, test: impl Fn(&Backend)) {
-    test(&Backend::sqlite());
-    if let Some(pg) = Backend::postgres(tag) {
-        test(&pg);
-    }
-}
-
 #[test]
 fn serve_enqueues_once_per_id_and_finishes_in_flight_requests_on_sigterm() {
     both("main", |b| {
@@ -475,7 +388,7 @@ fn a_non_loopback_address_needs_a_token_and_then_requires_it() {
     let b = Backend::sqlite();
     for bind in ["0.0.0.0:0", "[::]:0"] {
         let out = b
-            .command()
+            .command(&[])
             .args(["serve", "--bind", bind])
             .output()
             .unwrap();
@@ -488,14 +401,14 @@ fn a_non_loopback_address_needs_a_token_and_then_requires_it() {
         assert!(out.stdout.is_empty(), "it never listened");
     }
     let out = b
-        .command()
+        .command(&[])
         .args(["serve", "--bind", "0.0.0.0:0"])
         .env("ERRAND_TOKEN", "")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "an empty token is no token");
     let out = b
-        .command()
+        .command(&[])
         .args(["serve", "--bind", "127.0.0.1:0", "--max-body", "12"])
         .output()
         .unwrap();
@@ -681,7 +594,7 @@ fn payloads_no_store_can_hold_are_refused_alike_and_stored_ones_render_everywher
                 "{payload}: {text}"
             );
             let out = b
-                .command()
+                .command(&[])
                 .args([
                     "enqueue",
                     "--kind",
@@ -763,7 +676,7 @@ fn payloads_no_store_can_hold_are_refused_alike_and_stored_ones_render_everywher
                 vec!["replay", id, "--dry-run", "--json"],
                 vec!["enqueue", "--kind", "k", "--id", id, "--json"],
             ] {
-                let out = b.command().args(&args).output().unwrap();
+                let out = b.command(&[]).args(&args).output().unwrap();
                 let stdout = String::from_utf8_lossy(&out.stdout);
                 assert!(
                     out.status.success(),
@@ -803,7 +716,7 @@ fn out_of_range_durations_and_times_are_refused_alike() {
             assert!(detail.contains(needle), "{field}={value}: {detail}");
             let flag = format!("--{}", field.replace('_', "-"));
             let out = b
-                .command()
+                .command(&[])
                 .args(["enqueue", "--kind", "k", &flag, value])
                 .output()
                 .unwrap();
@@ -812,7 +725,7 @@ fn out_of_range_durations_and_times_are_refused_alike() {
             assert!(stderr.contains(needle), "{flag} {value}: {stderr}");
         }
         let out = b
-            .command()
+            .command(&[])
             .args(["work", "--once", "--lease", "500000000y", "--exec", "true"])
             .output()
             .unwrap();
@@ -832,7 +745,7 @@ fn out_of_range_durations_and_times_are_refused_alike() {
         assert_eq!(r.status, 201, "{r:?}");
         assert_eq!(r.body["job"]["deadline"], "9999-12-31T23:59:59.999Z");
         let shown = b
-            .command()
+            .command(&[])
             .args(["show", "far", "--json"])
             .output()
             .unwrap();

@@ -10,92 +10,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// Where the jobs live: a SQLite file or a PostgreSQL schema.
-struct Backend {
-    args: Vec<String>,
-    _dir: tempfile::TempDir,
-    dir: PathBuf,
-    pg: Option<(String, String)>,
-}
+mod common;
+
+use common::{Backend, both};
 
 impl Backend {
-    fn sqlite() -> Backend {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().to_path_buf();
-        let b = Backend {
-            args: vec!["--db".into(), path.join("jobs.db").display().to_string()],
-            dir: path,
-            _dir: dir,
-            pg: None,
-        };
-        b.ok(&["migrate"]);
-        b
-    }
-
-    fn postgres(tag: &str) -> Option<Backend> {
-        let Some(url) = std::env::var("ERRAND_TEST_POSTGRES_URL")
-            .ok()
-            .filter(|s| !s.is_empty())
-        else {
-            eprintln!("SKIPPED: the PostgreSQL half (set ERRAND_TEST_POSTGRES_URL)");
-            assert!(
-                std::env::var("CI").is_err(),
-                "ERRAND_TEST_POSTGRES_URL must be set under CI"
-            );
-            return None;
-        };
-        let schema = format!("errand_svc_{tag}_{}", std::process::id());
-        let dir = tempfile::tempdir().unwrap();
-        let b = Backend {
-            args: vec![
-                "--db".into(),
-                url.clone(),
-                "--schema".into(),
-                schema.clone(),
-            ],
-            dir: dir.path().to_path_buf(),
-            _dir: dir,
-            pg: Some((url, schema)),
-        };
-        b.drop_schema();
-        b.ok(&["migrate"]);
-        Some(b)
-    }
-
-    fn drop_schema(&self) {
-        if let Some((url, schema)) = &self.pg {
-            let _ = Command::new("psql")
-                .args([
-                    url.as_str(),
-                    "-q",
-                    "-c",
-                    &format!("DROP SCHEMA IF EXISTS {schema} CASCADE"),
-                ])
-                .stderr(Stdio::null())
-                .status();
-        }
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_errand"));
-        c.args(&self.args).args(args).env("ERRAND_LOG", "error");
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().expect("run errand")
-    }
-
-    fn ok(&self, args: &[&str]) -> Value {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
-    }
-
     fn enqueue(&self, id: &str, payload: &str) {
         self.ok(&[
             "enqueue",
@@ -140,33 +59,17 @@ impl Backend {
     /// Inserts jobs through the library in one call (the CLI enqueues one
     /// job per process, too slow for a 10,000-job backlog).
     fn insert_many(&self, jobs: Vec<errand::NewJob>) {
-        let db = self.args[1].clone();
-        let options = errand::ConnectOptions {
-            schema: self.pg.as_ref().map(|(_, s)| s.clone()),
-            ..Default::default()
-        };
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(async {
-                let store = errand::connect(&db, &options).await.unwrap();
-                for chunk in jobs.chunks(2_000) {
-                    store.insert_many(chunk.to_vec()).await.unwrap();
-                }
-            });
+        self.with_store(async |store| {
+            for chunk in jobs.chunks(2_000) {
+                store.insert_many(chunk.to_vec()).await.unwrap();
+            }
+        });
     }
 
     fn sink(&self) -> PathBuf {
         let sink = self.dir.join("sink");
         std::fs::create_dir_all(&sink).unwrap();
         sink
-    }
-}
-
-impl Drop for Backend {
-    fn drop(&mut self) {
-        self.drop_schema();
     }
 }
 
@@ -210,13 +113,6 @@ fn signal(child: &Child, sig: &str) {
         .status()
         .unwrap();
     assert!(ok.success());
-}
-
-fn both(tag: &str, test: impl Fn(&Backend)) {
-    test(&Backend::sqlite());
-    if let Some(pg) = Backend::postgres(tag) {
-        test(&pg);
-    }
 }
 
 /// The command appends "<job id> <attempt>" to exec.log, then sleeps for
