@@ -1033,3 +1033,36 @@ async fn a_listing_of_large_payloads_ends_early_and_links_the_next_page() {
     p.html(StatusCode::OK);
     assert!(p.body.contains("big-5") && !p.body.contains("big-4"));
 }
+
+/// A payload stored past today's checks (by SQL, or by an older version)
+/// renders on the job's page as it was stored, in the list and the
+/// replay confirmation too: no page fails on stored data.
+#[tokio::test]
+async fn a_payload_stored_past_the_checks_renders_as_stored() {
+    let mut b = Browser::new();
+    let id = b.dead("odd", r#"{"a":1}"#, "boom").await;
+    for stored in [r#"{"a":"\ud800"}"#, "[1e400]"] {
+        let text = stored.to_owned();
+        b.q.sqlite()
+            .write(move |c, _| {
+                c.execute(
+                    "UPDATE errand_jobs SET payload = ?1 WHERE id = 'odd'",
+                    [&text],
+                )
+                .map_err(|e| errand::Error::Storage(e.to_string()))
+            })
+            .await
+            .expect("stored");
+        let page = b.get(&format!("/dashboard/jobs/{id}")).await;
+        page.html(StatusCode::OK);
+        let shown = stored.replace('"', "&quot;");
+        assert!(page.body.contains(&shown), "{stored} not shown as stored");
+        for uri in [
+            "/dashboard/jobs",
+            "/dashboard/dead",
+            "/dashboard/jobs/odd/replay",
+        ] {
+            b.get(uri).await.html(StatusCode::OK);
+        }
+    }
+}
