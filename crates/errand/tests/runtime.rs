@@ -453,13 +453,12 @@ async fn a_runtime_with_a_cron_schedule_enqueues_and_runs_its_ticks() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_rate_limited_queue_starts_no_more_jobs_than_its_bucket_grants() {
-    // The bucket refills on the store's clock, which only the test moves.
-    let (_dir, store, clock) = store_on_manual_clock();
-    for i in 0..5 {
-        enqueue(&store, &format!("r{i}"), "send", "mail", "{}").await;
-    }
+/// A runtime running kind `send` on queue `mail` (8 slots), limited to one
+/// start per second with `burst`, counting the jobs it starts.
+fn counting_rate_limited_runtime(
+    store: &Arc<dyn Store>,
+    burst: u32,
+) -> (Runtime, Arc<AtomicUsize>) {
     let started = Arc::new(AtomicUsize::new(0));
     let s = started.clone();
     let runtime = Runtime::builder(store.clone())
@@ -477,13 +476,81 @@ async fn a_rate_limited_queue_starts_no_more_jobs_than_its_bucket_grants() {
             "mail",
             errand::RateLimit {
                 per_second: 1.0,
-                burst: 2,
+                burst,
             },
         )
         .unwrap()
         .poll(Duration::from_millis(20))
         .build()
         .unwrap();
+    (runtime, started)
+}
+
+/// A rate-limited queue keeps its burst while its worker idles: the
+/// runtime's claims spend tokens only for the jobs they claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_worker_keeps_its_queues_burst() {
+    let (_dir, store, clock) = store_on_manual_clock();
+    let (runtime, started) = counting_rate_limited_runtime(&store, 5);
+    let st = store.clone();
+    let c = clock.clone();
+    runtime
+        .run_until(async move {
+            // Eight seconds of store time pass while the worker idles,
+            // polling the empty queue many times in between.
+            for _ in 0..8 {
+                c.advance(Duration::from_secs(1));
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            // Now eight jobs arrive while the store's clock stands still:
+            // the burst of five starts, with no refill needed.
+            let jobs = (0..8)
+                .map(|i| {
+                    NewJob::new("send", Payload::default())
+                        .unwrap()
+                        .with_id(JobId::new(format!("j{i}")).unwrap())
+                        .on_queue("mail")
+                        .unwrap()
+                })
+                .collect();
+            st.insert_many(jobs).await.unwrap();
+            for _ in 0..1_000 {
+                if started.load(Ordering::SeqCst) >= 5 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            assert_eq!(
+                started.load(Ordering::SeqCst),
+                5,
+                "the burst starts at once after idling"
+            );
+            // Time stands still: the burst is spent, nothing else starts.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            assert_eq!(started.load(Ordering::SeqCst), 5, "the burst is 5");
+            c.advance(Duration::from_secs(1));
+            for _ in 0..1_000 {
+                if started.load(Ordering::SeqCst) >= 6 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            assert_eq!(started.load(Ordering::SeqCst), 6, "one token per second");
+        })
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limited_queue_starts_no_more_jobs_than_its_bucket_grants() {
+    // The bucket refills on the store's clock, which only the test moves.
+    let (_dir, store, clock) = store_on_manual_clock();
+    for i in 0..5 {
+        enqueue(&store, &format!("r{i}"), "send", "mail", "{}").await;
+    }
+    let (runtime, started) = counting_rate_limited_runtime(&store, 2);
     let s = started.clone();
     let c = clock.clone();
     runtime
