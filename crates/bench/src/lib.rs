@@ -80,6 +80,7 @@
 //! has used since it started, the set-up phases included.
 #![deny(missing_docs)]
 
+mod profile;
 mod stats;
 mod target;
 mod workloads;
@@ -92,6 +93,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+pub use profile::Profile;
 pub use stats::{Summary, ms, peak_rss_mb, per_second, percentile, ratio, thousands};
 
 /// The benchmark's result type.
@@ -269,6 +271,8 @@ pub struct EnqueueRun {
     pub commits: u64,
     /// Commits per job.
     pub commits_per_job: f64,
+    /// Where the run spent its resources, per job.
+    pub profile: Profile,
 }
 
 /// Jobs acknowledged per second over one reporting interval.
@@ -355,6 +359,9 @@ pub struct Report {
     pub commits_per_job: f64,
     /// Peak resident set size of this process, MiB.
     pub peak_rss_mb: Option<f64>,
+    /// Where the measured phase spent its resources, per job.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<Profile>,
     /// Latency p50 (enqueue-to-start; claim-cost: claim with the rows loaded).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub p50_ms: Option<f64>,
@@ -429,6 +436,9 @@ impl Report {
                 thousands(self.commits as f64),
                 self.commits_per_job
             );
+        }
+        if let Some(p) = &self.profile {
+            let _ = writeln!(out, "  per job: {}", p.human());
         }
         if let Some(l) = &self.latency {
             for (name, s) in [

@@ -12,6 +12,7 @@ use errand::{
 };
 use tokio_postgres::NoTls;
 
+use crate::profile::{CpuTimes, Mark, PgActivity, Profile};
 use crate::{BenchError, Result};
 
 /// The schema `errand` uses by default: never benchmarked into.
@@ -41,6 +42,23 @@ pub(crate) enum Target {
 pub(crate) struct Phase {
     pub(crate) store: Arc<dyn Store>,
     commits_before: u64,
+    mark: Mark,
+}
+
+/// What a finished phase measured besides its own timings.
+pub(crate) struct Finished {
+    /// Database commits during the phase.
+    pub(crate) commits: u64,
+    /// A caveat about the count, if any.
+    pub(crate) note: Option<String>,
+    marks: (Mark, Mark),
+}
+
+impl Finished {
+    /// The phase's resources per job.
+    pub(crate) fn profile(&self, jobs: u64) -> Profile {
+        Profile::between(&self.marks.0, &self.marks.1, jobs)
+    }
 }
 
 fn pg(e: tokio_postgres::Error) -> BenchError {
@@ -98,6 +116,56 @@ async fn pg_counters(url: &str) -> Result<(u64, i64)> {
     let commits: i64 = row.try_get(0).map_err(pg)?;
     let backends: i64 = row.try_get(1).map_err(pg)?;
     Ok((u64::try_from(commits).unwrap_or(0), backends))
+}
+
+/// The cluster's WAL position, this database's statement count (with
+/// `pg_stat_statements`) and the row writes in `schema`.
+async fn pg_activity(url: &str, schema: &str) -> Result<PgActivity> {
+    let session = PgSession::connect(url).await?;
+    let read = async {
+        let c = &session.client;
+        let row = c
+            .query_one(
+                "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint, \
+                        coalesce(sum(n_tup_ins), 0)::bigint, coalesce(sum(n_tup_upd), 0)::bigint, \
+                        coalesce(sum(n_tup_hot_upd), 0)::bigint, coalesce(sum(n_tup_del), 0)::bigint \
+                 FROM pg_stat_user_tables WHERE schemaname = $1",
+                &[&schema],
+            )
+            .await
+            .map_err(pg)?;
+        let n = |i: usize| -> Result<u64> {
+            let v: i64 = row.try_get(i).map_err(pg)?;
+            Ok(u64::try_from(v).unwrap_or(0))
+        };
+        // Absent, or installed but not loaded: no statement count.
+        let statements = match c
+            .query_one(
+                "SELECT sum(calls)::bigint FROM pg_stat_statements \
+                 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                &[],
+            )
+            .await
+        {
+            Ok(r) => r
+                .try_get::<_, Option<i64>>(0)
+                .ok()
+                .flatten()
+                .and_then(|v| u64::try_from(v).ok()),
+            Err(_) => None,
+        };
+        Ok(PgActivity {
+            wal_lsn: n(0)?,
+            statements,
+            inserted: n(1)?,
+            updated: n(2)?,
+            hot_updated: n(3)?,
+            deleted: n(4)?,
+        })
+    };
+    let result = read.await;
+    session.close().await;
+    result
 }
 
 /// The schema name checked and quoted by the PostgreSQL store's own rule.
@@ -247,9 +315,14 @@ impl Target {
             Target::Sqlite { store, .. } => Ok(Phase {
                 commits_before: store.commits(),
                 store: Arc::new(store.clone()),
+                mark: Mark {
+                    cpu: CpuTimes::now(),
+                    pg: None,
+                },
             }),
             Target::Postgres { url, schema, .. } => {
                 let (commits_before, _) = self.settled_counters().await?;
+                let pg = Some(pg_activity(url, schema).await?);
                 let options = PgOptions {
                     schema: schema.clone(),
                     migrate: false,
@@ -259,25 +332,37 @@ impl Target {
                 Ok(Phase {
                     store,
                     commits_before,
+                    // Last, so that opening the store is not counted.
+                    mark: Mark {
+                        cpu: CpuTimes::now(),
+                        pg,
+                    },
                 })
             }
         }
     }
 
     /// Ends a phase and returns the database commits made during it, with
-    /// a note when the count may be off. Every other handle on the phase's
-    /// store must be dropped first.
-    pub(crate) async fn finish(&self, phase: Phase) -> Result<(u64, Option<String>)> {
+    /// a note when the count may be off, and its resources. Every other
+    /// handle on the phase's store must be dropped first.
+    pub(crate) async fn finish(&self, phase: Phase) -> Result<Finished> {
         let Phase {
             store,
             commits_before,
+            mark,
         } = phase;
+        // The CPU stops counting here, before the wait for sessions to end.
+        let cpu = CpuTimes::now();
         match self {
             Target::Sqlite { store: sqlite, .. } => {
                 drop(store);
-                Ok((sqlite.commits().saturating_sub(commits_before), None))
+                Ok(Finished {
+                    commits: sqlite.commits().saturating_sub(commits_before),
+                    note: None,
+                    marks: (mark, Mark { cpu, pg: None }),
+                })
             }
-            Target::Postgres { .. } => {
+            Target::Postgres { url, schema, .. } => {
                 // The PostgreSQL sessions of the phase flush their
                 // statistics when they end, which they do once the store
                 // (its pool and its LISTEN connection) is gone.
@@ -303,7 +388,12 @@ impl Target {
                             .to_owned(),
                     );
                 }
-                Ok((after.saturating_sub(commits_before), note))
+                let pg = Some(pg_activity(url, schema).await?);
+                Ok(Finished {
+                    commits: after.saturating_sub(commits_before),
+                    note,
+                    marks: (mark, Mark { cpu, pg }),
+                })
             }
         }
     }

@@ -12,7 +12,7 @@ use errand::{
 use serde::Deserialize;
 
 use crate::stats::{Summary, ms, peak_rss_mb, per_second, ratio};
-use crate::target::{PgSession, Target};
+use crate::target::{Finished, PgSession, Target};
 use crate::{
     BenchConfig, BenchError, ClaimReport, EnqueueRun, Interval, LatencyReport, Params, Progress,
     Report, Result, SnapshotReport, Workload,
@@ -216,6 +216,7 @@ pub(crate) async fn run(config: &BenchConfig, progress: Option<Progress>) -> Res
         commits: 0,
         commits_per_job: 0.0,
         peak_rss_mb: None,
+        profile: None,
         p50_ms: None,
         p95_ms: None,
         p99_ms: None,
@@ -320,7 +321,9 @@ async fn enqueue(target: &Target, r: &Resolved, report: &mut Report) -> Result<(
             }
         }
         let elapsed = start.elapsed();
-        let (commits, note) = target.finish(phase).await?;
+        let finished = target.finish(phase).await?;
+        let profile = finished.profile(n);
+        let Finished { commits, note, .. } = finished;
         if let Some(e) = failure {
             return Err(e);
         }
@@ -332,6 +335,7 @@ async fn enqueue(target: &Target, r: &Resolved, report: &mut Report) -> Result<(
             jobs_per_sec: per_second(n, elapsed),
             commits,
             commits_per_job: ratio(commits as f64, n as f64),
+            profile,
         });
     }
     // The headline figure is the largest batch: the bulk path.
@@ -340,6 +344,7 @@ async fn enqueue(target: &Target, r: &Resolved, report: &mut Report) -> Result<(
         report.elapsed_ms = run.elapsed_ms;
         report.jobs_per_sec = run.jobs_per_sec;
         report.commits = run.commits;
+        report.profile = Some(run.profile.clone());
     }
     Ok(())
 }
@@ -594,7 +599,9 @@ async fn burn_down(
             );
         })
         .await;
-    let (commits, note) = target.finish(phase).await?;
+    let finished = target.finish(phase).await?;
+    report.profile = Some(finished.profile(n));
+    let Finished { commits, note, .. } = finished;
     ran?;
     let elapsed =
         outcome.unwrap_or_else(|| Err(BenchError::Failed("the drain did not run".into())))?;
@@ -686,12 +693,16 @@ async fn continuous(
             outcome = Some(result);
         })
         .await;
-    let (commits, note) = target.finish(phase).await?;
+    let finished = target.finish(phase).await?;
+    let Finished { commits, note, .. } = &finished;
+    let (commits, note) = (*commits, note.clone());
     ran?;
     let (done, enqueued, window) = outcome
         .unwrap_or_else(|| Err(BenchError::Failed("the continuous run did not run".into())))?;
     check_settled(&c, "continuous")?;
     let total = c.acked.load(Ordering::Relaxed);
+    // Like the commits, over the whole phase: the producer and the final drain.
+    report.profile = Some(finished.profile(total));
     report.notes.extend(note);
     report.jobs = done;
     report.elapsed_ms = ms(window);
@@ -787,7 +798,7 @@ async fn latency(target: &Target, r: &Resolved, report: &mut Report) -> Result<(
         })
         .await;
     drop(store);
-    let (commits, note) = target.finish(phase).await?;
+    let Finished { commits, note, .. } = target.finish(phase).await?;
     ran?;
     let elapsed =
         outcome.unwrap_or_else(|| Err(BenchError::Failed("the latency run did not run".into())))?;
@@ -896,7 +907,7 @@ async fn claim_cost(target: &Target, r: &Resolved, report: &mut Report) -> Resul
     let started = Instant::now();
     let loaded = claim_rounds(&phase.store, rounds, None).await;
     let elapsed = started.elapsed();
-    let (commits, note) = target.finish(phase).await?;
+    let Finished { commits, note, .. } = target.finish(phase).await?;
     let loaded = durations(&loaded?);
     let claim_time: Duration = loaded.iter().sum();
     let loaded = Summary::of(&loaded);
