@@ -4,7 +4,7 @@
 -- and reads its state before the update changes it.
 WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now),
 prior AS (
-    SELECT j.id, j.state FROM __SCHEMA__.errand_jobs j WHERE j.id = $2 FOR UPDATE
+    SELECT j.id, j.state FROM __SCHEMA__.errand_jobs j WHERE j.id = $2::text FOR UPDATE
 ),
 gone AS (
     UPDATE __SCHEMA__.errand_jobs j
@@ -12,7 +12,7 @@ gone AS (
         last_error = 'cancelled by ' || $3, last_error_class = 'cancelled',
         finished_at = t.now, updated_at = t.now
     FROM t, prior p
-    WHERE j.id = $2 AND p.id = j.id AND j.state IN ('ready', 'running')
+    WHERE j.id = $2::text AND p.id = j.id AND j.state IN ('ready', 'running')
     RETURNING j.*, p.state AS prior_state
 ),
 closed AS (

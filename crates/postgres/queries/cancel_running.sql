@@ -5,7 +5,7 @@ gone AS (
     SET state = 'cancelled', lease_token = NULL, lease_until = NULL,
         last_error = $4, last_error_class = 'cancelled', finished_at = t.now, updated_at = t.now
     FROM t
-    WHERE j.id = $2 AND j.state = 'running' AND j.lease_token = $3 AND j.lease_until > t.now
+    WHERE j.id = $2::text AND j.state = 'running' AND j.lease_token = $3 AND j.lease_until > t.now
     RETURNING j.*
 ),
 closed AS (

@@ -6,7 +6,7 @@ done AS (
     SET state = 'done', lease_token = NULL, lease_until = NULL,
         last_error = NULL, last_error_class = NULL, finished_at = t.now, updated_at = t.now
     FROM t
-    WHERE j.id = $2 AND j.state = 'running' AND j.lease_token = $3 AND j.lease_until > t.now
+    WHERE j.id = $2::text AND j.state = 'running' AND j.lease_token = $3 AND j.lease_until > t.now
     RETURNING j.*
 )
 SELECT * FROM done

@@ -8,7 +8,7 @@ cur AS (
                   OR r.retry_at > coalesce(j.give_up_at, r.retry_at)) AS dies,
            (r.retry_at IS NOT NULL AND j.attempts < j.max_attempts
                   AND r.retry_at > coalesce(j.give_up_at, r.retry_at)) AS gave_up
-    FROM __SCHEMA__.errand_jobs j, r WHERE j.id = $2
+    FROM __SCHEMA__.errand_jobs j, r WHERE j.id = $2::text
 ),
 failed AS (
     UPDATE __SCHEMA__.errand_jobs j
@@ -21,7 +21,7 @@ failed AS (
             ELSE $4 END,
         last_error_class = $5, updated_at = t.now
     FROM t, r, cur c
-    WHERE c.id = j.id AND j.id = $2 AND j.state = 'running' AND j.lease_token = $3 AND j.lease_until > t.now
+    WHERE c.id = j.id AND j.id = $2::text AND j.state = 'running' AND j.lease_token = $3 AND j.lease_until > t.now
     RETURNING j.*
 ),
 closed AS (

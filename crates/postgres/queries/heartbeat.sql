@@ -3,5 +3,5 @@ WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now)
 UPDATE __SCHEMA__.errand_jobs j
 SET lease_until = t.now + $4::bigint * interval '1 millisecond', updated_at = t.now
 FROM t
-WHERE j.id = $2 AND j.state = 'running' AND j.lease_token = $3 AND j.lease_until > t.now
+WHERE j.id = $2::text AND j.state = 'running' AND j.lease_token = $3 AND j.lease_until > t.now
 RETURNING j.lease_until

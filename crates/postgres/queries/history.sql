@@ -5,11 +5,11 @@
 SELECT cycle, attempt, started_at, finished_at, outcome, error, error_class
 FROM (
     SELECT seq, cycle, attempt, started_at, finished_at, outcome, error, error_class
-    FROM __SCHEMA__.errand_attempts WHERE job_id = $1
+    FROM __SCHEMA__.errand_attempts WHERE job_id = $1::text
     UNION ALL
     SELECT NULL, replays, attempts, attempt_started_at, finished_at,
            CASE state WHEN 'done' THEN 'succeeded' END, NULL, NULL
     FROM __SCHEMA__.errand_jobs
-    WHERE id = $1 AND state IN ('running', 'done') AND attempt_started_at IS NOT NULL
+    WHERE id = $1::text AND state IN ('running', 'done') AND attempt_started_at IS NOT NULL
 ) h
 ORDER BY seq IS NULL, seq

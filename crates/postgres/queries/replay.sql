@@ -6,7 +6,7 @@ back AS (
     SET state = 'ready', attempts = 0, lease_expiries = 0, replays = j.replays + 1,
         available_at = t.now, finished_at = NULL, updated_at = t.now
     FROM t
-    WHERE j.id = $2 AND j.state IN ('dead', 'cancelled')
+    WHERE j.id = $2::text AND j.state IN ('dead', 'cancelled')
     RETURNING j.*
 ),
 audited AS (

@@ -9,4 +9,4 @@ WITH up AS (
         metrics = excluded.metrics
 )
 DELETE FROM __SCHEMA__.errand_workers
-WHERE last_cycle_at < coalesce($1::timestamptz, now()) - interval '1 day' AND id <> $2
+WHERE last_cycle_at < coalesce($1::timestamptz, now()) - interval '1 day' AND id <> $2::text

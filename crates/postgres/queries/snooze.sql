@@ -7,7 +7,7 @@ back AS (
         available_at = t.now + $4::bigint * interval '1 millisecond',
         lease_token = NULL, lease_until = NULL, updated_at = t.now
     FROM t
-    WHERE j.id = $2 AND j.state = 'running' AND j.lease_token = $3 AND j.lease_until > t.now
+    WHERE j.id = $2::text AND j.state = 'running' AND j.lease_token = $3 AND j.lease_until > t.now
     RETURNING j.*
 ),
 closed AS (

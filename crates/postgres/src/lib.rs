@@ -56,7 +56,7 @@ pub use ops::{Conn, Param, Queries};
 const INSERT_CHUNK: usize = 1_000;
 
 /// The schema version this build expects.
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 const MIGRATIONS: &[(&str, &str)] = &[
     ("V1__jobs", include_str!("../migrations/V1__jobs.sql")),
     (
@@ -90,6 +90,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     (
         "V9__audited_copies",
         include_str!("../migrations/V9__audited_copies.sql"),
+    ),
+    (
+        "V10__cheaper_row_versions",
+        include_str!("../migrations/V10__cheaper_row_versions.sql"),
     ),
 ];
 
@@ -726,6 +730,7 @@ mod schema_name_tests {
 mod upgrade_tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use errand_core::{JobState, LeaseToken, TraceParent};
 
     /// A schema of its own migrated to an older version, to seed rows into
     /// and then upgrade.
@@ -965,6 +970,140 @@ mod upgrade_tests {
         assert_eq!(log[0].copy_id.as_ref(), Some(&copied[0].job.id));
         let copy = store.detail(&copied[0].job.id).await.unwrap();
         assert_eq!(copy.audit.len(), 1, "the copy's history shows its origin");
+        old.drop_schema().await;
+    }
+    /// A schema at V9 with a job in each state upgrades to V10: every job
+    /// keeps its fields and can be listed, the running one settles with
+    /// its token, a paused queue still holds its jobs back, and the name
+    /// and trace-context rules still refuse bad values written directly.
+    #[tokio::test]
+    async fn v10_keeps_every_job_and_every_rule() {
+        let Some(mut old) = Old::at("v10_keeps_every_job_and_every_rule", 9).await else {
+            return;
+        };
+        let quoted = old.quoted.clone();
+        let at = "2026-11-30 10:00:00+00";
+        let tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        old.client
+            .batch_execute(&format!(
+                "INSERT INTO {quoted}.errand_jobs (id, queue, kind, state, payload, attempts, max_attempts,
+                     available_at, created_at, updated_at, finished_at, lease_token, lease_until,
+                     attempt_started_at, traceparent)
+                 VALUES ('a-ready', 'mail', 'k', 'ready', '{{}}', 0, 3, '{at}', '{at}', '{at}', NULL, NULL, NULL, NULL, NULL),
+                        ('b-running', 'mail', 'k', 'running', '{{}}', 1, 3, '{at}', '{at}', '{at}', NULL,
+                         'tok-1', '2999-01-01 00:00:00+00', '{at}', '{tp}'),
+                        ('c-done', 'mail', 'k', 'done', '{{\"n\": 1}}', 1, 3, '{at}', '{at}', '{at}', '{at}', NULL, NULL, '{at}', NULL),
+                        ('d-dead', 'mail', 'k', 'dead', '{{}}', 3, 3, '{at}', '{at}', '{at}', '{at}', NULL, NULL, '{at}', '{tp}'),
+                        ('e-paused', 'held', 'k', 'ready', '{{}}', 0, 3, '{at}', '{at}', '{at}', NULL, NULL, NULL, NULL, NULL);
+                 INSERT INTO {quoted}.errand_attempts (job_id, cycle, attempt, started_at, finished_at, outcome, error, error_class)
+                 VALUES ('d-dead', 0, 1, '{at}', '{at}', 'retry', 'boom', 'retryable');
+                 INSERT INTO {quoted}.errand_paused_queues (queue, operator, reason, paused_at)
+                 VALUES ('held', 'alice', 'deploy', '{at}');"
+            ))
+            .await
+            .unwrap();
+        let store = old.upgrade().await;
+        let all = store.list(&JobFilter::default()).await.unwrap();
+        let ids: Vec<&str> = all.iter().map(|j| j.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["a-ready", "b-running", "c-done", "d-dead", "e-paused"]
+        );
+        let running = store
+            .list(&JobFilter {
+                state: Some(JobState::Running),
+                ..JobFilter::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(running.len(), 1);
+        assert_eq!(
+            running[0].traceparent,
+            Some(TraceParent::parse(tp).unwrap())
+        );
+        let dead = store.detail(&JobId::new("d-dead").unwrap()).await.unwrap();
+        assert!(!dead.history.is_empty(), "the history is kept");
+        // The paused queue's job is not claimed; the other ready one is.
+        let claimed = store
+            .claim(&ClaimRequest {
+                queues: Vec::new(),
+                limit: 10,
+                lease: Duration::from_secs(30),
+                rate: None,
+            })
+            .await
+            .unwrap();
+        let claimed: Vec<&str> = claimed.iter().map(|c| c.job.id.as_str()).collect();
+        assert_eq!(claimed, ["a-ready"]);
+        let lease = Lease {
+            id: JobId::new("b-running").unwrap(),
+            token: LeaseToken::from_string("tok-1".into()),
+            attempt: 1,
+        };
+        let done = store.complete(&lease).await.unwrap();
+        assert_eq!(done.state, JobState::Done);
+        for (what, sql) in [
+            (
+                "a queue name with a space",
+                format!("UPDATE {quoted}.errand_jobs SET queue = 'bad queue' WHERE id = 'c-done'"),
+            ),
+            (
+                "a kind too long",
+                format!(
+                    "UPDATE {quoted}.errand_jobs SET kind = repeat('k', 101) WHERE id = 'c-done'"
+                ),
+            ),
+            (
+                "an id with a space",
+                format!("UPDATE {quoted}.errand_jobs SET id = 'c done' WHERE id = 'c-done'"),
+            ),
+            (
+                "a malformed trace context",
+                format!(
+                    "UPDATE {quoted}.errand_jobs SET traceparent = '00-zz' WHERE id = 'c-done'"
+                ),
+            ),
+        ] {
+            let err = old.client.batch_execute(&sql).await.expect_err(what);
+            let code = err.as_db_error().map(|d| d.code().code().to_owned());
+            assert_eq!(code.as_deref(), Some("23514"), "{what}: {err}");
+        }
+        old.drop_schema().await;
+    }
+
+    /// Parameters are declared as plain types, never as the schema's
+    /// domains: a driver asked to send a string for a parameter PostgreSQL
+    /// inferred as `errand_job_id` refuses it ("error serializing
+    /// parameter"), so every statement casts what it compares with a
+    /// domain column.
+    #[tokio::test]
+    async fn no_statement_takes_a_domain_typed_parameter() {
+        let Some(old) = Old::at(
+            "no_statement_takes_a_domain_typed_parameter",
+            i32::try_from(SCHEMA_VERSION).unwrap(),
+        )
+        .await
+        else {
+            return;
+        };
+        let queries = Queries::new(&old.quoted);
+        for (name, sql) in queries.all() {
+            let stmt = old.client.prepare(sql).await.expect(name);
+            for (i, ty) in stmt.params().iter().enumerate() {
+                let plain = match ty.kind() {
+                    tokio_postgres::types::Kind::Array(inner) => {
+                        matches!(inner.kind(), tokio_postgres::types::Kind::Simple)
+                    }
+                    kind => matches!(kind, tokio_postgres::types::Kind::Simple),
+                };
+                assert!(
+                    plain,
+                    "{name}: parameter ${} is of type {}",
+                    i + 1,
+                    ty.name()
+                );
+            }
+        }
         old.drop_schema().await;
     }
 }

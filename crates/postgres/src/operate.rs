@@ -115,7 +115,7 @@ pub(crate) async fn resume(
     a.validate()?;
     let tx = client.transaction().await.map_err(map_err)?;
     let sql = format!(
-        "DELETE FROM {}.errand_paused_queues WHERE queue = $1 RETURNING queue",
+        "DELETE FROM {}.errand_paused_queues WHERE queue = $1::text RETURNING queue",
         q.schema
     );
     let done = query_opt(&tx, &sql, &[&a.queue.as_str()]).await?.is_some();
@@ -156,7 +156,7 @@ pub(crate) async fn purge(
     req.validate()?;
     let tx = client.transaction().await.map_err(map_err)?;
     let sql = format!(
-        "DELETE FROM {}.errand_jobs WHERE id = $1 AND state = 'dead' RETURNING queue",
+        "DELETE FROM {}.errand_jobs WHERE id = $1::text AND state = 'dead' RETURNING queue",
         q.schema
     );
     let mut out: Vec<JobId> = Vec::with_capacity(req.ids.len());
@@ -196,7 +196,7 @@ pub(crate) async fn copy(
     let tx = client.transaction().await.map_err(map_err)?;
     // Locked, so a replay or purge of the original waits for this copy.
     let lock = format!(
-        "SELECT * FROM {}.errand_jobs WHERE id = $1 AND state IN ('dead', 'cancelled') FOR UPDATE",
+        "SELECT * FROM {}.errand_jobs WHERE id = $1::text AND state IN ('dead', 'cancelled') FOR UPDATE",
         q.schema
     );
     let mut originals: Vec<Job> = Vec::with_capacity(req.ids.len());
@@ -243,7 +243,7 @@ pub(crate) async fn audit_log<C: Conn>(
 ) -> Result<Vec<AuditEntry>> {
     let sql = format!(
         "SELECT seq, at, action, job_id, queue, operator, reason, copy_id FROM {}.errand_audit
-         WHERE ($1::text IS NULL OR job_id = $1 OR copy_id = $1) AND ($2::text IS NULL OR queue = $2)
+         WHERE ($1::text IS NULL OR job_id = $1::text OR copy_id = $1::text) AND ($2::text IS NULL OR queue = $2::text)
            AND ($3::bigint IS NULL OR seq < $3)
          ORDER BY seq DESC LIMIT $4",
         q.schema
@@ -342,7 +342,7 @@ pub(crate) async fn report_one_shot(
         .map_err(map_err)?;
     if inserted == 0 {
         let stored = format!(
-            "SELECT metrics::text AS metrics FROM {}.errand_workers WHERE id = $1 FOR UPDATE",
+            "SELECT metrics::text AS metrics FROM {}.errand_workers WHERE id = $1::text FOR UPDATE",
             q.schema
         );
         let row = tx.query_one(&stored, &[&w.id]).await.map_err(map_err)?;

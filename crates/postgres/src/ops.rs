@@ -81,6 +81,38 @@ impl Queries {
             report_worker: q(include_str!("../queries/report_worker.sql")),
         }
     }
+
+    /// Every statement, named.
+    #[cfg(test)]
+    pub(crate) fn all(&self) -> Vec<(&'static str, &str)> {
+        vec![
+            ("insert", &self.insert),
+            ("insert_many", &self.insert_many),
+            ("get_many", &self.get_many),
+            ("get", &self.get),
+            ("expire_final", &self.expire_final),
+            ("claim", &self.claim),
+            ("key_lock", &self.key_lock),
+            ("complete", &self.complete),
+            ("complete_many", &self.complete_many),
+            ("fail", &self.fail),
+            ("snooze", &self.snooze),
+            ("cancel_running", &self.cancel_running),
+            ("heartbeat", &self.heartbeat),
+            ("replay", &self.replay),
+            ("cancel", &self.cancel),
+            ("history", &self.history),
+            ("audit_of", &self.audit_of),
+            ("list", &self.list),
+            ("prune", &self.prune),
+            ("take_tokens", &self.take_tokens),
+            ("give_back_tokens", &self.give_back_tokens),
+            ("audit", &self.audit),
+            ("stats_sample", &self.stats_sample),
+            ("stats_window", &self.stats_window),
+            ("report_worker", &self.report_worker),
+        ]
+    }
 }
 
 pub(crate) fn to_odt(t: Timestamp) -> OffsetDateTime {
