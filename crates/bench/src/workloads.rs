@@ -854,6 +854,7 @@ async fn claim_rounds(
         limit: CLAIM_LIMIT,
         lease: LEASE,
         rate: None,
+        reclaim: true,
     };
     let start = Instant::now();
     let mut samples = Vec::new();

@@ -37,6 +37,15 @@ pub struct ClaimRequest {
     /// in the claim's own transaction, so a claim that finds nothing due
     /// leaves the bucket as it was. `None`: no rate limit.
     pub rate: Option<ClaimRate>,
+    /// Whether the claim also looks for running jobs whose lease expired:
+    /// it takes them back first (each a new attempt) and moves those with
+    /// no budget left to `dead`. A worker that claims continuously asks
+    /// for it about once a second rather than at every claim: the look
+    /// reads the lease index, which on PostgreSQL keeps an entry for every
+    /// recent attempt until vacuum removes it. `false` claims only ready
+    /// jobs. [`Store::sweep_expired`] kills the expired jobs with no budget
+    /// left whatever the claims ask.
+    pub reclaim: bool,
 }
 
 /// The shared token bucket a rate-limited claim spends from.
@@ -368,6 +377,24 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// Records a failure: `running` → `ready` (retry due later) while attempts
     /// remain and `failure.retry` is set, otherwise `running` → `dead`.
     async fn fail(&self, lease: &Lease, failure: Failure) -> Result<Job>;
+
+    /// Records many failures, each fenced by its own token and lease and
+    /// judged exactly like [`Store::fail`] (retry or dead, the elapsed-time
+    /// budget, the history entry). Returns, in input order, the job as
+    /// recorded, or `None` where the lease was lost (nothing changed for
+    /// that job). PostgreSQL and SQLite record them in one transaction, so
+    /// `Err` means none was recorded; the default records them one by one.
+    async fn fail_many(&self, items: &[(Lease, Failure)]) -> Result<Vec<Option<Job>>> {
+        let mut out = Vec::with_capacity(items.len());
+        for (lease, failure) in items {
+            match self.fail(lease, failure.clone()).await {
+                Ok(job) => out.push(Some(job)),
+                Err(crate::Error::LeaseLost { .. }) => out.push(None),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
 
     /// Re-schedules after `delay` without spending an attempt.
     async fn snooze(&self, lease: &Lease, delay: Duration) -> Result<Job>;

@@ -37,6 +37,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         limit,
         lease,
         rate: None,
+        reclaim: true,
     };
 
     let mut jobs = Vec::with_capacity(backlog);

@@ -78,6 +78,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 limit: 1,
                 lease: Duration::from_secs(30),
                 rate: None,
+                reclaim: true,
             };
             let mut done = 0usize;
             while let Some(c) = store.claim(&req).await?.pop() {

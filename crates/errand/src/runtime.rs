@@ -29,8 +29,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use errand_core::{
-    ClaimRate, ClaimRequest, ClaimedJob, Error, JobId, Lease, Name, Outcome, RateBucket, RateLimit,
-    Result, RetryPolicy, Store, WorkerMetrics, WorkerReport,
+    ClaimRate, ClaimRequest, ClaimedJob, Error, Failure, Job, JobId, Lease, Name, Outcome,
+    RateBucket, RateLimit, Result, RetryPolicy, Store, WorkerMetrics, WorkerReport,
 };
 use serde::de::DeserializeOwned;
 use tokio::sync::{Notify, Semaphore, oneshot, watch};
@@ -40,7 +40,8 @@ use tokio_util::sync::CancellationToken;
 use crate::cron::{CronEnqueuer, CronSchedule};
 use crate::maintenance::{Pruner, Sweeper};
 use crate::worker::{
-    Execution, Handler, JobContext, WorkOutcome, WorkReport, handler_fn, release, settle,
+    Execution, FailureSink, Handler, JobContext, WorkOutcome, WorkReport, handler_fn, release,
+    settle,
 };
 
 /// Called with the report of every settled attempt.
@@ -169,14 +170,18 @@ impl RuntimeBuilder {
         }
     }
 
-    /// Runs `queue` with at most `concurrency` jobs at once.
+    /// Runs `queue` with at most `concurrency` jobs at once. A slot is
+    /// held while the handler runs; the settlement that follows does not
+    /// hold it (it rides with the next claim's transaction or the
+    /// acknowledgment batcher's), so the next claim can take its place.
     pub fn queue(mut self, queue: &str, concurrency: usize) -> Result<Self> {
         let name = Name::parse("queue", queue)?;
         self.push_queue(Some(name), concurrency)?;
         Ok(self)
     }
 
-    /// Runs every queue together with at most `concurrency` jobs at once.
+    /// Runs every queue together with at most `concurrency` jobs at once
+    /// (a slot is held while a handler runs, as for [`Self::queue`]).
     pub fn all_queues(mut self, concurrency: usize) -> Result<Self> {
         self.push_queue(None, concurrency)?;
         Ok(self)
@@ -201,7 +206,9 @@ impl RuntimeBuilder {
         self
     }
 
-    /// How often an idle claimer looks for work without a signal (default 1 s).
+    /// How often an idle claimer looks for work without a signal (default
+    /// 1 s), and how often a busy one also looks for expired leases to take
+    /// back (an idle one looks at every claim).
     pub fn poll(mut self, poll: Duration) -> Self {
         self.settings.poll = poll;
         self
@@ -578,44 +585,55 @@ fn idle_wait(rate: Option<&ClaimRate>, starting: bool, poll: Duration) -> Durati
 /// A job's acknowledgment and where to send the verdict.
 type Completion = (Lease, oneshot::Sender<Result<bool>>);
 
-/// Most acknowledgments in one statement.
+/// A failed attempt to record and where to send the job as recorded
+/// (`None`: the lease was lost).
+type FailureWait = (Lease, Failure, oneshot::Sender<Result<Option<Job>>>);
+
+/// Most settlements of one kind in one statement.
 const MAX_COMPLETION_BATCH: usize = 512;
 
-/// Acknowledgments waiting to be written: by the completion batcher, or by
-/// a claimer about to claim, which sends them in the same transaction
-/// ([`Store::complete_and_claim`]). Each is taken by exactly one of them.
-/// Once the batcher has stopped (shutdown, or a panic), every waiting and
-/// later acknowledgment is answered `Closed` rather than left waiting.
-struct Acks {
-    /// `None` once closed.
-    pending: Mutex<Option<Vec<Completion>>>,
-    arrived: Notify,
+/// A settlement waiting to be written, which can be told it never will be.
+trait Waiting {
+    fn refuse(self, e: Error);
 }
 
-impl Default for Acks {
-    fn default() -> Self {
-        Acks {
-            pending: Mutex::new(Some(Vec::new())),
-            arrived: Notify::new(),
-        }
+impl Waiting for Completion {
+    fn refuse(self, e: Error) {
+        let _ = self.1.send(Err(e));
     }
 }
 
-impl Acks {
-    fn push(&self, completion: Completion) {
-        match lock(&self.pending).as_mut() {
-            Some(pending) => pending.push(completion),
+impl Waiting for FailureWait {
+    fn refuse(self, e: Error) {
+        let _ = self.2.send(Err(e));
+    }
+}
+
+/// Settlements of one kind waiting to be written; `None` once closed.
+struct Queue<T>(Mutex<Option<Vec<T>>>);
+
+impl<T: Waiting> Queue<T> {
+    fn new() -> Self {
+        Queue(Mutex::new(Some(Vec::new())))
+    }
+
+    /// Queues `item`; false (and `item` answered `Closed`) once closed.
+    fn push(&self, item: T) -> bool {
+        match lock(&self.0).as_mut() {
+            Some(pending) => {
+                pending.push(item);
+                true
+            }
             None => {
-                let _ = completion.1.send(Err(closed()));
-                return;
+                item.refuse(closed());
+                false
             }
         }
-        self.arrived.notify_one();
     }
 
-    /// Takes up to [`MAX_COMPLETION_BATCH`] waiting acknowledgments.
-    fn take(&self) -> Vec<Completion> {
-        match lock(&self.pending).as_mut() {
+    /// Takes up to [`MAX_COMPLETION_BATCH`] waiting items.
+    fn take(&self) -> Vec<T> {
+        match lock(&self.0).as_mut() {
             Some(pending) => {
                 let n = pending.len().min(MAX_COMPLETION_BATCH);
                 pending.drain(..n).collect()
@@ -624,27 +642,82 @@ impl Acks {
         }
     }
 
-    /// Puts a batch back in front, for the batcher to write.
-    fn requeue(&self, batch: Vec<Completion>) {
-        match lock(&self.pending).as_mut() {
+    /// Puts a batch back in front; false (and each answered `Closed`) once
+    /// closed.
+    fn requeue(&self, batch: Vec<T>) -> bool {
+        match lock(&self.0).as_mut() {
             Some(pending) => {
                 pending.splice(0..0, batch);
+                true
             }
             None => {
-                for (_, reply) in batch {
-                    let _ = reply.send(Err(closed()));
+                for item in batch {
+                    item.refuse(closed());
                 }
-                return;
+                false
             }
         }
-        self.arrived.notify_one();
     }
 
     fn close(&self) {
-        let left = lock(&self.pending).take().unwrap_or_default();
-        for (_, reply) in left {
-            let _ = reply.send(Err(closed()));
+        let left = lock(&self.0).take().unwrap_or_default();
+        for item in left {
+            item.refuse(closed());
         }
+    }
+}
+
+/// Settlements waiting to be written. Acknowledgments are taken by the
+/// batcher, or by a claimer about to claim, which sends them in the same
+/// transaction ([`Store::complete_and_claim`]); failures by the batcher,
+/// which records those that arrived together in one statement
+/// ([`Store::fail_many`]). Each is taken by exactly one writer. Once the
+/// batcher has stopped (shutdown, or a panic), every waiting and later
+/// settlement is answered `Closed` rather than left waiting.
+struct Acks {
+    acks: Queue<Completion>,
+    failures: Queue<FailureWait>,
+    arrived: Notify,
+}
+
+impl Default for Acks {
+    fn default() -> Self {
+        Acks {
+            acks: Queue::new(),
+            failures: Queue::new(),
+            arrived: Notify::new(),
+        }
+    }
+}
+
+impl Acks {
+    fn push(&self, completion: Completion) {
+        if self.acks.push(completion) {
+            self.arrived.notify_one();
+        }
+    }
+
+    fn push_failure(&self, failure: FailureWait) {
+        if self.failures.push(failure) {
+            self.arrived.notify_one();
+        }
+    }
+
+    /// Takes up to [`MAX_COMPLETION_BATCH`] waiting acknowledgments.
+    fn take(&self) -> Vec<Completion> {
+        self.acks.take()
+    }
+
+    /// Puts a batch of acknowledgments back in front, for the batcher.
+    fn requeue(&self, batch: Vec<Completion>) {
+        if self.acks.requeue(batch) {
+            self.arrived.notify_one();
+        }
+    }
+
+    fn close(&self) {
+        self.acks.close();
+        self.failures.close();
     }
 }
 
@@ -652,7 +725,7 @@ fn closed() -> Error {
     Error::Closed("the completion batcher stopped".into())
 }
 
-/// Closes the acknowledgment queue when the batcher stops, however it stops.
+/// Closes the settlement queues when the batcher stops, however it stops.
 struct CloseOnDrop(Arc<Acks>);
 
 impl Drop for CloseOnDrop {
@@ -661,20 +734,55 @@ impl Drop for CloseOnDrop {
     }
 }
 
-/// Takes every acknowledgment waiting and settles them in one
-/// [`Store::complete_many`] call.
+/// Takes every settlement waiting and writes them: the acknowledgments in
+/// one [`Store::complete_many`] call, the failures in one
+/// [`Store::fail_many`] call.
 async fn complete_in_batches(store: Arc<dyn Store>, acks: Arc<Acks>) {
     let _closing = CloseOnDrop(acks.clone());
     loop {
         let batch = acks.take();
-        if batch.is_empty() {
+        let failures = acks.failures.take();
+        if batch.is_empty() && failures.is_empty() {
             acks.arrived.notified().await;
             continue;
         }
-        let leases: Vec<Lease> = batch.iter().map(|(l, _)| l.clone()).collect();
-        crate::failpoint::acks_sending(&leases);
-        let result = store.complete_many(&leases).await;
-        answer(batch, &leases, result);
+        if !batch.is_empty() {
+            let leases: Vec<Lease> = batch.iter().map(|(l, _)| l.clone()).collect();
+            crate::failpoint::acks_sending(&leases);
+            let result = store.complete_many(&leases).await;
+            answer(batch, &leases, result);
+        }
+        if !failures.is_empty() {
+            let items: Vec<(Lease, Failure)> = failures
+                .iter()
+                .map(|(l, f, _)| (l.clone(), f.clone()))
+                .collect();
+            let result = store.fail_many(&items).await;
+            answer_failures(failures, result);
+        }
+    }
+}
+
+/// Tells each waiter of a batch of failures the job as recorded.
+fn answer_failures(batch: Vec<FailureWait>, result: Result<Vec<Option<Job>>>) {
+    match result {
+        Ok(jobs) if jobs.len() == batch.len() => {
+            for ((_, _, reply), job) in batch.into_iter().zip(jobs) {
+                let _ = reply.send(Ok(job));
+            }
+        }
+        Ok(_) => {
+            for (_, _, reply) in batch {
+                let _ = reply.send(Err(Error::Storage(
+                    "the store answered a batch of failures with the wrong count".into(),
+                )));
+            }
+        }
+        Err(e) => {
+            for (_, _, reply) in batch {
+                let _ = reply.send(Err(e.clone()));
+            }
+        }
     }
 }
 
@@ -767,6 +875,11 @@ impl Inner {
         });
         // Whether the last claim started anything.
         let mut was_starting = false;
+        // When a claim last looked for expired leases, and whether the
+        // claimer waited idle since: a busy claimer looks once per poll
+        // interval, an idle one at every claim (see `ClaimRequest::reclaim`).
+        let mut reclaimed_at: Option<tokio::time::Instant> = None;
+        let mut was_idle = true;
         while !*stop.borrow() {
             // Wait for one free slot, then take every other free one.
             let first = tokio::select! {
@@ -785,12 +898,18 @@ impl Inner {
                 limit: u32::try_from(permits.len()).unwrap_or(self.settings.batch),
                 lease: self.settings.lease,
                 rate: rate.clone(),
+                reclaim: was_idle
+                    || reclaimed_at.is_none_or(|at| at.elapsed() >= self.settings.poll),
             };
+            if req.reclaim {
+                reclaimed_at = Some(tokio::time::Instant::now());
+            }
             let claimed = match self.claim_with_acks(&req).await {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::warn!(error = %e, "claim failed; retrying after the poll interval");
                     drop(permits);
+                    was_idle = true;
                     tokio::select! {
                         _ = tokio::time::sleep(self.settings.poll) => {}
                         _ = stop.changed() => {}
@@ -821,12 +940,12 @@ impl Inner {
                 // Reap finished tasks so a long-running service holds none.
                 while set.try_join_next().is_some() {}
                 set.spawn(async move {
-                    me.run_job(claimed, token).await;
-                    drop(permit);
+                    me.run_job(claimed, token, permit).await;
                 });
             }
             drop(permits);
             let starting = got > 0;
+            was_idle = idle;
             if idle {
                 let wait = idle_wait(rate.as_ref(), starting || was_starting, self.settings.poll);
                 tokio::select! {
@@ -935,7 +1054,12 @@ impl Inner {
         })
     }
 
-    async fn run_job(&self, claimed: errand_core::ClaimedJob, token: CancellationToken) {
+    async fn run_job(
+        &self,
+        claimed: errand_core::ClaimedJob,
+        token: CancellationToken,
+        slot: tokio::sync::OwnedSemaphorePermit,
+    ) {
         let lease = claimed.lease.clone();
         let kind = self.settings.kinds.get(claimed.job.kind.as_str()).cloned();
         let (handler, options) = match (&kind, &self.settings.fallback) {
@@ -974,6 +1098,10 @@ impl Inner {
         );
         let outcome =
             tracing::Instrument::instrument(run.execute(handler, claimed, token), span).await;
+        // The slot is for running handlers: settling waits for the next
+        // claim's transaction (or the batcher's), and holding the slot
+        // through it would keep the next claim small.
+        drop(slot);
         if outcome.is_some() {
             crate::failpoint::crash_point("before-settle");
         }
@@ -983,6 +1111,7 @@ impl Inner {
                 let policy = options.retry.as_ref().unwrap_or(&self.settings.retry);
                 settle(
                     self.settings.store.as_ref(),
+                    self,
                     &lease,
                     outcome,
                     policy,
@@ -1019,6 +1148,23 @@ impl Inner {
                     .or_insert(0) += 1;
             }
         }
+    }
+}
+
+/// Failures go through the batcher: those that arrive together are
+/// recorded in one statement, each still fenced by its own token and lease.
+#[async_trait::async_trait]
+impl FailureSink for Inner {
+    async fn record(&self, lease: &Lease, failure: Failure) -> Result<Job> {
+        let (tx, rx) = oneshot::channel();
+        self.acks.push_failure((lease.clone(), failure, tx));
+        let recorded = rx
+            .await
+            .map_err(|_| Error::Closed("the completion batcher stopped".into()))??;
+        recorded.ok_or_else(|| Error::LeaseLost {
+            id: lease.id.to_string(),
+            attempt: lease.attempt,
+        })
     }
 }
 

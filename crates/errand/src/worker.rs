@@ -333,6 +333,7 @@ impl Worker {
             limit: 1,
             lease: self.config.lease,
             rate: None,
+            reclaim: true,
         };
         let claimed = self.store.claim(&req).await?.pop();
         if claimed.is_some() {
@@ -374,6 +375,7 @@ impl Worker {
     pub async fn settle(&self, lease: &Lease, outcome: Outcome) -> Result<WorkReport> {
         settle(
             self.store.as_ref(),
+            &Direct(self.store.as_ref()),
             lease,
             outcome,
             &self.config.retry,
@@ -507,8 +509,28 @@ pub fn failure_for(
 }
 
 /// Records `outcome` against `lease`; retryable failures wait on `policy`.
+/// Where failed attempts are recorded: the store itself, one call each, or
+/// the runtime's batcher, which writes the failures that arrive together
+/// in one statement.
+#[async_trait]
+pub(crate) trait FailureSink: Send + Sync {
+    /// Records `failure` like [`Store::fail`].
+    async fn record(&self, lease: &Lease, failure: Failure) -> Result<Job>;
+}
+
+/// Records each failure with its own [`Store::fail`] call.
+pub(crate) struct Direct<'a>(pub(crate) &'a dyn Store);
+
+#[async_trait]
+impl FailureSink for Direct<'_> {
+    async fn record(&self, lease: &Lease, failure: Failure) -> Result<Job> {
+        self.0.fail(lease, failure).await
+    }
+}
+
 pub(crate) async fn settle(
     store: &dyn Store,
+    failures: &dyn FailureSink,
     lease: &Lease,
     outcome: Outcome,
     policy: &RetryPolicy,
@@ -535,7 +557,7 @@ pub(crate) async fn settle(
         }
         Outcome::Retry { error } => {
             fail_attempt(
-                store,
+                failures,
                 lease,
                 &mut report,
                 failure(error, ErrorClass::Retryable, None),
@@ -545,7 +567,7 @@ pub(crate) async fn settle(
         Outcome::Timeout => {
             let error = "the handler ran past its deadline".to_owned();
             fail_attempt(
-                store,
+                failures,
                 lease,
                 &mut report,
                 failure(error, ErrorClass::Timeout, None),
@@ -554,7 +576,7 @@ pub(crate) async fn settle(
         }
         Outcome::TimedOut { error } => {
             fail_attempt(
-                store,
+                failures,
                 lease,
                 &mut report,
                 failure(error, ErrorClass::Timeout, None),
@@ -563,7 +585,7 @@ pub(crate) async fn settle(
         }
         Outcome::RetryAt { error, at } => {
             fail_attempt(
-                store,
+                failures,
                 lease,
                 &mut report,
                 failure(error, ErrorClass::Retryable, Some(RetryAt::At(at))),
@@ -572,7 +594,7 @@ pub(crate) async fn settle(
         }
         Outcome::Permanent { error } => {
             fail_attempt(
-                store,
+                failures,
                 lease,
                 &mut report,
                 failure(error, ErrorClass::Permanent, None),
@@ -605,13 +627,13 @@ pub(crate) async fn settle(
 
 /// Records a failed attempt and what became of the job.
 async fn fail_attempt(
-    store: &dyn Store,
+    failures: &dyn FailureSink,
     lease: &Lease,
     report: &mut WorkReport,
     failure: Failure,
 ) -> Result<()> {
     report.error = Some(failure.error.clone());
-    let job = store.fail(lease, failure).await?;
+    let job = failures.record(lease, failure).await?;
     record_failure(report, &job);
     Ok(())
 }

@@ -64,6 +64,7 @@ async fn a_lost_lease_stops_the_command_and_its_settlement_is_refused() {
         limit: 1,
         lease: Duration::from_secs(7200),
         rate: None,
+        reclaim: true,
     };
     let taken = store.claim(&req).await.unwrap();
     assert_eq!(taken.len(), 1, "another worker takes the expired job over");

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use errand::{
     CancelRequest, ErrorClass, JobFilter, JobId, JobState, KindOptions, NewJob, Outcome, Payload,
-    Runtime, SqliteOptions, SqliteStore, Store, WorkOutcome,
+    RetryPolicy, Runtime, SqliteOptions, SqliteStore, Store, WorkOutcome,
 };
 use serde::Deserialize;
 
@@ -380,6 +380,7 @@ async fn the_maintenance_services_sweep_and_prune_on_their_own() {
         limit: 2,
         lease: Duration::from_secs(1),
         rate: None,
+        reclaim: true,
     };
     let claimed = store.claim(&req).await.unwrap();
     let done = claimed
@@ -674,31 +675,56 @@ async fn a_key_rate_starts_no_more_of_a_keys_jobs_than_its_bucket_grants() {
     assert_eq!(started.iter().filter(|id| id.starts_with('t')).count(), 3);
 }
 
-/// A store whose combined settle-and-claim always fails (as a claim that
-/// times out on the key lock would, taking the acknowledgments it carried
-/// down with it) and whose batch acknowledgments wait until one such claim
-/// has failed, so that acknowledgments pile up while a claimer claims
-/// (whatever the scheduling; the wait gives up after 10 s, and the test
-/// then fails on its count of failed claims rather than hanging).
+/// A store that records whether each claim asked to reclaim expired
+/// leases and, made with `fail_combined`, whose combined settle-and-claim
+/// always fails (as a claim that times out on the key lock would, taking
+/// the acknowledgments it carried down with it) and whose batch
+/// acknowledgments wait until one such claim has failed, so that
+/// acknowledgments pile up while a claimer claims (whatever the
+/// scheduling; the wait gives up after 10 s, and the test then fails on its
+/// count of failed claims rather than hanging).
 #[derive(Debug)]
-struct CombinedClaimsFail {
+struct Intercepting {
     inner: Arc<dyn Store>,
+    fail_combined: bool,
     failed: AtomicUsize,
     first_failure: tokio::sync::Notify,
+    /// Per claim: whether it asked to reclaim, how many it asked for and
+    /// how many it got (`None`: it failed).
+    reclaims: std::sync::Mutex<Vec<(bool, u32, Option<usize>)>>,
+    /// Failures recorded one by one, and the size of each batch of them.
+    single_failures: AtomicUsize,
+    failure_batches: std::sync::Mutex<Vec<usize>>,
 }
 
-impl CombinedClaimsFail {
-    fn new(inner: Arc<dyn Store>) -> Self {
-        CombinedClaimsFail {
+impl Intercepting {
+    fn new(inner: Arc<dyn Store>, fail_combined: bool) -> Self {
+        Intercepting {
             inner,
+            fail_combined,
             failed: AtomicUsize::new(0),
             first_failure: tokio::sync::Notify::new(),
+            reclaims: std::sync::Mutex::new(Vec::new()),
+            single_failures: AtomicUsize::new(0),
+            failure_batches: std::sync::Mutex::new(Vec::new()),
         }
+    }
+
+    fn reclaims(&self) -> Vec<(bool, u32, Option<usize>)> {
+        self.reclaims.lock().unwrap().clone()
+    }
+
+    fn record<T>(&self, req: &errand::ClaimRequest, got: &errand::Result<Vec<T>>) {
+        let got = got.as_ref().ok().map(Vec::len);
+        self.reclaims
+            .lock()
+            .unwrap()
+            .push((req.reclaim, req.limit, got));
     }
 }
 
 #[async_trait::async_trait]
-impl Store for CombinedClaimsFail {
+impl Store for Intercepting {
     async fn insert(&self, job: NewJob) -> errand::Result<errand::Inserted> {
         self.inner.insert(job).await
     }
@@ -706,13 +732,23 @@ impl Store for CombinedClaimsFail {
         self.inner.insert_many(jobs).await
     }
     async fn claim(&self, req: &errand::ClaimRequest) -> errand::Result<Vec<errand::ClaimedJob>> {
-        self.inner.claim(req).await
+        let got = self.inner.claim(req).await;
+        self.record(req, &got);
+        got
     }
     async fn complete_and_claim(
         &self,
-        _: &[errand::Lease],
-        _: &errand::ClaimRequest,
+        leases: &[errand::Lease],
+        req: &errand::ClaimRequest,
     ) -> errand::Result<(Vec<bool>, errand::Result<Vec<errand::ClaimedJob>>)> {
+        if !self.fail_combined {
+            let got = self.inner.complete_and_claim(leases, req).await;
+            match &got {
+                Ok((_, claimed)) => self.record(req, claimed),
+                Err(e) => self.record::<()>(req, &Err(e.clone())),
+            }
+            return got;
+        }
         self.failed.fetch_add(1, Ordering::SeqCst);
         self.first_failure.notify_waiters();
         Err(errand::Error::Storage(
@@ -726,13 +762,21 @@ impl Store for CombinedClaimsFail {
         let failure = self.first_failure.notified();
         tokio::pin!(failure);
         failure.as_mut().enable();
-        if self.failed.load(Ordering::SeqCst) == 0 {
+        if self.fail_combined && self.failed.load(Ordering::SeqCst) == 0 {
             let _ = tokio::time::timeout(Duration::from_secs(10), failure).await;
         }
         self.inner.complete_many(leases).await
     }
     async fn fail(&self, lease: &errand::Lease, f: errand::Failure) -> errand::Result<errand::Job> {
+        self.single_failures.fetch_add(1, Ordering::SeqCst);
         self.inner.fail(lease, f).await
+    }
+    async fn fail_many(
+        &self,
+        items: &[(errand::Lease, errand::Failure)],
+    ) -> errand::Result<Vec<Option<errand::Job>>> {
+        self.failure_batches.lock().unwrap().push(items.len());
+        self.inner.fail_many(items).await
     }
     async fn snooze(&self, lease: &errand::Lease, d: Duration) -> errand::Result<errand::Job> {
         self.inner.snooze(lease, d).await
@@ -814,9 +858,7 @@ impl Store for CombinedClaimsFail {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledgments_a_failed_claim_carried_are_written_again() {
     let (_d, sqlite) = store();
-    let store = Arc::new(CombinedClaimsFail::new(sqlite.clone()));
-    // Slots to spare: jobs whose acknowledgment waits hold theirs, and the
-    // claimer must still have some when acknowledgments are waiting.
+    let store = Arc::new(Intercepting::new(sqlite.clone(), true));
     let runtime = Runtime::builder(store.clone())
         .handler("quick", |_: serde_json::Value, _ctx| async {
             Outcome::Success
@@ -869,6 +911,157 @@ async fn acknowledgments_a_failed_claim_carried_are_written_again() {
     );
     assert_eq!(stats.count(WorkOutcome::Acknowledged), 200);
     assert_eq!(stats.outcomes.get("settle_failed"), None, "{stats:?}");
+}
+
+/// A busy claimer looks for expired leases once per poll interval, not at
+/// every claim (each look reads the lease index); an idle one looks at
+/// every claim, so a crashed worker's jobs come back as soon as their
+/// leases expire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_claimer_looks_for_expired_leases_once_per_poll_and_an_idle_one_every_time() {
+    let (_d, sqlite) = store();
+    let store = Arc::new(Intercepting::new(sqlite.clone(), false));
+    let runtime = Runtime::builder(store.clone())
+        .handler("quick", |_: serde_json::Value, _ctx| async {
+            Outcome::Success
+        })
+        .unwrap()
+        .all_queues(4)
+        .unwrap()
+        .batch(4)
+        // Longer than the test: no busy claim is due to look again.
+        .poll(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    for i in 0..40 {
+        enqueue(&sqlite, &format!("b{i:02}"), "quick", "default", "{}").await;
+    }
+    let s = sqlite.clone();
+    let done = move |n: usize| {
+        let s = s.clone();
+        async move {
+            for _ in 0..1_200 {
+                let done = s
+                    .list(&JobFilter {
+                        state: Some(JobState::Done),
+                        limit: Some(1_000),
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap();
+                if done.len() == n {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            panic!("the jobs never all finished");
+        }
+    };
+    runtime
+        .run_until(async move {
+            done(40).await;
+            // Idle now; the next job wakes the claimer.
+            enqueue(&sqlite, "late", "quick", "default", "{}").await;
+            done(41).await;
+        })
+        .await
+        .unwrap();
+    let claims = store.reclaims();
+    assert!(
+        claims.len() >= 11,
+        "40 jobs in claims of at most 4: {claims:?}"
+    );
+    assert!(claims[0].0, "the first claim looks: {claims:?}");
+    for pair in claims.windows(2) {
+        let ((_, asked, got), (looks, _, _)) = (pair[0], pair[1]);
+        let came_up_short = got.is_none_or(|got| got < asked as usize);
+        assert_eq!(
+            looks, came_up_short,
+            "a claim looks exactly when the one before came up short: {claims:?}"
+        );
+    }
+    assert!(
+        claims.iter().any(|c| !c.0),
+        "busy claims do not look: {claims:?}"
+    );
+}
+
+/// A worker's failed attempts are recorded through the batcher, those
+/// that arrive together in one call, never one call each; each job still
+/// gets its own verdict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_go_through_the_batcher() {
+    let (_d, sqlite) = store();
+    let store = Arc::new(Intercepting::new(sqlite.clone(), false));
+    let runtime = Runtime::builder(store.clone())
+        .handler("flaky", |p: serde_json::Value, _ctx| async move {
+            if p["permanent"].as_bool() == Some(true) {
+                Outcome::permanent("bad input")
+            } else {
+                Outcome::retry("busy")
+            }
+        })
+        .unwrap()
+        .all_queues(8)
+        .unwrap()
+        .retry(
+            RetryPolicy::Fixed(Duration::from_secs(3600)),
+            Arc::new(|| 0.0),
+        )
+        .build()
+        .unwrap();
+    for i in 0..30 {
+        let payload = if i % 3 == 0 {
+            r#"{"permanent":true}"#
+        } else {
+            "{}"
+        };
+        enqueue(&sqlite, &format!("f{i:02}"), "flaky", "default", payload).await;
+    }
+    let s = sqlite.clone();
+    let stats = runtime
+        .run_until(async move {
+            for _ in 0..1_200 {
+                let live = s
+                    .list(&JobFilter {
+                        state: Some(JobState::Running),
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap();
+                let ready_now = s
+                    .list(&JobFilter {
+                        state: Some(JobState::Ready),
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .filter(|j| j.attempts == 0)
+                    .count();
+                if live.is_empty() && ready_now == 0 {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            panic!("the failures were never all recorded");
+        })
+        .await
+        .unwrap();
+    assert_eq!(stats.count(WorkOutcome::Dead), 10, "{stats:?}");
+    assert_eq!(stats.count(WorkOutcome::RetryScheduled), 20, "{stats:?}");
+    assert_eq!(store.single_failures.load(Ordering::SeqCst), 0);
+    let batches = store.failure_batches.lock().unwrap().clone();
+    assert_eq!(batches.iter().sum::<usize>(), 30, "{batches:?}");
+    for i in 0..30 {
+        let j = job(&sqlite, &format!("f{i:02}")).await;
+        let want = if i % 3 == 0 {
+            JobState::Dead
+        } else {
+            JobState::Ready
+        };
+        assert_eq!((j.state, j.attempts), (want, 1), "f{i:02}");
+    }
 }
 
 /// A running worker reports itself: its claim cycles, how long each attempt

@@ -195,6 +195,7 @@ async fn a_handler_can_complete_its_job_in_the_same_transaction_as_its_effect() 
         limit: 1,
         lease: std::time::Duration::from_secs(1),
         rate: None,
+        reclaim: true,
     };
     let claimed = store.claim(&req).await.unwrap().remove(0);
     f.clock.advance(std::time::Duration::from_secs(1));

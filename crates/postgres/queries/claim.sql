@@ -3,7 +3,8 @@
 -- concurrent claimers pass each other; the UPDATE re-checks every
 -- condition. $3: queues (NULL = all), $4: one fresh token per row,
 -- $5: lease length in milliseconds, $6: whether this transaction holds the
--- key lock (key_lock.sql), without which no keyed job is claimed.
+-- key lock (key_lock.sql), without which no keyed job is claimed, $7:
+-- whether to take back expired leases (without it only ready jobs).
 --
 -- Keyed jobs are reached through their keys, not the due index: for each
 -- key with due jobs (best first), its running count and its earliest ready
@@ -25,7 +26,8 @@ expired AS (
     SELECT j.id, 0 AS src, 0::smallint AS priority, j.lease_until AS due,
            j.attempt_started_at AS started
     FROM __SCHEMA__.errand_jobs j
-    WHERE j.state = 'running' AND j.lease_until <= coalesce($1::timestamptz, now()) AND j.attempts < j.max_attempts
+    WHERE $7::boolean AND j.state = 'running' AND j.lease_until <= coalesce($1::timestamptz, now())
+      AND j.attempts < j.max_attempts
       AND j.lease_expiries + 1 < j.max_lease_expiries
       AND ($3::text[] IS NULL OR j.queue = ANY ($3::text[]))
       AND j.queue <> ALL (ARRAY(SELECT p.queue FROM __SCHEMA__.errand_paused_queues p))

@@ -521,6 +521,17 @@ impl Store for PgStore {
         ops::fail(&client, &self.queries, self.now(), lease, &failure).await
     }
 
+    async fn fail_many(&self, items: &[(Lease, Failure)]) -> Result<Vec<Option<Job>>> {
+        for (_, failure) in items {
+            failure.validate()?;
+        }
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        let client = self.client().await?;
+        ops::fail_many(&client, &self.queries, self.now(), items).await
+    }
+
     async fn snooze(&self, lease: &Lease, delay: Duration) -> Result<Job> {
         bounds::check_delay("a snooze", delay)?;
         let client = self.client().await?;
@@ -1030,6 +1041,7 @@ mod upgrade_tests {
                 limit: 10,
                 lease: Duration::from_secs(30),
                 rate: None,
+                reclaim: true,
             })
             .await
             .unwrap();

@@ -27,10 +27,12 @@ pub struct Queries {
     pub(crate) get: String,
     pub(crate) expire_final: String,
     pub(crate) claim: String,
+    pub(crate) claim_ready: String,
     pub(crate) key_lock: String,
     pub(crate) complete: String,
     pub(crate) complete_many: String,
     pub(crate) fail: String,
+    pub(crate) fail_many: String,
     pub(crate) snooze: String,
     pub(crate) cancel_running: String,
     pub(crate) heartbeat: String,
@@ -60,10 +62,12 @@ impl Queries {
             get: q(include_str!("../queries/get.sql")),
             expire_final: q(include_str!("../queries/expire_final.sql")),
             claim: q(include_str!("../queries/claim.sql")),
+            claim_ready: q(include_str!("../queries/claim_ready.sql")),
             key_lock: q(include_str!("../queries/key_lock.sql")),
             complete: q(include_str!("../queries/complete.sql")),
             complete_many: q(include_str!("../queries/complete_many.sql")),
             fail: q(include_str!("../queries/fail.sql")),
+            fail_many: q(include_str!("../queries/fail_many.sql")),
             snooze: q(include_str!("../queries/snooze.sql")),
             cancel_running: q(include_str!("../queries/cancel_running.sql")),
             heartbeat: q(include_str!("../queries/heartbeat.sql")),
@@ -92,10 +96,12 @@ impl Queries {
             ("get", &self.get),
             ("expire_final", &self.expire_final),
             ("claim", &self.claim),
+            ("claim_ready", &self.claim_ready),
             ("key_lock", &self.key_lock),
             ("complete", &self.complete),
             ("complete_many", &self.complete_many),
             ("fail", &self.fail),
+            ("fail_many", &self.fail_many),
             ("snooze", &self.snooze),
             ("cancel_running", &self.cancel_running),
             ("heartbeat", &self.heartbeat),
@@ -570,8 +576,10 @@ pub(crate) async fn expire_final<C: Conn>(
 
 /// Acknowledges `leases` (none: a plain claim) and claims due jobs in one
 /// short transaction of two round trips: `BEGIN`, the acknowledgments, the
-/// sweep of expired final attempts and the key lock are sent together;
-/// then the claim (whose snapshot follows the lock) and `COMMIT`. An error
+/// sweep of expired final attempts (when the request reclaims) and the key
+/// lock are sent together; then the claim (whose snapshot follows the
+/// lock) and `COMMIT`. The claim is `claim.sql`, or the smaller
+/// `claim_ready.sql` when it neither reclaims nor holds the key lock. An error
 /// rolls everything back (nothing acknowledged, nothing claimed) — except
 /// in the one case the client cannot tell: the claim failing before it was
 /// sent (its parameters not encodable) while the `COMMIT` behind it goes
@@ -592,6 +600,7 @@ pub(crate) async fn claim(
         client.prepare_cached(&q.expire_final),
         client.prepare_cached(&q.key_lock),
         client.prepare_cached(&q.claim),
+        client.prepare_cached(&q.claim_ready),
         async {
             if req.rate.is_some() {
                 client.prepare_cached(&q.take_tokens).await?;
@@ -678,7 +687,13 @@ async fn claim_in_transaction(
                 complete_many(client, q, now, leases).await
             }
         },
-        expire_final(client, q, now),
+        async {
+            if req.reclaim {
+                expire_final(client, q, now).await
+            } else {
+                Ok(Vec::new())
+            }
+        },
         async {
             if asked == 0 {
                 return Ok(0);
@@ -699,10 +714,22 @@ async fn claim_in_transaction(
     let tokens: Vec<LeaseToken> = (0..limit).map(|_| LeaseToken::generate()).collect();
     let token_text: Vec<&str> = tokens.iter().map(LeaseToken::as_str).collect();
     let keyed = locked > 0;
-    let params: [Param<'_>; 6] = [&now, &limit, &queues, &token_text, &lease, &keyed];
+    let params: [Param<'_>; 7] = [
+        &now,
+        &limit,
+        &queues,
+        &token_text,
+        &lease,
+        &keyed,
+        &req.reclaim,
+    ];
     let claim = async {
         if limit == 0 {
             Ok(Vec::new())
+        } else if !keyed && !req.reclaim {
+            // Neither expired leases nor keyed jobs to look at: the
+            // smaller statement, with the same order and rechecks.
+            query(client, &q.claim_ready, &params[..5]).await
         } else {
             query(client, &q.claim, &params).await
         }
@@ -791,11 +818,7 @@ pub(crate) async fn fail<C: Conn>(
     lease: &Lease,
     failure: &Failure,
 ) -> Result<Job> {
-    let (at, delay): (Option<OffsetDateTime>, Option<i64>) = match failure.retry {
-        None => (None, None),
-        Some(RetryAt::At(t)) => (Some(to_odt(t)), None),
-        Some(RetryAt::After(d)) => (None, Some(millis(d))),
-    };
+    let (at, delay) = retry_params(failure);
     let class = failure.class.as_str();
     fenced(
         client,
@@ -808,6 +831,60 @@ pub(crate) async fn fail<C: Conn>(
 }
 
 /// Fenced snooze or release.
+/// A failure's retry as the fail statements take it: an absolute time or
+/// a delay in milliseconds (neither: dead).
+fn retry_params(failure: &Failure) -> (Option<OffsetDateTime>, Option<i64>) {
+    match failure.retry {
+        None => (None, None),
+        Some(RetryAt::At(t)) => (Some(to_odt(t)), None),
+        Some(RetryAt::After(d)) => (None, Some(millis(d))),
+    }
+}
+
+/// Records many failures in one statement (`fail_many.sql`); returns, in
+/// input order, each failed job or `None` where the lease was lost.
+pub(crate) async fn fail_many<C: Conn>(
+    client: &C,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    items: &[(Lease, Failure)],
+) -> Result<Vec<Option<Job>>> {
+    let n = items.len();
+    let (mut ids, mut tokens, mut errors, mut classes) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    let (mut ats, mut delays): (Vec<Option<OffsetDateTime>>, Vec<Option<i64>>) =
+        (Vec::with_capacity(n), Vec::with_capacity(n));
+    for (lease, failure) in items {
+        ids.push(lease.id.as_str());
+        tokens.push(lease.token.as_str());
+        errors.push(failure.error.as_str());
+        classes.push(failure.class.as_str());
+        let (at, delay) = retry_params(failure);
+        ats.push(at);
+        delays.push(delay);
+    }
+    let rows = query(
+        client,
+        &q.fail_many,
+        &[&now, &ids, &tokens, &errors, &classes, &ats, &delays],
+    )
+    .await?;
+    let mut out: Vec<Option<Job>> = vec![None; n];
+    for row in &rows {
+        let at: i64 = row.try_get("failed_n").map_err(map_err)?;
+        let slot = usize::try_from(at - 1)
+            .ok()
+            .and_then(|i| out.get_mut(i))
+            .ok_or_else(|| bad_row(format!("a failure at position {at} of {n}")))?;
+        *slot = Some(job_from_row(row)?);
+    }
+    Ok(out)
+}
+
 pub(crate) async fn snooze<C: Conn>(
     client: &C,
     q: &Queries,

@@ -30,6 +30,7 @@ fn claim_all() -> ClaimRequest {
         limit: 10,
         lease: Duration::from_secs(30),
         rate: None,
+        reclaim: true,
     }
 }
 

@@ -383,6 +383,7 @@ async fn a_job_completed_in_the_handlers_transaction_is_done_exactly_when_it_com
         limit: 2,
         lease: std::time::Duration::from_secs(30),
         rate: None,
+        reclaim: true,
     };
     let claimed = store.claim(&req).await.expect("claim");
     let (a, b) = (&claimed[0].lease, &claimed[1].lease);

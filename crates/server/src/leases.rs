@@ -171,6 +171,7 @@ pub(crate) async fn lease(State(app): State<App>, headers: HeaderMap, body: Body
         limit,
         lease: lease_length("lease", req.lease)?,
         rate: None,
+        reclaim: true,
     };
     let wait = req
         .wait

@@ -437,6 +437,7 @@ async fn a_dead_job_is_replayed() {
             limit: 1,
             lease: Duration::from_secs(30),
             rate: None,
+            reclaim: true,
         })
         .await
         .unwrap();

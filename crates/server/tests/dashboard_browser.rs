@@ -161,6 +161,7 @@ async fn seed_dead(store: &Arc<dyn Store>, id: &str) -> JobId {
                 limit: 1,
                 lease: Duration::from_secs(60),
                 rate: None,
+                reclaim: true,
             })
             .await
             .unwrap();

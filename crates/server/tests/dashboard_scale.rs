@@ -105,6 +105,7 @@ async fn fill(store: &Arc<dyn Store>, total: usize) -> Marks {
         limit,
         lease: Duration::from_secs(3600),
         rate: None,
+        reclaim: true,
     };
     // done: claim and acknowledge.
     let t = Instant::now();

@@ -437,6 +437,25 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn fail_many(&self, items: &[(Lease, Failure)]) -> Result<Vec<Option<Job>>> {
+        for (_, failure) in items {
+            failure.validate()?;
+        }
+        let items = items.to_vec();
+        // One write operation: all recorded in one commit, or none.
+        self.op(move |c, now| {
+            items
+                .iter()
+                .map(|(lease, failure)| match ops::fail(c, lease, failure, now) {
+                    Ok(job) => Ok(Some(job)),
+                    Err(Error::LeaseLost { .. }) => Ok(None),
+                    Err(e) => Err(e),
+                })
+                .collect()
+        })
+        .await
+    }
+
     async fn snooze(&self, lease: &Lease, delay: Duration) -> Result<Job> {
         bounds::check_delay("a snooze", delay)?;
         let lease = lease.clone();
@@ -668,6 +687,7 @@ mod tests {
             limit: 1,
             lease: Duration::from_secs(5),
             rate: None,
+            reclaim: true,
         };
         store.claim(&req).await.unwrap();
         assert!(!signal.wait(Duration::from_millis(50)).await);

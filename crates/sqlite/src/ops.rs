@@ -667,7 +667,9 @@ fn candidate_ids(
 pub(crate) fn claim(conn: &Connection, req: &ClaimRequest, clock: Now) -> Result<Vec<ClaimedJob>> {
     let now = clock.at;
     // The request was validated by the caller (`ClaimRequest::validate`).
-    expire_final(conn, clock)?;
+    if req.reclaim {
+        expire_final(conn, clock)?;
+    }
     let queues = queue_param(req);
     let mut limit = req.limit.min(10_000);
     // A rate-limited claim takes up to `limit` tokens, claims no more jobs
@@ -682,7 +684,11 @@ pub(crate) fn claim(conn: &Connection, req: &ClaimRequest, clock: Now) -> Result
         None => None,
     };
     let expired_sql = (CANDIDATES_EXPIRED, CANDIDATES_EXPIRED_IN);
-    let expired = candidate_ids(conn, expired_sql, queues.as_deref(), clock.leases, limit)?;
+    let expired = if req.reclaim {
+        candidate_ids(conn, expired_sql, queues.as_deref(), clock.leases, limit)?
+    } else {
+        Vec::new()
+    };
     let rest = limit.saturating_sub(u32::try_from(expired.len()).unwrap_or(u32::MAX));
     let ready = ready_candidates(conn, queues.as_deref(), now, rest)?;
     let lease_until = now.plus(req.lease);

@@ -46,6 +46,7 @@ fn claim(lease_ms: u64) -> ClaimRequest {
         limit: 10,
         lease: Duration::from_millis(lease_ms),
         rate: None,
+        reclaim: true,
     }
 }
 

@@ -9,7 +9,7 @@ use errand_core::{
     KeyLimit, Lease, ManualClock, Name, NewJob, Payload, ReplayRequest, RetryAt, Schedule, Store,
 };
 
-use crate::{assert_lease_lost, claim_one, claim_req, forged, get, job, retry_after};
+use crate::{assert_lease_lost, claim_one, claim_req, forged, get, job, reclaim_req, retry_after};
 
 const LEASE: Duration = Duration::from_secs(1);
 const MS: Duration = Duration::from_millis(1);
@@ -174,6 +174,7 @@ async fn keyed_runs(store: &dyn Store, rounds: usize, limit: u32) -> Vec<Vec<Str
                 limit,
                 lease: LEASE,
                 rate: None,
+                reclaim: true,
             })
             .await
             .unwrap();
@@ -360,6 +361,7 @@ pub async fn claims_respect_queues_and_priority(store: Arc<dyn Store>, _clock: M
         limit: 1,
         lease: LEASE,
         rate: None,
+        reclaim: true,
     };
     let first = store.claim(&req).await.unwrap();
     assert_eq!(first[0].job.id, id("high"));
@@ -453,6 +455,32 @@ pub async fn heartbeat_extends_a_live_lease_and_refuses_an_expired_one(
 }
 
 /// A running job whose final attempt's lease expired becomes dead (reason:
+/// An expired lease is taken back only by a claim that asks to reclaim:
+/// one that does not claims the ready jobs and leaves the expired one
+/// running, and the next reclaiming claim takes it first, as a new attempt.
+pub async fn only_a_reclaiming_claim_takes_back_an_expired_lease(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
+    store.insert(job("old")).await.unwrap();
+    let first = claim_one(store.as_ref(), LEASE).await;
+    clock.advance(LEASE);
+    store.insert(job("new")).await.unwrap();
+    let plain = store.claim(&claim_req(5, LEASE)).await.unwrap();
+    let ids: Vec<&str> = plain.iter().map(|c| c.job.id.as_str()).collect();
+    assert_eq!(ids, ["new"]);
+    let old = get(store.as_ref(), "old").await;
+    assert_eq!(old.state, JobState::Running);
+    assert_eq!(old.attempts, 1);
+    assert_eq!(old.lease_until, first.job.lease_until);
+    store.insert(job("newer")).await.unwrap();
+    let again = store.claim(&reclaim_req(5, LEASE)).await.unwrap();
+    let ids: Vec<&str> = again.iter().map(|c| c.job.id.as_str()).collect();
+    assert_eq!(ids, ["old", "newer"], "reclaimed leases come first");
+    assert_eq!(again[0].lease.attempt, 2);
+    assert_ne!(again[0].lease.token, first.lease.token);
+}
+
 /// lease expired) at the next claim, instead of staying running.
 pub async fn an_expired_final_attempt_dies_at_the_next_claim(
     store: Arc<dyn Store>,
@@ -464,7 +492,16 @@ pub async fn an_expired_final_attempt_dies_at_the_next_claim(
         .unwrap();
     let c = claim_one(store.as_ref(), LEASE).await;
     clock.advance(LEASE);
+    // A claim that does not look at expired leases leaves it running.
     assert!(store.claim(&claim_req(5, LEASE)).await.unwrap().is_empty());
+    assert_eq!(get(store.as_ref(), "a").await.state, JobState::Running);
+    assert!(
+        store
+            .claim(&reclaim_req(5, LEASE))
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let j = get(store.as_ref(), "a").await;
     assert_eq!(j.state, JobState::Dead);
     assert_eq!(j.last_error_class, Some(ErrorClass::LeaseExpired));
@@ -549,7 +586,13 @@ pub async fn a_job_that_keeps_losing_its_lease_is_quarantined(
         clock.advance(LEASE); // the worker died
     }
     // The third expiry spends the budget: no reclaim, dead.
-    assert!(store.claim(&claim_req(1, LEASE)).await.unwrap().is_empty());
+    assert!(
+        store
+            .claim(&reclaim_req(1, LEASE))
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let j = get(store.as_ref(), "poison").await;
     assert_eq!(j.state, JobState::Dead);
     assert_eq!(j.last_error_class, Some(ErrorClass::LostLease));
@@ -672,9 +715,9 @@ pub async fn complete_many_fences_each_job_individually(store: Arc<dyn Store>, c
     clock.advance(LEASE);
     // b1 is reclaimed by another worker; b2 is reclaimed and given back;
     // b3's lease expired and nobody reclaimed it.
-    let reclaimed = store.claim(&claim_req(1, LEASE)).await.unwrap().remove(0);
+    let reclaimed = store.claim(&reclaim_req(1, LEASE)).await.unwrap().remove(0);
     assert_eq!(reclaimed.job.id.as_str(), "b1");
-    let renewed = store.claim(&claim_req(1, LEASE)).await.unwrap().remove(0);
+    let renewed = store.claim(&reclaim_req(1, LEASE)).await.unwrap().remove(0);
     assert_eq!(renewed.job.id.as_str(), "b2");
     store.release(&renewed.lease).await.unwrap();
     let mut leases: Vec<Lease> = first.iter().map(|c| c.lease.clone()).collect();
@@ -696,6 +739,7 @@ pub async fn complete_many_fences_each_job_individually(store: Arc<dyn Store>, c
         limit: 5,
         lease: LEASE,
         rate: None,
+        reclaim: true,
     };
     for name in ["c1", "c2", "c3", "c4", "c5"] {
         store
@@ -789,6 +833,7 @@ pub async fn complete_and_claim_settles_one_batch_and_claims_the_next(
         limit: 1,
         lease: LEASE,
         rate: None,
+        reclaim: true,
     };
     let (acked, claimed) = store
         .complete_and_claim(&[a.lease.clone(), forged(&b.lease)], &req)
@@ -884,6 +929,117 @@ pub async fn a_retryable_failure_persists_its_due_time(store: Arc<dyn Store>, cl
     assert!(store.claim(&claim_req(1, LEASE)).await.unwrap().is_empty());
     clock.advance(MS);
     assert_eq!(claim_one(store.as_ref(), LEASE).await.lease.attempt, 2);
+}
+
+/// Failures recorded together are each fenced by their own token and lease
+/// and judged exactly as one recorded alone: a retry while attempts remain,
+/// dead on the last attempt, past the elapsed-time budget or when
+/// permanent, and nothing changed where the lease is not the job's; the
+/// history gets one entry per recorded failure, and the answer keeps the
+/// input's order.
+pub async fn failures_recorded_together_are_judged_one_by_one(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
+    store.insert(job("a-retry")).await.unwrap();
+    store
+        .insert(job("b-last").with_max_attempts(1).unwrap())
+        .await
+        .unwrap();
+    store
+        .insert(job("c-budget").give_up_after(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    store.insert(job("d-forged")).await.unwrap();
+    store.insert(job("e-permanent")).await.unwrap();
+    let claimed = store.claim(&claim_req(5, LEASE)).await.unwrap();
+    assert_eq!(claimed.len(), 5);
+    let lease = |id: &str| {
+        claimed
+            .iter()
+            .find(|c| c.job.id.as_str() == id)
+            .map(|c| c.lease.clone())
+            .unwrap()
+    };
+    let delay = Duration::from_millis(375);
+    let items = vec![
+        (
+            lease("e-permanent"),
+            Failure {
+                error: "bad input".into(),
+                class: ErrorClass::Permanent,
+                retry: None,
+            },
+        ),
+        (lease("a-retry"), retry_after("busy", delay)),
+        (forged(&lease("d-forged")), retry_after("stale", delay)),
+        (lease("b-last"), retry_after("busy again", delay)),
+        (
+            lease("c-budget"),
+            retry_after("slow", Duration::from_secs(3600)),
+        ),
+    ];
+    let got = store.fail_many(&items).await.unwrap();
+    let states: Vec<Option<(&str, JobState)>> = got
+        .iter()
+        .map(|j| j.as_ref().map(|j| (j.id.as_str(), j.state)))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            Some(("e-permanent", JobState::Dead)),
+            Some(("a-retry", JobState::Ready)),
+            None,
+            Some(("b-last", JobState::Dead)),
+            Some(("c-budget", JobState::Dead)),
+        ]
+    );
+    for j in got.iter().flatten() {
+        assert_eq!(
+            &get(store.as_ref(), j.id.as_str()).await,
+            j,
+            "the answer is the job as stored"
+        );
+        assert_eq!(j.lease_until, None);
+    }
+    let retry = got[1].as_ref().unwrap();
+    assert_eq!(retry.available_at, clock.now_ts().plus(delay));
+    assert_eq!(retry.last_error.as_deref(), Some("busy"));
+    assert_eq!(retry.last_error_class, Some(ErrorClass::Retryable));
+    let permanent = got[0].as_ref().unwrap();
+    assert_eq!(permanent.last_error_class, Some(ErrorClass::Permanent));
+    assert_eq!(permanent.finished_at, Some(clock.now_ts()));
+    let budget = got[4].as_ref().unwrap();
+    assert!(
+        budget
+            .last_error
+            .as_deref()
+            .unwrap_or("")
+            .contains("gave up"),
+        "{:?}",
+        budget.last_error
+    );
+    // The forged lease changed nothing: the job still runs on its own.
+    let d = get(store.as_ref(), "d-forged").await;
+    assert_eq!(d.state, JobState::Running);
+    store.complete(&lease("d-forged")).await.unwrap();
+    for (id, outcome, error) in [
+        ("a-retry", "retry", "busy"),
+        ("b-last", "dead", "busy again"),
+        ("e-permanent", "dead", "bad input"),
+    ] {
+        let detail = store.detail(&JobId::new(id).unwrap()).await.unwrap();
+        let last = detail.history.last().unwrap();
+        assert_eq!(
+            (last.outcome.as_deref(), last.error.as_deref()),
+            (Some(outcome), Some(error)),
+            "{id}"
+        );
+    }
+    // Recording them again finds every lease spent.
+    let again = store.fail_many(&items).await.unwrap();
+    assert!(again.iter().all(Option::is_none), "{again:?}");
+    assert!(store.fail_many(&[]).await.unwrap().is_empty());
 }
 
 /// Spending the last attempt on a retryable failure goes dead with the last

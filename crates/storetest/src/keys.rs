@@ -9,7 +9,7 @@ use errand_core::{
     ClaimRequest, ErrorClass, Failure, JobState, KeyLimit, Lease, ManualClock, NewJob, Store,
 };
 
-use crate::{claim_req, get, job, retry_after};
+use crate::{claim_req, get, job, reclaim_req, retry_after};
 
 const LEASE: Duration = Duration::from_secs(30);
 
@@ -141,7 +141,15 @@ pub async fn a_key_never_runs_more_than_its_limit(store: Arc<dyn Store>, clock: 
     // Every lease expires: the claim reclaims the three running jobs and
     // starts no fourth of key t.
     clock.advance(LEASE + Duration::from_millis(1));
-    let again = claim(store.as_ref(), 10).await;
+    // A claim that does not reclaim starts nothing: the key is still full.
+    assert!(claim(store.as_ref(), 10).await.is_empty());
+    let again: BTreeMap<String, Lease> = store
+        .claim(&reclaim_req(10, LEASE))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.job.id.to_string(), c.lease))
+        .collect();
     assert_eq!(ids(&again), ["elsewhere", "k2", "k3"]);
     let running = store
         .list(&errand_core::JobFilter {
@@ -202,6 +210,7 @@ pub async fn concurrent_claims_never_exceed_a_key_limit(
                     limit: 4,
                     lease: LEASE,
                     rate: None,
+                    reclaim: true,
                 })
                 .await
                 .unwrap()

@@ -59,6 +59,7 @@ macro_rules! conformance_tests {
             a_stale_fail_is_refused,
             heartbeat_extends_a_live_lease_and_refuses_an_expired_one,
             an_expired_final_attempt_dies_at_the_next_claim,
+            only_a_reclaiming_claim_takes_back_an_expired_lease,
             the_sweep_kills_expired_final_attempts_and_nothing_else,
             the_sweep_reports_dead_jobs_in_id_order,
             a_job_that_keeps_losing_its_lease_is_quarantined,
@@ -70,6 +71,7 @@ macro_rules! conformance_tests {
             complete_and_claim_settles_one_batch_and_claims_the_next,
             the_rate_limit_bucket_refills_at_its_rate_up_to_its_burst,
             a_retryable_failure_persists_its_due_time,
+            failures_recorded_together_are_judged_one_by_one,
             exhaustion_goes_dead_with_the_last_error,
             a_permanent_failure_goes_dead_at_once,
             retry_at_a_given_time_counts_an_attempt,
@@ -195,19 +197,29 @@ pub fn job(id: &str) -> NewJob {
     .with_id(JobId::new(id).unwrap())
 }
 
-/// A claim of up to `limit` jobs from every queue with the given lease.
+/// A claim of up to `limit` ready jobs from every queue with the given
+/// lease; it does not look for expired leases.
 pub fn claim_req(limit: u32, lease: Duration) -> ClaimRequest {
     ClaimRequest {
         queues: Vec::new(),
         limit,
         lease,
         rate: None,
+        reclaim: false,
+    }
+}
+
+/// Like [`claim_req`], and expired leases are taken back first.
+pub fn reclaim_req(limit: u32, lease: Duration) -> ClaimRequest {
+    ClaimRequest {
+        reclaim: true,
+        ..claim_req(limit, lease)
     }
 }
 
 /// Claims exactly one job (panics otherwise).
 pub async fn claim_one(store: &dyn Store, lease: Duration) -> ClaimedJob {
-    let mut got = store.claim(&claim_req(1, lease)).await.unwrap();
+    let mut got = store.claim(&reclaim_req(1, lease)).await.unwrap();
     assert_eq!(got.len(), 1, "expected exactly one claimed job");
     got.remove(0)
 }

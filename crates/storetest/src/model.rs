@@ -395,6 +395,7 @@ async fn apply_store(store: &dyn Store, leases: &mut Vec<Lease>, op: &Op) -> Res
                 // +1 so a zero-length lease is never requested.
                 lease: ms(lease_ms) + Duration::from_millis(1),
                 rate: None,
+                reclaim: true,
             };
             match store.claim(&req).await {
                 Ok(claimed) => Res::Claimed(

@@ -83,6 +83,7 @@ pub async fn a_paused_queue_gives_nothing_to_claims_until_resumed(
             limit: 1,
             lease: LEASE,
             rate: None,
+            reclaim: true,
         })
         .await
         .unwrap();
@@ -111,6 +112,7 @@ pub async fn a_paused_queue_gives_nothing_to_claims_until_resumed(
         limit: 10,
         lease: LEASE,
         rate: None,
+        reclaim: true,
     };
     assert!(store.claim(&named).await.unwrap().is_empty());
     assert_eq!(
@@ -533,6 +535,7 @@ pub async fn stats_count_each_queue_with_leases_age_and_window(
         limit: 1,
         lease,
         rate: None,
+        reclaim: true,
     };
     let take = |name: &'static str, lease: Duration| {
         let store = store.clone();

@@ -29,6 +29,7 @@ fn mail_claim(limit: u32, rate: &ClaimRate) -> ClaimRequest {
         limit,
         lease: LEASE,
         rate: Some(rate.clone()),
+        reclaim: true,
     }
 }
 
@@ -123,6 +124,7 @@ pub async fn rate_limited_claims_never_exceed_rate_times_elapsed_plus_burst(
         limit: 8,
         lease: LEASE,
         rate: Some(rate.clone()),
+        reclaim: true,
     };
     store.insert_many(mail_jobs("j", 300)).await.unwrap();
     let mut claimed = 0usize;

@@ -194,6 +194,7 @@ impl Browser {
                 limit: 1,
                 lease: Duration::from_secs(60),
                 rate: None,
+                reclaim: true,
             })
             .await
             .expect("claim");

@@ -494,6 +494,7 @@ async fn the_audit_schemas_name_every_field_of_an_entry() {
             limit: 1,
             lease: std::time::Duration::from_secs(30),
             rate: None,
+            reclaim: true,
         })
         .await
         .unwrap();

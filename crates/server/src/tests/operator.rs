@@ -13,6 +13,7 @@ fn claim_all() -> ClaimRequest {
         limit: 10,
         lease: std::time::Duration::from_secs(30),
         rate: None,
+        reclaim: true,
     }
 }
 
