@@ -251,6 +251,7 @@ fn bury(db: &Db, job_id: &str) {
             limit: 1,
             lease: Duration::from_secs(30),
             rate: None,
+            reclaim: true,
         };
         let claimed = loop {
             if let Some(c) = store.claim(&req).await.unwrap().pop() {
