@@ -440,10 +440,17 @@ impl Runtime {
         let mut claimers = JoinSet::new();
         let jobs = Arc::new(Mutex::new(JoinSet::new()));
         for (queue, concurrency) in &self.queues {
-            let inner = self.inner.clone();
-            let (queue, concurrency) = (queue.clone(), *concurrency);
-            let (stop, jobs) = (stop_rx.clone(), jobs.clone());
-            claimers.spawn(async move { inner.claim_loop(queue, concurrency, stop, jobs).await });
+            let slots = Arc::new(Semaphore::new(*concurrency));
+            let n: usize = std::env::var("ERRAND_CLAIMERS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(1);
+            for _ in 0..n {
+                let inner = self.inner.clone();
+                let (queue, slots) = (queue.clone(), slots.clone());
+                let (stop, jobs) = (stop_rx.clone(), jobs.clone());
+                claimers.spawn(async move { inner.claim_loop(queue, slots, stop, jobs).await });
+            }
         }
         let maintenance = {
             let (inner, mut stop) = (self.inner.clone(), stop_rx.clone());
@@ -860,11 +867,10 @@ impl Inner {
     async fn claim_loop(
         self: Arc<Self>,
         queue: Option<Name>,
-        concurrency: usize,
+        slots: Arc<Semaphore>,
         mut stop: watch::Receiver<bool>,
         jobs: Arc<Mutex<JoinSet<()>>>,
     ) {
-        let slots = Arc::new(Semaphore::new(concurrency));
         let mut signal = self.settings.store.work_signal();
         let queues: Vec<Name> = queue.into_iter().collect();
         // The claim itself spends the queue's tokens, one per job it

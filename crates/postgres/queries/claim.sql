@@ -80,7 +80,7 @@ admitted AS (
 ready_keyed AS (
     SELECT j.id, 1 AS src, j.priority, j.available_at AS due
     FROM __SCHEMA__.errand_jobs j, t
-    WHERE j.id IN (SELECT id FROM admitted) AND j.state = 'ready' AND j.available_at <= t.now
+    WHERE j.id = ANY (ARRAY(SELECT id FROM admitted)) AND j.state = 'ready' AND j.available_at <= t.now
     ORDER BY j.priority DESC, j.available_at, j.id
     LIMIT $2
     FOR UPDATE OF j SKIP LOCKED

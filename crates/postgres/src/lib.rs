@@ -1118,4 +1118,76 @@ mod upgrade_tests {
         }
         old.drop_schema().await;
     }
+
+    /// A claim across every queue reads the due index in claim order however
+    /// the table's statistics look: with a backlog of 20,000 ready jobs
+    /// analyzed, both claim statements, planned as the claim's transaction
+    /// plans them, walk `errand_jobs_due` and never read the whole table
+    /// (left to its estimates, PostgreSQL 15 read and sorted the backlog at
+    /// every claim).
+    #[tokio::test]
+    async fn an_all_queue_claim_reads_the_due_index_once_the_table_is_analyzed() {
+        let Some(old) = Old::at(
+            "an_all_queue_claim_reads_the_due_index_once_the_table_is_analyzed",
+            i32::try_from(SCHEMA_VERSION).unwrap(),
+        )
+        .await
+        else {
+            return;
+        };
+        let quoted = old.quoted.clone();
+        old.client
+            .batch_execute(&format!(
+                "INSERT INTO {quoted}.errand_jobs (id, queue, kind, state, payload, attempts, max_attempts,
+                     available_at, created_at, updated_at)
+                 SELECT 'j' || i, 'default', 'k', 'ready', '{{}}', 0, 3,
+                        now() - interval '1 hour' + i * interval '1 millisecond', now(), now()
+                 FROM generate_series(1, 20000) i;
+                 ANALYZE {quoted}.errand_jobs;"
+            ))
+            .await
+            .unwrap();
+        let queries = Queries::new(&quoted);
+        let tokens: Vec<String> = (0..256).map(|i| format!("t{i}")).collect();
+        let tokens = format!("'{{{}}}'", tokens.join(","));
+        for (name, sql, types, args) in [
+            (
+                "claim_ready",
+                &queries.claim_ready,
+                "timestamptz, bigint, text[], text[], bigint",
+                format!("NULL, 256, NULL, {tokens}, 30000"),
+            ),
+            (
+                "claim",
+                &queries.claim,
+                "timestamptz, bigint, text[], text[], bigint, boolean, boolean",
+                format!("NULL, 256, NULL, {tokens}, 30000, false, true"),
+            ),
+        ] {
+            old.client
+                .batch_execute(&format!(
+                    "{}; PREPARE probe ({types}) AS {sql}",
+                    ops::ALL_QUEUES_CLAIM
+                ))
+                .await
+                .unwrap();
+            let rows = old
+                .client
+                .query(&format!("EXPLAIN EXECUTE probe ({args})"), &[])
+                .await
+                .unwrap();
+            old.client
+                .batch_execute("ROLLBACK; DEALLOCATE probe")
+                .await
+                .unwrap();
+            let plan: Vec<String> = rows.iter().map(|r| r.get::<_, String>(0)).collect();
+            let plan = plan.join("\n");
+            assert!(
+                plan.contains("Index Scan using errand_jobs_due on errand_jobs"),
+                "{name}: {plan}"
+            );
+            assert!(!plan.contains("Seq Scan on errand_jobs"), "{name}: {plan}");
+        }
+        old.drop_schema().await;
+    }
 }
