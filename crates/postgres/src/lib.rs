@@ -223,6 +223,48 @@ pub struct PgStore {
     queries: Arc<Queries>,
     clock: Option<Arc<dyn Clock>>,
     schema: String,
+    resume: Arc<Resume>,
+}
+
+/// How long a claim across every queue may resume where the last one
+/// stopped before it walks the due index from the start again.
+const RESUME_FOR: Duration = Duration::from_secs(1);
+
+/// Where the next claim across every queue may resume its walk of the due
+/// index, shared by the store's clones.
+///
+/// Resuming skips the entries of jobs already claimed (dead until vacuum
+/// removes them), but also any job that came to sort before the resume
+/// point since: a higher priority or an earlier due time enqueued, a retry
+/// or replay, a queue resumed, a job another claimer had locked and gave
+/// back. So the point is forgotten whenever this store writes such a job,
+/// whenever the listener hears an insert (from any process), when a claim
+/// comes up short, and a second after it was set: such a job waits at most
+/// that long.
+#[derive(Debug, Default)]
+struct Resume {
+    /// Writes through this store that may put a job before the point.
+    writes: std::sync::atomic::AtomicU64,
+    point: std::sync::Mutex<Option<ResumePoint>>,
+}
+
+/// Bumps the store's write count when dropped.
+struct Touched<'a>(&'a Resume);
+
+impl Drop for Touched<'_> {
+    fn drop(&mut self) {
+        self.0
+            .writes
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[derive(Debug)]
+struct ResumePoint {
+    key: ops::ResumeKey,
+    /// The store's generation when the claim that set it began.
+    generation: u64,
+    set_at: std::time::Instant,
 }
 
 impl fmt::Debug for PgStore {
@@ -305,6 +347,7 @@ impl PgStore {
             queries: Arc::new(Queries::new(&quoted)),
             clock: options.clock,
             schema: options.schema,
+            resume: Arc::new(Resume::default()),
         })
     }
 
@@ -324,6 +367,7 @@ impl PgStore {
     /// commits or rolls back with the application's rows. An existing id
     /// returns the existing job and creates nothing.
     pub async fn enqueue_in<C: Conn>(&self, conn: &C, job: &NewJob) -> Result<Inserted> {
+        let _written = self.touched();
         ops::insert(conn, &self.queries, self.now(), job).await
     }
 
@@ -363,6 +407,69 @@ impl PgStore {
                 listen::Listener::start(self.config.clone(), self.pool.clone(), self.channel())
             })
             .listener
+    }
+
+    /// Changes whenever a job may have come to sort before the resume
+    /// point: a write through this store, or a notification heard.
+    fn generation(&self) -> u64 {
+        let writes = self.resume.writes.load(std::sync::atomic::Ordering::SeqCst);
+        let heard = self.listener.get().map_or(0, |h| h.listener.heard());
+        writes.wrapping_add(heard)
+    }
+
+    /// Notes a write that may put a job before the resume point, once the
+    /// write has ended (when the guard is dropped): a claim that began
+    /// earlier may not have seen the job, and must not pass the point on.
+    fn touched(&self) -> Touched<'_> {
+        Touched(&self.resume)
+    }
+
+    /// Claims, resuming where the last claim across every queue stopped
+    /// when it may, and records where the next may resume.
+    async fn claim_resuming(
+        &self,
+        leases: &[Lease],
+        req: &ClaimRequest,
+    ) -> Result<(Vec<bool>, Vec<ClaimedJob>)> {
+        req.validate()?;
+        let all_queues = req.queues.is_empty();
+        let generation = self.generation();
+        let resume = if all_queues && !req.reclaim {
+            let point = self
+                .resume
+                .point
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            point
+                .as_ref()
+                .filter(|p| p.generation == generation && p.set_at.elapsed() < RESUME_FOR)
+                .map(|p| p.key.clone())
+        } else {
+            None
+        };
+        let client = self.client().await?;
+        let (acked, claimed, next) = ops::claim(
+            &client,
+            &self.queries,
+            self.now(),
+            leases,
+            req,
+            resume.as_ref(),
+        )
+        .await?;
+        if all_queues {
+            let mut point = self
+                .resume
+                .point
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            *point = next.map(|key| ResumePoint {
+                key,
+                generation,
+                set_at: std::time::Instant::now(),
+            });
+        }
+        Ok((acked, claimed))
     }
 
     fn now(&self) -> Option<time::OffsetDateTime> {
@@ -450,11 +557,13 @@ async fn check_schema(client: &tokio_postgres::Client, schema: &str) -> Result<(
 #[async_trait]
 impl Store for PgStore {
     async fn insert(&self, job: NewJob) -> Result<Inserted> {
+        let _written = self.touched();
         let client = self.client().await?;
         ops::insert(&client, &self.queries, self.now(), &job).await
     }
 
     async fn insert_many(&self, jobs: Vec<NewJob>) -> Result<Vec<Inserted>> {
+        let _written = self.touched();
         let client = self.client().await?;
         let now = self.now();
         if jobs.len() <= INSERT_CHUNK {
@@ -488,9 +597,7 @@ impl Store for PgStore {
     }
 
     async fn claim(&self, req: &ClaimRequest) -> Result<Vec<ClaimedJob>> {
-        req.validate()?;
-        let client = self.client().await?;
-        let (_, claimed) = ops::claim(&client, &self.queries, self.now(), &[], req).await?;
+        let (_, claimed) = self.claim_resuming(&[], req).await?;
         Ok(claimed)
     }
 
@@ -499,9 +606,7 @@ impl Store for PgStore {
         leases: &[Lease],
         req: &ClaimRequest,
     ) -> Result<(Vec<bool>, Result<Vec<ClaimedJob>>)> {
-        req.validate()?;
-        let client = self.client().await?;
-        let (acked, claimed) = ops::claim(&client, &self.queries, self.now(), leases, req).await?;
+        let (acked, claimed) = self.claim_resuming(leases, req).await?;
         Ok((acked, Ok(claimed)))
     }
 
@@ -516,12 +621,14 @@ impl Store for PgStore {
     }
 
     async fn fail(&self, lease: &Lease, failure: Failure) -> Result<Job> {
+        let _written = self.touched();
         failure.validate()?;
         let client = self.client().await?;
         ops::fail(&client, &self.queries, self.now(), lease, &failure).await
     }
 
     async fn fail_many(&self, items: &[(Lease, Failure)]) -> Result<Vec<Option<Job>>> {
+        let _written = self.touched();
         for (_, failure) in items {
             failure.validate()?;
         }
@@ -533,6 +640,7 @@ impl Store for PgStore {
     }
 
     async fn snooze(&self, lease: &Lease, delay: Duration) -> Result<Job> {
+        let _written = self.touched();
         bounds::check_delay("a snooze", delay)?;
         let client = self.client().await?;
         ops::snooze(&client, &self.queries, self.now(), lease, delay, "snoozed").await
@@ -559,6 +667,7 @@ impl Store for PgStore {
     }
 
     async fn release(&self, lease: &Lease) -> Result<Job> {
+        let _written = self.touched();
         let client = self.client().await?;
         ops::snooze(
             &client,
@@ -584,6 +693,7 @@ impl Store for PgStore {
     }
 
     async fn replay(&self, req: &ReplayRequest) -> Result<Vec<Job>> {
+        let _written = self.touched();
         let mut client = self.client().await?;
         ops::operator_action(
             &mut client,
@@ -598,6 +708,7 @@ impl Store for PgStore {
     }
 
     async fn copy(&self, req: &CopyRequest) -> Result<Vec<Copied>> {
+        let _written = self.touched();
         let mut client = self.client().await?;
         operate::copy(&mut client, &self.queries, self.now(), req).await
     }
@@ -640,6 +751,7 @@ impl Store for PgStore {
     }
 
     async fn resume_queue(&self, action: &QueueAction) -> Result<bool> {
+        let _written = self.touched();
         let mut client = self.client().await?;
         operate::resume(&mut client, &self.queries, self.now(), action).await
     }
@@ -1188,6 +1300,117 @@ mod upgrade_tests {
             );
             assert!(!plan.contains("Seq Scan on errand_jobs"), "{name}: {plan}");
         }
+        old.drop_schema().await;
+    }
+
+    /// A busy claimer's claims resume where the last one stopped; a job
+    /// written through the store that sorts before that point is claimed
+    /// next all the same, one written from elsewhere once the listener
+    /// hears its insert, and one nothing announces within a second.
+    #[tokio::test]
+    async fn claims_resume_where_the_last_stopped_and_forget_the_point_when_told() {
+        let Some(mut old) = Old::at(
+            "claims_resume_where_the_last_stopped_and_forget_the_point_when_told",
+            i32::try_from(SCHEMA_VERSION).unwrap(),
+        )
+        .await
+        else {
+            return;
+        };
+        let store = old.upgrade().await;
+        let job = |id: &str, priority: i16| {
+            NewJob::new("k", errand_core::Payload::default())
+                .unwrap()
+                .with_id(JobId::new(id).unwrap())
+                .with_priority(priority)
+        };
+        for i in 0..30 {
+            store.insert(job(&format!("j{i:02}"), 0)).await.unwrap();
+        }
+        let busy = ClaimRequest {
+            queues: Vec::new(),
+            limit: 5,
+            lease: Duration::from_secs(30),
+            rate: None,
+            reclaim: false,
+        };
+        let ids = |claimed: Vec<ClaimedJob>| -> Vec<String> {
+            claimed.into_iter().map(|c| c.job.id.to_string()).collect()
+        };
+        assert_eq!(
+            ids(store.claim(&busy).await.unwrap()),
+            ["j00", "j01", "j02", "j03", "j04"]
+        );
+        // Written through the store: the next claim starts from the top.
+        store.insert(job("urgent", 5)).await.unwrap();
+        assert_eq!(
+            ids(store.claim(&busy).await.unwrap()),
+            ["urgent", "j05", "j06", "j07", "j08"]
+        );
+        assert_eq!(
+            ids(store.claim(&busy).await.unwrap()),
+            ["j09", "j10", "j11", "j12", "j13"]
+        );
+        // Written from elsewhere, unannounced (no listener runs yet): the
+        // claims resume past it ...
+        let quoted = old.quoted.clone();
+        old.client
+            .batch_execute(&format!(
+                "INSERT INTO {quoted}.errand_jobs (id, queue, kind, state, payload, priority, attempts,
+                     max_attempts, available_at, created_at, updated_at)
+                 VALUES ('early', 'default', 'k', 'ready', '{{}}', 0, 0, 3,
+                         now() - interval '1 day', now(), now())"
+            ))
+            .await
+            .unwrap();
+        assert_eq!(
+            ids(store.claim(&busy).await.unwrap()),
+            ["j14", "j15", "j16", "j17", "j18"]
+        );
+        // ... for a second at most.
+        tokio::time::sleep(RESUME_FOR + Duration::from_millis(100)).await;
+        assert_eq!(
+            ids(store.claim(&busy).await.unwrap()),
+            ["early", "j19", "j20", "j21", "j22"]
+        );
+        // With the listener running, an insert from elsewhere is heard.
+        let mut signal = store.work_signal();
+        let mut heard = false;
+        for _ in 0..50 {
+            if store.listener().healthy() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        old.client
+            .batch_execute(&format!(
+                "INSERT INTO {quoted}.errand_jobs (id, queue, kind, state, payload, priority, attempts,
+                     max_attempts, available_at, created_at, updated_at)
+                 VALUES ('late-urgent', 'default', 'k', 'ready', '{{}}', 9, 0, 3, now(), now(), now())"
+            ))
+            .await
+            .unwrap();
+        for _ in 0..50 {
+            if signal.wait(Duration::from_millis(100)).await {
+                heard = true;
+                break;
+            }
+        }
+        assert!(heard, "the listener heard the insert");
+        assert_eq!(
+            ids(store.claim(&busy).await.unwrap()),
+            ["late-urgent", "j23", "j24", "j25", "j26"]
+        );
+        // A claim that comes up short forgets the point.
+        let rest = ids(store
+            .claim(&ClaimRequest {
+                limit: 100,
+                ..busy.clone()
+            })
+            .await
+            .unwrap());
+        assert_eq!(rest, ["j27", "j28", "j29"]);
+        assert!(store.claim(&busy).await.unwrap().is_empty());
         old.drop_schema().await;
     }
 }

@@ -88,6 +88,12 @@ impl Listener {
         self.wake.send_modify(|n| *n = n.wrapping_add(1));
     }
 
+    /// How many wake-ups there have been (every notification heard, and
+    /// every reconnection).
+    pub(crate) fn heard(&self) -> u64 {
+        *self.wake.borrow()
+    }
+
     /// Whether notifications are known to arrive.
     pub(crate) fn healthy(&self) -> bool {
         self.healthy.load(Ordering::SeqCst)

@@ -574,6 +574,20 @@ pub(crate) async fn expire_final<C: Conn>(
         .collect()
 }
 
+/// Where a claim across every queue resumes its walk of the due index:
+/// the priority, due time and id of the last ready job the previous claim
+/// took (see `claim_ready.sql`).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct ResumeKey {
+    pub(crate) priority: i16,
+    pub(crate) available_at: OffsetDateTime,
+    pub(crate) id: String,
+}
+
+/// What a claim gave back: the acknowledgments' verdicts, the claimed
+/// jobs, and where the next claim may resume (`None`: from the start).
+pub(crate) type ClaimOutcome = (Vec<bool>, Vec<ClaimedJob>, Option<ResumeKey>);
+
 /// How a claim across every queue begins its transaction. Its statements
 /// run generic plans (planned once per connection), and those plans must
 /// read the due index in claim order and stop at the limit. Left to its
@@ -605,7 +619,8 @@ pub(crate) async fn claim(
     now: Option<OffsetDateTime>,
     leases: &[Lease],
     req: &ClaimRequest,
-) -> Result<(Vec<bool>, Vec<ClaimedJob>)> {
+    resume: Option<&ResumeKey>,
+) -> Result<ClaimOutcome> {
     // The request was validated by the caller (`ClaimRequest::validate`).
     // Every statement prepared first (no round trip once cached), so each
     // goes on the wire when first polled — in the order written below.
@@ -625,7 +640,7 @@ pub(crate) async fn claim(
     )
     .map_err(map_err)?;
     let tx = Pipelined::new(client);
-    let result = claim_in_transaction(client, q, now, leases, req).await;
+    let result = claim_in_transaction(client, q, now, leases, req, resume).await;
     tx.end(result).await
 }
 
@@ -671,7 +686,8 @@ async fn claim_in_transaction(
     now: Option<OffsetDateTime>,
     leases: &[Lease],
     req: &ClaimRequest,
-) -> Result<(Vec<bool>, Vec<ClaimedJob>)> {
+    resume: Option<&ResumeKey>,
+) -> Result<ClaimOutcome> {
     let asked = req.limit.min(10_000);
     let queues: Option<Vec<&str>> =
         (!req.queues.is_empty()).then(|| req.queues.iter().map(Name::as_str).collect());
@@ -741,8 +757,23 @@ async fn claim_in_transaction(
             Ok(Vec::new())
         } else if !keyed && !req.reclaim {
             // Neither expired leases nor keyed jobs to look at: the
-            // smaller statement, with the same order and rechecks.
-            query(client, &q.claim_ready, &params[..5]).await
+            // smaller statement, with the same order and rechecks,
+            // resuming where the last claim stopped if it may.
+            let (priority, at, id) = match resume {
+                Some(r) => (Some(r.priority), Some(r.available_at), Some(r.id.as_str())),
+                None => (None, None, None),
+            };
+            let params: [Param<'_>; 8] = [
+                &now,
+                &limit,
+                &queues,
+                &token_text,
+                &lease,
+                &priority,
+                &at,
+                &id,
+            ];
+            query(client, &q.claim_ready, &params).await
         } else {
             query(client, &q.claim, &params).await
         }
@@ -800,7 +831,25 @@ async fn claim_in_transaction(
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok((acked, claimed))
+    // The last ready job taken (not a reclaimed lease), where the next
+    // claim may resume; none after a claim that came up short.
+    let next = if rows.len() < usize::try_from(limit).unwrap_or(usize::MAX) {
+        None
+    } else {
+        match rows
+            .iter()
+            .rev()
+            .find(|r| r.try_get::<_, i32>("src").is_ok_and(|src| src == 1))
+        {
+            Some(row) => Some(ResumeKey {
+                priority: row.try_get("priority").map_err(map_err)?,
+                available_at: row.try_get("available_at").map_err(map_err)?,
+                id: row.try_get("id").map_err(map_err)?,
+            }),
+            None => None,
+        }
+    };
+    Ok((acked, claimed, next))
 }
 
 /// Runs a fenced statement whose parameters start with now, id, token.
