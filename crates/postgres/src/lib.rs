@@ -1264,10 +1264,16 @@ mod upgrade_tests {
         let tokens = format!("'{{{}}}'", tokens.join(","));
         for (name, sql, types, args) in [
             (
-                "claim_ready",
+                "claim_ready from the start",
                 &queries.claim_ready,
-                "timestamptz, bigint, text[], text[], bigint",
-                format!("NULL, 256, NULL, {tokens}, 30000"),
+                "timestamptz, bigint, text[], text[], bigint, smallint, timestamptz, text",
+                format!("NULL, 256, NULL, {tokens}, 30000, NULL, NULL, NULL"),
+            ),
+            (
+                "claim_ready resuming",
+                &queries.claim_ready,
+                "timestamptz, bigint, text[], text[], bigint, smallint, timestamptz, text",
+                format!("NULL, 256, NULL, {tokens}, 30000, 0, now() - interval '30 minutes', 'j9'"),
             ),
             (
                 "claim",
