@@ -207,8 +207,8 @@ impl RuntimeBuilder {
     }
 
     /// How often an idle claimer looks for work without a signal (default
-    /// 1 s), and how often a busy one also looks for expired leases to take
-    /// back (an idle one looks at every claim).
+    /// 1 s), and how often a claimer also looks for expired leases to take
+    /// back.
     pub fn poll(mut self, poll: Duration) -> Self {
         self.settings.poll = poll;
         self
@@ -881,11 +881,10 @@ impl Inner {
         });
         // Whether the last claim started anything.
         let mut was_starting = false;
-        // When a claim last looked for expired leases, and whether the
-        // claimer waited idle since: a busy claimer looks once per poll
-        // interval, an idle one at every claim (see `ClaimRequest::reclaim`).
+        // When a claim last looked for expired leases: a claimer looks once
+        // per poll interval (see `ClaimRequest::reclaim`), busy or idle (an
+        // idle one wakes at least that often).
         let mut reclaimed_at: Option<tokio::time::Instant> = None;
-        let mut was_idle = true;
         while !*stop.borrow() {
             // Wait for one free slot, then take every other free one.
             let first = tokio::select! {
@@ -904,8 +903,7 @@ impl Inner {
                 limit: u32::try_from(permits.len()).unwrap_or(self.settings.batch),
                 lease: self.settings.lease,
                 rate: rate.clone(),
-                reclaim: was_idle
-                    || reclaimed_at.is_none_or(|at| at.elapsed() >= self.settings.poll),
+                reclaim: reclaimed_at.is_none_or(|at| at.elapsed() >= self.settings.poll),
             };
             if req.reclaim {
                 reclaimed_at = Some(tokio::time::Instant::now());
@@ -915,7 +913,6 @@ impl Inner {
                 Err(e) => {
                     tracing::warn!(error = %e, "claim failed; retrying after the poll interval");
                     drop(permits);
-                    was_idle = true;
                     tokio::select! {
                         _ = tokio::time::sleep(self.settings.poll) => {}
                         _ = stop.changed() => {}
@@ -951,7 +948,6 @@ impl Inner {
             }
             drop(permits);
             let starting = got > 0;
-            was_idle = idle;
             if idle {
                 let wait = idle_wait(rate.as_ref(), starting || was_starting, self.settings.poll);
                 tokio::select! {
