@@ -3,7 +3,7 @@
 -- Read until the claim has enough: keyed jobs are admitted in Rust (see
 -- key_running.sql and key_next.sql), so a saturated key's backlog is
 -- passed over without a statement per row.
-SELECT id, queue, key_name, key_limit, key_ordered FROM errand_jobs INDEXED BY errand_jobs_due
+SELECT id, queue, key_name, key_limit, key_ordered, rowid FROM errand_jobs INDEXED BY errand_jobs_due
 WHERE state = 'ready'
   AND available_at <= :now
   AND queue NOT IN (SELECT queue FROM errand_paused_queues)

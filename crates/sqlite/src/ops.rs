@@ -519,8 +519,18 @@ fn queue_param(req: &ClaimRequest) -> Option<String> {
 /// One due ready row as the candidate scan reads it.
 struct ReadyRow {
     id: String,
+    rowid: i64,
     queue: String,
     key: Option<(String, u32, bool)>,
+}
+
+/// A ready job the claim may take: its id, its row's rowid (the plain
+/// claim finds rows by it, one B-tree search instead of the id index's and
+/// then the table's) and whether it has a concurrency key.
+struct Candidate {
+    id: String,
+    rowid: i64,
+    keyed: bool,
 }
 
 /// Up to `limit` due ready jobs in claim order, passing over keyed jobs
@@ -532,7 +542,7 @@ fn ready_candidates(
     queues: Option<&str>,
     now: Timestamp,
     limit: u32,
-) -> Result<Vec<(String, bool)>> {
+) -> Result<Vec<Candidate>> {
     let mut out = Vec::new();
     if limit == 0 {
         return Ok(out);
@@ -546,6 +556,7 @@ fn ready_candidates(
             id: r.get(0)?,
             queue: r.get(1)?,
             key,
+            rowid: r.get(5)?,
         })
     };
     let mut stmt = conn
@@ -578,7 +589,11 @@ fn ready_candidates(
                 continue;
             }
         }
-        out.push((row.id, keyed));
+        out.push(Candidate {
+            id: row.id,
+            rowid: row.rowid,
+            keyed,
+        });
         if out.len() >= limit as usize {
             break;
         }
@@ -697,7 +712,7 @@ pub(crate) fn claim(conn: &Connection, req: &ClaimRequest, clock: Now) -> Result
     let order: Vec<&str> = expired
         .iter()
         .map(String::as_str)
-        .chain(ready.iter().map(|(id, _)| id.as_str()))
+        .chain(ready.iter().map(|c| c.id.as_str()))
         .collect();
     let mut claimed: HashMap<String, ClaimedJob> = HashMap::with_capacity(order.len());
     for id in &expired {
@@ -705,16 +720,12 @@ pub(crate) fn claim(conn: &Connection, req: &ClaimRequest, clock: Now) -> Result
             claimed.insert(id.clone(), c);
         }
     }
-    for (id, _) in ready.iter().filter(|(_, keyed)| *keyed) {
-        if let Some(c) = claim_one(conn, id, lease_until, clock)? {
-            claimed.insert(id.clone(), c);
+    for c in ready.iter().filter(|c| c.keyed) {
+        if let Some(job) = claim_one(conn, &c.id, lease_until, clock)? {
+            claimed.insert(c.id.clone(), job);
         }
     }
-    let plain: Vec<&str> = ready
-        .iter()
-        .filter(|(_, keyed)| !keyed)
-        .map(|(id, _)| id.as_str())
-        .collect();
+    let plain: Vec<i64> = ready.iter().filter(|c| !c.keyed).map(|c| c.rowid).collect();
     if !plain.is_empty() {
         let ids = serde_json::to_string(&plain)
             .map_err(|e| Error::Storage(format!("encoding claim candidates: {e}")))?;
@@ -1348,15 +1359,25 @@ mod plan_tests {
         }
     }
 
-    /// The batch statements find their jobs by id. Without statistics
-    /// SQLite's planner prefers an index on `state` — a scan of every ready
-    /// (or running) job per batch — unless the statement keeps it from
-    /// doing so; this fails if a rewrite loses that.
+    /// The batch statements find their jobs by rowid (claims) or id
+    /// (acknowledgments). Without statistics SQLite's planner prefers an
+    /// index on `state` — a scan of every ready (or running) job per batch
+    /// — unless the statement keeps it from doing so; this fails if a
+    /// rewrite loses that.
     #[test]
-    fn batch_claims_and_acknowledgments_look_jobs_up_by_id() {
+    fn batch_claims_and_acknowledgments_look_jobs_up_by_key() {
         let mut conn = Connection::open_in_memory().unwrap();
         crate::schema::migrate(&mut conn).unwrap();
-        for sql in [CLAIM_MANY, COMPLETE_MANY] {
+        for (sql, search) in [
+            (
+                CLAIM_MANY,
+                "SEARCH errand_jobs USING INTEGER PRIMARY KEY (rowid=?)",
+            ),
+            (
+                COMPLETE_MANY,
+                "SEARCH errand_jobs USING INDEX sqlite_autoindex_errand_jobs_1 (id=?)",
+            ),
+        ] {
             let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
             let mut rows = stmt.raw_query(); // parameters unbound: the plan only
             let mut plan: Vec<String> = Vec::new();
@@ -1365,12 +1386,7 @@ mod plan_tests {
             }
             let jobs: Vec<&String> = plan.iter().filter(|l| l.contains("errand_jobs")).collect();
             assert_eq!(jobs.len(), 1, "{sql}\n{plan:#?}");
-            assert!(
-                jobs[0].starts_with(
-                    "SEARCH errand_jobs USING INDEX sqlite_autoindex_errand_jobs_1 (id=?)"
-                ),
-                "{sql}\n{plan:#?}"
-            );
+            assert!(jobs[0].starts_with(search), "{sql}\n{plan:#?}");
         }
     }
 }

@@ -15,7 +15,7 @@ mod embedded {
 const HISTORY_TABLE: &str = "errand_schema_history";
 
 /// The schema version this build of the library expects.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// The version recorded in the database, or `None` if Errand's schema was
 /// never applied.
@@ -241,7 +241,7 @@ fn check_job_columns(conn: &Connection) -> Result<()> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use errand_core::{JobId, Lease, LeaseToken, Store};
+    use errand_core::{JobId, JobState, Lease, LeaseToken, Store};
 
     /// A database file migrated to an older version, to seed rows into.
     fn at_version(version: i32) -> (tempfile::TempDir, Connection) {
@@ -449,6 +449,75 @@ mod tests {
         assert_eq!(log[0].copy_id.as_ref(), Some(&copied[0].job.id));
         let copy = store.detail(&copied[0].job.id).await.unwrap();
         assert_eq!(copy.audit.len(), 1, "the copy's history shows its origin");
+    }
+
+    /// A database at V7 with a job in each state upgrades to V8: the
+    /// listing still finds every job by state (running ones through the
+    /// lease index), the running job settles, and retention still prunes
+    /// finished jobs through the now partial listing index.
+    #[tokio::test]
+    async fn v8_lists_every_state_and_prunes_after_the_listing_index_narrows() {
+        let (dir, conn) = at_version(7);
+        conn.execute_batch(
+            "INSERT INTO errand_jobs (id, queue, kind, state, payload, attempts, max_attempts,
+                 available_at, created_at, updated_at, lease_token, lease_until, finished_at)
+             VALUES ('r', 'default', 'k', 'ready', '{}', 0, 5, 0, 1, 1, NULL, NULL, NULL),
+                    ('g', 'default', 'k', 'running', '{}', 1, 5, 0, 2, 2, 'tok', 9000000000000, NULL),
+                    ('d', 'default', 'k', 'done', '{}', 1, 5, 0, 3, 3, NULL, NULL, 3),
+                    ('x', 'default', 'k', 'dead', '{}', 5, 5, 0, 4, 4, NULL, NULL, 4),
+                    ('c', 'default', 'k', 'cancelled', '{}', 0, 5, 0, 5, 5, NULL, NULL, 5);",
+        )
+        .unwrap();
+        let store = upgrade(&dir, conn);
+        let listed = |state: Option<JobState>| {
+            let store = &store;
+            async move {
+                let filter = errand_core::JobFilter {
+                    state,
+                    ..errand_core::JobFilter::default()
+                };
+                let jobs = store.list(&filter).await.unwrap();
+                jobs.iter()
+                    .map(|j| j.id.as_str().to_owned())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            }
+        };
+        assert_eq!(listed(None).await, "r,g,d,x,c");
+        for (state, id) in [
+            (JobState::Ready, "r"),
+            (JobState::Running, "g"),
+            (JobState::Done, "d"),
+            (JobState::Dead, "x"),
+            (JobState::Cancelled, "c"),
+        ] {
+            assert_eq!(listed(Some(state)).await, id, "{state:?}");
+        }
+        let lease = Lease {
+            id: JobId::new("g").unwrap(),
+            token: LeaseToken::from_string("tok".into()),
+            attempt: 1,
+        };
+        store.complete(&lease).await.unwrap();
+        assert_eq!(listed(Some(JobState::Done)).await, "g,d");
+        assert_eq!(listed(Some(JobState::Running)).await, "");
+        // Done and cancelled jobs finished at 3, 5 and now; only the
+        // running job's fresh `done` row is younger than a day.
+        let pruned = store
+            .prune(std::time::Duration::from_secs(86_400), 100)
+            .await
+            .unwrap();
+        assert_eq!(pruned, 2);
+        assert_eq!(listed(None).await, "r,g,x");
+        let index: String = Connection::open(dir.path().join("up.db"))
+            .unwrap()
+            .query_row(
+                "SELECT sql FROM sqlite_master WHERE name = 'errand_jobs_state'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(index.contains("WHERE state <> 'running'"), "{index}");
     }
 
     #[test]
