@@ -86,4 +86,62 @@ impl Error {
             Error::Storage(_) => "storage",
         }
     }
+
+    /// The HTTP status an answer carrying this error has: the one map the
+    /// API and the dashboard share. Refusals the caller can fix are 4xx
+    /// (`invalid` 400, `not_found` 404, `invalid_state` and `lease_lost`
+    /// 409); conditions that pass are 503 (busy, closed, a schema not at
+    /// this program's version) or 507 (storage full); anything else is 500.
+    pub fn http_status(&self) -> u16 {
+        match self {
+            Error::Invalid(_) => 400,
+            Error::NotFound(_) => 404,
+            Error::InvalidState { .. } | Error::LeaseLost { .. } => 409,
+            Error::Busy(_)
+            | Error::Closed(_)
+            | Error::SchemaOutdated(_)
+            | Error::SchemaTooNew(_) => 503,
+            Error::StorageFull(_) => 507,
+            Error::Storage(_) => 500,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every variant has its status, and each class of error lands in its
+    /// class of status.
+    #[test]
+    fn each_error_has_one_http_status() {
+        let cases = [
+            (Error::invalid("x"), 400),
+            (Error::NotFound("j".into()), 404),
+            (
+                Error::InvalidState {
+                    id: "j".into(),
+                    state: "done".into(),
+                    hint: "h".into(),
+                },
+                409,
+            ),
+            (
+                Error::LeaseLost {
+                    id: "j".into(),
+                    attempt: 1,
+                },
+                409,
+            ),
+            (Error::SchemaOutdated("v1".into()), 503),
+            (Error::SchemaTooNew("v99".into()), 503),
+            (Error::Busy("b".into()), 503),
+            (Error::StorageFull("f".into()), 507),
+            (Error::Closed("c".into()), 503),
+            (Error::Storage("s".into()), 500),
+        ];
+        for (e, status) in cases {
+            assert_eq!(e.http_status(), status, "{}", e.code());
+        }
+    }
 }

@@ -187,24 +187,29 @@ impl Problem {
     }
 }
 
+/// The status of an answer carrying `e`, for the API and the dashboard
+/// alike (the library's [`errand::Error::http_status`]).
+pub(crate) fn status_of(e: &errand::Error) -> StatusCode {
+    StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+}
+
 impl From<errand::Error> for Problem {
     /// Maps each library error onto one status code; `code` is the
     /// library's own.
     fn from(e: errand::Error) -> Self {
         use errand::Error as E;
         let code = e.code();
-        let (status, title) = match &e {
-            E::Invalid(_) => (StatusCode::BAD_REQUEST, "Invalid input"),
-            E::NotFound(_) => (StatusCode::NOT_FOUND, "Not found"),
-            E::InvalidState { .. } => (StatusCode::CONFLICT, "Refused in this state"),
-            E::LeaseLost { .. } => (StatusCode::CONFLICT, "Lease lost"),
-            E::Busy(_) => (StatusCode::SERVICE_UNAVAILABLE, "Database busy"),
-            E::StorageFull(_) => (StatusCode::INSUFFICIENT_STORAGE, "Storage full"),
-            E::SchemaOutdated(_) | E::SchemaTooNew(_) => {
-                (StatusCode::SERVICE_UNAVAILABLE, "Schema not ready")
-            }
-            E::Closed(_) => (StatusCode::SERVICE_UNAVAILABLE, "Store closed"),
-            _ => (StatusCode::INTERNAL_SERVER_ERROR, "Storage error"),
+        let status = status_of(&e);
+        let title = match &e {
+            E::Invalid(_) => "Invalid input",
+            E::NotFound(_) => "Not found",
+            E::InvalidState { .. } => "Refused in this state",
+            E::LeaseLost { .. } => "Lease lost",
+            E::Busy(_) => "Database busy",
+            E::StorageFull(_) => "Storage full",
+            E::SchemaOutdated(_) | E::SchemaTooNew(_) => "Schema not ready",
+            E::Closed(_) => "Store closed",
+            _ => "Storage error",
         };
         let detail = match &e {
             // The library's own messages say what to change.

@@ -30,37 +30,44 @@ impl PageError {
 }
 
 impl From<errand::Error> for PageError {
+    /// The status is the API's for the same error
+    /// ([`crate::problem::status_of`]); the page says it in an operator's
+    /// words.
     fn from(e: errand::Error) -> Self {
         use errand::Error as E;
-        match e {
-            E::Invalid(m) => PageError::bad_request(m),
-            E::NotFound(_) => PageError::new(
-                StatusCode::NOT_FOUND,
+        let status = crate::problem::status_of(&e);
+        let (title, message) = match &e {
+            E::Invalid(m) => ("Invalid request", m.clone()),
+            E::NotFound(_) => (
                 "Job not found",
                 format!("{e}. It may have been pruned; look it up in the jobs list."),
             ),
-            E::InvalidState { .. } => PageError::new(
-                StatusCode::CONFLICT,
+            E::InvalidState { .. } => (
                 "Not possible in this state",
                 format!("{e}. Nothing was changed."),
             ),
+            E::LeaseLost { .. } => (
+                "Lease lost",
+                format!("{e}. Nothing was changed; reload the job to see its state."),
+            ),
+            E::StorageFull(_) => {
+                tracing::error!(error = %e, "dashboard request failed: storage full");
+                ("Storage full", format!("{e}. Nothing was changed."))
+            }
             E::Busy(_) | E::Closed(_) | E::SchemaOutdated(_) | E::SchemaTooNew(_) => {
                 tracing::warn!(error = %e, "dashboard request failed");
-                PageError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "Store unavailable",
-                    format!("{e}. Try again in a moment."),
-                )
+                ("Store unavailable", format!("{e}. Try again in a moment."))
             }
-            other => {
-                tracing::error!(error = %other, "dashboard request failed in the store");
-                PageError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
+            _ => {
+                tracing::error!(error = %e, "dashboard request failed in the store");
+                (
                     "Storage error",
-                    "The store failed; the server's log has the details. Try again later.",
+                    "The store failed; the server's log has the details. Try again later."
+                        .to_owned(),
                 )
             }
-        }
+        };
+        PageError::new(status, title, message)
     }
 }
 
@@ -74,5 +81,55 @@ impl IntoResponse for PageError {
             }
         };
         view::page(self.status, None, self.title, None, body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::problem::Problem;
+
+    /// The dashboard answers each library error with the API's status (they
+    /// once disagreed: a lost lease was 409 in the API and 500 here, full
+    /// storage 507 and 500).
+    #[test]
+    fn the_dashboard_and_the_api_give_each_error_the_same_status() {
+        use errand::Error as E;
+        let errors = || {
+            [
+                E::invalid("x"),
+                E::NotFound("j".into()),
+                E::InvalidState {
+                    id: "j".into(),
+                    state: "done".into(),
+                    hint: "h".into(),
+                },
+                E::LeaseLost {
+                    id: "j".into(),
+                    attempt: 2,
+                },
+                E::SchemaOutdated("v1".into()),
+                E::SchemaTooNew("v99".into()),
+                E::Busy("b".into()),
+                E::StorageFull("f".into()),
+                E::Closed("c".into()),
+                E::Storage("s".into()),
+            ]
+        };
+        for (page, api) in errors().into_iter().zip(errors()) {
+            let code = page.code();
+            let page = PageError::from(page);
+            let api = Problem::from(api);
+            assert_eq!(page.status, api.status, "{code}");
+        }
+        let lost = PageError::from(E::LeaseLost {
+            id: "j".into(),
+            attempt: 2,
+        });
+        assert_eq!(lost.status, StatusCode::CONFLICT);
+        assert_eq!(
+            PageError::from(E::StorageFull("f".into())).status,
+            StatusCode::INSUFFICIENT_STORAGE
+        );
     }
 }
