@@ -942,9 +942,12 @@ impl Inner {
                 let mut set = lock(&jobs);
                 // Reap finished tasks so a long-running service holds none.
                 while set.try_join_next().is_some() {}
-                set.spawn(async move {
+                // Boxed: the attempt's state machine is large, and tokio
+                // moves a task's future by value when it creates and
+                // finishes the task; a box makes those moves a pointer's.
+                set.spawn(Box::pin(async move {
                     me.run_job(claimed, token, permit).await;
-                });
+                }));
             }
             drop(permits);
             let starting = got > 0;
