@@ -408,29 +408,36 @@ impl Execution {
     ) -> Option<Outcome> {
         let lease = claimed.lease.clone();
         let lost = CancellationToken::new();
-        let heartbeat = self.heartbeat.then(|| {
-            let (store, lease, every, lost) =
-                (self.store.clone(), lease.clone(), self.lease, lost.clone());
-            tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(every / 3).await;
-                    crate::failpoint::crash_point("heartbeat");
-                    match store.heartbeat(&lease, every).await {
-                        Ok(_) => {}
-                        Err(Error::LeaseLost { .. }) => {
-                            tracing::warn!(job = %lease.id, attempt = lease.attempt, "lease lost while the handler runs; telling it to stop");
-                            lost.cancel();
-                            return;
-                        }
-                        Err(e) => tracing::warn!(job = %lease.id, error = %e, "heartbeat failed; will retry"),
+        // The lease is renewed by this task, which waits for the handler;
+        // the handler runs in a task of its own, so a handler that holds
+        // its thread (blocking work) cannot keep the renewal from running.
+        // (The renewal was a third task per attempt: spawning and aborting
+        // it cost more than a no-op job's handler.) It never finishes: on
+        // a lost lease it tells the handler and waits for it to return.
+        let heartbeat = async {
+            if !self.heartbeat {
+                return std::future::pending().await;
+            }
+            loop {
+                tokio::time::sleep(self.lease / 3).await;
+                crate::failpoint::crash_point("heartbeat");
+                match self.store.heartbeat(&lease, self.lease).await {
+                    Ok(_) => {}
+                    Err(Error::LeaseLost { .. }) => {
+                        tracing::warn!(job = %lease.id, attempt = lease.attempt, "lease lost while the handler runs; telling it to stop");
+                        lost.cancel();
+                        return std::future::pending().await;
+                    }
+                    Err(e) => {
+                        tracing::warn!(job = %lease.id, error = %e, "heartbeat failed; will retry")
                     }
                 }
-            })
-        });
+            }
+        };
         let ctx = JobContext {
             job: claimed.job,
             lease: lease.clone(),
-            lease_lost: lost,
+            lease_lost: lost.clone(),
         };
         let task = tokio::spawn(async move { handler.handle(ctx).await });
         let abort_handle = task.abort_handle();
@@ -453,11 +460,9 @@ impl Execution {
                 }
             } => Some(outcome),
             () = abort.cancelled() => None,
+            () = heartbeat => None,
         };
         abort_handle.abort();
-        if let Some(task) = heartbeat {
-            task.abort();
-        }
         outcome
     }
 }

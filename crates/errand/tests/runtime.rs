@@ -180,6 +180,31 @@ async fn a_handler_longer_than_its_lease_keeps_it_by_heartbeat() {
     assert_eq!((j.state, j.attempts), (JobState::Done, 1));
 }
 
+/// A handler that holds its thread (blocking work, which it should not do,
+/// but some will) still has its lease renewed: the handler runs in a task
+/// of its own, and the renewal in the task waiting for it, free to run on
+/// the other thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_that_blocks_its_thread_still_has_its_lease_renewed() {
+    let (_d, store) = store();
+    let runtime = Runtime::builder(store.clone())
+        .handler("blocking", |_: serde_json::Value, _ctx| async {
+            std::thread::sleep(Duration::from_millis(2500));
+            Outcome::Success
+        })
+        .unwrap()
+        .queue("default", 1)
+        .unwrap()
+        .lease(Duration::from_millis(1000))
+        .poll(Duration::from_millis(20))
+        .build()
+        .unwrap();
+    enqueue(&store, "b1", "blocking", "default", "{}").await;
+    runtime.run_until(settled(store.clone())).await.unwrap();
+    let j = job(&store, "b1").await;
+    assert_eq!((j.state, j.attempts), (JobState::Done, 1));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_lease_tells_the_handler_and_its_late_settlement_is_refused() {
     let (_d, store) = store();
