@@ -71,7 +71,9 @@ macro_rules! errln {
     };
 }
 
-pub(crate) use {errln, out, outln};
+#[cfg(feature = "bench")]
+pub(crate) use out;
+pub(crate) use {errln, outln};
 
 /// Prints `v` as one line of JSON.
 pub fn json<T: Serialize + ?Sized>(v: &T) -> anyhow::Result<()> {

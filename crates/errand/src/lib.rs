@@ -10,9 +10,9 @@
 //!
 //! * [`connect`] opens a store from a `--db` string (a path, `sqlite://PATH`,
 //!   `postgres://…`).
-//! * [`Client`] enqueues jobs; [`errand_sqlite::enqueue_in`] enqueues inside a
+//! * [`Client`] enqueues jobs; `sqlite::enqueue_in` enqueues inside a
 //!   transaction the application already has open (the outbox pattern), and
-//!   [`SqliteStore::write`] runs application writes in the store's own write
+//!   `SqliteStore::write` runs application writes in the store's own write
 //!   transaction.
 //! * [`Worker`] claims and runs jobs with a [`Handler`]: [`Worker::run_once`]
 //!   handles at most one job (for a shell or a scheduler).
@@ -21,6 +21,13 @@
 //!   renewal, per-kind deadlines, graceful draining and the expired-lease
 //!   sweep.
 //! * [`ExecHandler`] runs an external command per job (`errand work --exec`).
+//!
+//! ## Features
+//!
+//! `sqlite` (the embedded backend) and `postgres` are both on by default;
+//! a service that uses one turns the other off
+//! (`default-features = false, features = ["postgres"]`) and compiles none
+//! of its driver. [`connect`] refuses a database whose backend is left out.
 //!
 //! ## Design decisions
 //!
@@ -36,11 +43,12 @@
 mod client;
 mod cron;
 mod exec;
-mod failpoint;
 mod maintenance;
+pub mod probe;
 mod runtime;
 mod spec;
 mod term;
+#[cfg(feature = "sqlite")]
 pub mod testkit;
 mod worker;
 
@@ -58,13 +66,14 @@ pub use errand_core::{
     PausedQueue, PurgeRequest, QueueAction, QueueStats, Stats, StatsRequest, TraceParent,
     WorkerMetrics, WorkerReport, WorkerSeen,
 };
+#[cfg(feature = "postgres")]
 pub use errand_postgres::{self as postgres, PgOptions, PgStore};
+#[cfg(feature = "sqlite")]
 pub use errand_sqlite::{self as sqlite, SqliteOptions, SqliteStore, Synchronous};
 
 pub use client::Client;
 pub use cron::{CronEnqueuer, CronSchedule, Misfire};
 pub use exec::{EXIT_PERMANENT, EXIT_TEMPFAIL, ExecHandler};
-pub use failpoint::{FAILPOINTS, configure_failpoints, test_clock_from_env};
 pub use maintenance::{Pruner, Sweeper};
 pub use runtime::{KindOptions, ReportHook, RunStats, Runtime, RuntimeBuilder};
 pub use spec::{JobSpec, MAX_PAYLOAD_DEPTH, parse_deadline, parse_duration};
@@ -120,6 +129,7 @@ pub struct ConnectOptions {
     /// schema.
     pub create_and_migrate: bool,
     /// SQLite only: how durable each commit is (default `FULL`).
+    #[cfg(feature = "sqlite")]
     pub synchronous: Synchronous,
     /// PostgreSQL only: the schema holding Errand's tables (default `errand`).
     pub schema: Option<String>,
@@ -132,30 +142,68 @@ pub struct ConnectOptions {
 }
 
 /// Opens the store a `--db` string names.
+///
+/// # Errors
+/// [`Error::Invalid`] for a string that names no database, or one whose
+/// backend this build leaves out (the `sqlite` and `postgres` features);
+/// otherwise what opening the store answers.
 pub async fn connect(db: &str, options: &ConnectOptions) -> Result<Arc<dyn Store>> {
     match DbTarget::parse(db)? {
-        DbTarget::Sqlite(path) => {
-            let defaults = SqliteOptions::default();
-            let sqlite = SqliteOptions {
-                create: options.create_and_migrate,
-                migrate: options.create_and_migrate,
-                synchronous: options.synchronous,
-                clock: options.clock.clone().unwrap_or(defaults.clock.clone()),
-                ..defaults
-            };
-            Ok(Arc::new(SqliteStore::open(path, sqlite)?))
-        }
-        DbTarget::Postgres(url) => {
-            let defaults = PgOptions::default();
-            let pg = PgOptions {
-                schema: options.schema.clone().unwrap_or(defaults.schema),
-                allow_public_schema: options.allow_public_schema,
-                migrate: options.create_and_migrate,
-                ..defaults
-            };
-            Ok(Arc::new(PgStore::connect(&url, pg).await?))
-        }
+        DbTarget::Sqlite(path) => open_sqlite(path, options),
+        DbTarget::Postgres(url) => connect_postgres(&url, options).await,
     }
+}
+
+#[cfg(feature = "sqlite")]
+fn open_sqlite(path: std::path::PathBuf, options: &ConnectOptions) -> Result<Arc<dyn Store>> {
+    let defaults = SqliteOptions::default();
+    let sqlite = SqliteOptions {
+        create: options.create_and_migrate,
+        migrate: options.create_and_migrate,
+        synchronous: options.synchronous,
+        clock: options.clock.clone().unwrap_or(defaults.clock.clone()),
+        ..defaults
+    };
+    Ok(Arc::new(SqliteStore::open(path, sqlite)?))
+}
+
+#[cfg(not(feature = "sqlite"))]
+fn open_sqlite(path: std::path::PathBuf, _options: &ConnectOptions) -> Result<Arc<dyn Store>> {
+    Err(no_sqlite(&path))
+}
+
+#[cfg(not(feature = "sqlite"))]
+fn no_sqlite(path: &std::path::Path) -> Error {
+    Error::invalid(format!(
+        "{} names a SQLite file, and this build of errand has no SQLite backend: \
+         build it with the `sqlite` feature",
+        path.display()
+    ))
+}
+
+#[cfg(feature = "postgres")]
+async fn connect_postgres(url: &str, options: &ConnectOptions) -> Result<Arc<dyn Store>> {
+    let defaults = PgOptions::default();
+    let pg = PgOptions {
+        schema: options.schema.clone().unwrap_or(defaults.schema),
+        allow_public_schema: options.allow_public_schema,
+        migrate: options.create_and_migrate,
+        ..defaults
+    };
+    Ok(Arc::new(PgStore::connect(url, pg).await?))
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn connect_postgres(_url: &str, _options: &ConnectOptions) -> Result<Arc<dyn Store>> {
+    Err(no_postgres())
+}
+
+#[cfg(not(feature = "postgres"))]
+fn no_postgres() -> Error {
+    Error::invalid(
+        "the database is a PostgreSQL URL, and this build of errand has no PostgreSQL \
+         backend: build it with the `postgres` feature",
+    )
 }
 
 #[cfg(test)]

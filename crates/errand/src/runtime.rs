@@ -755,7 +755,7 @@ async fn complete_in_batches(store: Arc<dyn Store>, acks: Arc<Acks>) {
         }
         if !batch.is_empty() {
             let leases: Vec<Lease> = batch.iter().map(|(l, _)| l.clone()).collect();
-            crate::failpoint::acks_sending(&leases);
+            crate::probe::acks_sending(&leases);
             let result = store.complete_many(&leases).await;
             answer(batch, &leases, result);
         }
@@ -798,7 +798,7 @@ fn answer(batch: Vec<Completion>, leases: &[Lease], result: Result<Vec<bool>>) {
     match result {
         Ok(acked) if acked.len() == batch.len() => {
             // Committed, and no waiter told yet.
-            crate::failpoint::batch_ack_committed(leases, &acked);
+            crate::probe::acks_committed(leases, &acked);
             for ((_, reply), ok) in batch.into_iter().zip(acked) {
                 let _ = reply.send(Ok(ok));
             }
@@ -922,8 +922,8 @@ impl Inner {
             };
             self.record_cycle(&claimed);
             if !claimed.is_empty() {
-                crate::failpoint::claimed_batch(&claimed);
-                crate::failpoint::crash_point("claim-committed");
+                crate::probe::claimed(&claimed);
+                crate::probe::at(crate::probe::Point::ClaimCommitted);
             }
             let asked = permits.len();
             let got = claimed.len();
@@ -971,7 +971,7 @@ impl Inner {
             return store.claim(req).await;
         }
         let leases: Vec<Lease> = batch.iter().map(|(l, _)| l.clone()).collect();
-        crate::failpoint::acks_sending(&leases);
+        crate::probe::acks_sending(&leases);
         match store.complete_and_claim(&leases, req).await {
             Ok((acked, claimed)) => {
                 answer(batch, &leases, Ok(acked));
@@ -1108,7 +1108,7 @@ impl Inner {
         // through it would keep the next claim small.
         drop(slot);
         if outcome.is_some() {
-            crate::failpoint::crash_point("before-settle");
+            crate::probe::at(crate::probe::Point::BeforeSettle);
         }
         let report = match outcome {
             Some(Outcome::Success) => self.acknowledge(&lease).await,
@@ -1130,7 +1130,7 @@ impl Inner {
         match report {
             Ok(r) => {
                 if r.acknowledged {
-                    crate::failpoint::crash_point("settle-committed");
+                    crate::probe::at(crate::probe::Point::SettleCommitted);
                 }
                 if r.outcome == WorkOutcome::Acknowledged {
                     self.record_success(deadline);

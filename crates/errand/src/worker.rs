@@ -337,7 +337,7 @@ impl Worker {
         };
         let claimed = self.store.claim(&req).await?.pop();
         if claimed.is_some() {
-            crate::failpoint::crash_point("claim-committed");
+            crate::probe::at(crate::probe::Point::ClaimCommitted);
         }
         Ok(claimed)
     }
@@ -360,10 +360,10 @@ impl Worker {
             .await
         {
             Some(outcome) => {
-                crate::failpoint::crash_point("before-settle");
+                crate::probe::at(crate::probe::Point::BeforeSettle);
                 let report = self.settle(&lease, outcome).await?;
                 if report.acknowledged {
-                    crate::failpoint::crash_point("settle-committed");
+                    crate::probe::at(crate::probe::Point::SettleCommitted);
                 }
                 Ok(report)
             }
@@ -420,7 +420,7 @@ impl Execution {
             }
             loop {
                 tokio::time::sleep(self.lease / 3).await;
-                crate::failpoint::crash_point("heartbeat");
+                crate::probe::at(crate::probe::Point::Heartbeat);
                 match self.store.heartbeat(&lease, self.lease).await {
                     Ok(_) => {}
                     Err(Error::LeaseLost { .. }) => {

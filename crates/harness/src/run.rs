@@ -134,7 +134,8 @@ pub struct RunOptions {
     /// How long heal + drain may take before what is left counts as stuck.
     #[arg(long, default_value_t = 120)]
     pub drain_secs: u64,
-    /// The `errand` binary (default: next to this one).
+    /// The `errand` command the workers run (default: `errand-crashable`,
+    /// next to this binary; a plain `errand` refuses the crash plans).
     #[arg(long)]
     pub errand: Option<PathBuf>,
     /// Where logs go (default: a temporary directory, kept on failure).
@@ -281,6 +282,8 @@ impl Drop for Workers {
     }
 }
 
+/// The `errand` command the workers run: `errand-crashable` (the command
+/// with the crash points and the steppable clock), next to this binary.
 fn locate_errand(given: Option<&PathBuf>) -> Result<PathBuf> {
     if let Some(p) = given {
         return Ok(p.clone());
@@ -288,13 +291,13 @@ fn locate_errand(given: Option<&PathBuf>) -> Result<PathBuf> {
     let me = std::env::current_exe().context("locate this executable")?;
     // target/debug/errand-harness, or target/debug/deps/plans-… under tests.
     for dir in me.ancestors().skip(1).take(3) {
-        let candidate = dir.join("errand");
+        let candidate = dir.join("errand-crashable");
         if candidate.is_file() {
             return Ok(candidate);
         }
     }
     bail!(
-        "no `errand` binary next to {}: build it with `cargo build -p errand-cli` (`cargo test --workspace` builds it) or pass --errand PATH",
+        "no `errand-crashable` binary next to {}: build it with `cargo build -p errand-harness` (`cargo test --workspace` builds it) or pass --errand PATH",
         me.display()
     )
 }
@@ -693,7 +696,8 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
     let mut crash_arms: std::collections::VecDeque<String> = std::collections::VecDeque::new();
     if has(Fault::Crash) {
         for i in 0..opts.crashes as usize {
-            let point = errand::FAILPOINTS[i % errand::FAILPOINTS.len()];
+            let point =
+                errand_harness::crash::FAILPOINTS[i % errand_harness::crash::FAILPOINTS.len()];
             let passes: u32 = match point {
                 "heartbeat" => rng.random_range(0..2),
                 "claim-committed" => rng.random_range(0..4),

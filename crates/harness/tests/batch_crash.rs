@@ -24,9 +24,8 @@
 //!
 //! SQLite always (a file of its own); PostgreSQL when
 //! `ERRAND_TEST_POSTGRES_URL` is set (a schema of its own; under `CI` it
-//! must be set). The `errand` binary next to this test must have the
-//! `errand/failpoints` feature: `cargo test --workspace` builds it so;
-//! alone, run `cargo build -p errand-cli -p errand-harness` first.
+//! must be set). The workers are this package's `errand-crashable`: the
+//! `errand` command with the crash points of `src/crash.rs`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::process::ExitStatusExt;
@@ -63,21 +62,10 @@ fn pg_url() -> Option<String> {
     url
 }
 
-/// The `errand` binary next to this test (target/debug/deps/batch_crash-…).
+/// The `errand` command with its crash points: this package's
+/// `errand-crashable` binary.
 fn errand_bin() -> PathBuf {
-    let me = std::env::current_exe().expect("this test's path");
-    me.ancestors()
-        .skip(1)
-        .take(3)
-        .map(|d| d.join("errand"))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "no `errand` binary next to {}: run `cargo build -p errand-cli -p errand-harness` \
-                 (a build with the errand/failpoints feature; `cargo test --workspace` builds it)",
-                me.display()
-            )
-        })
+    PathBuf::from(env!("CARGO_BIN_EXE_errand-crashable"))
 }
 
 fn shell_quote(s: &str) -> String {

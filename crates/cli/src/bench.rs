@@ -1,0 +1,124 @@
+//! `errand bench` (the `bench` feature, on by default): the benchmark
+//! workloads of `errand-bench` from the command line.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::exit::Failure;
+use crate::output::{self, out, outln};
+use crate::{Cli, parse_duration};
+
+/// The workloads of `errand bench` (see docs/performance.md).
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub(crate) enum BenchWorkload {
+    /// Bulk enqueue in batches (1, 100 and 5000 unless --batch is given).
+    Enqueue,
+    /// Pre-insert --jobs, then drain them with the worker runtime.
+    BurnDown,
+    /// Drain for --duration while a producer keeps --batch jobs waiting.
+    Continuous,
+    /// Enqueue-to-start and enqueue-to-finish of one job at a time (or at --rate).
+    Latency,
+    /// Drain where every second job fails its first attempt.
+    RetryHeavy,
+    /// Claim latency on an empty table, then next to --rows done and future rows.
+    ClaimCost,
+}
+
+impl From<BenchWorkload> for errand_bench::Workload {
+    fn from(w: BenchWorkload) -> Self {
+        use errand_bench::Workload;
+        match w {
+            BenchWorkload::Enqueue => Workload::Enqueue,
+            BenchWorkload::BurnDown => Workload::BurnDown,
+            BenchWorkload::Continuous => Workload::Continuous,
+            BenchWorkload::Latency => Workload::Latency,
+            BenchWorkload::RetryHeavy => Workload::RetryHeavy,
+            BenchWorkload::ClaimCost => Workload::ClaimCost,
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct BenchArgs {
+    /// What to measure.
+    #[arg(value_enum)]
+    pub(crate) workload: BenchWorkload,
+    /// Jobs (enqueue, burn-down, retry-heavy; default 100000, batch-of-one
+    /// enqueue 10000), samples (latency; default 1000) or jobs claimed per
+    /// phase (claim-cost; default 2000).
+    #[arg(long)]
+    pub(crate) jobs: Option<u64>,
+    /// Enqueue: jobs per call. Continuous: the backlog kept waiting
+    /// (default 1000).
+    #[arg(long)]
+    pub(crate) batch: Option<u32>,
+    /// Enqueue: concurrent producers (default 1). Others: the worker
+    /// runtime's slots (default 256).
+    #[arg(long)]
+    pub(crate) concurrency: Option<usize>,
+    /// Continuous: how long (default 10s). Claim-cost on PostgreSQL: how
+    /// long another session holds a snapshot open (default 30s).
+    #[arg(long, value_parser = parse_duration)]
+    pub(crate) duration: Option<Duration>,
+    /// Latency: jobs arriving per second at a steady rate instead of one
+    /// at a time.
+    #[arg(long)]
+    pub(crate) rate: Option<f64>,
+    /// How long each handler works (default: no-op).
+    #[arg(long, value_parser = parse_duration)]
+    pub(crate) job_time: Option<Duration>,
+    /// Claim-cost: finished rows and future rows to load (default 1000000
+    /// of each).
+    #[arg(long)]
+    pub(crate) rows: Option<u64>,
+    /// Give up when no job finishes for this long.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub(crate) stall: Duration,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+pub(crate) async fn bench(cli: &Cli, a: &BenchArgs) -> Result<ExitCode, Failure> {
+    let config = errand_bench::BenchConfig {
+        db: cli.db.clone(),
+        schema: cli.schema.clone(),
+        synchronous: cli.synchronous,
+        workload: a.workload.into(),
+        jobs: a.jobs,
+        batch: a.batch,
+        concurrency: a.concurrency,
+        duration: a.duration,
+        rate: a.rate,
+        job_time: a.job_time.unwrap_or_default(),
+        rows: a.rows,
+        stall: a.stall,
+    };
+    let progress: Option<errand_bench::Progress> = (!a.json).then(|| {
+        Arc::new(|i: &errand_bench::Interval| {
+            outln!(
+                "  {:>6.1} s  {:>10} done  {:>8} jobs/s",
+                i.at_s,
+                errand_bench::thousands(i.done as f64),
+                errand_bench::thousands(i.jobs_per_sec)
+            );
+        }) as errand_bench::Progress
+    });
+    let report = errand_bench::run(&config, progress)
+        .await
+        .map_err(|e| match e {
+            errand_bench::BenchError::Invalid(m) => Failure::Usage(m),
+            errand_bench::BenchError::Store(e) => Failure::Errand(e),
+            other => Failure::Other(anyhow::anyhow!(other)),
+        })?;
+    if a.json {
+        output::json(&report)?;
+    } else {
+        out!("{}", report.human());
+    }
+    Ok(ExitCode::SUCCESS)
+}

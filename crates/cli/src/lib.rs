@@ -1,0 +1,994 @@
+//! `errand`: the operator's command line.
+//!
+//! Every command takes `--db` (or `ERRAND_DB`): a file path or
+//! `sqlite://PATH` (default `./errand.db`). Output is human-readable, or JSON
+//! with `--json`. Exit codes are a stable interface; see `docs/cli.md`.
+//! Output goes through the `output` module, never `println!` (which panics
+//! when the reader of a pipe has gone).
+//!
+//! The command is a library with a two-line binary (`src/main.rs`), so the
+//! fault harness can build the same command with its crash points
+//! installed ([`main_with`] and [`Hooks`]) as a binary of its own.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+use std::io::Read;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use errand::{
+    CancelRequest, CopyRequest, Error, ExecHandler, Job, JobFilter, JobId, JobState, Name, NewJob,
+    Payload, ReplayRequest, RetryPolicy, Store, Timestamp, Worker, WorkerConfig,
+};
+
+#[cfg(feature = "bench")]
+mod bench;
+mod exit;
+mod ops;
+mod output;
+mod select;
+mod serve_loop;
+mod stats;
+
+use exit::Failure;
+use output::{errln, outln};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "errand",
+    version,
+    about = "Durable background jobs: enqueue, inspect, replay and run them"
+)]
+struct Cli {
+    /// The database: a file path, sqlite://PATH or postgres://USER@HOST:PORT/DB.
+    #[arg(long, global = true, env = "ERRAND_DB", default_value = "./errand.db")]
+    db: String,
+
+    /// PostgreSQL: the schema holding Errand's tables (not a system schema,
+    /// and not `public` without --allow-public-schema).
+    #[arg(long, global = true, env = "ERRAND_SCHEMA", default_value = "errand")]
+    schema: String,
+
+    /// PostgreSQL: allow --schema public, the database's shared default
+    /// schema (refused otherwise, so Errand's tables never land there by a
+    /// slip).
+    #[arg(long, global = true)]
+    allow_public_schema: bool,
+
+    /// SQLite durability: `full` (default; survives power loss) or `normal`
+    /// (survives a process crash; the last commits may be lost on power loss).
+    #[arg(
+        long,
+        global = true,
+        env = "ERRAND_SQLITE_SYNCHRONOUS",
+        default_value = "full"
+    )]
+    synchronous: errand::Synchronous,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Create or upgrade the schema; safe to run repeatedly.
+    Migrate(JsonFlag),
+    /// Insert a job (an existing --id returns that job and creates nothing).
+    Enqueue(EnqueueArgs),
+    /// List jobs, oldest first.
+    Jobs(JobsArgs),
+    /// Show one job with its attempt history and audit entries.
+    Show(ShowArgs),
+    /// Replay dead or cancelled jobs (by id, or by filter with a bound).
+    Replay(ReplayArgs),
+    /// Cancel jobs that are not finished.
+    Cancel(CancelArgs),
+    /// Run jobs with an external command.
+    Work(WorkArgs),
+    /// Delete done and cancelled jobs older than an age (dead jobs are kept).
+    Prune(PruneArgs),
+    /// Delete dead jobs for good (by id, or by filter with a bound), each
+    /// with an audit entry that outlives it.
+    Purge(ops::PurgeArgs),
+    /// The operator signals per queue; with --check, exit 6 when a
+    /// threshold is crossed.
+    Stats(stats::StatsArgs),
+    /// Pause a queue: no worker in any process takes its jobs until it is
+    /// resumed (running jobs finish).
+    Pause(ops::QueueActionArgs),
+    /// Resume a paused queue.
+    Resume(ops::QueueActionArgs),
+    /// List the queues, paused or active (who paused them, when and why).
+    Queues(JsonFlag),
+    /// The audit log of operator actions, newest first.
+    Audit(ops::AuditArgs),
+    /// Enqueue a job on a cron schedule, exactly once per tick however many
+    /// processes run the same schedule.
+    Schedule(ScheduleArgs),
+    /// Serve the JSON HTTP API (docs/http-api.md) until SIGTERM/SIGINT.
+    Serve(ServeArgs),
+    /// Measure throughput, latency, commits per job and peak RSS on a fresh
+    /// database (a new SQLite file, or a scratch PostgreSQL --schema); the
+    /// benchmark's jobs are left in it (docs/performance.md).
+    #[cfg(feature = "bench")]
+    Bench(bench::BenchArgs),
+}
+
+#[derive(Args, Debug)]
+struct ServeArgs {
+    /// The address to listen on (IP:PORT; port 0 picks a free one). Any
+    /// address but a loopback one needs an access token.
+    #[arg(long, default_value_t = errand_server::DEFAULT_BIND)]
+    bind: SocketAddr,
+    /// The access token clients must send as `Authorization: Bearer TOKEN`.
+    /// Prefer the environment variable: flags show in process listings.
+    #[arg(long, env = "ERRAND_TOKEN", hide_env_values = true, value_parser = parse_token)]
+    token: Option<errand_server::AccessToken>,
+    /// The largest request body, and the largest job payload, in bytes.
+    #[arg(long, default_value_t = errand_server::DEFAULT_MAX_BODY as u64,
+          value_parser = clap::value_parser!(u64).range(1024..=64 * 1024 * 1024))]
+    max_body: u64,
+    /// After SIGTERM/SIGINT, how long in-flight requests may take to finish.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    drain: Duration,
+    /// How long a client may take to send a request's head, and then its
+    /// body; a slower client is cut off (408 for a body).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    read_timeout: Duration,
+    /// How many connections may be open at once; more clients wait until
+    /// one closes.
+    #[arg(long, default_value_t = errand_server::DEFAULT_MAX_CONNECTIONS as u64,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_connections: u64,
+    /// Equal-jitter retry base for failures remote workers report without
+    /// a retry time.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    retry_base: Duration,
+    /// Equal-jitter retry cap for those failures.
+    #[arg(long, default_value = "1h", value_parser = parse_duration)]
+    retry_max: Duration,
+}
+
+#[derive(Args, Debug)]
+struct ScheduleArgs {
+    /// The schedule's name (part of every job id: cron:NAME:TICK).
+    #[arg(long)]
+    name: String,
+    /// Cron pattern, 5 fields (minute hour day month weekday) or 6 with
+    /// seconds first; UTC.
+    #[arg(long)]
+    cron: String,
+    /// Job kind.
+    #[arg(long)]
+    kind: String,
+    /// Queue name.
+    #[arg(long, default_value = errand::core::DEFAULT_QUEUE)]
+    queue: String,
+    /// Payload as JSON text.
+    #[arg(long, default_value = "{}")]
+    payload: String,
+    /// Attempt budget of each job.
+    #[arg(long, default_value_t = errand::core::DEFAULT_MAX_ATTEMPTS)]
+    max_attempts: u32,
+    /// Missed ticks: skip, once (the latest), or backfill:N.
+    #[arg(long, default_value = "skip")]
+    misfire: errand::Misfire,
+    /// Run one pass and exit.
+    #[arg(long)]
+    once: bool,
+    /// Print JSON (one object per job created).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct PruneArgs {
+    /// Delete jobs that finished longer ago than this (e.g. 7d, 12h).
+    #[arg(long, value_parser = parse_duration)]
+    older_than: Duration,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct JsonFlag {
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct EnqueueArgs {
+    /// Job kind (selects the handler).
+    #[arg(long)]
+    kind: String,
+    /// Queue name.
+    #[arg(long, default_value = errand::core::DEFAULT_QUEUE)]
+    queue: String,
+    /// Payload as JSON text, or `-` to read it from stdin.
+    #[arg(long, default_value = "{}")]
+    payload: String,
+    /// A caller-chosen id (one business event, one job). An id already
+    /// stored returns that job and creates nothing, for as long as the job
+    /// is stored: ready, running and dead jobs (dead until purged); done and
+    /// cancelled ones until pruned (`errand prune --older-than`, or a
+    /// service worker's retention: 7 days). After that the id creates a new
+    /// job.
+    #[arg(long)]
+    id: Option<String>,
+    /// Run after this delay (e.g. 250ms, 5s, 15m).
+    #[arg(long, conflicts_with = "run_at", value_parser = parse_duration)]
+    delay: Option<Duration>,
+    /// Run at this RFC 3339 time.
+    #[arg(long)]
+    run_at: Option<String>,
+    /// Attempt budget.
+    #[arg(long, default_value_t = errand::core::DEFAULT_MAX_ATTEMPTS)]
+    max_attempts: u32,
+    /// Lost-lease budget: after this many expired leases (its worker keeps
+    /// dying) the job is quarantined as dead with class lost_lease.
+    #[arg(long, default_value_t = errand::core::DEFAULT_MAX_LEASE_EXPIRIES)]
+    max_lease_expiries: u32,
+    /// Elapsed-time budget: no retry is scheduled later than this after
+    /// enqueueing (e.g. 1h).
+    #[arg(long, value_parser = parse_duration)]
+    give_up_after: Option<Duration>,
+    /// Higher runs first.
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    priority: i16,
+    /// Concurrency key (a tenant, an account): jobs of the queue sharing it
+    /// share --key-limit, so one key's backlog cannot take every worker.
+    #[arg(long)]
+    key: Option<String>,
+    /// With --key: at most this many of the key's jobs run at once.
+    #[arg(long, requires = "key", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=errand::core::MAX_KEY_LIMIT as i64))]
+    key_limit: u32,
+    /// With --key: the key's jobs run one at a time, in enqueue order.
+    #[arg(long, requires = "key", conflicts_with = "key_limit")]
+    ordered: bool,
+    /// The business deadline: an RFC 3339 time, or a duration from now
+    /// (30m). Only lateness is measured against it; it does not change when
+    /// or how the job runs.
+    #[arg(long)]
+    deadline: Option<String>,
+    /// The W3C trace context to carry (00-<trace id>-<parent id>-<flags>);
+    /// default: $TRACEPARENT when it holds a valid one.
+    #[arg(long)]
+    traceparent: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct JobsArgs {
+    /// Only this state: ready, running, done, dead, cancelled.
+    #[arg(long)]
+    state: Option<String>,
+    /// Only this queue.
+    #[arg(long)]
+    queue: Option<String>,
+    /// Only this kind.
+    #[arg(long)]
+    kind: Option<String>,
+    /// At most this many (1–10000).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    limit: u32,
+    /// Start after this job id (the last one of the previous page): pages
+    /// are in creation order, then id.
+    #[arg(long)]
+    after: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct ShowArgs {
+    /// The job id.
+    id: String,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct ReplayArgs {
+    #[command(flatten)]
+    select: select::Selection,
+    /// Filter: replay cancelled jobs instead of dead ones.
+    #[arg(long)]
+    cancelled: bool,
+    /// Instead of replaying each job under its own id, enqueue a fresh copy
+    /// (same queue, kind, payload, priority, budgets, key, deadline and
+    /// trace context) under a new generated id; the original is left as it
+    /// is. Each copy is audited (`copy`, naming both jobs) with --by and
+    /// --reason.
+    #[arg(long)]
+    new_key: bool,
+    /// Show what would be replayed without changing anything.
+    #[arg(long)]
+    dry_run: bool,
+    #[command(flatten)]
+    operator: OperatorArgs,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct CancelArgs {
+    /// Job ids (all are cancelled or none).
+    #[arg(required = true)]
+    ids: Vec<String>,
+    #[command(flatten)]
+    operator: OperatorArgs,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Who acts and why, for the audit log.
+#[derive(Args, Debug)]
+struct OperatorArgs {
+    /// Who is acting (recorded in the audit log); default: the OS user.
+    #[arg(long)]
+    by: Option<String>,
+    /// Why (recorded in the audit log).
+    #[arg(long)]
+    reason: Option<String>,
+}
+
+#[derive(Args, Debug)]
+struct WorkArgs {
+    /// Claim only from this queue (repeatable); default: every queue.
+    #[arg(long)]
+    queue: Vec<String>,
+    /// Handle at most one job, then exit.
+    #[arg(long)]
+    once: bool,
+    /// Jobs run at once in service mode.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    concurrency: u32,
+    /// Lease length; renewed every third of it while the command runs.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    lease: Duration,
+    /// Equal-jitter retry base.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    retry_base: Duration,
+    /// Equal-jitter retry cap.
+    #[arg(long, default_value = "1h", value_parser = parse_duration)]
+    retry_max: Duration,
+    /// How often an idle service-mode worker looks for due jobs without a
+    /// wake-up signal.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    poll: Duration,
+    /// Service mode: after SIGTERM, how long running commands may finish
+    /// before they are stopped and their jobs released.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    drain: Duration,
+    /// How long a command being stopped has between SIGTERM (to its process
+    /// group) and SIGKILL: when its job is cancelled or its lease lost, and
+    /// for processes it left running when it exited.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    stop_grace: Duration,
+    /// Service mode: start at most this many jobs per second per --queue,
+    /// across every worker process sharing the database.
+    #[arg(long)]
+    rate: Option<f64>,
+    /// With --rate: how many may start at once after a quiet spell.
+    #[arg(long, default_value_t = 1)]
+    burst: u32,
+    /// Service mode: start at most this many jobs per second per
+    /// concurrency key of each --queue, across every worker process.
+    #[arg(long)]
+    key_rate: Option<f64>,
+    /// With --key-rate: how many of a key's jobs may start at once after a
+    /// quiet spell.
+    #[arg(long, default_value_t = 1)]
+    key_burst: u32,
+    /// The command run for each job (with `sh -c`).
+    #[arg(long)]
+    exec: String,
+    /// Print JSON (one object per job handled).
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    errand::parse_duration(s).map_err(|e| match e {
+        Error::Invalid(m) => m,
+        other => other.to_string(),
+    })
+}
+
+fn parse_token(s: &str) -> Result<errand_server::AccessToken, String> {
+    errand_server::AccessToken::new(s).map_err(|e| e.to_string())
+}
+
+/// `$TRACEPARENT` (set by tracing-aware tools that run errand), when it is
+/// a valid W3C trace context. An invalid one is not the operator's input:
+/// it is ignored with a warning rather than refusing the job.
+fn traceparent_from_env() -> Option<String> {
+    let value = std::env::var("TRACEPARENT").ok()?;
+    match errand::TraceParent::parse(value.clone()) {
+        Ok(_) => Some(value),
+        Err(e) => {
+            errln!("errand: warning: ignoring $TRACEPARENT ({e}); pass --traceparent to set one");
+            None
+        }
+    }
+}
+
+fn operator(by: Option<String>) -> String {
+    by.or_else(|| std::env::var("USER").ok())
+        .or_else(|| std::env::var("LOGNAME").ok())
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+fn name(what: &str, s: Option<String>) -> Result<Option<Name>, Error> {
+    s.map(|s| Name::parse(what, s)).transpose()
+}
+
+fn time_arg(flag: &str, s: Option<String>) -> Result<Option<Timestamp>, Error> {
+    s.map(|s| Timestamp::parse_rfc3339(&s).map_err(|e| Error::invalid(format!("--{flag}: {e}"))))
+        .transpose()
+}
+
+fn ids(raw: Vec<String>) -> Result<Vec<JobId>, Error> {
+    raw.into_iter().map(JobId::new).collect()
+}
+
+/// The exit code of a refused invocation (bad arguments or environment).
+pub const EXIT_INVALID: u8 = exit::INVALID;
+
+/// What a program embedding the command adds to it.
+#[derive(Clone, Debug, Default)]
+pub struct Hooks {
+    /// The clock SQLite stores decide leases and due times with (default:
+    /// the host's).
+    pub clock: Option<Arc<dyn errand::Clock>>,
+}
+
+/// The `errand` command as its binary runs it: refuses the fault harness's
+/// variables, which only the harness's own build of the command reads.
+pub fn main() -> ExitCode {
+    for var in ["ERRAND_FAILPOINTS", "ERRAND_CLOCK_OFFSET_FILE"] {
+        if std::env::var_os(var).is_some_and(|v| !v.is_empty()) {
+            errln!(
+                "errand: {var} is set, but this `errand` has no crash points or test clock; \
+                 the fault harness's `errand-crashable` binary has them"
+            );
+            return ExitCode::from(exit::INVALID);
+        }
+    }
+    main_with(Hooks::default())
+}
+
+/// Parses the arguments and runs the command with `hooks`.
+pub fn main_with(hooks: Hooks) -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("ERRAND_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(errand::log_colours())
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            errln!("errand: cannot start the async runtime: {e}");
+            return ExitCode::from(exit::RUNTIME);
+        }
+    };
+    let result = runtime.block_on(run(cli, hooks));
+    let failed = result.is_err();
+    let code = match result {
+        Ok(code) => code,
+        Err(failure) => failure.report(),
+    };
+    // A reader that closed stdout is not a failure (see output.rs); any
+    // other write error is, unless the command failed on its own.
+    match output::stdout_failure() {
+        Some(e) => {
+            errln!("errand: writing the output failed: {e}");
+            if failed {
+                code
+            } else {
+                ExitCode::from(exit::RUNTIME)
+            }
+        }
+        None => code,
+    }
+}
+
+async fn run(cli: Cli, hooks: Hooks) -> Result<ExitCode, Failure> {
+    let mut options = errand::ConnectOptions {
+        create_and_migrate: false,
+        synchronous: cli.synchronous,
+        schema: Some(cli.schema.clone()),
+        allow_public_schema: cli.allow_public_schema,
+        clock: hooks.clock,
+    };
+    if let Command::Migrate(args) = &cli.command {
+        options.create_and_migrate = true;
+        errand::connect(&cli.db, &options).await?;
+        let version = match errand::DbTarget::parse(&cli.db)? {
+            errand::DbTarget::Sqlite(_) => errand::sqlite::SCHEMA_VERSION,
+            errand::DbTarget::Postgres(_) => errand::postgres::SCHEMA_VERSION,
+        };
+        if args.json {
+            output::json(&serde_json::json!({"migrated": true, "schema_version": version}))?;
+        } else {
+            outln!("schema is at version {version}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    #[cfg(feature = "bench")]
+    if let Command::Bench(args) = &cli.command {
+        return bench::bench(&cli, args).await;
+    }
+    // A refused server configuration is reported before the database is
+    // opened: the operator's mistake comes first.
+    let serve_config = match &cli.command {
+        Command::Serve(args) => Some(serve_config(args)?),
+        _ => None,
+    };
+    let store = errand::connect(&cli.db, &options).await?;
+    match cli.command {
+        Command::Migrate(_) => Ok(ExitCode::SUCCESS),
+        Command::Enqueue(args) => enqueue(store, args).await,
+        Command::Jobs(args) => jobs(store, args).await,
+        Command::Show(args) => show(store, args).await,
+        Command::Replay(args) => replay(store, args).await,
+        Command::Cancel(args) => cancel(store, args).await,
+        Command::Work(args) => work(store, args).await,
+        Command::Prune(args) => prune(store, args).await,
+        Command::Purge(args) => ops::purge(store.as_ref(), args).await,
+        Command::Stats(args) => stats::run(store.as_ref(), args).await,
+        Command::Pause(args) => ops::pause(store.as_ref(), args).await,
+        Command::Resume(args) => ops::resume(store.as_ref(), args).await,
+        Command::Queues(args) => ops::queues(store.as_ref(), args.json).await,
+        Command::Audit(args) => ops::audit(store.as_ref(), args).await,
+        Command::Schedule(args) => schedule(store, args).await,
+        #[cfg(feature = "bench")]
+        Command::Bench(_) => Err(anyhow::anyhow!("errand bench opens its own database").into()),
+        Command::Serve(_) => match serve_config {
+            Some(config) => serve(store, config).await,
+            None => Err(anyhow::anyhow!("the server configuration went missing").into()),
+        },
+    }
+}
+
+async fn enqueue(store: Arc<dyn Store>, a: EnqueueArgs) -> Result<ExitCode, Failure> {
+    let text = if a.payload == "-" {
+        let mut buf = String::new();
+        std::io::stdin()
+            .take(errand::core::MAX_PAYLOAD_BYTES as u64 + 1)
+            .read_to_string(&mut buf)
+            .context("reading the payload from stdin")?;
+        buf
+    } else {
+        a.payload
+    };
+    let job = errand::JobSpec {
+        kind: a.kind,
+        queue: Some(a.queue),
+        payload: Some(text),
+        id: a.id,
+        delay: a.delay,
+        run_at: a.run_at,
+        max_attempts: Some(a.max_attempts),
+        max_lease_expiries: Some(a.max_lease_expiries),
+        give_up_after: a.give_up_after,
+        priority: Some(a.priority),
+        key_limit: (a.key.is_some() && !a.ordered).then_some(a.key_limit),
+        key: a.key,
+        ordered: a.ordered,
+        deadline: a.deadline,
+        traceparent: a.traceparent.or_else(traceparent_from_env),
+    }
+    .build()?;
+    let inserted = store.insert(job).await?;
+    if a.json {
+        output::json(&output::Enqueued {
+            created: inserted.created,
+            job: &inserted.job,
+        })?;
+    } else {
+        let verb = if inserted.created {
+            "enqueued"
+        } else {
+            "exists"
+        };
+        outln!("{verb} {}", output::job_line(&inserted.job));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn jobs(store: Arc<dyn Store>, a: JobsArgs) -> Result<ExitCode, Failure> {
+    let mut filter = JobFilter {
+        state: a.state.map(|s| s.parse::<JobState>()).transpose()?,
+        queue: name("queue", a.queue)?,
+        kind: name("kind", a.kind)?,
+        limit: Some(a.limit),
+        after: a.after.map(JobId::new).transpose()?,
+        max_bytes: Some(errand::core::DEFAULT_PAGE_BYTES),
+        ..JobFilter::default()
+    };
+    // Pages bounded by bytes, each printed before the next is read, until
+    // --limit jobs are printed.
+    let mut listing = output::JobListing::new(a.json);
+    let mut left = a.limit;
+    while left > 0 && !output::stdout_gone() {
+        filter.limit = Some(left);
+        let page = store.list(&filter).await?;
+        listing.page(&page)?;
+        left = left.saturating_sub(u32::try_from(page.len()).unwrap_or(u32::MAX));
+        match filter.next_after(&page) {
+            Some(next) => filter.after = Some(next.clone()),
+            None => break,
+        }
+    }
+    listing.finish();
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn show(store: Arc<dyn Store>, a: ShowArgs) -> Result<ExitCode, Failure> {
+    let id = JobId::new(a.id)?;
+    let detail = match store.detail(&id).await {
+        Ok(d) => d,
+        Err(e @ Error::NotFound(_)) => return Err(ops::not_found(store.as_ref(), &id, e).await),
+        Err(e) => return Err(e.into()),
+    };
+    if a.json {
+        output::json(&detail)?;
+    } else {
+        output::detail(&detail);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn replay(store: Arc<dyn Store>, a: ReplayArgs) -> Result<ExitCode, Failure> {
+    let state = if a.cancelled {
+        JobState::Cancelled
+    } else {
+        JobState::Dead
+    };
+    let targets = a
+        .select
+        .resolve(
+            store.as_ref(),
+            "replay",
+            state,
+            &[("--cancelled", a.cancelled)],
+        )
+        .await?;
+    let replayable = |j: &Job| matches!(j.state, JobState::Dead | JobState::Cancelled);
+    if a.dry_run {
+        if a.json {
+            output::json(&output::JobsDone {
+                dry_run: true,
+                jobs: &targets,
+            })?;
+        } else if targets.is_empty() {
+            outln!("nothing matches; nothing would be replayed");
+        } else {
+            for j in &targets {
+                let verdict = match (replayable(j), a.new_key) {
+                    (true, false) => "would replay",
+                    (true, true) => "would copy",
+                    (false, _) => "would refuse",
+                };
+                outln!("{verdict} {}", output::job_line(j));
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if targets.is_empty() {
+        if a.json {
+            output::json(&output::JobsDone {
+                dry_run: false,
+                jobs: &[],
+            })?;
+        } else {
+            outln!("nothing matches; nothing replayed");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if a.new_key {
+        let req = CopyRequest {
+            ids: targets.into_iter().map(|j| j.id).collect(),
+            operator: operator(a.operator.by),
+            reason: a.operator.reason,
+        };
+        return copy_jobs(store, &req, a.json).await;
+    }
+    let req = ReplayRequest {
+        ids: targets.into_iter().map(|j| j.id).collect(),
+        operator: operator(a.operator.by),
+        reason: a.operator.reason,
+    };
+    let replayed = store.replay(&req).await?;
+    if a.json {
+        output::json(&output::JobsDone {
+            dry_run: false,
+            jobs: &replayed,
+        })?;
+    } else {
+        for j in &replayed {
+            outln!(
+                "replayed {} (replays={}) by {}",
+                j.id,
+                j.replays,
+                req.operator
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `replay --new-key`: one new job per dead or cancelled original, inserted
+/// together with their audit entries (all or none); the originals are not
+/// touched.
+async fn copy_jobs(
+    store: Arc<dyn Store>,
+    req: &CopyRequest,
+    as_json: bool,
+) -> Result<ExitCode, Failure> {
+    let copied = store.copy(req).await?;
+    if as_json {
+        output::json(&output::Copies {
+            dry_run: false,
+            copies: &copied,
+        })?;
+    } else {
+        for c in &copied {
+            outln!(
+                "copied job {} to new job {} (queue={} kind={}) by {}",
+                c.from,
+                c.job.id,
+                c.job.queue,
+                c.job.kind,
+                req.operator
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn cancel(store: Arc<dyn Store>, a: CancelArgs) -> Result<ExitCode, Failure> {
+    let req = CancelRequest {
+        ids: ids(a.ids)?,
+        operator: operator(a.operator.by),
+        reason: a.operator.reason,
+    };
+    let cancelled = store.cancel(&req).await?;
+    if a.json {
+        output::json(&cancelled)?;
+    } else {
+        for j in &cancelled {
+            outln!("cancelled {} by {}", j.id, req.operator);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn prune(store: Arc<dyn Store>, a: PruneArgs) -> Result<ExitCode, Failure> {
+    let mut pruner = errand::Pruner::new(store);
+    pruner.keep = a.older_than;
+    let deleted = pruner.run_once().await?;
+    if a.json {
+        output::json(&serde_json::json!({ "deleted": deleted }))?;
+    } else {
+        outln!(
+            "deleted {deleted} finished jobs older than {}",
+            humantime::format_duration(a.older_than)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn schedule(store: Arc<dyn Store>, a: ScheduleArgs) -> Result<ExitCode, Failure> {
+    let template = NewJob::new(&a.kind, Payload::from_json_text(a.payload)?)?
+        .on_queue(&a.queue)?
+        .with_max_attempts(a.max_attempts)?;
+    let sched = errand::CronSchedule::new(&a.name, &a.cron, template, a.misfire)?;
+    let enqueuer = errand::CronEnqueuer::new(store, vec![sched]);
+    let report = |inserted: Vec<errand::Inserted>| -> anyhow::Result<()> {
+        for i in inserted.iter().filter(|i| i.created) {
+            if a.json {
+                output::json(
+                    &serde_json::json!({"created": true, "id": i.job.id, "available_at": i.job.available_at}),
+                )?;
+            } else {
+                outln!("enqueued {}", output::job_line(&i.job));
+            }
+        }
+        Ok(())
+    };
+    if a.once {
+        report(enqueuer.run_once(Timestamp::now()).await?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("installing the SIGTERM handler")?;
+    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .context("installing the SIGINT handler")?;
+    loop {
+        match enqueuer.run_once(Timestamp::now()).await {
+            Ok(inserted) => report(inserted)?,
+            Err(e) => {
+                tracing::warn!(error = %e, "enqueueing the due ticks failed; retrying at the next tick")
+            }
+        }
+        let now = Timestamp::now();
+        let wait = enqueuer
+            .next_wake(now)
+            .map_or(Duration::from_secs(60), |t| t.since(now))
+            .min(Duration::from_secs(60));
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = term.recv() => return Ok(ExitCode::SUCCESS),
+            _ = int.recv() => return Ok(ExitCode::SUCCESS),
+        }
+    }
+}
+
+async fn work(store: Arc<dyn Store>, a: WorkArgs) -> Result<ExitCode, Failure> {
+    let queues: Vec<Name> = a
+        .queue
+        .into_iter()
+        .map(|q| Name::parse("queue", q))
+        .collect::<Result<_, _>>()?;
+    let retry = RetryPolicy::EqualJitter {
+        base: a.retry_base,
+        max: a.retry_max,
+    };
+    let handler = Arc::new(ExecHandler::new(a.exec).stop_grace(a.stop_grace));
+    if a.once {
+        let config = WorkerConfig {
+            queues,
+            lease: a.lease,
+            retry,
+            ..WorkerConfig::default()
+        };
+        let report = Worker::new(store, config)
+            .run_once_and_report(handler)
+            .await?;
+        output::report(&report, a.json)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rate = match a.rate {
+        Some(per_second) => {
+            if queues.is_empty() {
+                return Err(Error::invalid("--rate limits named queues: add --queue NAME").into());
+            }
+            let limit = errand::RateLimit {
+                per_second,
+                burst: a.burst,
+            };
+            limit.validate()?;
+            Some(limit)
+        }
+        None => None,
+    };
+    let key_rate = match a.key_rate {
+        Some(per_second) => {
+            if queues.is_empty() {
+                return Err(Error::invalid(
+                    "--key-rate limits the keys of named queues: add --queue NAME",
+                )
+                .into());
+            }
+            let limit = errand::RateLimit {
+                per_second,
+                burst: a.key_burst,
+            };
+            limit.validate()?;
+            Some(limit)
+        }
+        None => None,
+    };
+    let args = serve_loop::ServiceArgs {
+        rate,
+        key_rate,
+        queues,
+        concurrency: usize::try_from(a.concurrency).unwrap_or(1),
+        lease: a.lease,
+        poll: a.poll,
+        drain: a.drain,
+        retry,
+        json: a.json,
+    };
+    serve_loop::run(store, handler, args).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn serve_config(a: &ServeArgs) -> Result<errand_server::ServerConfig, Failure> {
+    let max_body = usize::try_from(a.max_body).unwrap_or(usize::MAX);
+    let config = errand_server::ServerConfig {
+        bind: a.bind,
+        token: a.token.clone(),
+        max_body,
+        max_payload: max_body,
+        drain: a.drain,
+        read_timeout: a.read_timeout,
+        max_connections: usize::try_from(a.max_connections).unwrap_or(usize::MAX),
+        retry: RetryPolicy::EqualJitter {
+            base: a.retry_base,
+            max: a.retry_max,
+        },
+    };
+    config.check().map_err(|e| Failure::Usage(e.to_string()))?;
+    if let Some(token) = &config.token
+        && token.len() < 16
+    {
+        errln!(
+            "errand: warning: the access token is only {} characters long; use a long random one (openssl rand -hex 32)",
+            token.len()
+        );
+    }
+    Ok(config)
+}
+
+async fn serve(
+    store: Arc<dyn Store>,
+    config: errand_server::ServerConfig,
+) -> Result<ExitCode, Failure> {
+    use tokio::signal::unix::{SignalKind, signal};
+    // Installed before the address is announced: a signal sent as soon as
+    // the line is read is a graceful stop, not a kill.
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let server = errand_server::Server::bind(store, config)
+        .await
+        .map_err(|e| {
+            if e.is_config() {
+                Failure::Usage(e.to_string())
+            } else {
+                Failure::Other(e.into())
+            }
+        })?;
+    outln!("listening on http://{}", server.local_addr());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = server.run(async {
+        let _ = stopped.await;
+    });
+    tokio::pin!(run);
+    let name = tokio::select! {
+        result = &mut run => {
+            result.context("the server failed")?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    };
+    let _ = stop.send(());
+    errln!("errand: {name} received; finishing in-flight requests (signal again to exit at once)");
+    tokio::select! {
+        result = &mut run => {
+            result.context("the server failed")?;
+            Ok(ExitCode::SUCCESS)
+        }
+        _ = term.recv() => second_signal(),
+        _ = int.recv() => second_signal(),
+    }
+}
+
+fn second_signal() -> Result<ExitCode, Failure> {
+    errln!("errand: second signal, exiting now; requests still in flight are cut off");
+    Ok(ExitCode::from(130))
+}
