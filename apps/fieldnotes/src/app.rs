@@ -98,6 +98,7 @@ fn not_initialised(path: &Path, what: &str) -> Error {
 /// Rewords the library's open errors for this program's users.
 fn open_error(path: &Path, e: errand::Error) -> Error {
     match e {
+        errand::Error::NotErrand(_) => not_initialised(path, "no Errand tables"),
         errand::Error::SchemaOutdated(detail) => not_initialised(path, &detail),
         errand::Error::SchemaTooNew(detail) => Error::SchemaTooNew(format!(
             "{} was written by a newer program ({detail}); upgrade fieldnotes before using it",
@@ -158,32 +159,13 @@ pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Sqlit
 /// Checks both schema versions on read-only connections.
 fn check_schemas(path: &Path) -> Result<()> {
     let status = errand::sqlite::schema_status(path).map_err(|e| open_error(path, e))?;
-    match status {
-        SchemaStatus::Current => {}
-        SchemaStatus::Missing | SchemaStatus::NotADatabase => {
-            check_file(path, false)?;
-            return Err(not_a_database(path));
-        }
-        SchemaStatus::NoErrandTables => return Err(not_initialised(path, "no Errand tables")),
-        SchemaStatus::TooNew(v) => {
-            return Err(open_error(
-                path,
-                errand::Error::SchemaTooNew(format!(
-                    "Errand schema version {v}, this program knows up to {}",
-                    errand::sqlite::SCHEMA_VERSION
-                )),
-            ));
-        }
-        SchemaStatus::Outdated(v) => {
-            return Err(not_initialised(
-                path,
-                &format!(
-                    "Errand schema version {v}, this program needs {}",
-                    errand::sqlite::SCHEMA_VERSION
-                ),
-            ));
-        }
+    if matches!(status, SchemaStatus::Missing | SchemaStatus::NotADatabase) {
+        check_file(path, false)?;
+        return Err(not_a_database(path));
     }
+    status
+        .require_current("the database")
+        .map_err(|e| open_error(path, e))?;
     let conn = errand::sqlite::open_read_only(path).map_err(|e| open_error(path, e))?;
     match app_schema_version(&conn)? {
         None => Err(not_initialised(path, "no Field Notes tables")),

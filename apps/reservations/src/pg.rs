@@ -65,6 +65,7 @@ fn millis(d: Duration) -> i64 {
 /// URL is never echoed (it may hold a password).
 fn open_error(e: errand::Error) -> Error {
     match e {
+        errand::Error::NotErrand(_) => not_initialised("no Errand tables"),
         errand::Error::SchemaOutdated(detail) => not_initialised(&detail),
         errand::Error::SchemaTooNew(detail) => Error::SchemaTooNew(format!(
             "the PostgreSQL database was written by a newer program ({detail}); upgrade reservations before using it"

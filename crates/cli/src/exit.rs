@@ -70,10 +70,10 @@ impl Failure {
 
 fn code(e: &Error) -> u8 {
     match e {
-        Error::Invalid(_) => INVALID,
+        Error::Invalid(_) | Error::NotADatabase(_) => INVALID,
         Error::NotFound(_) => NOT_FOUND,
         Error::InvalidState { .. } | Error::LeaseLost { .. } => REFUSED,
-        Error::SchemaOutdated(_) | Error::SchemaTooNew(_) => SCHEMA,
+        Error::NotErrand(_) | Error::SchemaOutdated(_) | Error::SchemaTooNew(_) => SCHEMA,
         _ => RUNTIME,
     }
 }

@@ -37,7 +37,20 @@ pub enum Error {
         attempt: u32,
     },
 
-    /// The database schema is missing or older than this program expects.
+    /// There is no database where one was named, or what is there is not a
+    /// database of this backend (a text file, a directory). The message
+    /// says where and what to pass instead.
+    #[error("{0}")]
+    NotADatabase(String),
+
+    /// A database without Errand's tables (another program's, or a new
+    /// empty one): `errand migrate` adds them.
+    #[error(
+        "{0} has no Errand tables; run `errand migrate` to add them, or check the database named"
+    )]
+    NotErrand(String),
+
+    /// The database schema is older than this program expects.
     #[error("the database schema is not ready: {0}; run `errand migrate` first")]
     SchemaOutdated(String),
 
@@ -78,6 +91,8 @@ impl Error {
             Error::NotFound(_) => "not_found",
             Error::InvalidState { .. } => "invalid_state",
             Error::LeaseLost { .. } => "lease_lost",
+            Error::NotADatabase(_) => "not_a_database",
+            Error::NotErrand(_) => "not_errand",
             Error::SchemaOutdated(_) => "schema_outdated",
             Error::SchemaTooNew(_) => "schema_too_new",
             Error::Busy(_) => "busy",
@@ -90,8 +105,9 @@ impl Error {
     /// The HTTP status an answer carrying this error has: the one map the
     /// API and the dashboard share. Refusals the caller can fix are 4xx
     /// (`invalid` 400, `not_found` 404, `invalid_state` and `lease_lost`
-    /// 409); conditions that pass are 503 (busy, closed, a schema not at
-    /// this program's version) or 507 (storage full); anything else is 500.
+    /// 409); conditions that pass are 503 (busy, closed, a database that is
+    /// not one or not at this program's version) or 507 (storage full);
+    /// anything else is 500.
     pub fn http_status(&self) -> u16 {
         match self {
             Error::Invalid(_) => 400,
@@ -99,6 +115,8 @@ impl Error {
             Error::InvalidState { .. } | Error::LeaseLost { .. } => 409,
             Error::Busy(_)
             | Error::Closed(_)
+            | Error::NotADatabase(_)
+            | Error::NotErrand(_)
             | Error::SchemaOutdated(_)
             | Error::SchemaTooNew(_) => 503,
             Error::StorageFull(_) => 507,
@@ -133,6 +151,8 @@ mod tests {
                 },
                 409,
             ),
+            (Error::NotADatabase("n".into()), 503),
+            (Error::NotErrand("o".into()), 503),
             (Error::SchemaOutdated("v1".into()), 503),
             (Error::SchemaTooNew("v99".into()), 503),
             (Error::Busy("b".into()), 503),

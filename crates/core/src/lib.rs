@@ -31,6 +31,7 @@ mod job;
 mod operate;
 mod outcome;
 mod retry;
+mod schema;
 mod step;
 mod store;
 
@@ -50,6 +51,7 @@ pub use operate::{
 };
 pub use outcome::{ErrorClass, MAX_RECORDED_TEXT_BYTES, Outcome, storable_text};
 pub use retry::RetryPolicy;
+pub use schema::SchemaStatus;
 pub use step::StepGuard;
 pub use store::{
     CancelRequest, ClaimRate, ClaimRequest, DEFAULT_PAGE_BYTES, FailResult, Failure, Inserted,

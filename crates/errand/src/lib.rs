@@ -58,8 +58,8 @@ pub use errand_core::{
     self as core, AttemptRecord, AuditRecord, CancelRequest, ClaimRate, ClaimRequest, ClaimedJob,
     Clock, Error, ErrorClass, Failure, Inserted, Job, JobDetail, JobFilter, JobId, JobKey,
     JobState, KeyLimit, Lease, ManualClock, Name, NewJob, Outcome, Payload, RateBucket, RateLimit,
-    ReplayRequest, Result, RetryAt, RetryPolicy, Schedule, Store, SweepReport, SystemClock,
-    Timestamp, bounds,
+    ReplayRequest, Result, RetryAt, RetryPolicy, Schedule, SchemaStatus, Store, SweepReport,
+    SystemClock, Timestamp, bounds,
 };
 pub use errand_core::{
     AuditEntry, AuditFilter, Copied, CopyRequest, Counts, Histogram, LATENCY_BUCKETS_MS,
@@ -152,6 +152,48 @@ pub async fn connect(db: &str, options: &ConnectOptions) -> Result<Arc<dyn Store
         DbTarget::Sqlite(path) => open_sqlite(path, options),
         DbTarget::Postgres(url) => connect_postgres(&url, options).await,
     }
+}
+
+/// Looks at the database a `--db` string names without changing it, and
+/// says whether it holds Errand's schema at this program's version:
+/// missing, not a database, not Errand's, older, current or newer. On
+/// PostgreSQL the schema looked at is `options.schema` (default `errand`).
+/// [`SchemaStatus::require_current`] turns a status into the refusal
+/// [`connect`] would give.
+///
+/// # Errors
+/// The string names no database or a backend this build leaves out, or
+/// the database cannot be read (a directory, permissions, an unreachable
+/// server).
+pub async fn schema_status(db: &str, options: &ConnectOptions) -> Result<SchemaStatus> {
+    match DbTarget::parse(db)? {
+        DbTarget::Sqlite(path) => sqlite_status(&path),
+        DbTarget::Postgres(url) => postgres_status(&url, options).await,
+    }
+}
+
+#[cfg(feature = "sqlite")]
+fn sqlite_status(path: &std::path::Path) -> Result<SchemaStatus> {
+    errand_sqlite::schema_status(path)
+}
+
+#[cfg(not(feature = "sqlite"))]
+fn sqlite_status(path: &std::path::Path) -> Result<SchemaStatus> {
+    Err(no_sqlite(path))
+}
+
+#[cfg(feature = "postgres")]
+async fn postgres_status(url: &str, options: &ConnectOptions) -> Result<SchemaStatus> {
+    let schema = options
+        .schema
+        .clone()
+        .unwrap_or_else(|| PgOptions::default().schema);
+    errand_postgres::schema_status(url, &schema).await
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn postgres_status(_url: &str, _options: &ConnectOptions) -> Result<SchemaStatus> {
+    Err(no_postgres())
 }
 
 #[cfg(feature = "sqlite")]

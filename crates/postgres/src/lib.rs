@@ -43,8 +43,8 @@ use errand_core::{
 };
 use errand_core::{
     CancelRequest, ClaimRequest, ClaimedJob, Clock, Error, Failure, Inserted, Job, JobDetail,
-    JobFilter, JobId, Lease, NewJob, RateBucket, RateLimit, ReplayRequest, Result, Store,
-    SweepReport, Timestamp, WorkSignal,
+    JobFilter, JobId, Lease, NewJob, RateBucket, RateLimit, ReplayRequest, Result, SchemaStatus,
+    Store, SweepReport, Timestamp, WorkSignal,
 };
 use errand_core::{bounds, check_recorded_text};
 use tokio_postgres::NoTls;
@@ -296,29 +296,11 @@ impl PgStore {
     /// Connects to `url` and checks (or, with `options.migrate`, creates and
     /// upgrades) the schema.
     pub async fn connect(url: &str, options: PgOptions) -> Result<Self> {
-        let config = tokio_postgres::Config::from_str(url).map_err(|e| {
-            Error::invalid(format!(
-                "the PostgreSQL URL is malformed ({e}); write it like postgres://user@host:5432/dbname"
-            ))
-        })?;
+        let config = parse_url(url)?;
         let quoted = options.quoted_schema()?;
-        let target = describe_target(&config);
         // One direct connection first: a clear error if the server is
         // unreachable, and the migrations run on it.
-        let (mut client, conn) = tokio::time::timeout(Duration::from_secs(10), config.connect(NoTls))
-            .await
-            .map_err(|_| Error::Storage(format!("timed out connecting to PostgreSQL at {target}")))?
-            .map_err(|e| {
-                let cause = std::error::Error::source(&e).map(|s| format!(" ({s})")).unwrap_or_default();
-                Error::Storage(format!(
-                    "cannot connect to PostgreSQL at {target}: {e}{cause}; is the server running and the URL right?"
-                ))
-            })?;
-        let driver = tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, "set-up connection ended");
-            }
-        });
+        let (mut client, driver) = connect_direct(&config).await?;
         let result = async {
             if options.migrate {
                 migrate(&mut client, &options.schema, &quoted).await?;
@@ -514,13 +496,8 @@ async fn migrate_to(
     quoted: &str,
     target: refinery::Target,
 ) -> Result<()> {
-    if let Some(v) = schema_version(client, schema).await?
-        && v > SCHEMA_VERSION
-    {
-        return Err(Error::SchemaTooNew(format!(
-            "schema {schema} is at version {v}, this program knows up to {SCHEMA_VERSION}"
-        )));
-    }
+    SchemaStatus::of_version(schema_version(client, schema).await?, SCHEMA_VERSION)
+        .require_migratable(&format!("schema {schema}"))?;
     client
         .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {quoted}"))
         .await
@@ -540,18 +517,77 @@ async fn migrate_to(
 }
 
 async fn check_schema(client: &tokio_postgres::Client, schema: &str) -> Result<()> {
-    match schema_version(client, schema).await? {
-        None => Err(Error::SchemaOutdated(format!(
-            "schema {schema} has no Errand tables"
-        ))),
-        Some(v) if v < SCHEMA_VERSION => Err(Error::SchemaOutdated(format!(
-            "schema {schema} is at version {v}, this program needs {SCHEMA_VERSION}"
-        ))),
-        Some(v) if v > SCHEMA_VERSION => Err(Error::SchemaTooNew(format!(
-            "schema {schema} is at version {v}, this program knows up to {SCHEMA_VERSION}"
-        ))),
-        Some(_) => Ok(()),
+    let status = match schema_status_in(client, schema).await? {
+        // The database is there; only Errand's part of it is not, and
+        // `errand migrate` creates it as it creates the tables.
+        SchemaStatus::Missing => SchemaStatus::NotErrand,
+        status => status,
+    };
+    status.require_current(&format!("schema {schema}"))
+}
+
+/// What `schema` holds: [`SchemaStatus::Missing`] when there is no schema
+/// of that name, [`SchemaStatus::NotErrand`] when it has no Errand tables.
+async fn schema_status_in(client: &tokio_postgres::Client, schema: &str) -> Result<SchemaStatus> {
+    let exists = client
+        .query_opt(
+            "SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1",
+            &[&schema],
+        )
+        .await
+        .map_err(map_err)?
+        .is_some();
+    if !exists {
+        return Ok(SchemaStatus::Missing);
     }
+    Ok(SchemaStatus::of_version(
+        schema_version(client, schema).await?,
+        SCHEMA_VERSION,
+    ))
+}
+
+/// Looks at `schema` in the database at `url` without changing anything
+/// and says whether it holds Errand's tables at this program's version.
+///
+/// # Errors
+/// The database cannot be reached or read.
+pub async fn schema_status(url: &str, schema: &str) -> Result<SchemaStatus> {
+    let (client, driver) = connect_direct(&parse_url(url)?).await?;
+    let status = schema_status_in(&client, schema).await;
+    drop(client);
+    driver.abort();
+    status
+}
+
+fn parse_url(url: &str) -> Result<tokio_postgres::Config> {
+    tokio_postgres::Config::from_str(url).map_err(|e| {
+        Error::invalid(format!(
+            "the PostgreSQL URL is malformed ({e}); write it like postgres://user@host:5432/dbname"
+        ))
+    })
+}
+
+/// One connection outside the pool, and the task driving it: a clear
+/// error if the server is unreachable.
+async fn connect_direct(
+    config: &tokio_postgres::Config,
+) -> Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>)> {
+    let target = describe_target(config);
+    let (client, conn) = tokio::time::timeout(Duration::from_secs(10), config.connect(NoTls))
+        .await
+        .map_err(|_| Error::Storage(format!("timed out connecting to PostgreSQL at {target}")))?
+        .map_err(|e| {
+            let cause = std::error::Error::source(&e).map(|s| format!(" ({s})")).unwrap_or_default();
+            Error::Storage(format!(
+                "cannot connect to PostgreSQL at {target}: {e}{cause}; is the server running and the URL right?"
+            ))
+        })?;
+    let driver = tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!(error = %e, "set-up connection ended");
+        }
+    });
+    Ok((client, driver))
 }
 
 #[async_trait]

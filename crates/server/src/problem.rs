@@ -207,7 +207,8 @@ impl From<errand::Error> for Problem {
             E::LeaseLost { .. } => "Lease lost",
             E::Busy(_) => "Database busy",
             E::StorageFull(_) => "Storage full",
-            E::SchemaOutdated(_) | E::SchemaTooNew(_) => "Schema not ready",
+            E::NotADatabase(_) => "No database",
+            E::NotErrand(_) | E::SchemaOutdated(_) | E::SchemaTooNew(_) => "Schema not ready",
             E::Closed(_) => "Store closed",
             _ => "Storage error",
         };
@@ -219,6 +220,8 @@ impl From<errand::Error> for Problem {
             | E::LeaseLost { .. }
             | E::Busy(_)
             | E::StorageFull(_)
+            | E::NotADatabase(_)
+            | E::NotErrand(_)
             | E::SchemaOutdated(_)
             | E::SchemaTooNew(_) => e.to_string(),
             // Storage internals stay in the server's log.

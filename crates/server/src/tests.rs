@@ -979,6 +979,8 @@ fn library_errors_map_one_to_one_onto_status_codes() {
         ),
         (E::Busy("locked".into()), 503, "busy"),
         (E::StorageFull("disk".into()), 507, "storage_full"),
+        (E::NotADatabase("gone.db".into()), 503, "not_a_database"),
+        (E::NotErrand("other.db".into()), 503, "not_errand"),
         (E::SchemaOutdated("v1".into()), 503, "schema_outdated"),
         (E::SchemaTooNew("v9".into()), 503, "schema_too_new"),
         (E::Closed("writer".into()), 503, "closed"),

@@ -49,11 +49,10 @@ use rusqlite::{Connection, OpenFlags};
 
 use crate::ops::Now;
 
+pub use errand_core::SchemaStatus;
 pub use ops::{complete as complete_in, insert as enqueue_in, insert_many as enqueue_many_in};
 pub use rusqlite;
-pub use schema::{
-    SCHEMA_VERSION, SchemaStatus, migrate, open_read_only, schema_status, schema_version,
-};
+pub use schema::{SCHEMA_VERSION, migrate, open_read_only, schema_status, schema_version};
 
 use writer::Writer;
 
@@ -197,10 +196,10 @@ impl SqliteStore {
     pub fn open(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
         if !options.create && !options.migrate {
-            schema::inspect(&path, options.busy_timeout)?.require_current(&path)?;
+            schema::inspect(&path, options.busy_timeout)?.require_current(&schema::shown(&path))?;
         }
         if !options.create && !path.exists() {
-            return Err(Error::invalid(format!(
+            return Err(Error::NotADatabase(format!(
                 "no database at {}; create it with `errand migrate --db {}` (or check the path)",
                 path.display(),
                 path.display()
@@ -750,10 +749,16 @@ mod tests {
         .unwrap();
         drop(conn);
         vec![
-            (empty, SchemaStatus::NoErrandTables),
-            (other, SchemaStatus::NoErrandTables),
+            (empty, SchemaStatus::NotErrand),
+            (other, SchemaStatus::NotErrand),
             (text, SchemaStatus::NotADatabase),
-            (newer, SchemaStatus::TooNew(SCHEMA_VERSION + 1)),
+            (
+                newer,
+                SchemaStatus::Newer {
+                    found: SCHEMA_VERSION + 1,
+                    known: SCHEMA_VERSION,
+                },
+            ),
         ]
     }
 
@@ -775,9 +780,10 @@ mod tests {
             assert_eq!(schema_status(&path).unwrap(), status, "{}", path.display());
             let err = SqliteStore::open(&path, SqliteOptions::default()).unwrap_err();
             let expected = match status {
-                SchemaStatus::NotADatabase => matches!(err, Error::Invalid(_)),
-                SchemaStatus::TooNew(_) => matches!(err, Error::SchemaTooNew(_)),
-                _ => matches!(err, Error::SchemaOutdated(_)),
+                SchemaStatus::NotADatabase => matches!(err, Error::NotADatabase(_)),
+                SchemaStatus::Newer { .. } => matches!(err, Error::SchemaTooNew(_)),
+                SchemaStatus::NotErrand => matches!(err, Error::NotErrand(_)),
+                _ => false,
             };
             assert!(expected, "{}: {err}", path.display());
             let after = std::fs::read(&path).unwrap();
@@ -814,7 +820,10 @@ mod tests {
             ..Default::default()
         };
         drop(SqliteStore::open(&path, options).unwrap());
-        assert_eq!(schema_status(&path).unwrap(), SchemaStatus::Current);
+        assert_eq!(
+            schema_status(&path).unwrap(),
+            SchemaStatus::Current(SCHEMA_VERSION)
+        );
         SqliteStore::open(&path, SqliteOptions::default()).unwrap();
         Connection::open(&path)
             .unwrap()
@@ -824,8 +833,14 @@ mod tests {
             )
             .unwrap();
         let status = schema_status(&path).unwrap();
-        assert_eq!(status, SchemaStatus::Outdated(SCHEMA_VERSION - 1));
-        let err = status.require_current(&path).unwrap_err();
+        assert_eq!(
+            status,
+            SchemaStatus::Older {
+                found: SCHEMA_VERSION - 1,
+                wanted: SCHEMA_VERSION
+            }
+        );
+        let err = status.require_current("ok.db").unwrap_err();
         assert!(matches!(err, Error::SchemaOutdated(_)));
         assert!(err.to_string().contains("errand migrate"), "{err}");
     }
@@ -842,7 +857,7 @@ mod tests {
             },
         )
         .unwrap_err();
-        assert!(matches!(err, Error::SchemaOutdated(_)));
+        assert!(matches!(err, Error::NotErrand(_)), "{err}");
         assert!(err.to_string().contains("errand migrate"));
     }
 }

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use errand_core::{Error, Result};
+use errand_core::{Error, Result, SchemaStatus};
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension};
 
 use crate::map_err;
@@ -42,13 +42,9 @@ pub fn schema_version(conn: &Connection) -> Result<Option<i64>> {
 /// Applies every pending migration. Safe to run repeatedly; refuses a
 /// database whose schema is newer than this build.
 pub fn migrate(conn: &mut Connection) -> Result<()> {
-    if let Some(v) = schema_version(conn)?
-        && v > SCHEMA_VERSION
-    {
-        return Err(Error::SchemaTooNew(format!(
-            "database schema version {v}, this program knows up to {SCHEMA_VERSION}"
-        )));
-    }
+    let db = Path::new(conn.path().unwrap_or_default());
+    SchemaStatus::of_version(schema_version(conn)?, SCHEMA_VERSION)
+        .require_migratable(&shown(db))?;
     embedded::migrations::runner()
         .set_migration_table_name(HISTORY_TABLE)
         .run(conn)
@@ -56,61 +52,9 @@ pub fn migrate(conn: &mut Connection) -> Result<()> {
     Ok(())
 }
 
-/// What a file holds, as far as Errand is concerned: found by
-/// [`schema_status`] without changing the file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SchemaStatus {
-    /// There is no file at the path.
-    Missing,
-    /// The file is not a SQLite database.
-    NotADatabase,
-    /// A SQLite database (an empty file counts as one) without Errand's
-    /// tables: `errand migrate` adds them.
-    NoErrandTables,
-    /// Errand's schema at an older version: `errand migrate` upgrades it.
-    Outdated(i64),
-    /// Errand's schema at the version this program uses.
-    Current,
-    /// Errand's schema at a newer version than this program knows.
-    TooNew(i64),
-}
-
-impl SchemaStatus {
-    fn of_version(version: Option<i64>) -> Self {
-        match version {
-            None => SchemaStatus::NoErrandTables,
-            Some(v) if v < SCHEMA_VERSION => SchemaStatus::Outdated(v),
-            Some(v) if v > SCHEMA_VERSION => SchemaStatus::TooNew(v),
-            Some(_) => SchemaStatus::Current,
-        }
-    }
-
-    /// `Ok` for [`SchemaStatus::Current`]; otherwise the refusal to use the
-    /// database at `path` as it is, naming the fix: a missing file or one
-    /// that is not a database is [`Error::Invalid`], no or an older schema
-    /// [`Error::SchemaOutdated`] (run `errand migrate`), a newer one
-    /// [`Error::SchemaTooNew`].
-    pub fn require_current(self, path: &Path) -> Result<()> {
-        let shown = path.display();
-        match self {
-            SchemaStatus::Current => Ok(()),
-            SchemaStatus::Missing => Err(Error::invalid(format!(
-                "no database at {shown}; create it with `errand migrate --db {shown}` (or check the path)"
-            ))),
-            SchemaStatus::NotADatabase => Err(Error::invalid(format!(
-                "{shown} is not a SQLite database; check the --db path"
-            ))),
-            SchemaStatus::NoErrandTables => Err(Error::SchemaOutdated(
-                "this database has no Errand tables".into(),
-            )),
-            SchemaStatus::Outdated(v) => Err(Error::SchemaOutdated(format!(
-                "schema version {v}, this program needs {SCHEMA_VERSION}"
-            ))),
-            SchemaStatus::TooNew(v) => Err(Error::SchemaTooNew(format!(
-                "database schema version {v}, this program knows up to {SCHEMA_VERSION}"
-            ))),
-        }
-    }
+/// How a refusal names the database at `path`.
+pub(crate) fn shown(path: &Path) -> String {
+    path.display().to_string()
 }
 
 /// Looks at the file at `path` without changing it (a read-only
@@ -131,7 +75,7 @@ pub(crate) fn inspect(path: &Path, busy_timeout: Duration) -> Result<SchemaStatu
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(SchemaStatus::Missing),
         Err(e) => return Err(Error::invalid(format!("cannot read {shown}: {e}"))),
         Ok(m) if m.is_dir() => {
-            return Err(Error::invalid(format!(
+            return Err(Error::NotADatabase(format!(
                 "{shown} is a directory; pass the path of a database file"
             )));
         }
@@ -147,7 +91,10 @@ pub(crate) fn inspect(path: &Path, busy_timeout: Duration) -> Result<SchemaStatu
             Ok(SchemaStatus::NotADatabase)
         }
         Err(e) => Err(map_err(e)),
-        Ok(_) => Ok(SchemaStatus::of_version(schema_version(&conn)?)),
+        Ok(_) => Ok(SchemaStatus::of_version(
+            schema_version(&conn)?,
+            SCHEMA_VERSION,
+        )),
     }
 }
 
@@ -215,9 +162,9 @@ fn read_only(path: &Path, busy_timeout: Duration) -> Result<Connection> {
 
 /// Checks that the schema is exactly the one this build expects.
 pub(crate) fn check(conn: &Connection) -> Result<()> {
-    match SchemaStatus::of_version(schema_version(conn)?) {
-        SchemaStatus::Current => check_job_columns(conn),
-        refused => refused.require_current(Path::new(conn.path().unwrap_or_default())),
+    match SchemaStatus::of_version(schema_version(conn)?, SCHEMA_VERSION) {
+        SchemaStatus::Current(_) => check_job_columns(conn),
+        refused => refused.require_current(&shown(Path::new(conn.path().unwrap_or_default()))),
     }
 }
 

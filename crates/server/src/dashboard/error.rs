@@ -54,7 +54,12 @@ impl From<errand::Error> for PageError {
                 tracing::error!(error = %e, "dashboard request failed: storage full");
                 ("Storage full", format!("{e}. Nothing was changed."))
             }
-            E::Busy(_) | E::Closed(_) | E::SchemaOutdated(_) | E::SchemaTooNew(_) => {
+            E::Busy(_)
+            | E::Closed(_)
+            | E::NotADatabase(_)
+            | E::NotErrand(_)
+            | E::SchemaOutdated(_)
+            | E::SchemaTooNew(_) => {
                 tracing::warn!(error = %e, "dashboard request failed");
                 ("Store unavailable", format!("{e}. Try again in a moment."))
             }
@@ -108,6 +113,8 @@ mod tests {
                     id: "j".into(),
                     attempt: 2,
                 },
+                E::NotADatabase("n".into()),
+                E::NotErrand("o".into()),
                 E::SchemaOutdated("v1".into()),
                 E::SchemaTooNew("v99".into()),
                 E::Busy("b".into()),
