@@ -44,17 +44,18 @@ pub use job::{
     Schedule, TraceParent,
 };
 pub use operate::{
-    AuditEntry, AuditFilter, Copied, CopyRequest, Counts, Histogram, LATENCY_BUCKETS_MS,
-    MAX_OPERATOR_BYTES, MAX_REASON_BYTES, PausedQueue, PurgeRequest, QueueAction, QueueStats,
-    SampleRow, Stats, StatsRequest, WindowRow, WorkerMetrics, WorkerReport, WorkerSeen,
-    assemble_stats, check_operator, check_reason,
+    AuditEntry, AuditFilter, CancelRequest, Copied, CopyRequest, Counts, Histogram,
+    LATENCY_BUCKETS_MS, MAX_OPERATOR_BYTES, MAX_REASON_BYTES, PausedQueue, PurgeRequest,
+    QueueAction, QueueStats, ReplayRequest, SampleRow, Stats, StatsRequest, WindowRow,
+    WorkerMetrics, WorkerReport, WorkerSeen, assemble_stats, check_operator, check_reason,
+    is_audit_text,
 };
 pub use outcome::{ErrorClass, MAX_RECORDED_TEXT_BYTES, Outcome, storable_text};
 pub use retry::RetryPolicy;
 pub use schema::SchemaStatus;
 pub use step::StepGuard;
 pub use store::{
-    CancelRequest, ClaimRate, ClaimRequest, DEFAULT_PAGE_BYTES, FailResult, Failure, Inserted,
-    JobFilter, PageBudget, RateBucket, RateLimit, ReplayRequest, RetryAt, Store, SweepReport,
-    WorkSignal, check_recorded_text, listed_bytes,
+    ClaimRate, ClaimRequest, DEFAULT_PAGE_BYTES, FailResult, Failure, Inserted, JobFilter,
+    PageBudget, RateBucket, RateLimit, RetryAt, Store, SweepReport, WorkSignal,
+    check_recorded_text, listed_bytes,
 };

@@ -16,12 +16,22 @@ pub const MAX_OPERATOR_BYTES: usize = 200;
 /// The longest reason.
 pub const MAX_REASON_BYTES: usize = 2000;
 
+/// The rule for the text an audit entry records (an operator's name, a
+/// reason): not blank, at most `max` bytes, and no control character —
+/// except line breaks and tabs where `line_breaks` allows them. Every
+/// caller that words its own refusal (the HTTP API names the JSON field)
+/// applies this same rule.
+pub fn is_audit_text(text: &str, max: usize, line_breaks: bool) -> bool {
+    !text.trim().is_empty()
+        && text.len() <= max
+        && !text
+            .chars()
+            .any(|c| c.is_control() && !(line_breaks && matches!(c, '\n' | '\r' | '\t')))
+}
+
 /// Checks an operator name: 1 to 200 bytes of printable text.
 pub fn check_operator(operator: &str) -> Result<()> {
-    if operator.trim().is_empty()
-        || operator.len() > MAX_OPERATOR_BYTES
-        || operator.chars().any(char::is_control)
-    {
+    if !is_audit_text(operator, MAX_OPERATOR_BYTES, false) {
         return Err(Error::invalid(
             "the operator name must be 1 to 200 printable characters (pass --by NAME)",
         ));
@@ -32,17 +42,50 @@ pub fn check_operator(operator: &str) -> Result<()> {
 /// Checks a reason: 1 to 2000 bytes; line breaks and tabs allowed, other
 /// control characters not.
 pub fn check_reason(reason: &str) -> Result<()> {
-    if reason.trim().is_empty()
-        || reason.len() > MAX_REASON_BYTES
-        || reason
-            .chars()
-            .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
-    {
+    if !is_audit_text(reason, MAX_REASON_BYTES, true) {
         return Err(Error::invalid(
             "the reason must be 1 to 2000 characters of text (pass --reason TEXT)",
         ));
     }
     Ok(())
+}
+
+/// An operator's request to replay dead or cancelled jobs.
+#[derive(Clone, Debug)]
+pub struct ReplayRequest {
+    /// The jobs; all are replayed or none.
+    pub ids: Vec<JobId>,
+    /// Who asked.
+    pub operator: String,
+    /// Why.
+    pub reason: Option<String>,
+}
+
+impl ReplayRequest {
+    /// Checks the operator and reason.
+    pub fn validate(&self) -> Result<()> {
+        check_operator(&self.operator)?;
+        self.reason.as_deref().map_or(Ok(()), check_reason)
+    }
+}
+
+/// An operator's request to cancel unfinished jobs.
+#[derive(Clone, Debug)]
+pub struct CancelRequest {
+    /// The jobs; all are cancelled or none.
+    pub ids: Vec<JobId>,
+    /// Who asked.
+    pub operator: String,
+    /// Why.
+    pub reason: Option<String>,
+}
+
+impl CancelRequest {
+    /// Checks the operator and reason.
+    pub fn validate(&self) -> Result<()> {
+        check_operator(&self.operator)?;
+        self.reason.as_deref().map_or(Ok(()), check_reason)
+    }
 }
 
 /// An operator pausing or resuming a queue.
@@ -634,6 +677,32 @@ mod tests {
         assert!(check_reason("").is_err());
         assert!(check_reason("bell\u{7}").is_err());
         assert!(check_reason(&"x".repeat(2001)).is_err());
+        // The one rule, as the HTTP API applies it with its own limits.
+        assert!(is_audit_text("a\nb", 3, true));
+        assert!(!is_audit_text("a\nb", 3, false));
+        assert!(!is_audit_text("abcd", 3, true));
+        assert!(!is_audit_text(" \t", 3, true));
+        // Every request type of an audited action applies it.
+        let replay = ReplayRequest {
+            ids: Vec::new(),
+            operator: "ops".into(),
+            reason: Some("esc\u{1b}".into()),
+        };
+        assert!(replay.validate().is_err());
+        let cancel = CancelRequest {
+            ids: Vec::new(),
+            operator: "ops\n".into(),
+            reason: None,
+        };
+        assert!(cancel.validate().is_err());
+        assert!(
+            CancelRequest {
+                operator: "ops".into(),
+                ..cancel
+            }
+            .validate()
+            .is_ok()
+        );
     }
 
     #[test]

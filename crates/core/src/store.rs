@@ -9,8 +9,8 @@ use crate::clock::Timestamp;
 use crate::error::Result;
 use crate::job::{ClaimedJob, Job, JobDetail, JobId, JobKey, JobState, Lease, Name, NewJob};
 use crate::operate::{
-    AuditEntry, AuditFilter, Copied, CopyRequest, PausedQueue, PurgeRequest, QueueAction, Stats,
-    StatsRequest, WorkerReport,
+    AuditEntry, AuditFilter, CancelRequest, Copied, CopyRequest, PausedQueue, PurgeRequest,
+    QueueAction, ReplayRequest, Stats, StatsRequest, WorkerReport,
 };
 use crate::outcome::ErrorClass;
 
@@ -201,28 +201,6 @@ impl PageBudget {
             }
         }
     }
-}
-
-/// An operator's request to replay dead or cancelled jobs.
-#[derive(Clone, Debug)]
-pub struct ReplayRequest {
-    /// The jobs; all are replayed or none.
-    pub ids: Vec<JobId>,
-    /// Who asked.
-    pub operator: String,
-    /// Why.
-    pub reason: Option<String>,
-}
-
-/// An operator's request to cancel unfinished jobs.
-#[derive(Clone, Debug)]
-pub struct CancelRequest {
-    /// The jobs; all are cancelled or none.
-    pub ids: Vec<JobId>,
-    /// Who asked.
-    pub operator: String,
-    /// Why.
-    pub reason: Option<String>,
 }
 
 /// A token-bucket rate: `per_second` tokens refill continuously, up to

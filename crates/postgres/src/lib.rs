@@ -729,6 +729,7 @@ impl Store for PgStore {
     }
 
     async fn replay(&self, req: &ReplayRequest) -> Result<Vec<Job>> {
+        req.validate()?;
         let _written = self.touched();
         let mut client = self.client().await?;
         ops::operator_action(
@@ -750,6 +751,7 @@ impl Store for PgStore {
     }
 
     async fn cancel(&self, req: &CancelRequest) -> Result<Vec<Job>> {
+        req.validate()?;
         let mut client = self.client().await?;
         ops::operator_action(
             &mut client,

@@ -29,8 +29,7 @@ use crate::leases;
 use crate::operator;
 use crate::problem::Problem;
 
-pub(crate) const MAX_OPERATOR_BYTES: usize = 200;
-pub(crate) const MAX_REASON_BYTES: usize = 2000;
+pub(crate) use errand::core::{MAX_OPERATOR_BYTES, MAX_REASON_BYTES};
 /// Where the OpenAPI description is served.
 pub(crate) const OPENAPI_PATH: &str = "/v1/openapi.json";
 /// The OpenAPI 3.1 description of every route, served as it is.
@@ -270,10 +269,7 @@ pub(crate) fn audit_text(
     max: usize,
     allow_line_breaks: bool,
 ) -> Result<(), Problem> {
-    let control = value
-        .chars()
-        .any(|c| c.is_control() && !(allow_line_breaks && matches!(c, '\n' | '\r' | '\t')));
-    if value.trim().is_empty() || value.len() > max || control {
+    if !errand::core::is_audit_text(value, max, allow_line_breaks) {
         let breaks = if allow_line_breaks {
             " (line breaks and tabs are allowed)"
         } else {

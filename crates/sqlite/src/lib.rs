@@ -503,6 +503,7 @@ impl Store for SqliteStore {
     }
 
     async fn replay(&self, req: &ReplayRequest) -> Result<Vec<Job>> {
+        req.validate()?;
         let req = req.clone();
         self.write(move |c, now| {
             ops::replay(c, &req.ids, &req.operator, req.reason.as_deref(), now)
@@ -516,6 +517,7 @@ impl Store for SqliteStore {
     }
 
     async fn cancel(&self, req: &CancelRequest) -> Result<Vec<Job>> {
+        req.validate()?;
         let req = req.clone();
         self.op(move |c, now| {
             ops::cancel(c, &req.ids, &req.operator, req.reason.as_deref(), now.at)

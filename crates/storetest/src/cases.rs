@@ -1230,6 +1230,23 @@ pub async fn replay_only_from_dead_or_cancelled_and_is_audited(
         store.replay(&nameless).await,
         Err(Error::Invalid(_))
     ));
+    // A reason is held to the rule of every audited action: a control
+    // character (here a bell, and a terminal escape) is refused before
+    // the job's state is looked at, and nothing changes.
+    let mut bell = replay_req(&["b"]);
+    bell.reason = Some("relay fixed\u{7}".into());
+    assert!(matches!(store.replay(&bell).await, Err(Error::Invalid(_))));
+    let escape = CancelRequest {
+        ids: vec![id("b")],
+        operator: "ops".into(),
+        reason: Some("\u{1b}[31mred".into()),
+    };
+    assert!(matches!(
+        store.cancel(&escape).await,
+        Err(Error::Invalid(_))
+    ));
+    let b = store.get(&id("b")).await.unwrap();
+    assert_eq!((b.state, b.replays), (JobState::Ready, 1));
 }
 
 /// A replay naming one job that may not be replayed changes nothing.
