@@ -9,7 +9,7 @@
 //! ## The pieces
 //!
 //! * [`connect`] opens a store from a `--db` string (a path, `sqlite://PATH`,
-//!   `postgres://…`).
+//!   `postgres://…`); [`schema_status`] looks at one without changing it.
 //! * [`Client`] enqueues jobs; `sqlite::enqueue_in` enqueues inside a
 //!   transaction the application already has open (the outbox pattern), and
 //!   `SqliteStore::write` runs application writes in the store's own write
@@ -21,6 +21,8 @@
 //!   renewal, per-kind deadlines, graceful draining and the expired-lease
 //!   sweep.
 //! * [`ExecHandler`] runs an external command per job (`errand work --exec`).
+//! * [`probe`] tells a fault harness when a worker passes the moments the
+//!   delivery contract is about (nothing is installed by default).
 //!
 //! ## Features
 //!
