@@ -103,10 +103,7 @@ impl QueueAction {
     /// Checks the operator and reason.
     pub fn validate(&self) -> Result<()> {
         check_operator(&self.operator)?;
-        if let Some(r) = &self.reason {
-            check_reason(r)?;
-        }
-        Ok(())
+        self.reason.as_deref().map_or(Ok(()), check_reason)
     }
 }
 
@@ -162,10 +159,7 @@ impl CopyRequest {
     /// Checks the operator and reason.
     pub fn validate(&self) -> Result<()> {
         check_operator(&self.operator)?;
-        if let Some(r) = &self.reason {
-            check_reason(r)?;
-        }
-        Ok(())
+        self.reason.as_deref().map_or(Ok(()), check_reason)
     }
 }
 
