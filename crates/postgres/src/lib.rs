@@ -909,7 +909,11 @@ mod upgrade_tests {
                 eprintln!("SKIPPED {test}: ERRAND_TEST_POSTGRES_URL is not set");
                 return None;
             };
-            let schema = format!("errand_up{version}_{}", std::process::id());
+            // One schema per test: several tests start from the same
+            // version, and tests of one process run at the same time.
+            static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let schema = format!("errand_up{version}_{}_{n}", std::process::id());
             let quoted = quote_schema(&schema).unwrap();
             let (mut client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
                 .await
