@@ -1,7 +1,5 @@
 //! The application's error type and its exit codes.
 
-use crate::app::OVERLAP;
-
 /// Exit code: success.
 pub const EXIT_OK: u8 = 0;
 /// Exit code: a runtime failure (storage, I/O, a newer schema).
@@ -73,6 +71,10 @@ pub enum Error {
     Postgres(tokio_postgres::Error),
 }
 
+/// The refusal of a stay that overlaps a live hold or a paid booking of the
+/// same unit. The SQLite trigger raises exactly this text, so a refusal by
+/// the schema reads like the application's own.
+pub const OVERLAP: &str = "the stay overlaps a live hold or a paid booking of the same unit";
 /// The PostgreSQL exclusion constraint that keeps two held or paid stays
 /// of one unit apart.
 pub(crate) const OVERLAP_CONSTRAINT: &str = "reservations_no_overlap";

@@ -43,6 +43,7 @@
 pub mod app;
 pub mod error;
 pub mod expiry;
+mod model;
 mod pg;
 mod sqlite;
 pub mod stats;

@@ -15,13 +15,13 @@ use time::OffsetDateTime;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
-use crate::app::{
+use crate::error::{Error, Result};
+use crate::model::{
     APP_HISTORY_TABLE, APP_SCHEMA_VERSION, Action, AuditEntry, AuditRow, Decision, ExpiryRun,
     Figures, InitReport, LegacyOverlap, Occupant, RecentLateness, Reservation, SEED_UNITS, Status,
     Stay, StayRequest, changed_detail, expiry_job, expiry_job_id, legacy_overlap_refusal,
     overlap_refusal, refusal, unknown_reservation, unknown_unit,
 };
-use crate::error::{Error, Result};
 
 mod embedded {
     refinery::embed_migrations!("migrations/postgres");
@@ -199,7 +199,7 @@ async fn legacy_overlaps(client: &tokio_postgres::Client) -> Result<Vec<LegacyOv
 
 /// Whether `e` is the overlap constraint refusing a row.
 fn is_overlap(e: &Error) -> bool {
-    matches!(e, Error::Refused(m) if m.contains(crate::app::OVERLAP))
+    matches!(e, Error::Refused(m) if m.contains(crate::model::OVERLAP))
 }
 
 /// The held or paid reservation of `unit` that shares a night with `stay`

@@ -14,13 +14,13 @@ use errand::sqlite::SchemaStatus;
 use errand::sqlite::rusqlite::{self, Connection, OptionalExtension, Row, named_params, params};
 use errand::{Clock, SqliteOptions, SqliteStore, Timestamp};
 
-use crate::app::{
+use crate::error::{Error, Result};
+use crate::model::{
     APP_HISTORY_TABLE, APP_SCHEMA_VERSION, Action, AuditEntry, AuditRow, Decision, ExpiryRun,
     Figures, InitReport, LegacyOverlap, Occupant, RecentLateness, Reservation, SEED_UNITS, Status,
     Stay, StayRequest, changed_detail, expiry_job, expiry_job_id, iso_date, legacy_overlap_refusal,
     overlap_refusal, parse_date, refusal, unknown_reservation, unknown_unit,
 };
-use crate::error::{Error, Result};
 
 mod embedded {
     refinery::embed_migrations!("migrations/sqlite");

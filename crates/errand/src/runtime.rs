@@ -344,7 +344,7 @@ impl RuntimeBuilder {
                 settings: self.settings,
                 me: Me {
                     id: uuid::Uuid::now_v7().to_string(),
-                    host: host_name(),
+                    host: crate::worker::host_name(),
                     pid: std::process::id(),
                     queues: if all { Vec::new() } else { named },
                     started_at: errand_core::Timestamp::now(),
@@ -367,14 +367,6 @@ struct Me {
     pid: u32,
     queues: Vec<Name>,
     started_at: errand_core::Timestamp,
-}
-
-pub(crate) fn host_name() -> String {
-    nix::unistd::gethostname()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .filter(|h| !h.is_empty() && h.len() <= 255 && !h.chars().any(char::is_control))
-        .unwrap_or_else(|| "unknown".to_owned())
 }
 
 struct Inner {

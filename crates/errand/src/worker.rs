@@ -310,7 +310,7 @@ impl Worker {
                 report
             }
         };
-        let host = crate::runtime::host_name();
+        let host = host_name();
         let me = WorkerReport {
             id: one_shot_id(&host, &self.config.queues),
             host,
@@ -383,6 +383,16 @@ impl Worker {
         )
         .await
     }
+}
+
+/// This host's name as worker reports give it ("unknown" when it cannot be
+/// read or is not printable text of at most 255 bytes).
+pub(crate) fn host_name() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .filter(|h| !h.is_empty() && h.len() <= 255 && !h.chars().any(char::is_control))
+        .unwrap_or_else(|| "unknown".to_owned())
 }
 
 /// How one claimed job is run: lease renewal and deadline.

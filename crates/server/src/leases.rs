@@ -27,7 +27,7 @@ use errand::{
 use serde::{Deserialize, Serialize};
 
 use crate::problem::Problem;
-use crate::routes::{
+use crate::request::{
     Answer, App, MAX_REASON_BYTES, audit_text, body_json, detail_of, job_id, json,
 };
 

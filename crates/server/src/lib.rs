@@ -82,6 +82,7 @@ pub mod http;
 mod leases;
 mod operator;
 mod problem;
+mod request;
 mod routes;
 #[cfg(test)]
 mod tests;

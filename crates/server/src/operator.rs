@@ -18,7 +18,7 @@ use prometheus_client::registry::Registry;
 use serde::Deserialize;
 
 use crate::problem::Problem;
-use crate::routes::{
+use crate::request::{
     Answer, App, MAX_OPERATOR_BYTES, MAX_REASON_BYTES, audit_text, body_json, duration_field,
     given, job_id, json, page_limit,
 };

@@ -86,7 +86,8 @@ impl Problem {
         )
     }
 
-    pub(crate) fn host_refused(why: crate::guard::HostRefused) -> Self {
+    /// `why`: the loopback check's refusal (`guard::HostRefused`).
+    pub(crate) fn host_refused(why: impl std::fmt::Display) -> Self {
         Problem::new(
             StatusCode::FORBIDDEN,
             "host_refused",

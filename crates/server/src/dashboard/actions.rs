@@ -13,11 +13,10 @@ use maud::{Markup, html};
 
 use super::Dash;
 use super::error::PageError;
-use super::forms::{
-    Audit, Form, MAX_OPERATOR_BYTES, MAX_PAGE, MAX_REASON_BYTES, job_id, job_path, truncate,
-};
+use super::forms::{Audit, Form, MAX_OPERATOR_BYTES, MAX_PAGE, MAX_REASON_BYTES, job_id, job_path};
 use super::guard::Visitor;
 use super::jobs::{dead_params, path_id, summary};
+use super::view::truncate;
 use super::view::{self, Ctx, Section};
 
 pub(super) fn routes() -> Router<Dash> {

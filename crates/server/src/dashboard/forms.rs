@@ -3,7 +3,7 @@
 use errand::{JobFilter, JobId, JobState, Name};
 
 use super::error::PageError;
-use super::guard::CSRF_FIELD;
+use super::view::{CSRF_FIELD, truncate};
 
 /// The largest operator name (bytes), as the audit table allows.
 pub(super) const MAX_OPERATOR_BYTES: usize = 200;
@@ -74,15 +74,6 @@ impl Form {
             ))),
         }
     }
-}
-
-/// At most `max` characters of `s`, with an ellipsis when cut.
-pub(super) fn truncate(s: &str, max: usize) -> String {
-    let mut out: String = s.chars().take(max).collect();
-    if out.len() < s.len() {
-        out.push('…');
-    }
-    out
 }
 
 pub(super) fn job_id(text: &str) -> Result<JobId, PageError> {

@@ -16,6 +16,7 @@ use sha2::Sha256;
 
 use super::error::PageError;
 use super::forms::Form;
+use super::view::Ctx;
 use super::{BASE, Dash};
 use crate::guard::check_loopback;
 use crate::http::BodyTimeout;
@@ -26,8 +27,6 @@ type HmacSha256 = Hmac<Sha256>;
 pub(super) const CSRF_COOKIE: &str = "errand_csrf";
 /// The cookie holding the signed session (only with an access token).
 pub(super) const SESSION_COOKIE: &str = "errand_session";
-/// The form field carrying the CSRF token.
-pub(super) const CSRF_FIELD: &str = "csrf";
 /// How long a session lasts.
 pub(super) const SESSION_LIFETIME: Duration = Duration::from_secs(12 * 3600);
 /// The largest form body accepted (a bulk replay of 200 ids fits easily).
@@ -136,6 +135,17 @@ pub(crate) struct Visitor {
     session: Option<String>,
     /// An access token is configured (the pages show "sign out").
     pub(super) signed_in: bool,
+}
+
+impl Ctx {
+    /// The page context of `visitor`: its CSRF token and whether it has a
+    /// session to end.
+    pub(super) fn new(dash: &Dash, visitor: &Visitor) -> Ctx {
+        Ctx {
+            csrf: dash.keys.csrf_token(visitor),
+            signed_in: visitor.signed_in,
+        }
+    }
 }
 
 impl Visitor {

@@ -12,8 +12,9 @@ use maud::{Markup, html};
 
 use super::Dash;
 use super::error::PageError;
-use super::forms::{Form, ListParams, job_id, job_path, truncate, with_query};
+use super::forms::{Form, ListParams, job_id, job_path, with_query};
 use super::guard::Visitor;
+use super::view::truncate;
 use super::view::{self, Ctx, Section};
 
 pub(super) fn routes() -> Router<Dash> {

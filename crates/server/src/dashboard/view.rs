@@ -8,9 +8,6 @@ use errand::core::Timestamp;
 use errand::{Job, JobState};
 use maud::{DOCTYPE, Markup, html};
 
-use super::Dash;
-use super::guard::{CSRF_FIELD, Visitor};
-
 /// The dashboard's sections, each with a navigation entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Section {
@@ -28,22 +25,27 @@ pub(super) const NAV: [(Section, &str, &str); 4] = [
     (Section::Audit, "Audit log", "/dashboard/audit"),
 ];
 
+/// The form field carrying the CSRF token.
+pub(super) const CSRF_FIELD: &str = "csrf";
+
+/// At most `max` characters of `s`, with an ellipsis when cut.
+pub(super) fn truncate(s: &str, max: usize) -> String {
+    let mut out: String = s.chars().take(max).collect();
+    if out.len() < s.len() {
+        out.push('…');
+    }
+    out
+}
+
 /// What a page needs to know about the visitor: the CSRF token its forms
 /// carry, and whether there is a session to end.
 #[derive(Clone, Debug)]
 pub(super) struct Ctx {
     pub(super) csrf: String,
-    signed_in: bool,
+    pub(super) signed_in: bool,
 }
 
 impl Ctx {
-    pub(super) fn new(dash: &Dash, visitor: &Visitor) -> Ctx {
-        Ctx {
-            csrf: dash.keys.csrf_token(visitor),
-            signed_in: visitor.signed_in,
-        }
-    }
-
     /// The hidden field every form carries.
     pub(super) fn csrf_field(&self) -> Markup {
         html! { input type="hidden" name=(CSRF_FIELD) value=(self.csrf); }
@@ -132,7 +134,7 @@ pub(super) fn last_error(job: &Job, max: usize) -> Markup {
             @if let Some(class) = job.last_error_class {
                 span.class { (class.as_str()) } " "
             }
-            code.error { (super::forms::truncate(e, max)) }
+            code.error { (truncate(e, max)) }
         },
         None => html! { span.muted { "—" } },
     }
