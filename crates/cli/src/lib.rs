@@ -24,10 +24,10 @@ use errand::{
     Payload, ReplayRequest, RetryPolicy, Store, Timestamp, Worker, WorkerConfig,
 };
 
+mod admin;
 #[cfg(feature = "bench")]
 mod bench;
 mod exit;
-mod ops;
 mod output;
 mod select;
 mod serve_loop;
@@ -92,19 +92,19 @@ enum Command {
     Prune(PruneArgs),
     /// Delete dead jobs for good (by id, or by filter with a bound), each
     /// with an audit entry that outlives it.
-    Purge(ops::PurgeArgs),
+    Purge(admin::PurgeArgs),
     /// The operator signals per queue; with --check, exit 6 when a
     /// threshold is crossed.
     Stats(stats::StatsArgs),
     /// Pause a queue: no worker in any process takes its jobs until it is
     /// resumed (running jobs finish).
-    Pause(ops::QueueActionArgs),
+    Pause(admin::QueueActionArgs),
     /// Resume a paused queue.
-    Resume(ops::QueueActionArgs),
+    Resume(admin::QueueActionArgs),
     /// List the queues, paused or active (who paused them, when and why).
     Queues(JsonFlag),
     /// The audit log of operator actions, newest first.
-    Audit(ops::AuditArgs),
+    Audit(admin::AuditArgs),
     /// Enqueue a job on a cron schedule, exactly once per tick however many
     /// processes run the same schedule.
     Schedule(ScheduleArgs),
@@ -556,12 +556,12 @@ async fn run(cli: Cli, hooks: Hooks) -> Result<ExitCode, Failure> {
         Command::Cancel(args) => cancel(store, args).await,
         Command::Work(args) => work(store, args).await,
         Command::Prune(args) => prune(store, args).await,
-        Command::Purge(args) => ops::purge(store.as_ref(), args).await,
+        Command::Purge(args) => admin::purge(store.as_ref(), args).await,
         Command::Stats(args) => stats::run(store.as_ref(), args).await,
-        Command::Pause(args) => ops::pause(store.as_ref(), args).await,
-        Command::Resume(args) => ops::resume(store.as_ref(), args).await,
-        Command::Queues(args) => ops::queues(store.as_ref(), args.json).await,
-        Command::Audit(args) => ops::audit(store.as_ref(), args).await,
+        Command::Pause(args) => admin::pause(store.as_ref(), args).await,
+        Command::Resume(args) => admin::resume(store.as_ref(), args).await,
+        Command::Queues(args) => admin::queues(store.as_ref(), args.json).await,
+        Command::Audit(args) => admin::audit(store.as_ref(), args).await,
         Command::Schedule(args) => schedule(store, args).await,
         #[cfg(feature = "bench")]
         Command::Bench(_) => Err(anyhow::anyhow!("errand bench opens its own database").into()),
@@ -650,7 +650,7 @@ async fn show(store: Arc<dyn Store>, a: ShowArgs) -> Result<ExitCode, Failure> {
     let id = JobId::new(a.id)?;
     let detail = match store.detail(&id).await {
         Ok(d) => d,
-        Err(e @ Error::NotFound(_)) => return Err(ops::not_found(store.as_ref(), &id, e).await),
+        Err(e @ Error::NotFound(_)) => return Err(admin::not_found(store.as_ref(), &id, e).await),
         Err(e) => return Err(e.into()),
     };
     if a.json {

@@ -24,17 +24,24 @@
 //! so that a test can pin the exact bounds of every policy.
 #![deny(missing_docs)]
 
+mod admin;
 pub mod bounds;
 mod clock;
 mod error;
 mod job;
-mod operate;
 mod outcome;
 mod retry;
 mod schema;
 mod step;
 mod store;
 
+pub use admin::{
+    AuditEntry, AuditFilter, CancelRequest, Copied, CopyRequest, Counts, Histogram,
+    LATENCY_BUCKETS_MS, MAX_OPERATOR_BYTES, MAX_REASON_BYTES, PausedQueue, PurgeRequest,
+    QueueAction, QueueStats, ReplayRequest, SampleRow, Stats, StatsRequest, WindowRow,
+    WorkerMetrics, WorkerReport, WorkerSeen, assemble_stats, check_operator, check_reason,
+    is_audit_text,
+};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use error::{Error, Result};
 pub use job::{
@@ -42,13 +49,6 @@ pub use job::{
     DEFAULT_QUEUE, JOB_COLUMNS, Job, JobDetail, JobId, JobKey, JobState, KeyLimit, Lease,
     LeaseToken, MAX_KEY_LIMIT, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH, Name, NewJob, Payload,
     Schedule, TraceParent,
-};
-pub use operate::{
-    AuditEntry, AuditFilter, CancelRequest, Copied, CopyRequest, Counts, Histogram,
-    LATENCY_BUCKETS_MS, MAX_OPERATOR_BYTES, MAX_REASON_BYTES, PausedQueue, PurgeRequest,
-    QueueAction, QueueStats, ReplayRequest, SampleRow, Stats, StatsRequest, WindowRow,
-    WorkerMetrics, WorkerReport, WorkerSeen, assemble_stats, check_operator, check_reason,
-    is_audit_text,
 };
 pub use outcome::{ErrorClass, MAX_RECORDED_TEXT_BYTES, Outcome, storable_text};
 pub use retry::RetryPolicy;

@@ -5,13 +5,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::clock::Timestamp;
-use crate::error::Result;
-use crate::job::{ClaimedJob, Job, JobDetail, JobId, JobKey, JobState, Lease, Name, NewJob};
-use crate::operate::{
+use crate::admin::{
     AuditEntry, AuditFilter, CancelRequest, Copied, CopyRequest, PausedQueue, PurgeRequest,
     QueueAction, ReplayRequest, Stats, StatsRequest, WorkerReport,
 };
+use crate::clock::Timestamp;
+use crate::error::Result;
+use crate::job::{ClaimedJob, Job, JobDetail, JobId, JobKey, JobState, Lease, Name, NewJob};
 use crate::outcome::ErrorClass;
 
 /// The result of inserting a job.

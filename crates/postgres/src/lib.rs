@@ -24,9 +24,9 @@
 //!   cost flat as finished rows pile up; autovacuum is tuned for the hot table.
 #![deny(missing_docs)]
 
+mod admin;
 mod listen;
-mod operate;
-mod ops;
+mod queue;
 #[cfg(feature = "sqlx")]
 pub mod sqlx_adapter;
 
@@ -50,7 +50,7 @@ use errand_core::{bounds, check_recorded_text};
 use tokio_postgres::NoTls;
 
 pub use listen::PgSignal;
-pub use ops::{Conn, Param, Queries};
+pub use queue::{Conn, Param, Queries};
 
 /// Jobs per statement of a large `insert_many`.
 const INSERT_CHUNK: usize = 1_000;
@@ -261,7 +261,7 @@ impl Drop for Touched<'_> {
 
 #[derive(Debug)]
 struct ResumePoint {
-    key: ops::ResumeKey,
+    key: queue::ResumeKey,
     /// The store's generation when the claim that set it began.
     generation: u64,
     set_at: std::time::Instant,
@@ -350,7 +350,7 @@ impl PgStore {
     /// returns the existing job and creates nothing.
     pub async fn enqueue_in<C: Conn>(&self, conn: &C, job: &NewJob) -> Result<Inserted> {
         let _written = self.touched();
-        ops::insert(conn, &self.queries, self.now(), job).await
+        queue::insert(conn, &self.queries, self.now(), job).await
     }
 
     /// Acknowledges a claimed job on `conn` — the handler's own open
@@ -359,7 +359,7 @@ impl PgStore {
     /// a lost lease returns [`Error::LeaseLost`], and the caller must roll
     /// its transaction back. The handler then returns `Outcome::Completed`.
     pub async fn complete_in<C: Conn>(&self, conn: &C, lease: &Lease) -> Result<Job> {
-        ops::fenced(conn, &self.queries.complete, self.now(), lease, &[]).await
+        queue::fenced(conn, &self.queries.complete, self.now(), lease, &[]).await
     }
 
     /// Enqueues many jobs on `conn` in one statement (one round trip).
@@ -368,7 +368,7 @@ impl PgStore {
         conn: &C,
         jobs: &[NewJob],
     ) -> Result<Vec<Inserted>> {
-        ops::insert_many(conn, &self.queries, self.now(), jobs).await
+        queue::insert_many(conn, &self.queries, self.now(), jobs).await
     }
 
     /// The channel the insert trigger notifies: `<schema>.errand_jobs`.
@@ -430,7 +430,7 @@ impl PgStore {
             None
         };
         let client = self.client().await?;
-        let (acked, claimed, next) = ops::claim(
+        let (acked, claimed, next) = queue::claim(
             &client,
             &self.queries,
             self.now(),
@@ -455,7 +455,7 @@ impl PgStore {
     }
 
     fn now(&self) -> Option<time::OffsetDateTime> {
-        self.clock.as_ref().map(|c| ops::to_odt(c.now()))
+        self.clock.as_ref().map(|c| queue::to_odt(c.now()))
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Object> {
@@ -595,7 +595,7 @@ impl Store for PgStore {
     async fn insert(&self, job: NewJob) -> Result<Inserted> {
         let _written = self.touched();
         let client = self.client().await?;
-        ops::insert(&client, &self.queries, self.now(), &job).await
+        queue::insert(&client, &self.queries, self.now(), &job).await
     }
 
     async fn insert_many(&self, jobs: Vec<NewJob>) -> Result<Vec<Inserted>> {
@@ -603,7 +603,7 @@ impl Store for PgStore {
         let client = self.client().await?;
         let now = self.now();
         if jobs.len() <= INSERT_CHUNK {
-            return ops::insert_many(&client, &self.queries, now, &jobs).await;
+            return queue::insert_many(&client, &self.queries, now, &jobs).await;
         }
         // A large batch goes as statements of INSERT_CHUNK jobs, sent
         // together in one transaction: PostgreSQL inserts one chunk while
@@ -614,11 +614,11 @@ impl Store for PgStore {
             .prepare_cached(&self.queries.insert_many)
             .await
             .map_err(map_err)?;
-        let tx = ops::Pipelined::new(&client);
+        let tx = queue::Pipelined::new(&client);
         let result = async {
             let inserts = futures_util::future::try_join_all(
                 jobs.chunks(INSERT_CHUNK)
-                    .map(|chunk| ops::insert_many(&client, &self.queries, now, chunk)),
+                    .map(|chunk| queue::insert_many(&client, &self.queries, now, chunk)),
             );
             let (_, parts) = tokio::try_join!(
                 biased;
@@ -648,19 +648,19 @@ impl Store for PgStore {
 
     async fn complete(&self, lease: &Lease) -> Result<Job> {
         let client = self.client().await?;
-        ops::fenced(&client, &self.queries.complete, self.now(), lease, &[]).await
+        queue::fenced(&client, &self.queries.complete, self.now(), lease, &[]).await
     }
 
     async fn complete_many(&self, leases: &[Lease]) -> Result<Vec<bool>> {
         let client = self.client().await?;
-        ops::complete_many(&client, &self.queries, self.now(), leases).await
+        queue::complete_many(&client, &self.queries, self.now(), leases).await
     }
 
     async fn fail(&self, lease: &Lease, failure: Failure) -> Result<Job> {
         let _written = self.touched();
         failure.validate()?;
         let client = self.client().await?;
-        ops::fail(&client, &self.queries, self.now(), lease, &failure).await
+        queue::fail(&client, &self.queries, self.now(), lease, &failure).await
     }
 
     async fn fail_many(&self, items: &[(Lease, Failure)]) -> Result<Vec<Option<Job>>> {
@@ -672,21 +672,21 @@ impl Store for PgStore {
             return Ok(Vec::new());
         }
         let client = self.client().await?;
-        ops::fail_many(&client, &self.queries, self.now(), items).await
+        queue::fail_many(&client, &self.queries, self.now(), items).await
     }
 
     async fn snooze(&self, lease: &Lease, delay: Duration) -> Result<Job> {
         let _written = self.touched();
         bounds::check_delay("a snooze", delay)?;
         let client = self.client().await?;
-        ops::snooze(&client, &self.queries, self.now(), lease, delay, "snoozed").await
+        queue::snooze(&client, &self.queries, self.now(), lease, delay, "snoozed").await
     }
 
     async fn cancel_running(&self, lease: &Lease, reason: &str) -> Result<Job> {
         check_recorded_text("the reason", reason)?;
         let client = self.client().await?;
         let reason = reason.to_owned();
-        ops::fenced(
+        queue::fenced(
             &client,
             &self.queries.cancel_running,
             self.now(),
@@ -699,13 +699,13 @@ impl Store for PgStore {
     async fn heartbeat(&self, lease: &Lease, extend: Duration) -> Result<Timestamp> {
         bounds::check_lease("a lease renewal", extend)?;
         let client = self.client().await?;
-        ops::heartbeat(&client, &self.queries, self.now(), lease, extend).await
+        queue::heartbeat(&client, &self.queries, self.now(), lease, extend).await
     }
 
     async fn release(&self, lease: &Lease) -> Result<Job> {
         let _written = self.touched();
         let client = self.client().await?;
-        ops::snooze(
+        queue::snooze(
             &client,
             &self.queries,
             self.now(),
@@ -719,24 +719,24 @@ impl Store for PgStore {
     async fn sweep_expired(&self) -> Result<SweepReport> {
         let client = self.client().await?;
         Ok(SweepReport {
-            dead: ops::expire_final(&client, &self.queries, self.now()).await?,
+            dead: queue::expire_final(&client, &self.queries, self.now()).await?,
         })
     }
 
     async fn prune(&self, older_than: Duration, limit: u32) -> Result<u64> {
         let client = self.client().await?;
-        ops::prune(&client, &self.queries, self.now(), older_than, limit).await
+        queue::prune(&client, &self.queries, self.now(), older_than, limit).await
     }
 
     async fn replay(&self, req: &ReplayRequest) -> Result<Vec<Job>> {
         req.validate()?;
         let _written = self.touched();
         let mut client = self.client().await?;
-        ops::operator_action(
+        queue::operator_action(
             &mut client,
             &self.queries,
             self.now(),
-            ops::Action::Replay,
+            queue::Action::Replay,
             &req.ids,
             &req.operator,
             req.reason.as_deref(),
@@ -747,17 +747,17 @@ impl Store for PgStore {
     async fn copy(&self, req: &CopyRequest) -> Result<Vec<Copied>> {
         let _written = self.touched();
         let mut client = self.client().await?;
-        operate::copy(&mut client, &self.queries, self.now(), req).await
+        admin::copy(&mut client, &self.queries, self.now(), req).await
     }
 
     async fn cancel(&self, req: &CancelRequest) -> Result<Vec<Job>> {
         req.validate()?;
         let mut client = self.client().await?;
-        ops::operator_action(
+        queue::operator_action(
             &mut client,
             &self.queries,
             self.now(),
-            ops::Action::Cancel,
+            queue::Action::Cancel,
             &req.ids,
             &req.operator,
             req.reason.as_deref(),
@@ -767,64 +767,64 @@ impl Store for PgStore {
 
     async fn get(&self, id: &JobId) -> Result<Job> {
         let client = self.client().await?;
-        ops::get(&client, &self.queries, id).await
+        queue::get(&client, &self.queries, id).await
     }
 
     async fn detail(&self, id: &JobId) -> Result<JobDetail> {
         let mut client = self.client().await?;
-        ops::detail(&mut client, &self.queries, id).await
+        queue::detail(&mut client, &self.queries, id).await
     }
 
     async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
         let mut client = self.client().await?;
         if filter.max_bytes.is_some() {
-            return ops::list_within_budget(&mut client, &self.queries, filter).await;
+            return queue::list_within_budget(&mut client, &self.queries, filter).await;
         }
-        ops::list(&client, &self.queries, filter).await
+        queue::list(&client, &self.queries, filter).await
     }
 
     async fn pause_queue(&self, action: &QueueAction) -> Result<bool> {
         let mut client = self.client().await?;
-        operate::pause(&mut client, &self.queries, self.now(), action).await
+        admin::pause(&mut client, &self.queries, self.now(), action).await
     }
 
     async fn resume_queue(&self, action: &QueueAction) -> Result<bool> {
         let _written = self.touched();
         let mut client = self.client().await?;
-        operate::resume(&mut client, &self.queries, self.now(), action).await
+        admin::resume(&mut client, &self.queries, self.now(), action).await
     }
 
     async fn paused_queues(&self) -> Result<Vec<PausedQueue>> {
         let client = self.client().await?;
-        operate::paused(&client, &self.queries).await
+        admin::paused(&client, &self.queries).await
     }
 
     async fn purge(&self, req: &PurgeRequest) -> Result<Vec<JobId>> {
         let mut client = self.client().await?;
-        operate::purge(&mut client, &self.queries, self.now(), req).await
+        admin::purge(&mut client, &self.queries, self.now(), req).await
     }
 
     async fn audit_log(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
         let client = self.client().await?;
-        operate::audit_log(&client, &self.queries, filter).await
+        admin::audit_log(&client, &self.queries, filter).await
     }
 
     async fn report_worker(&self, report: &WorkerReport) -> Result<()> {
         let mut client = self.client().await?;
         if report.one_shot {
-            return operate::report_one_shot(&mut client, &self.queries, self.now(), report).await;
+            return admin::report_one_shot(&mut client, &self.queries, self.now(), report).await;
         }
-        operate::report_worker(&client, &self.queries, self.now(), report).await
+        admin::report_worker(&client, &self.queries, self.now(), report).await
     }
 
     async fn stats(&self, req: &StatsRequest) -> Result<Stats> {
         let mut client = self.client().await?;
-        operate::stats(&mut client, &self.queries, self.now(), req).await
+        admin::stats(&mut client, &self.queries, self.now(), req).await
     }
 
     async fn take_tokens(&self, bucket: &RateBucket, limit: RateLimit, want: u32) -> Result<u32> {
         let client = self.client().await?;
-        ops::take_tokens(&client, &self.queries, self.now(), bucket, limit, want).await
+        queue::take_tokens(&client, &self.queries, self.now(), bucket, limit, want).await
     }
 
     fn work_signal(&self) -> Box<dyn WorkSignal> {
@@ -1327,7 +1327,7 @@ mod upgrade_tests {
             old.client
                 .batch_execute(&format!(
                     "{}; PREPARE probe ({types}) AS {sql}",
-                    ops::ALL_QUEUES_CLAIM
+                    queue::ALL_QUEUES_CLAIM
                 ))
                 .await
                 .unwrap();

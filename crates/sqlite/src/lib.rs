@@ -24,8 +24,8 @@
 //!   `refinery` and recorded in `errand_schema_history`.
 #![deny(missing_docs)]
 
-mod operate;
-mod ops;
+mod admin;
+mod queue;
 mod schema;
 mod writer;
 
@@ -47,10 +47,10 @@ use errand_core::{
 use errand_core::{bounds, check_recorded_text};
 use rusqlite::{Connection, OpenFlags};
 
-use crate::ops::Now;
+use crate::queue::Now;
 
 pub use errand_core::SchemaStatus;
-pub use ops::{complete as complete_in, insert as enqueue_in, insert_many as enqueue_many_in};
+pub use queue::{complete as complete_in, insert as enqueue_in, insert_many as enqueue_many_in};
 pub use rusqlite;
 pub use schema::{SCHEMA_VERSION, migrate, open_read_only, schema_status, schema_version};
 
@@ -377,11 +377,11 @@ impl Inner {
 #[async_trait]
 impl Store for SqliteStore {
     async fn insert(&self, job: NewJob) -> Result<Inserted> {
-        self.write(move |c, now| ops::insert(c, &job, now)).await
+        self.write(move |c, now| queue::insert(c, &job, now)).await
     }
 
     async fn insert_many(&self, jobs: Vec<NewJob>) -> Result<Vec<Inserted>> {
-        self.write(move |c, now| ops::insert_many(c, &jobs, now))
+        self.write(move |c, now| queue::insert_many(c, &jobs, now))
             .await
     }
 
@@ -389,18 +389,18 @@ impl Store for SqliteStore {
         req.validate()?;
         let req = req.clone();
         self.inner.steps.note_lease(req.lease);
-        self.op(move |c, now| ops::claim(c, &req, now)).await
+        self.op(move |c, now| queue::claim(c, &req, now)).await
     }
 
     async fn complete(&self, lease: &Lease) -> Result<Job> {
         let lease = lease.clone();
-        self.op(move |c, now| ops::complete_at(c, &lease, now))
+        self.op(move |c, now| queue::complete_at(c, &lease, now))
             .await
     }
 
     async fn complete_many(&self, leases: &[Lease]) -> Result<Vec<bool>> {
         let leases = leases.to_vec();
-        self.op(move |c, now| ops::complete_many(c, &leases, now))
+        self.op(move |c, now| queue::complete_many(c, &leases, now))
             .await
     }
 
@@ -415,9 +415,9 @@ impl Store for SqliteStore {
         // One write operation, so one commit for both. The claim has a
         // savepoint of its own: a failed claim undoes only itself.
         self.op(move |c, now| {
-            let acked = ops::complete_many(c, &leases, now)?;
+            let acked = queue::complete_many(c, &leases, now)?;
             c.execute_batch("SAVEPOINT errand_claim").map_err(map_err)?;
-            let claimed = ops::claim(c, &req, now);
+            let claimed = queue::claim(c, &req, now);
             let end = if claimed.is_ok() {
                 "RELEASE errand_claim"
             } else {
@@ -432,7 +432,7 @@ impl Store for SqliteStore {
     async fn fail(&self, lease: &Lease, failure: Failure) -> Result<Job> {
         failure.validate()?;
         let lease = lease.clone();
-        self.op(move |c, now| ops::fail(c, &lease, &failure, now))
+        self.op(move |c, now| queue::fail(c, &lease, &failure, now))
             .await
     }
 
@@ -445,11 +445,13 @@ impl Store for SqliteStore {
         self.op(move |c, now| {
             items
                 .iter()
-                .map(|(lease, failure)| match ops::fail(c, lease, failure, now) {
-                    Ok(job) => Ok(Some(job)),
-                    Err(Error::LeaseLost { .. }) => Ok(None),
-                    Err(e) => Err(e),
-                })
+                .map(
+                    |(lease, failure)| match queue::fail(c, lease, failure, now) {
+                        Ok(job) => Ok(Some(job)),
+                        Err(Error::LeaseLost { .. }) => Ok(None),
+                        Err(e) => Err(e),
+                    },
+                )
                 .collect()
         })
         .await
@@ -458,14 +460,14 @@ impl Store for SqliteStore {
     async fn snooze(&self, lease: &Lease, delay: Duration) -> Result<Job> {
         bounds::check_delay("a snooze", delay)?;
         let lease = lease.clone();
-        self.op(move |c, now| ops::snooze(c, &lease, delay, now, "snoozed"))
+        self.op(move |c, now| queue::snooze(c, &lease, delay, now, "snoozed"))
             .await
     }
 
     async fn cancel_running(&self, lease: &Lease, reason: &str) -> Result<Job> {
         check_recorded_text("the reason", reason)?;
         let (lease, reason) = (lease.clone(), reason.to_owned());
-        self.op(move |c, now| ops::cancel_running(c, &lease, &reason, now))
+        self.op(move |c, now| queue::cancel_running(c, &lease, &reason, now))
             .await
     }
 
@@ -473,14 +475,14 @@ impl Store for SqliteStore {
         bounds::check_lease("a lease renewal", extend)?;
         let lease = lease.clone();
         self.inner.steps.note_lease(extend);
-        self.op(move |c, now| ops::heartbeat(c, &lease, extend, now))
+        self.op(move |c, now| queue::heartbeat(c, &lease, extend, now))
             .await
     }
 
     async fn release(&self, lease: &Lease) -> Result<Job> {
         let lease = lease.clone();
         let out = self
-            .op(move |c, now| ops::snooze(c, &lease, Duration::ZERO, now, "released"))
+            .op(move |c, now| queue::snooze(c, &lease, Duration::ZERO, now, "released"))
             .await;
         if out.is_ok() {
             self.wake();
@@ -491,14 +493,14 @@ impl Store for SqliteStore {
     async fn sweep_expired(&self) -> Result<SweepReport> {
         self.op(|c, now| {
             Ok(SweepReport {
-                dead: ops::expire_final(c, now)?,
+                dead: queue::expire_final(c, now)?,
             })
         })
         .await
     }
 
     async fn prune(&self, older_than: Duration, limit: u32) -> Result<u64> {
-        self.op(move |c, now| ops::prune(c, older_than, limit, now.at))
+        self.op(move |c, now| queue::prune(c, older_than, limit, now.at))
             .await
     }
 
@@ -506,28 +508,28 @@ impl Store for SqliteStore {
         req.validate()?;
         let req = req.clone();
         self.write(move |c, now| {
-            ops::replay(c, &req.ids, &req.operator, req.reason.as_deref(), now)
+            queue::replay(c, &req.ids, &req.operator, req.reason.as_deref(), now)
         })
         .await
     }
 
     async fn copy(&self, req: &CopyRequest) -> Result<Vec<Copied>> {
         let req = req.clone();
-        self.write(move |c, now| operate::copy(c, &req, now)).await
+        self.write(move |c, now| admin::copy(c, &req, now)).await
     }
 
     async fn cancel(&self, req: &CancelRequest) -> Result<Vec<Job>> {
         req.validate()?;
         let req = req.clone();
         self.op(move |c, now| {
-            ops::cancel(c, &req.ids, &req.operator, req.reason.as_deref(), now.at)
+            queue::cancel(c, &req.ids, &req.operator, req.reason.as_deref(), now.at)
         })
         .await
     }
 
     async fn get(&self, id: &JobId) -> Result<Job> {
         let id = id.clone();
-        self.read(move |c| ops::get(c, &id)).await
+        self.read(move |c| queue::get(c, &id)).await
     }
 
     async fn detail(&self, id: &JobId) -> Result<JobDetail> {
@@ -535,8 +537,8 @@ impl Store for SqliteStore {
         self.read(move |c| {
             // One read transaction, so the job and its history agree.
             c.execute_batch("BEGIN").map_err(map_err)?;
-            let out = ops::get(c, &id).and_then(|job| {
-                let (history, audit) = ops::history(c, &id)?;
+            let out = queue::get(c, &id).and_then(|job| {
+                let (history, audit) = queue::history(c, &id)?;
                 Ok(JobDetail {
                     job,
                     history,
@@ -551,40 +553,40 @@ impl Store for SqliteStore {
 
     async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
         let filter = filter.clone();
-        self.read(move |c| ops::list(c, &filter)).await
+        self.read(move |c| queue::list(c, &filter)).await
     }
 
     async fn pause_queue(&self, action: &QueueAction) -> Result<bool> {
         let action = action.clone();
-        self.write(move |c, now| operate::pause(c, &action, now))
+        self.write(move |c, now| admin::pause(c, &action, now))
             .await
     }
 
     async fn resume_queue(&self, action: &QueueAction) -> Result<bool> {
         let action = action.clone();
-        self.write(move |c, now| operate::resume(c, &action, now))
+        self.write(move |c, now| admin::resume(c, &action, now))
             .await
     }
 
     async fn paused_queues(&self) -> Result<Vec<PausedQueue>> {
-        self.read(operate::paused).await
+        self.read(admin::paused).await
     }
 
     async fn purge(&self, req: &PurgeRequest) -> Result<Vec<JobId>> {
         req.validate()?;
         let req = req.clone();
-        self.write(move |c, now| operate::purge(c, &req.ids, &req.operator, &req.reason, now))
+        self.write(move |c, now| admin::purge(c, &req.ids, &req.operator, &req.reason, now))
             .await
     }
 
     async fn audit_log(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
         let filter = filter.clone();
-        self.read(move |c| operate::audit_log(c, &filter)).await
+        self.read(move |c| admin::audit_log(c, &filter)).await
     }
 
     async fn report_worker(&self, report: &WorkerReport) -> Result<()> {
         let report = report.clone();
-        self.submit(move |c, now| operate::report_worker(c, &report, now))
+        self.submit(move |c, now| admin::report_worker(c, &report, now))
             .await
     }
 
@@ -594,7 +596,7 @@ impl Store for SqliteStore {
         self.read(move |c| {
             // One read transaction, so the counts agree with each other.
             c.execute_batch("BEGIN").map_err(map_err)?;
-            let out = operate::stats(c, &req, clock.now());
+            let out = admin::stats(c, &req, clock.now());
             c.execute_batch("COMMIT").map_err(map_err)?;
             out
         })
@@ -603,7 +605,7 @@ impl Store for SqliteStore {
 
     async fn take_tokens(&self, bucket: &RateBucket, limit: RateLimit, want: u32) -> Result<u32> {
         let bucket = bucket.clone();
-        self.op(move |c, now| ops::take_tokens(c, &bucket, limit, want, now.at))
+        self.op(move |c, now| queue::take_tokens(c, &bucket, limit, want, now.at))
             .await
     }
 

@@ -175,7 +175,7 @@ fn check_job_columns(conn: &Connection) -> Result<()> {
         .prepare("SELECT name FROM pragma_table_info('errand_jobs') ORDER BY cid")
         .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
         .map_err(map_err)?;
-    if columns != crate::ops::JOB_COLUMNS {
+    if columns != crate::queue::JOB_COLUMNS {
         return Err(Error::Storage(format!(
             "errand_jobs has the columns {columns:?}, not the ones schema version \
              {SCHEMA_VERSION} defines; the table was changed outside Errand's migrations"

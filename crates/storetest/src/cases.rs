@@ -96,7 +96,7 @@ pub async fn insert_many_keeps_each_job_in_input_order(store: Arc<dyn Store>, cl
         .give_up_after(Duration::from_secs(60))
         .scheduled(Schedule::After(Duration::from_secs(5)))
         .with_deadline(crate::T0.plus(Duration::from_secs(3600)))
-        .with_traceparent(crate::operate::trace());
+        .with_traceparent(crate::admin::trace());
     let mut again = job("o2");
     again.payload = Payload::from_json_text(r#"{"n":"second"}"#).unwrap();
     let res = store
@@ -129,7 +129,7 @@ pub async fn insert_many_keeps_each_job_in_input_order(store: Arc<dyn Store>, cl
             "the job insert_many returned is the stored one"
         );
     }
-    assert_eq!(res[3].job.traceparent, Some(crate::operate::trace()));
+    assert_eq!(res[3].job.traceparent, Some(crate::admin::trace()));
     assert_eq!(
         res[3].job.deadline,
         Some(crate::T0.plus(Duration::from_secs(3600)))

@@ -14,13 +14,13 @@
 #![deny(missing_docs)]
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed rule.
 
+pub mod admin;
 pub mod cases;
 pub mod dedup;
 pub mod history;
 pub mod hostile;
 pub mod keys;
 pub mod model;
-pub mod operate;
 pub mod rates;
 
 pub use proptest;
@@ -90,7 +90,7 @@ macro_rules! conformance_tests {
             history_times_every_attempt_and_shows_the_running_one,
             history_records_releases_cancels_expiry_and_replay_cycles,
         );
-        $crate::conformance_tests!(@in operate $make;
+        $crate::conformance_tests!(@in admin $make;
             a_paused_queue_gives_nothing_to_claims_until_resumed,
             purge_deletes_only_dead_jobs_and_its_audit_outlives_them,
             a_copy_takes_a_new_id_leaves_the_original_and_is_audited,

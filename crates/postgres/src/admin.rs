@@ -10,7 +10,7 @@ use time::OffsetDateTime;
 use tokio_postgres::Row;
 
 use crate::map_err;
-use crate::ops::{
+use crate::queue::{
     Conn, Queries, from_odt, insert_many, job_from_row, millis, query, query_opt, refused,
 };
 
@@ -292,7 +292,7 @@ pub(crate) async fn report_worker<C: Conn>(
     w.validate()?;
     let queues = encode_queues(w)?;
     let metrics = encode_metrics(&w.metrics)?;
-    let started = crate::ops::to_odt(w.started_at);
+    let started = crate::queue::to_odt(w.started_at);
     write_report(client, q, now, w, &queues, started, &metrics).await
 }
 
@@ -317,7 +317,7 @@ pub(crate) async fn report_one_shot(
 ) -> Result<()> {
     w.validate()?;
     let queues = encode_queues(w)?;
-    let started = crate::ops::to_odt(w.started_at);
+    let started = crate::queue::to_odt(w.started_at);
     let tx = client.transaction().await.map_err(map_err)?;
     let first = format!(
         "INSERT INTO {}.errand_workers (id, host, pid, queues, started_at, last_cycle_at, metrics)

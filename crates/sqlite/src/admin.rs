@@ -12,7 +12,7 @@ use errand_core::{
 use rusqlite::{Connection, OptionalExtension, Row, named_params};
 
 use crate::map_err;
-use crate::ops::{AuditRow, audit, get, insert_many, opt_ts_col, refused, ts_col, u32_col};
+use crate::queue::{AuditRow, audit, get, insert_many, opt_ts_col, refused, ts_col, u32_col};
 
 const STATS_SAMPLE: &str = include_str!("../queries/stats_sample.sql");
 const STATS_WINDOW: &str = include_str!("../queries/stats_window.sql");
