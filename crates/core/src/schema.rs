@@ -71,8 +71,10 @@ impl SchemaStatus {
             SchemaStatus::Missing => Err(Error::NotADatabase(format!(
                 "{db} does not exist; create it with `errand migrate` (or check the database named)"
             ))),
+            // Only a SQLite store finds something that is not a database
+            // (a PostgreSQL URL names a server, which says so itself).
             SchemaStatus::NotADatabase => Err(Error::NotADatabase(format!(
-                "{db} is not a database; check the database named"
+                "{db} is not a SQLite database; check the --db path"
             ))),
             SchemaStatus::NotErrand => Err(Error::NotErrand(db.to_owned())),
             SchemaStatus::Older { found, wanted } => Err(Error::SchemaOutdated(format!(
