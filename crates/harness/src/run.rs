@@ -1,6 +1,6 @@
 //! `errand-harness run`: workers, load, nemesis, heal, drain, check.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -525,18 +525,8 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
     eprintln!("errand-harness: seed {seed}");
     let replay = opts.replay_line(seed);
     eprintln!("errand-harness: replay with: {replay}");
+    check_plan(opts)?;
     let has = |f: Fault| opts.plan.contains(&f);
-    if has(Fault::Restart) && !opts.pg_cluster {
-        bail!("the restart plan needs --pg-cluster (a cluster the harness may crash)");
-    }
-    if (has(Fault::DiskFull) || has(Fault::Clock)) && (opts.pg.is_some() || opts.pg_cluster) {
-        bail!(
-            "the disk-full and clock plans are SQLite's (PostgreSQL judges leases by the server's clock): drop --pg / --pg-cluster"
-        );
-    }
-    if opts.workers == 0 || opts.jobs == 0 {
-        bail!("--workers and --jobs must be at least 1");
-    }
     let errand_bin = locate_errand(opts.errand.as_ref())?;
     let tmp = tempfile::Builder::new()
         .prefix("errand-harness-")
@@ -551,55 +541,241 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
     };
     std::fs::create_dir_all(dir.join("effects")).context("create the effects directory")?;
 
-    // The backend.
-    let disk = if has(Fault::DiskFull) {
-        Some(crate::disk::SmallDisk::mount(&dir.join("fs"), 64)?)
-    } else {
-        None
-    };
-    let cluster = if opts.pg_cluster {
-        Some(Cluster::start()?)
-    } else {
-        None
-    };
-    let pg_url = cluster.as_ref().map(Cluster::url).or(opts.pg.clone());
-    let (db, schema, backend) = match &pg_url {
-        Some(url) => {
-            let schema = opts
-                .schema
-                .clone()
-                .unwrap_or_else(|| format!("harness_{}_{}", seed % 1_000_000, std::process::id()));
-            let name = if cluster.is_some() {
-                "postgres (private cluster)"
-            } else {
-                "postgres"
-            };
-            (url.clone(), Some(schema), name.to_owned())
-        }
-        None => {
-            let path = match &disk {
-                Some(d) => d.path().join("jobs.db"),
-                None => opts.db.clone().unwrap_or_else(|| dir.join("jobs.db")),
-            };
-            (path.display().to_string(), None, "sqlite".to_owned())
-        }
-    };
+    let backend = Backend::open(opts, seed, &dir)?;
     let connect = ConnectOptions {
         create_and_migrate: true,
-        schema: schema.clone(),
+        schema: backend.schema.clone(),
         ..ConnectOptions::default()
     };
-    let store = errand::connect(&db, &connect)
+    let store = errand::connect(&backend.db, &connect)
         .await
         .context("connect and migrate")?;
-    let mut db_args = vec!["--db".to_owned(), db.clone()];
-    if let Some(s) = &schema {
-        db_args.extend(["--schema".to_owned(), s.clone()]);
+
+    let fault_ms = opts.fault_secs * 1000;
+    let plan = Plan::draw(opts, seed, fault_ms)?;
+    let mut nemesis = Nemesis::start(opts, &dir, &backend, errand_bin, plan.crash_arms)?;
+    let shared = LoadShared::default();
+    let base = nemesis.server.as_ref().map(crate::http::Server::base);
+    let load = spawn_load(&store, plan.jobs, base, fault_ms, &shared)?;
+    nemesis
+        .fault_and_drain(&plan.actions, store.as_ref(), &load, &shared)
+        .await?;
+    nemesis.stop().await?;
+    // Orphaned handlers of killed workers finish within their `ms`.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let (listed, finals) = read_finals(store.as_ref()).await?;
+    drop(store);
+    let integrity = backend.integrity()?;
+    let crash_points = parse_crash_points(&dir)?;
+    let storage_full =
+        shared.full.load(Ordering::Relaxed) + count_worker_lines(&dir, "storage is full")?;
+    if let Some(d) = &backend.disk
+        && opts.keep
+    {
+        d.copy_out(&dir);
+    }
+    // Kept for re-checking a run offline: `PID MS` per nemesis kill/pause.
+    let outages = std::mem::take(&mut nemesis.outages);
+    let outage_lines: String = outages.iter().map(|(p, t)| format!("{p} {t}\n")).collect();
+    std::fs::write(dir.join("outages.log"), outage_lines).context("write outages.log")?;
+    let mut deaths = outages;
+    deaths.extend(parse_poison_deaths(&dir));
+    deaths.extend(crash_points.iter().map(|(_, pid, ms)| (*pid, *ms)));
+    let intents = shared
+        .intents
+        .lock()
+        .map_err(|_| anyhow::anyhow!("the load generator panicked"))?
+        .clone();
+    let http = shared
+        .http_stats
+        .lock()
+        .map(|s| (s.requests_failed, s.found_existing))
+        .unwrap_or((0, 0));
+    let history = History {
+        intents,
+        listed,
+        jobs: finals,
+        starts: parse_starts(&dir),
+        effects: parse_effects(&dir),
+        reports: parse_reports(&dir)?,
+        deaths,
+        crash_points,
+        storage_full,
+        forward_steps_over_leases: nemesis.forward_steps_over_leases,
+        http_requests_failed: http.0,
+        http_found_existing: http.1,
+        http_kills_mid_request: nemesis.kills_mid_request,
+        lease_ms: opts.lease_ms,
+        integrity,
+    };
+    let figures = check::check(&history);
+    let violations = figures.violations(&check::Require {
+        stale_tokens: has(Fault::Pause),
+        recovery: has(Fault::Kill) || has(Fault::Pause),
+        crash_points: has(Fault::Crash),
+        storage_full: has(Fault::DiskFull),
+        no_live_reclaims: has(Fault::Clock),
+        http_failures: has(Fault::Http),
+    });
+    let log = std::mem::take(&mut nemesis.log);
+    drop(nemesis);
+    backend.clean_up(opts).await?;
+    let keep = opts.keep || !violations.is_empty();
+    if keep && opts.dir.is_none() {
+        let _ = tmp.keep();
+    }
+    Ok(RunResult {
+        seed,
+        backend: backend.name,
+        plan: opts.plan.clone(),
+        replay,
+        dir: dir.display().to_string(),
+        elapsed_ms: started.elapsed().as_millis() as u64,
+        nemesis: log,
+        figures,
+        violations,
+    })
+}
+
+/// Refuses plans that cannot run as asked.
+fn check_plan(opts: &RunOptions) -> Result<()> {
+    let has = |f: Fault| opts.plan.contains(&f);
+    if has(Fault::Restart) && !opts.pg_cluster {
+        bail!("the restart plan needs --pg-cluster (a cluster the harness may crash)");
+    }
+    if (has(Fault::DiskFull) || has(Fault::Clock)) && (opts.pg.is_some() || opts.pg_cluster) {
+        bail!(
+            "the disk-full and clock plans are SQLite's (PostgreSQL judges leases by the server's clock): drop --pg / --pg-cluster"
+        );
+    }
+    if opts.workers == 0 || opts.jobs == 0 {
+        bail!("--workers and --jobs must be at least 1");
+    }
+    Ok(())
+}
+
+/// Where the run's jobs live: a SQLite file (on a small file system of its
+/// own for the disk-full plan), a PostgreSQL schema, or a private cluster.
+struct Backend {
+    disk: Option<crate::disk::SmallDisk>,
+    cluster: Option<Cluster>,
+    pg_url: Option<String>,
+    /// The `--db` string.
+    db: String,
+    schema: Option<String>,
+    /// How the report names it.
+    name: String,
+}
+
+impl Backend {
+    fn open(opts: &RunOptions, seed: u64, dir: &Path) -> Result<Backend> {
+        let disk = if opts.plan.contains(&Fault::DiskFull) {
+            Some(crate::disk::SmallDisk::mount(&dir.join("fs"), 64)?)
+        } else {
+            None
+        };
+        let cluster = if opts.pg_cluster {
+            Some(Cluster::start()?)
+        } else {
+            None
+        };
+        let pg_url = cluster.as_ref().map(Cluster::url).or(opts.pg.clone());
+        let (db, schema, name) = match &pg_url {
+            Some(url) => {
+                let schema = opts.schema.clone().unwrap_or_else(|| {
+                    format!("harness_{}_{}", seed % 1_000_000, std::process::id())
+                });
+                let name = if cluster.is_some() {
+                    "postgres (private cluster)"
+                } else {
+                    "postgres"
+                };
+                (url.clone(), Some(schema), name.to_owned())
+            }
+            None => {
+                let path = match &disk {
+                    Some(d) => d.path().join("jobs.db"),
+                    None => opts.db.clone().unwrap_or_else(|| dir.join("jobs.db")),
+                };
+                (path.display().to_string(), None, "sqlite".to_owned())
+            }
+        };
+        Ok(Backend {
+            disk,
+            cluster,
+            pg_url,
+            db,
+            schema,
+            name,
+        })
     }
 
-    // The seeded schedule: payloads, enqueue batches, nemesis actions.
-    let mut rng = StdRng::seed_from_u64(seed);
-    let fault_ms = opts.fault_secs * 1000;
+    /// The `--db` (and `--schema`) arguments of every `errand` process.
+    fn db_args(&self) -> Vec<String> {
+        let mut args = vec!["--db".to_owned(), self.db.clone()];
+        if let Some(s) = &self.schema {
+            args.extend(["--schema".to_owned(), s.clone()]);
+        }
+        args
+    }
+
+    /// SQLite's `PRAGMA integrity_check` of the final file (`None` on
+    /// PostgreSQL).
+    fn integrity(&self) -> Result<Option<String>> {
+        if self.pg_url.is_some() {
+            return Ok(None);
+        }
+        let conn = rusqlite::Connection::open(&self.db).context("open the SQLite file")?;
+        let rows: Vec<String> = conn
+            .prepare("PRAGMA integrity_check")
+            .and_then(|mut s| {
+                s.query_map([], |r| r.get::<_, String>(0))?
+                    .collect::<rusqlite::Result<Vec<String>>>()
+            })
+            .context("PRAGMA integrity_check")?;
+        Ok(Some(rows.join("; ")))
+    }
+
+    /// Drops the run's schema on a shared server (unless kept), and stops a
+    /// private cluster.
+    async fn clean_up(&self, opts: &RunOptions) -> Result<()> {
+        if let (Some(url), Some(s)) = (&self.pg_url, &self.schema)
+            && !opts.keep
+            && self.cluster.is_none()
+        {
+            drop_schema(url, s).await?;
+        }
+        Ok(())
+    }
+}
+
+/// The seeded schedule: the jobs, the nemesis's actions in time order, and
+/// the crash points armed in turn. Drawn in this order from one generator,
+/// so a seed replays the same run.
+struct Plan {
+    jobs: Vec<(String, bool, NewJob)>,
+    actions: Vec<(u64, Action)>,
+    crash_arms: VecDeque<String>,
+}
+
+impl Plan {
+    fn draw(opts: &RunOptions, seed: u64, fault_ms: u64) -> Result<Plan> {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let jobs = plan_jobs(opts, &mut rng)?;
+        let actions = plan_actions(opts, &mut rng, fault_ms);
+        let crash_arms = plan_crash_arms(opts, &mut rng);
+        Ok(Plan {
+            jobs,
+            actions,
+            crash_arms,
+        })
+    }
+}
+
+/// The jobs: poison ones first, then `--jobs` ordinary ones.
+fn plan_jobs(opts: &RunOptions, rng: &mut StdRng) -> Result<Vec<(String, bool, NewJob)>> {
+    let has = |f: Fault| opts.plan.contains(&f);
     let mut jobs: Vec<(String, bool, NewJob)> = Vec::new();
     if has(Fault::Poison) {
         for n in 0..opts.poison {
@@ -631,18 +807,24 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
         }
         jobs.push((id, false, job));
     }
+    Ok(jobs)
+}
+
+/// The nemesis's actions, each at a time within the fault phase.
+fn plan_actions(opts: &RunOptions, rng: &mut StdRng, fault_ms: u64) -> Vec<(u64, Action)> {
+    let has = |f: Fault| opts.plan.contains(&f);
     let mut actions: Vec<(u64, Action)> = Vec::new();
     let at =
         |rng: &mut StdRng, lo: f64, hi: f64| (rng.random_range(lo..hi) * fault_ms as f64) as u64;
     if has(Fault::Kill) {
         for _ in 0..opts.kills {
-            let t = at(&mut rng, 0.1, 0.7);
+            let t = at(rng, 0.1, 0.7);
             actions.push((t, Action::Kill(rng.random_range(0..opts.workers as usize))));
         }
     }
     if has(Fault::Pause) {
         for _ in 0..opts.pauses {
-            let t = at(&mut rng, 0.1, 0.7);
+            let t = at(rng, 0.1, 0.7);
             let len = (opts.lease_ms as f64 * rng.random_range(2.0..3.0)) as u64;
             actions.push((
                 t,
@@ -657,7 +839,7 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
         for i in 0..opts.fulls {
             let slot = 0.6 / n;
             let start = 0.1 + slot * f64::from(i);
-            let t = at(&mut rng, start, start + slot * 0.3);
+            let t = at(rng, start, start + slot * 0.3);
             let len = (rng.random_range(0.4..0.6) * slot * fault_ms as f64) as u64;
             actions.push((t, Action::Fill(len)));
         }
@@ -671,7 +853,7 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
         for i in 0..opts.jumps {
             let slot = 0.6 / n;
             let start = 0.15 + slot * f64::from(i);
-            let t = at(&mut rng, start, start + slot * 0.5);
+            let t = at(rng, start, start + slot * 0.5);
             let step = if i % 2 == 0 {
                 (lease * rng.random_range(3.0..6.0)) as i64
             } else {
@@ -682,459 +864,578 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
     }
     if has(Fault::Http) {
         for _ in 0..opts.server_kills {
-            actions.push((at(&mut rng, 0.05, 0.65), Action::KillServer));
+            actions.push((at(rng, 0.05, 0.65), Action::KillServer));
         }
     }
     if has(Fault::Restart) {
         for _ in 0..opts.restarts {
-            actions.push((at(&mut rng, 0.15, 0.5), Action::Restart));
+            actions.push((at(rng, 0.15, 0.5), Action::Restart));
         }
     }
     actions.sort_by_key(|(t, _)| *t);
-    // Crash points for worker spawns in the fault phase, in turn: the
-    // point, after how many passes it fires.
-    let mut crash_arms: std::collections::VecDeque<String> = std::collections::VecDeque::new();
-    if has(Fault::Crash) {
-        for i in 0..opts.crashes as usize {
-            let point =
-                errand_harness::crash::FAILPOINTS[i % errand_harness::crash::FAILPOINTS.len()];
-            let passes: u32 = match point {
-                "heartbeat" => rng.random_range(0..2),
-                "claim-committed" => rng.random_range(0..4),
-                _ => rng.random_range(0..6),
-            };
-            crash_arms.push_back(if passes == 0 {
-                format!("{point}=return")
-            } else {
-                format!("{point}={passes}*off->return")
-            });
-        }
-    }
+    actions
+}
 
-    // Workers.
-    let harness = std::env::current_exe().context("locate this executable")?;
-    let harness = if harness.file_name().is_some_and(|n| n == "errand-harness") {
-        harness
-    } else {
-        errand_bin.with_file_name("errand-harness")
-    };
-    let exec = format!(
-        "exec {} handle --dir {}",
-        shell_quote(&harness.display().to_string()),
-        shell_quote(&dir.display().to_string())
-    );
-    let mut workers = Workers {
-        errand: errand_bin,
-        db_args,
-        exec,
-        dir: dir.clone(),
-        concurrency: opts.concurrency,
-        lease_ms: opts.lease_ms,
-        clock_file: has(Fault::Clock).then(|| dir.join("clock-offset")),
-        slots: Vec::new(),
-    };
-    let mut clock_offset: i64 = 0;
-    let mut forward_steps_over_leases: u64 = 0;
-    let mut nemesis: Vec<String> = Vec::new();
-    for i in 0..opts.workers {
-        let arm = crash_arms.pop_front();
-        let child = workers.spawn(arm.as_deref())?;
-        if let Some(arm) = arm {
-            nemesis.push(format!(
-                "0 ms: worker {i} (pid {}) armed: {arm}",
-                child.id()
-            ));
-        }
-        workers.slots.push(Slot {
-            child: Some(child),
-            killed: false,
-            respawn_at: None,
-            paused_until: None,
+/// Crash points for worker spawns in the fault phase, in turn: the point,
+/// after how many passes it fires.
+fn plan_crash_arms(opts: &RunOptions, rng: &mut StdRng) -> VecDeque<String> {
+    let mut arms = VecDeque::new();
+    if !opts.plan.contains(&Fault::Crash) {
+        return arms;
+    }
+    let points = errand_harness::crash::FAILPOINTS;
+    for i in 0..opts.crashes as usize {
+        let point = points[i % points.len()];
+        let passes: u32 = match point {
+            "heartbeat" => rng.random_range(0..2),
+            "claim-committed" => rng.random_range(0..4),
+            _ => rng.random_range(0..6),
+        };
+        arms.push_back(if passes == 0 {
+            format!("{point}=return")
+        } else {
+            format!("{point}={passes}*off->return")
         });
     }
+    arms
+}
 
-    // The HTTP plan's server (on its own port, restarted after each kill).
-    let mut server = if has(Fault::Http) {
-        Some(crate::http::Server::start(
-            &workers.errand,
-            &workers.db_args,
-            &dir,
-        )?)
-    } else {
-        None
-    };
-    let base = server.as_ref().map(crate::http::Server::base);
+/// What the load generator shares with the nemesis and the checker.
+#[derive(Default)]
+struct LoadShared {
+    intents: Arc<Mutex<BTreeMap<String, Intent>>>,
+    /// "Storage full" refusals the load generator met.
+    full: Arc<AtomicU64>,
+    http_stats: Arc<Mutex<HttpStats>>,
+    /// HTTP enqueues in flight, and the signal a new one started (the
+    /// server kill waits for one).
+    http_in_flight: Arc<AtomicU64>,
+    request_started: Arc<tokio::sync::Notify>,
+}
 
-    // The load generator: batches spread over the first 70% of the fault phase.
-    let intents: Arc<Mutex<BTreeMap<String, Intent>>> = Arc::default();
-    let load_full: Arc<AtomicU64> = Arc::default();
-    let http_stats: Arc<Mutex<HttpStats>> = Arc::default();
-    let http_in_flight: Arc<AtomicU64> = Arc::default();
-    let request_started: Arc<tokio::sync::Notify> = Arc::default();
-    let mut kills_mid_request: u64 = 0;
-    let load = {
-        let http_in_flight = Arc::clone(&http_in_flight);
-        let request_started = Arc::clone(&request_started);
-        let store = Arc::clone(&store);
-        let http_stats = Arc::clone(&http_stats);
-        let client = reqwest::Client::builder()
-            .timeout(Duration::from_secs(5))
-            .build()
-            .context("build the HTTP client")?;
-        let load_full = Arc::clone(&load_full);
-        let intents = Arc::clone(&intents);
-        let batches: Vec<Vec<(String, bool, NewJob)>> =
-            jobs.chunks(25).map(<[_]>::to_vec).collect();
-        let spread = fault_ms * 7 / 10 / batches.len().max(1) as u64;
-        tokio::spawn(async move {
-            let t0 = Instant::now();
-            for (i, batch) in batches.into_iter().enumerate() {
-                let due = t0 + Duration::from_millis(spread * i as u64);
-                tokio::time::sleep_until(due.into()).await;
-                if let Some(base) = &base {
-                    // One request per job, the batch's requests at once.
-                    let mut set = tokio::task::JoinSet::new();
-                    for (id, poison, job) in batch {
-                        let (client, base) = (client.clone(), base.clone());
-                        let in_flight = Arc::clone(&http_in_flight);
-                        let started = Arc::clone(&request_started);
-                        set.spawn(async move {
-                            let kind = job.kind.as_str().to_owned();
-                            let posted = crate::http::enqueue(
-                                &client,
-                                &base,
-                                &id,
-                                &kind,
-                                &job.payload,
-                                &in_flight,
-                                &started,
-                            )
-                            .await;
-                            (id, poison, posted)
-                        });
-                    }
-                    while let Some(Ok((id, poison, posted))) = set.join_next().await {
-                        if let Ok(mut s) = http_stats.lock() {
-                            s.requests_failed += posted.errors;
-                            s.found_existing += u64::from(posted.found_existing);
-                        }
-                        if let Ok(mut map) = intents.lock() {
-                            map.insert(
-                                id,
-                                Intent {
-                                    status: posted.status,
-                                    poison,
-                                },
-                            );
-                        }
-                    }
-                    continue;
+/// The load generator: batches of 25 spread over the first 70% of the
+/// fault phase, through the library or (http plan) through `errand serve`
+/// at `base`, one request per job.
+fn spawn_load(
+    store: &Arc<dyn Store>,
+    jobs: Vec<(String, bool, NewJob)>,
+    base: Option<String>,
+    fault_ms: u64,
+    shared: &LoadShared,
+) -> Result<tokio::task::JoinHandle<()>> {
+    let store = Arc::clone(store);
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .context("build the HTTP client")?;
+    let (intents, full) = (Arc::clone(&shared.intents), Arc::clone(&shared.full));
+    let http_stats = Arc::clone(&shared.http_stats);
+    let http_in_flight = Arc::clone(&shared.http_in_flight);
+    let request_started = Arc::clone(&shared.request_started);
+    let batches: Vec<Vec<(String, bool, NewJob)>> = jobs.chunks(25).map(<[_]>::to_vec).collect();
+    let spread = fault_ms * 7 / 10 / batches.len().max(1) as u64;
+    Ok(tokio::spawn(async move {
+        let t0 = Instant::now();
+        for (i, batch) in batches.into_iter().enumerate() {
+            let due = t0 + Duration::from_millis(spread * i as u64);
+            tokio::time::sleep_until(due.into()).await;
+            if let Some(base) = &base {
+                // One request per job, the batch's requests at once.
+                let mut set = tokio::task::JoinSet::new();
+                for (id, poison, job) in batch {
+                    let (client, base) = (client.clone(), base.clone());
+                    let in_flight = Arc::clone(&http_in_flight);
+                    let started = Arc::clone(&request_started);
+                    set.spawn(async move {
+                        let kind = job.kind.as_str().to_owned();
+                        let posted = crate::http::enqueue(
+                            &client,
+                            &base,
+                            &id,
+                            &kind,
+                            &job.payload,
+                            &in_flight,
+                            &started,
+                        )
+                        .await;
+                        (id, poison, posted)
+                    });
                 }
-                let ids: Vec<(String, bool)> =
-                    batch.iter().map(|(id, p, _)| (id.clone(), *p)).collect();
-                let status = enqueue_batch(
-                    store.as_ref(),
-                    batch.into_iter().map(|(_, _, j)| j).collect(),
-                    &load_full,
-                )
-                .await;
-                if let Ok(mut map) = intents.lock() {
-                    for (id, poison) in ids {
+                while let Some(Ok((id, poison, posted))) = set.join_next().await {
+                    if let Ok(mut s) = http_stats.lock() {
+                        s.requests_failed += posted.errors;
+                        s.found_existing += u64::from(posted.found_existing);
+                    }
+                    if let Ok(mut map) = intents.lock() {
+                        let status = posted.status;
                         map.insert(id, Intent { status, poison });
                     }
                 }
+                continue;
             }
-        })
-    };
-
-    // The fault phase.
-    let mut outages: Vec<(i32, i64)> = Vec::new();
-    let t0 = Instant::now();
-    let mut next = 0;
-    let restart_delay = Duration::from_millis(300);
-    let mut fault_phase = true;
-    let drain_deadline = |t: Instant| t + Duration::from_secs(opts.drain_secs);
-    let mut drain_until: Option<Instant> = None;
-    let mut full_until: Option<Instant> = None;
-    let left = loop {
-        let now = Instant::now();
-        let elapsed = now.duration_since(t0).as_millis() as u64;
-        // Nemesis actions that are due.
-        while fault_phase && let Some((t, action)) = actions.get(next).copied() {
-            if t > elapsed {
-                break;
-            }
-            next += 1;
-            match action {
-                Action::Kill(chosen) => {
-                    // The chosen worker, or when it is down (killed, not yet
-                    // respawned) or paused, the next one that is up; all
-                    // down: skip.
-                    let n = workers.slots.len().max(1);
-                    let slot = (0..n)
-                        .map(|i| (chosen + i) % n)
-                        .find(|&i| {
-                            workers.slots.get(i).is_some_and(|s| {
-                                s.child.is_some() && !s.killed && s.paused_until.is_none()
-                            })
-                        })
-                        .unwrap_or(chosen);
-                    let paused = workers
-                        .slots
-                        .get(slot)
-                        .is_some_and(|s| s.paused_until.is_some() || s.killed);
-                    // Kill it mid-handler when it can be (at most a second's wait).
-                    let pid = workers
-                        .slots
-                        .get(slot)
-                        .and_then(|s| s.child.as_ref())
-                        .map(Child::id);
-                    if !paused
-                        && let Some(pid) = pid
-                        && !in_flight(&dir, pid)
-                        && elapsed < t + opts.strike_wait_ms
-                    {
-                        next -= 1;
-                        break;
-                    }
-                    match (!paused)
-                        .then(|| workers.signal(slot, Signal::SIGKILL))
-                        .flatten()
-                    {
-                        Some(pid) => {
-                            outages.push((pid, crate::handle::now_ms()));
-                            if let Some(s) = workers.slots.get_mut(slot) {
-                                s.killed = true;
-                            }
-                            nemesis.push(format!("{t} ms: SIGKILL worker {slot} (pid {pid})"));
-                        }
-                        None => nemesis.push(format!(
-                            "{t} ms: kill of worker {slot} skipped (down or paused)"
-                        )),
-                    }
-                }
-                Action::Pause(slot, len) => {
-                    let paused = workers
-                        .slots
-                        .get(slot)
-                        .is_some_and(|s| s.paused_until.is_some());
-                    // Stop it mid-handler, or the pause proves nothing: wait
-                    // (at most a second) for the worker to be running one.
-                    let pid = workers
-                        .slots
-                        .get(slot)
-                        .and_then(|s| s.child.as_ref())
-                        .map(Child::id);
-                    if !paused
-                        && let Some(pid) = pid
-                        && !in_flight(&dir, pid)
-                        && elapsed < t + opts.strike_wait_ms
-                    {
-                        next -= 1;
-                        break;
-                    }
-                    match (!paused)
-                        .then(|| workers.signal(slot, Signal::SIGSTOP))
-                        .flatten()
-                    {
-                        Some(pid) => {
-                            outages.push((pid, crate::handle::now_ms()));
-                            if let Some(s) = workers.slots.get_mut(slot) {
-                                s.paused_until = Some(now + Duration::from_millis(len));
-                            }
-                            nemesis.push(format!(
-                                "{t} ms: SIGSTOP worker {slot} (pid {pid}) for {len} ms"
-                            ));
-                        }
-                        None => nemesis.push(format!(
-                            "{t} ms: pause of worker {slot} skipped (down or paused)"
-                        )),
-                    }
-                }
-                Action::Fill(len) => {
-                    if let Some(d) = &disk {
-                        let n = tokio::task::block_in_place(|| d.fill())?;
-                        full_until = Some(now + Duration::from_millis(len));
-                        nemesis.push(format!(
-                            "{t} ms: file system full ({n} bytes of ballast) for {len} ms"
-                        ));
-                    }
-                }
-                Action::Jump(step) => {
-                    // Step while some worker holds a lease, or the step
-                    // proves nothing: wait (at most a second) for one.
-                    let busy = workers
-                        .slots
-                        .iter()
-                        .filter_map(|s| s.child.as_ref())
-                        .any(|c| in_flight(&dir, c.id()));
-                    if !busy && elapsed < t + 1000 {
-                        next -= 1;
-                        break;
-                    }
-                    if busy && step > 0 {
-                        forward_steps_over_leases += 1;
-                    }
-                    if let Some(file) = &workers.clock_file {
-                        clock_offset += step;
-                        let tmp = file.with_extension("tmp");
-                        std::fs::write(&tmp, clock_offset.to_string())
-                            .context("write the clock offset")?;
-                        std::fs::rename(&tmp, file).context("write the clock offset")?;
-                        nemesis.push(format!(
-                            "{t} ms: workers' clock stepped {step:+} ms (offset {clock_offset:+} ms)"
-                        ));
-                    }
-                }
-                Action::KillServer => {
-                    // Kill it mid-request: wait (at most a second) for a
-                    // request to start — woken by the client, not by polling,
-                    // since a request lasts milliseconds — then strike at once.
-                    let by = Instant::now() + Duration::from_millis(1000);
-                    let mut requests = http_in_flight.load(Ordering::SeqCst);
-                    while requests == 0 && Instant::now() < by {
-                        let _ =
-                            tokio::time::timeout_at(by.into(), request_started.notified()).await;
-                        // A moment more, so the burst reaches the server and
-                        // some requests are being committed when it dies (a
-                        // burst of 25 enqueues on SQLite can be answered
-                        // within 3 ms, so no longer than 1).
-                        tokio::time::sleep(Duration::from_millis(1)).await;
-                        requests = http_in_flight.load(Ordering::SeqCst);
-                    }
-                    match server.as_mut().and_then(crate::http::Server::kill) {
-                        Some(pid) => {
-                            kills_mid_request += u64::from(requests > 0);
-                            nemesis.push(format!(
-                                "{t} ms: SIGKILL server (pid {pid}) with {requests} requests in flight"
-                            ));
-                        }
-                        None => nemesis.push(format!("{t} ms: server kill skipped (down)")),
-                    }
-                }
-                Action::Restart => {
-                    if let Some(c) = &cluster {
-                        let r = tokio::task::block_in_place(|| c.crash_restart());
-                        nemesis.push(format!("{t} ms: pg_ctl restart -m immediate: {r:?}"));
-                        r?;
-                    }
+            let ids: Vec<(String, bool)> =
+                batch.iter().map(|(id, p, _)| (id.clone(), *p)).collect();
+            let jobs = batch.into_iter().map(|(_, _, j)| j).collect();
+            let status = enqueue_batch(store.as_ref(), jobs, &full).await;
+            if let Ok(mut map) = intents.lock() {
+                for (id, poison) in ids {
+                    map.insert(id, Intent { status, poison });
                 }
             }
         }
-        // Restart a killed server (until the load is done).
-        if let Some(s) = server.as_mut()
+    }))
+}
+
+/// What a nemesis action did: struck (or was skipped), or is to be tried
+/// again at the next pass (its target was not yet in the state that makes
+/// the strike prove something).
+enum Strike {
+    Done,
+    Wait,
+}
+
+/// The fault phase: the workers, the server of the http plan, and what the
+/// nemesis did to them.
+struct Nemesis<'a> {
+    opts: &'a RunOptions,
+    dir: &'a Path,
+    backend: &'a Backend,
+    workers: Workers,
+    server: Option<crate::http::Server>,
+    /// Crash points still to arm, one per worker spawn in the fault phase.
+    crash_arms: VecDeque<String>,
+    fault_phase: bool,
+    full_until: Option<Instant>,
+    clock_offset: i64,
+    /// `(pid, ms)` of each kill and pause: when a worker stopped serving.
+    outages: Vec<(i32, i64)>,
+    forward_steps_over_leases: u64,
+    kills_mid_request: u64,
+    /// What happened, line by line, for the report.
+    log: Vec<String>,
+}
+
+impl<'a> Nemesis<'a> {
+    /// Spawns the workers (the first ones armed with crash points) and the
+    /// http plan's server.
+    fn start(
+        opts: &'a RunOptions,
+        dir: &'a Path,
+        backend: &'a Backend,
+        errand_bin: PathBuf,
+        crash_arms: VecDeque<String>,
+    ) -> Result<Nemesis<'a>> {
+        let harness = std::env::current_exe().context("locate this executable")?;
+        let harness = if harness.file_name().is_some_and(|n| n == "errand-harness") {
+            harness
+        } else {
+            errand_bin.with_file_name("errand-harness")
+        };
+        let exec = format!(
+            "exec {} handle --dir {}",
+            shell_quote(&harness.display().to_string()),
+            shell_quote(&dir.display().to_string())
+        );
+        let workers = Workers {
+            errand: errand_bin,
+            db_args: backend.db_args(),
+            exec,
+            dir: dir.to_path_buf(),
+            concurrency: opts.concurrency,
+            lease_ms: opts.lease_ms,
+            clock_file: opts
+                .plan
+                .contains(&Fault::Clock)
+                .then(|| dir.join("clock-offset")),
+            slots: Vec::new(),
+        };
+        let mut me = Nemesis {
+            opts,
+            dir,
+            backend,
+            workers,
+            server: None,
+            crash_arms,
+            fault_phase: true,
+            full_until: None,
+            clock_offset: 0,
+            outages: Vec::new(),
+            forward_steps_over_leases: 0,
+            kills_mid_request: 0,
+            log: Vec::new(),
+        };
+        for i in 0..opts.workers {
+            let arm = me.crash_arms.pop_front();
+            let child = me.workers.spawn(arm.as_deref())?;
+            if let Some(arm) = arm {
+                me.log.push(format!(
+                    "0 ms: worker {i} (pid {}) armed: {arm}",
+                    child.id()
+                ));
+            }
+            me.workers.slots.push(Slot {
+                child: Some(child),
+                killed: false,
+                respawn_at: None,
+                paused_until: None,
+            });
+        }
+        // The HTTP plan's server (on its own port, restarted after each kill).
+        if opts.plan.contains(&Fault::Http) {
+            me.server = Some(crate::http::Server::start(
+                &me.workers.errand,
+                &me.workers.db_args,
+                dir,
+            )?);
+        }
+        Ok(me)
+    }
+
+    /// Strikes as planned while the load runs, heals, and waits for the
+    /// queue to drain (the log says how many jobs were left unfinished).
+    async fn fault_and_drain(
+        &mut self,
+        actions: &[(u64, Action)],
+        store: &dyn Store,
+        load: &tokio::task::JoinHandle<()>,
+        shared: &LoadShared,
+    ) -> Result<()> {
+        let t0 = Instant::now();
+        let fault_ms = self.opts.fault_secs * 1000;
+        let mut next = 0;
+        let mut drain_until: Option<Instant> = None;
+        let left = loop {
+            let now = Instant::now();
+            let elapsed = now.duration_since(t0).as_millis() as u64;
+            // Nemesis actions that are due.
+            while self.fault_phase
+                && let Some((t, action)) = actions.get(next).copied()
+                && t <= elapsed
+            {
+                match self.strike(t, action, elapsed, now, shared).await? {
+                    Strike::Done => next += 1,
+                    Strike::Wait => break,
+                }
+            }
+            self.tend(now, elapsed)?;
+            if self.fault_phase && elapsed >= fault_ms && load.is_finished() {
+                self.fault_phase = false;
+                drain_until = Some(now + Duration::from_secs(self.opts.drain_secs));
+                self.log.push(format!("{elapsed} ms: heal and drain"));
+                continue;
+            }
+            if let Some(until) = drain_until {
+                let left = unfinished(store).await.unwrap_or(usize::MAX);
+                if left == 0 || now >= until {
+                    break left;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            } else {
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+        };
+        let ms = t0.elapsed().as_millis();
+        self.log
+            .push(format!("{ms} ms: drained ({left} unfinished)"));
+        Ok(())
+    }
+
+    /// One planned action, due at `t`.
+    async fn strike(
+        &mut self,
+        t: u64,
+        action: Action,
+        elapsed: u64,
+        now: Instant,
+        shared: &LoadShared,
+    ) -> Result<Strike> {
+        match action {
+            Action::Kill(chosen) => Ok(self.kill(t, chosen, elapsed)),
+            Action::Pause(slot, len) => Ok(self.pause(t, slot, len, elapsed, now)),
+            Action::Fill(len) => {
+                if let Some(d) = &self.backend.disk {
+                    let n = tokio::task::block_in_place(|| d.fill())?;
+                    self.full_until = Some(now + Duration::from_millis(len));
+                    self.log.push(format!(
+                        "{t} ms: file system full ({n} bytes of ballast) for {len} ms"
+                    ));
+                }
+                Ok(Strike::Done)
+            }
+            Action::Jump(step) => self.jump(t, step, elapsed),
+            Action::KillServer => {
+                self.kill_server(t, shared).await;
+                Ok(Strike::Done)
+            }
+            Action::Restart => {
+                if let Some(c) = &self.backend.cluster {
+                    let r = tokio::task::block_in_place(|| c.crash_restart());
+                    self.log
+                        .push(format!("{t} ms: pg_ctl restart -m immediate: {r:?}"));
+                    r?;
+                }
+                Ok(Strike::Done)
+            }
+        }
+    }
+
+    /// Whether worker `slot` is up: spawned, not killed, not paused.
+    fn up(&self, slot: usize) -> bool {
+        self.workers
+            .slots
+            .get(slot)
+            .is_some_and(|s| s.child.is_some() && !s.killed && s.paused_until.is_none())
+    }
+
+    /// Whether a strike at worker `slot` should wait (at most
+    /// `--strike-wait-ms` past its time) for the worker to be running a
+    /// handler: a strike at an idle worker proves nothing.
+    fn idle_worth_waiting(&self, slot: usize, t: u64, elapsed: u64) -> bool {
+        let pid = self
+            .workers
+            .slots
+            .get(slot)
+            .and_then(|s| s.child.as_ref())
+            .map(Child::id);
+        pid.is_some_and(|pid| !in_flight(self.dir, pid)) && elapsed < t + self.opts.strike_wait_ms
+    }
+
+    /// SIGKILL: the chosen worker, or when it is down (killed, not yet
+    /// respawned) or paused, the next one that is up; all down: skip.
+    fn kill(&mut self, t: u64, chosen: usize, elapsed: u64) -> Strike {
+        let n = self.workers.slots.len().max(1);
+        let slot = (0..n)
+            .map(|i| (chosen + i) % n)
+            .find(|&i| self.up(i))
+            .unwrap_or(chosen);
+        let paused = self
+            .workers
+            .slots
+            .get(slot)
+            .is_some_and(|s| s.paused_until.is_some() || s.killed);
+        if !paused && self.idle_worth_waiting(slot, t, elapsed) {
+            return Strike::Wait;
+        }
+        match (!paused)
+            .then(|| self.workers.signal(slot, Signal::SIGKILL))
+            .flatten()
+        {
+            Some(pid) => {
+                self.outages.push((pid, crate::handle::now_ms()));
+                if let Some(s) = self.workers.slots.get_mut(slot) {
+                    s.killed = true;
+                }
+                self.log
+                    .push(format!("{t} ms: SIGKILL worker {slot} (pid {pid})"));
+            }
+            None => self.log.push(format!(
+                "{t} ms: kill of worker {slot} skipped (down or paused)"
+            )),
+        }
+        Strike::Done
+    }
+
+    /// SIGSTOP worker `slot` for `len` ms, mid-handler when it can be.
+    fn pause(&mut self, t: u64, slot: usize, len: u64, elapsed: u64, now: Instant) -> Strike {
+        let paused = self
+            .workers
+            .slots
+            .get(slot)
+            .is_some_and(|s| s.paused_until.is_some());
+        if !paused && self.idle_worth_waiting(slot, t, elapsed) {
+            return Strike::Wait;
+        }
+        match (!paused)
+            .then(|| self.workers.signal(slot, Signal::SIGSTOP))
+            .flatten()
+        {
+            Some(pid) => {
+                self.outages.push((pid, crate::handle::now_ms()));
+                if let Some(s) = self.workers.slots.get_mut(slot) {
+                    s.paused_until = Some(now + Duration::from_millis(len));
+                }
+                self.log.push(format!(
+                    "{t} ms: SIGSTOP worker {slot} (pid {pid}) for {len} ms"
+                ));
+            }
+            None => self.log.push(format!(
+                "{t} ms: pause of worker {slot} skipped (down or paused)"
+            )),
+        }
+        Strike::Done
+    }
+
+    /// Steps the workers' clock by `step` ms while some worker holds a
+    /// lease (waiting at most a second for one: a step with no lease held
+    /// proves nothing).
+    fn jump(&mut self, t: u64, step: i64, elapsed: u64) -> Result<Strike> {
+        let busy = self
+            .workers
+            .slots
+            .iter()
+            .filter_map(|s| s.child.as_ref())
+            .any(|c| in_flight(self.dir, c.id()));
+        if !busy && elapsed < t + 1000 {
+            return Ok(Strike::Wait);
+        }
+        if busy && step > 0 {
+            self.forward_steps_over_leases += 1;
+        }
+        if let Some(file) = &self.workers.clock_file {
+            self.clock_offset += step;
+            let tmp = file.with_extension("tmp");
+            std::fs::write(&tmp, self.clock_offset.to_string())
+                .context("write the clock offset")?;
+            std::fs::rename(&tmp, file).context("write the clock offset")?;
+            self.log.push(format!(
+                "{t} ms: workers' clock stepped {step:+} ms (offset {:+} ms)",
+                self.clock_offset
+            ));
+        }
+        Ok(Strike::Done)
+    }
+
+    /// SIGKILL the http plan's server mid-request: wait (at most a second)
+    /// for a request to start — woken by the client, not by polling, since
+    /// a request lasts milliseconds — then strike at once.
+    async fn kill_server(&mut self, t: u64, shared: &LoadShared) {
+        let by = Instant::now() + Duration::from_millis(1000);
+        let mut requests = shared.http_in_flight.load(Ordering::SeqCst);
+        while requests == 0 && Instant::now() < by {
+            let _ = tokio::time::timeout_at(by.into(), shared.request_started.notified()).await;
+            // A moment more, so the burst reaches the server and some
+            // requests are being committed when it dies (a burst of 25
+            // enqueues on SQLite can be answered within 3 ms, so no longer
+            // than 1).
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            requests = shared.http_in_flight.load(Ordering::SeqCst);
+        }
+        match self.server.as_mut().and_then(crate::http::Server::kill) {
+            Some(pid) => {
+                self.kills_mid_request += u64::from(requests > 0);
+                self.log.push(format!(
+                    "{t} ms: SIGKILL server (pid {pid}) with {requests} requests in flight"
+                ));
+            }
+            None => self.log.push(format!("{t} ms: server kill skipped (down)")),
+        }
+    }
+
+    /// Between strikes: restarts a killed server, frees the file system
+    /// and resumes paused workers when their time is up (everything on
+    /// heal), reaps dead workers and respawns them after a short delay.
+    fn tend(&mut self, now: Instant, elapsed: u64) -> Result<()> {
+        if let Some(s) = self.server.as_mut()
             && let Some(line) = s.tick(now)?
         {
-            nemesis.push(format!("{elapsed} ms: {line}"));
+            self.log.push(format!("{elapsed} ms: {line}"));
         }
-        // Free the file system when its time is up (or on heal).
-        if full_until.is_some_and(|u| !fault_phase || u <= now)
-            && let Some(d) = &disk
+        let fault_phase = self.fault_phase;
+        if self.full_until.is_some_and(|u| !fault_phase || u <= now)
+            && let Some(d) = &self.backend.disk
         {
-            full_until = None;
+            self.full_until = None;
             d.free()?;
-            nemesis.push(format!("{elapsed} ms: file system space returned"));
+            self.log
+                .push(format!("{elapsed} ms: file system space returned"));
         }
-        // Resume paused workers whose time is up (or all of them on heal).
-        for (i, slot) in workers.slots.iter_mut().enumerate() {
+        for (i, slot) in self.workers.slots.iter_mut().enumerate() {
             if slot.paused_until.is_some_and(|u| !fault_phase || u <= now) {
                 slot.paused_until = None;
                 if let Some(c) = &slot.child
                     && let Ok(pid) = i32::try_from(c.id())
                 {
                     let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
-                    nemesis.push(format!("{elapsed} ms: SIGCONT worker {i} (pid {pid})"));
+                    self.log
+                        .push(format!("{elapsed} ms: SIGCONT worker {i} (pid {pid})"));
                 }
             }
         }
-        // Reap dead workers (killed by the nemesis or by a poison job) and
-        // respawn them after a short delay.
-        for slot_index in 0..workers.slots.len() {
-            let exited = match workers
-                .slots
-                .get_mut(slot_index)
-                .and_then(|s| s.child.as_mut())
-            {
-                Some(c) => c
-                    .try_wait()
-                    .context("wait for a worker")?
-                    .map(|st| (c.id(), st)),
-                None => None,
-            };
-            if let Some((pid, status)) = exited
-                && let Some(slot) = workers.slots.get_mut(slot_index)
-            {
-                slot.child = None;
-                slot.killed = false;
-                slot.respawn_at = Some(now + restart_delay);
-                nemesis.push(format!(
-                    "{elapsed} ms: worker {slot_index} (pid {pid}) exited: {status}"
+        for slot_index in 0..self.workers.slots.len() {
+            self.reap_and_respawn(slot_index, now, elapsed)?;
+        }
+        Ok(())
+    }
+
+    /// Notes worker `slot_index`'s exit (killed by the nemesis or by a
+    /// poison job) and respawns it 300 ms later, armed with the next crash
+    /// point while the fault phase lasts.
+    fn reap_and_respawn(&mut self, slot_index: usize, now: Instant, elapsed: u64) -> Result<()> {
+        let exited = match self
+            .workers
+            .slots
+            .get_mut(slot_index)
+            .and_then(|s| s.child.as_mut())
+        {
+            Some(c) => c
+                .try_wait()
+                .context("wait for a worker")?
+                .map(|st| (c.id(), st)),
+            None => None,
+        };
+        if let Some((pid, status)) = exited
+            && let Some(slot) = self.workers.slots.get_mut(slot_index)
+        {
+            slot.child = None;
+            slot.killed = false;
+            slot.respawn_at = Some(now + Duration::from_millis(300));
+            self.log.push(format!(
+                "{elapsed} ms: worker {slot_index} (pid {pid}) exited: {status}"
+            ));
+        }
+        let due = self
+            .workers
+            .slots
+            .get(slot_index)
+            .is_some_and(|s| s.child.is_none() && s.respawn_at.is_some_and(|r| r <= now));
+        if due {
+            let arm = self
+                .fault_phase
+                .then(|| self.crash_arms.pop_front())
+                .flatten();
+            let child = self.workers.spawn(arm.as_deref())?;
+            if let Some(arm) = arm {
+                self.log.push(format!(
+                    "{elapsed} ms: worker {slot_index} (pid {}) armed: {arm}",
+                    child.id()
                 ));
             }
-            let due = workers
-                .slots
-                .get(slot_index)
-                .is_some_and(|s| s.child.is_none() && s.respawn_at.is_some_and(|r| r <= now));
-            if due {
-                let arm = fault_phase.then(|| crash_arms.pop_front()).flatten();
-                let child = workers.spawn(arm.as_deref())?;
-                if let Some(arm) = arm {
-                    nemesis.push(format!(
-                        "{elapsed} ms: worker {slot_index} (pid {}) armed: {arm}",
-                        child.id()
-                    ));
-                }
-                if let Some(slot) = workers.slots.get_mut(slot_index) {
-                    slot.child = Some(child);
-                    slot.respawn_at = None;
-                }
+            if let Some(slot) = self.workers.slots.get_mut(slot_index) {
+                slot.child = Some(child);
+                slot.respawn_at = None;
             }
         }
-        if fault_phase && elapsed >= fault_ms && load.is_finished() {
-            fault_phase = false;
-            drain_until = Some(drain_deadline(now));
-            nemesis.push(format!("{elapsed} ms: heal and drain"));
-            continue;
-        }
-        if let Some(until) = drain_until {
-            let left = unfinished(store.as_ref()).await.unwrap_or(usize::MAX);
-            if left == 0 || now >= until {
-                break left;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        } else {
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-    };
-    nemesis.push(format!(
-        "{} ms: drained ({left} unfinished)",
-        t0.elapsed().as_millis()
-    ));
+        Ok(())
+    }
 
-    if let Some(s) = server.as_mut() {
-        tokio::task::block_in_place(|| s.stop());
-    }
-    // Stop the workers: SIGTERM, then SIGKILL after the drain deadline.
-    for i in 0..workers.slots.len() {
-        workers.signal(i, Signal::SIGTERM);
-    }
-    let stop_by = Instant::now() + Duration::from_secs(15);
-    for slot in &mut workers.slots {
-        if let Some(child) = slot.child.as_mut() {
-            while child.try_wait().context("wait for a worker")?.is_none() {
-                if Instant::now() > stop_by {
-                    let _ = child.kill();
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            slot.child = None;
+    /// Stops the server, then the workers: SIGTERM, and SIGKILL for any
+    /// still running 15 s later.
+    async fn stop(&mut self) -> Result<()> {
+        if let Some(s) = self.server.as_mut() {
+            tokio::task::block_in_place(|| s.stop());
         }
+        for i in 0..self.workers.slots.len() {
+            self.workers.signal(i, Signal::SIGTERM);
+        }
+        let stop_by = Instant::now() + Duration::from_secs(15);
+        for slot in &mut self.workers.slots {
+            if let Some(child) = slot.child.as_mut() {
+                while child.try_wait().context("wait for a worker")?.is_none() {
+                    if Instant::now() > stop_by {
+                        let _ = child.kill();
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                slot.child = None;
+            }
+        }
+        Ok(())
     }
-    // Orphaned handlers of killed workers finish within their `ms`.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+}
 
-    // The final database.
-    // Every job, page by page (keyset pagination), whatever its state.
+/// Every job of the final database, page by page (keyset pagination),
+/// whatever its state: the ids as listed, and each job's final record.
+async fn read_finals(store: &dyn Store) -> Result<(Vec<String>, HashMap<String, FinalJob>)> {
     let mut listed = Vec::new();
     let mut after: Option<JobId> = None;
     loop {
@@ -1154,6 +1455,18 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
             continue;
         }
         let d = store.detail(&JobId::new(id.clone())?).await?;
+        let history = d
+            .history
+            .iter()
+            .map(|a| {
+                (
+                    a.attempt,
+                    a.started_at.as_millis(),
+                    a.finished_at.map(|t| t.as_millis()),
+                    a.outcome.clone(),
+                )
+            })
+            .collect();
         finals.insert(
             id.clone(),
             FinalJob {
@@ -1161,101 +1474,9 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
                 attempts: d.job.attempts,
                 max_attempts: d.job.max_attempts,
                 last_error_class: d.job.last_error_class.map(|c| c.as_str().to_owned()),
-                history: d
-                    .history
-                    .iter()
-                    .map(|a| {
-                        (
-                            a.attempt,
-                            a.started_at.as_millis(),
-                            a.finished_at.map(|t| t.as_millis()),
-                            a.outcome.clone(),
-                        )
-                    })
-                    .collect(),
+                history,
             },
         );
     }
-    drop(store);
-    let integrity = match &pg_url {
-        Some(_) => None,
-        None => {
-            let conn = rusqlite::Connection::open(&db).context("open the SQLite file")?;
-            let rows: Vec<String> = conn
-                .prepare("PRAGMA integrity_check")
-                .and_then(|mut s| {
-                    s.query_map([], |r| r.get::<_, String>(0))?
-                        .collect::<rusqlite::Result<Vec<String>>>()
-                })
-                .context("PRAGMA integrity_check")?;
-            Some(rows.join("; "))
-        }
-    };
-    let crash_points = parse_crash_points(&dir)?;
-    let storage_full =
-        load_full.load(Ordering::Relaxed) + count_worker_lines(&dir, "storage is full")?;
-    if let Some(d) = &disk
-        && opts.keep
-    {
-        d.copy_out(&dir);
-    }
-    // Kept for re-checking a run offline: `PID MS` per nemesis kill/pause.
-    let outage_lines: String = outages.iter().map(|(p, t)| format!("{p} {t}\n")).collect();
-    std::fs::write(dir.join("outages.log"), outage_lines).context("write outages.log")?;
-    let mut deaths = outages;
-    deaths.extend(parse_poison_deaths(&dir));
-    deaths.extend(crash_points.iter().map(|(_, pid, ms)| (*pid, *ms)));
-    let intents = intents
-        .lock()
-        .map_err(|_| anyhow::anyhow!("the load generator panicked"))?
-        .clone();
-    let history = History {
-        intents,
-        listed,
-        jobs: finals,
-        starts: parse_starts(&dir),
-        effects: parse_effects(&dir),
-        reports: parse_reports(&dir)?,
-        deaths,
-        crash_points,
-        storage_full,
-        forward_steps_over_leases,
-        http_requests_failed: http_stats.lock().map(|s| s.requests_failed).unwrap_or(0),
-        http_found_existing: http_stats.lock().map(|s| s.found_existing).unwrap_or(0),
-        http_kills_mid_request: kills_mid_request,
-        lease_ms: opts.lease_ms,
-        integrity,
-    };
-    let figures = check::check(&history);
-    let violations = figures.violations(&check::Require {
-        stale_tokens: has(Fault::Pause),
-        recovery: has(Fault::Kill) || has(Fault::Pause),
-        crash_points: has(Fault::Crash),
-        storage_full: has(Fault::DiskFull),
-        no_live_reclaims: has(Fault::Clock),
-        http_failures: has(Fault::Http),
-    });
-    drop(workers);
-    if let (Some(url), Some(s)) = (&pg_url, &schema)
-        && !opts.keep
-        && cluster.is_none()
-    {
-        drop_schema(url, s).await?;
-    }
-    drop(cluster);
-    let keep = opts.keep || !violations.is_empty();
-    if keep && opts.dir.is_none() {
-        let _ = tmp.keep();
-    }
-    Ok(RunResult {
-        seed,
-        backend,
-        plan: opts.plan.clone(),
-        replay,
-        dir: dir.display().to_string(),
-        elapsed_ms: started.elapsed().as_millis() as u64,
-        nemesis,
-        figures,
-        violations,
-    })
+    Ok((listed, finals))
 }
