@@ -356,46 +356,15 @@ async fn run_command(command: Command) -> anyhow::Result<()> {
             crash_after_transition,
             json,
         } => {
-            if lease < Duration::from_millis(100) {
-                return Err(Error::Invalid("--lease must be at least 100ms".into()).into());
-            }
-            if poll.is_zero() {
-                return Err(Error::Invalid("--poll must be longer than zero".into()).into());
-            }
-            if !(1..=1000).contains(&concurrency) {
-                return Err(
-                    Error::Invalid("--concurrency must be between 1 and 1000".into()).into(),
-                );
-            }
-            let app = App::open(&db).await?;
-            let options = WorkOptions {
+            let options = work_options(
                 lease,
                 poll,
                 concurrency,
                 simulate_db_timeout,
-                pause: handler_pause_ms.map(Duration::from_millis),
+                handler_pause_ms,
                 crash_after_transition,
-            };
-            let show = move |line: &WorkLine| {
-                let printed = if json {
-                    print_json(line)
-                } else {
-                    print_line(&line.to_string())
-                };
-                if let Err(e) = printed {
-                    tracing::warn!(error = %e, "cannot print a work report");
-                }
-            };
-            if once {
-                let line = expiry::work_once(&app, &options).await?;
-                show(&line);
-                Ok(())
-            } else {
-                let stats =
-                    expiry::work_service(&app, &options, Arc::new(show), shutdown_signal()).await?;
-                tracing::info!(?stats, "drained");
-                Ok(())
-            }
+            )?;
+            work(&db, once, &options, json).await
         }
         Command::List { db, json } => {
             let list = App::open(&db).await?.list().await?;
@@ -427,35 +396,9 @@ async fn run_command(command: Command) -> anyhow::Result<()> {
         } => {
             let app = App::open(&db).await?;
             if check {
-                let Some(max) = max_lateness else {
-                    return Err(Error::Invalid(
-                        "--check needs a threshold: give --max-lateness DUR".into(),
-                    )
-                    .into());
-                };
-                let verdict = stats::check_lateness(&app.recent_lateness(window).await?, max);
-                if json {
-                    print_json(&verdict)?;
-                } else {
-                    print_line(&verdict.to_string())?;
-                }
-                return if verdict.ok {
-                    Ok(())
-                } else {
-                    Err(ThresholdCrossed.into())
-                };
-            }
-            let figures = app.figures().await?;
-            if prometheus {
-                let text = stats::prometheus(&figures)?;
-                let mut out = std::io::stdout().lock();
-                out.write_all(text.as_bytes())
-                    .and_then(|()| out.flush())
-                    .context("cannot write to stdout")
-            } else if json {
-                print_json(&Stats::from_figures(&figures))
+                check_lateness(&app, max_lateness, window, json).await
             } else {
-                print_line(&Stats::from_figures(&figures).to_string())
+                print_stats(&app, prometheus, json).await
             }
         }
         Command::PurgeReservation { db, id, json } => {
@@ -485,30 +428,122 @@ async fn run_command(command: Command) -> anyhow::Result<()> {
                 new_key,
                 confirm_eligible,
             };
-            // Refuse a lone --new-key or --confirm-eligible before touching
-            // the database.
-            app::check_replay_flags(new_key, confirm_eligible)?;
-            let report = App::open(&db).await?.replay(&request).await?;
-            if json {
-                print_json(&report)
-            } else {
-                let key = match &report.previous_key {
-                    Some(old) => {
-                        format!("new idempotency key {} (was {old})", report.idempotency_key)
-                    }
-                    None => format!("idempotency key kept: {}", report.idempotency_key),
-                };
-                print_line(&format!(
-                    "replayed {} by {}: state={} attempts={} replays={}; {key}",
-                    report.job.id,
-                    report.operator,
-                    report.job.state,
-                    report.job.attempts,
-                    report.job.replays
-                ))
-            }
+            replay(&db, &request, json).await
         }
     }
+}
+
+/// The worker's options, checked.
+fn work_options(
+    lease: Duration,
+    poll: Duration,
+    concurrency: usize,
+    simulate_db_timeout: bool,
+    handler_pause_ms: Option<u64>,
+    crash_after_transition: bool,
+) -> Result<WorkOptions, Error> {
+    if lease < Duration::from_millis(100) {
+        return Err(Error::Invalid("--lease must be at least 100ms".into()));
+    }
+    if poll.is_zero() {
+        return Err(Error::Invalid("--poll must be longer than zero".into()));
+    }
+    if !(1..=1000).contains(&concurrency) {
+        return Err(Error::Invalid(
+            "--concurrency must be between 1 and 1000".into(),
+        ));
+    }
+    Ok(WorkOptions {
+        lease,
+        poll,
+        concurrency,
+        simulate_db_timeout,
+        pause: handler_pause_ms.map(Duration::from_millis),
+        crash_after_transition,
+    })
+}
+
+/// `reservations work`: one job (`--once`) or the service until a signal.
+async fn work(db: &str, once: bool, options: &WorkOptions, json: bool) -> anyhow::Result<()> {
+    let app = App::open(db).await?;
+    let show = move |line: &WorkLine| {
+        let printed = if json {
+            print_json(line)
+        } else {
+            print_line(&line.to_string())
+        };
+        if let Err(e) = printed {
+            tracing::warn!(error = %e, "cannot print a work report");
+        }
+    };
+    if once {
+        let line = expiry::work_once(&app, options).await?;
+        show(&line);
+    } else {
+        let stats = expiry::work_service(&app, options, Arc::new(show), shutdown_signal()).await?;
+        tracing::info!(?stats, "drained");
+    }
+    Ok(())
+}
+
+/// `reservations stats --check`: the verdict on recent expiry lateness.
+async fn check_lateness(
+    app: &App,
+    max_lateness: Option<Duration>,
+    window: Duration,
+    json: bool,
+) -> anyhow::Result<()> {
+    let Some(max) = max_lateness else {
+        return Err(
+            Error::Invalid("--check needs a threshold: give --max-lateness DUR".into()).into(),
+        );
+    };
+    let verdict = stats::check_lateness(&app.recent_lateness(window).await?, max);
+    if json {
+        print_json(&verdict)?;
+    } else {
+        print_line(&verdict.to_string())?;
+    }
+    if verdict.ok {
+        Ok(())
+    } else {
+        Err(ThresholdCrossed.into())
+    }
+}
+
+/// `reservations stats`: the figures, as text, JSON or Prometheus.
+async fn print_stats(app: &App, prometheus: bool, json: bool) -> anyhow::Result<()> {
+    let figures = app.figures().await?;
+    if prometheus {
+        let text = stats::prometheus(&figures)?;
+        let mut out = std::io::stdout().lock();
+        out.write_all(text.as_bytes())
+            .and_then(|()| out.flush())
+            .context("cannot write to stdout")
+    } else if json {
+        print_json(&Stats::from_figures(&figures))
+    } else {
+        print_line(&Stats::from_figures(&figures).to_string())
+    }
+}
+
+/// `reservations replay`: flags checked before the database is touched.
+async fn replay(db: &str, request: &Replay, json: bool) -> anyhow::Result<()> {
+    // Refuse a lone --new-key or --confirm-eligible before touching the
+    // database.
+    app::check_replay_flags(request.new_key, request.confirm_eligible)?;
+    let report = App::open(db).await?.replay(request).await?;
+    if json {
+        return print_json(&report);
+    }
+    let key = match &report.previous_key {
+        Some(old) => format!("new idempotency key {} (was {old})", report.idempotency_key),
+        None => format!("idempotency key kept: {}", report.idempotency_key),
+    };
+    print_line(&format!(
+        "replayed {} by {}: state={} attempts={} replays={}; {key}",
+        report.job.id, report.operator, report.job.state, report.job.attempts, report.job.replays
+    ))
 }
 
 async fn shutdown_signal() {
