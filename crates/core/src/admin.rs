@@ -501,21 +501,28 @@ impl Stats {
     }
 }
 
-/// One row of a per-state sample, as a backend reads it.
-#[derive(Clone, Debug)]
-pub struct SampleRow {
-    /// The job's queue.
+/// One queue's counts as a backend reads them for the statistics: each
+/// state's rows read at most `cap + 1` times through that queue's index
+/// range (reading more than the cap means the figure is truncated).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QueueSample {
+    /// The queue.
     pub queue: String,
-    /// Its state.
-    pub state: String,
-    /// How many rows of the sample share queue and state (and `due`).
-    pub n: u64,
-    /// For ready rows: due now (`true`) or later.
-    pub due: bool,
-    /// For running rows: live leases among `n`.
-    pub live: u64,
-    /// For due ready rows: the earliest due time.
+    /// Ready jobs due now.
+    pub due: u64,
+    /// Ready jobs due later.
+    pub scheduled: u64,
+    /// The earliest due time among the due ones.
     pub oldest_due_at: Option<Timestamp>,
+    /// Ready rows read in the largest single range read (what the cap is
+    /// held against).
+    pub ready_read: u64,
+    /// Running jobs.
+    pub running: u64,
+    /// Live leases among them (the rest have expired).
+    pub live: u64,
+    /// Dead jobs.
+    pub dead: u64,
 }
 
 /// A count of attempts that ended in the window, as a backend reads it.
@@ -531,38 +538,52 @@ pub struct WindowRow {
     pub n: u64,
 }
 
-/// Assembles [`Stats`] from what a backend read: the per-state samples
-/// (with, per state, whether it reached the cap), the window's counts, the
-/// paused queues and the workers.
+/// Assembles [`Stats`] from what a backend read: each queue's sample, the
+/// window's counts, the paused queues and the workers. A state whose rows
+/// read exceed the cap in some queue, and a window whose counts do, are
+/// named in [`Stats::truncated`].
 pub fn assemble_stats(
     req: &StatsRequest,
     now: Timestamp,
-    samples: Vec<SampleRow>,
-    truncated: Vec<String>,
+    samples: Vec<QueueSample>,
     window: Vec<WindowRow>,
     paused: &[PausedQueue],
     mut workers: Vec<WorkerSeen>,
 ) -> Result<Stats> {
+    let cap = u64::from(req.cap);
+    let mut truncated: Vec<String> = Vec::new();
+    let mut cut = |state: &str| {
+        if !truncated.iter().any(|t| t == state) {
+            truncated.push(state.to_owned());
+        }
+    };
+    for s in &samples {
+        for (state, n) in [
+            ("ready", s.ready_read),
+            ("running", s.running),
+            ("dead", s.dead),
+        ] {
+            if n > cap {
+                cut(state);
+            }
+        }
+    }
+    if window.iter().map(|w| w.n).sum::<u64>() > cap {
+        cut("window");
+    }
     let mut queues: BTreeMap<String, QueueStats> = BTreeMap::new();
     for s in samples {
         let q = &mut entry(&mut queues, &s.queue)?.counts;
-        match s.state.as_str() {
-            "ready" if s.due => {
-                q.ready += s.n;
-                q.oldest_due_at = match (q.oldest_due_at, s.oldest_due_at) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
-            }
-            "ready" => q.scheduled += s.n,
-            "running" => {
-                q.running += s.n;
-                q.active_leases += s.live;
-                q.expired_leases += s.n.saturating_sub(s.live);
-            }
-            "dead" => q.dead += s.n,
-            _ => {}
-        }
+        q.ready += s.due;
+        q.oldest_due_at = match (q.oldest_due_at, s.oldest_due_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        q.scheduled += s.scheduled;
+        q.running += s.running;
+        q.active_leases += s.live;
+        q.expired_leases += s.running.saturating_sub(s.live);
+        q.dead += s.dead;
     }
     for w in window {
         let q = &mut entry(&mut queues, &w.queue)?.counts;
@@ -577,8 +598,6 @@ pub fn assemble_stats(
         entry(&mut queues, p.queue.as_str())?.paused = true;
     }
     let mut queues: Vec<QueueStats> = queues.into_values().collect();
-    let mut truncated = truncated;
-    let cap = u64::from(req.cap);
     for q in &mut queues {
         let c = &q.counts;
         for (state, n) in [
@@ -702,19 +721,22 @@ mod tests {
     #[test]
     fn stats_split_ready_from_scheduled_and_live_from_expired_leases() {
         let now = Timestamp::from_millis(100_000);
-        let row = |queue: &str, state: &str, n, due, live, oldest: Option<i64>| SampleRow {
-            queue: queue.into(),
-            state: state.into(),
-            n,
-            due,
-            live,
-            oldest_due_at: oldest.map(Timestamp::from_millis),
-        };
         let samples = vec![
-            row("mail", "ready", 3, true, 0, Some(40_000)),
-            row("mail", "ready", 2, false, 0, None),
-            row("mail", "running", 4, false, 3, None),
-            row("bulk", "dead", 7, false, 0, None),
+            QueueSample {
+                queue: "mail".into(),
+                due: 3,
+                scheduled: 2,
+                oldest_due_at: Some(Timestamp::from_millis(40_000)),
+                ready_read: 5,
+                running: 4,
+                live: 3,
+                dead: 0,
+            },
+            QueueSample {
+                queue: "bulk".into(),
+                dead: 7,
+                ..QueueSample::default()
+            },
         ];
         let window = vec![
             WindowRow {
@@ -740,7 +762,6 @@ mod tests {
             &StatsRequest::default(),
             now,
             samples,
-            vec![],
             window,
             &paused,
             vec![],
@@ -761,5 +782,42 @@ mod tests {
         let t = stats.totals();
         assert_eq!((t.ready, t.running, t.dead), (3, 4, 7));
         assert_eq!(stats.since_last_worker_cycle_ms, None);
+        assert!(stats.truncated.is_empty(), "{:?}", stats.truncated);
+    }
+
+    /// A state read past the cap in any queue, and a window counted past
+    /// it, are named once each, whichever backend read them.
+    #[test]
+    fn figures_read_past_the_cap_are_named_truncated() {
+        let sample = |queue: &str, ready_read, running, dead| QueueSample {
+            queue: queue.into(),
+            due: ready_read,
+            ready_read,
+            running,
+            live: running,
+            dead,
+            ..QueueSample::default()
+        };
+        let window = |n| WindowRow {
+            queue: "a".into(),
+            dead: false,
+            class: "retryable".into(),
+            n,
+        };
+        let req = StatsRequest {
+            cap: 4,
+            ..StatsRequest::default()
+        };
+        let now = Timestamp::from_millis(0);
+        let samples = vec![sample("a", 5, 4, 0), sample("b", 9, 0, 5)];
+        let stats = assemble_stats(&req, now, samples, vec![window(3), window(2)], &[], vec![])
+            .expect("assembles");
+        assert_eq!(stats.truncated, ["ready", "dead", "window"]);
+        assert_eq!(stats.queues[0].truncated, ["ready"]);
+        assert_eq!(stats.queues[1].truncated, ["ready", "dead"]);
+        let samples = vec![sample("a", 4, 4, 4)];
+        let stats =
+            assemble_stats(&req, now, samples, vec![window(4)], &[], vec![]).expect("assembles");
+        assert!(stats.truncated.is_empty(), "{:?}", stats.truncated);
     }
 }

@@ -38,7 +38,7 @@ mod store;
 pub use admin::{
     AuditEntry, AuditFilter, CancelRequest, Copied, CopyRequest, Counts, Histogram,
     LATENCY_BUCKETS_MS, MAX_OPERATOR_BYTES, MAX_REASON_BYTES, PausedQueue, PurgeRequest,
-    QueueAction, QueueStats, ReplayRequest, SampleRow, Stats, StatsRequest, WindowRow,
+    QueueAction, QueueSample, QueueStats, ReplayRequest, Stats, StatsRequest, WindowRow,
     WorkerMetrics, WorkerReport, WorkerSeen, assemble_stats, check_operator, check_reason,
     is_audit_text,
 };

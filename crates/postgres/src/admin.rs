@@ -3,7 +3,7 @@
 
 use errand_core::{
     AuditEntry, AuditFilter, Copied, CopyRequest, Error, Job, JobId, Name, NewJob, PausedQueue,
-    PurgeRequest, QueueAction, Result, SampleRow, Stats, StatsRequest, WindowRow, WorkerMetrics,
+    PurgeRequest, QueueAction, QueueSample, Result, Stats, StatsRequest, WindowRow, WorkerMetrics,
     WorkerReport, WorkerSeen, assemble_stats,
 };
 use time::OffsetDateTime;
@@ -444,43 +444,18 @@ pub(crate) async fn stats(
         .map_err(map_err)?;
     let cap = i64::from(req.cap);
     let mut samples = Vec::new();
-    let mut truncated = Vec::new();
-    let mut cut = |state: &str| {
-        if !truncated.iter().any(|t| t == state) {
-            truncated.push(state.to_owned());
-        }
-    };
     for r in query(&tx, &q.stats_sample, &[&Some(at), &(cap + 1)]).await? {
-        let queue: String = r.try_get("queue").map_err(map_err)?;
         let oldest: Option<OffsetDateTime> = r.try_get("oldest").map_err(map_err)?;
-        let (ready_read, running, dead) = (
-            count(&r, "ready_read")?,
-            count(&r, "running")?,
-            count(&r, "dead")?,
-        );
-        for (state, n) in [("ready", ready_read), ("running", running), ("dead", dead)] {
-            if n > u64::from(req.cap) {
-                cut(state);
-            }
-        }
-        let row = |state: &str, n, due, live, oldest| SampleRow {
-            queue: queue.clone(),
-            state: state.to_owned(),
-            n,
-            due,
-            live,
-            oldest_due_at: oldest,
-        };
-        samples.push(row(
-            "ready",
-            count(&r, "due")?,
-            true,
-            0,
-            oldest.map(from_odt),
-        ));
-        samples.push(row("ready", count(&r, "scheduled")?, false, 0, None));
-        samples.push(row("running", running, false, count(&r, "live")?, None));
-        samples.push(row("dead", dead, false, 0, None));
+        samples.push(QueueSample {
+            queue: r.try_get("queue").map_err(map_err)?,
+            due: count(&r, "due")?,
+            scheduled: count(&r, "scheduled")?,
+            oldest_due_at: oldest.map(from_odt),
+            ready_read: count(&r, "ready_read")?,
+            running: count(&r, "running")?,
+            live: count(&r, "live")?,
+            dead: count(&r, "dead")?,
+        });
     }
     let window = query(
         &tx,
@@ -498,19 +473,8 @@ pub(crate) async fn stats(
         })
     })
     .collect::<Result<Vec<_>>>()?;
-    if window.iter().map(|w| w.n).sum::<u64>() > u64::from(req.cap) {
-        truncated.push("window".to_owned());
-    }
     let paused = paused(&tx, q).await?;
     let workers = workers(&tx, q).await?;
     tx.commit().await.map_err(map_err)?;
-    assemble_stats(
-        req,
-        from_odt(at),
-        samples,
-        truncated,
-        window,
-        &paused,
-        workers,
-    )
+    assemble_stats(req, from_odt(at), samples, window, &paused, workers)
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use errand_core::{
     AuditEntry, AuditFilter, Copied, CopyRequest, Error, Job, JobId, JobState, Name, NewJob,
-    PausedQueue, QueueAction, Result, SampleRow, Stats, StatsRequest, Timestamp, WindowRow,
+    PausedQueue, QueueAction, QueueSample, Result, Stats, StatsRequest, Timestamp, WindowRow,
     WorkerMetrics, WorkerReport, WorkerSeen, assemble_stats,
 };
 use rusqlite::{Connection, OptionalExtension, Row, named_params};
@@ -365,45 +365,28 @@ fn queue_names(conn: &Connection, read: i64) -> Result<Vec<String>> {
 /// The statistics, read in one transaction.
 pub(crate) fn stats(conn: &Connection, req: &StatsRequest, now: Timestamp) -> Result<Stats> {
     let mut samples = Vec::new();
-    let mut truncated: Vec<String> = Vec::new();
     let read = i64::from(req.cap) + 1;
     for queue in queue_names(conn, read)? {
-        let r = conn
+        let sample = conn
             .prepare_cached(STATS_SAMPLE)
             .map_err(map_err)?
             .query_row(
                 named_params! {":queue": queue, ":now": now.as_millis(), ":cap": read},
                 |r| {
-                    let counts = [
-                        u64_col(r, 0)?,
-                        u64_col(r, 1)?,
-                        u64_col(r, 3)?,
-                        u64_col(r, 4)?,
-                        u64_col(r, 5)?,
-                        u64_col(r, 6)?,
-                    ];
-                    Ok((counts, opt_ts_col(r, 2)?))
+                    Ok(QueueSample {
+                        queue: queue.clone(),
+                        due: u64_col(r, 0)?,
+                        scheduled: u64_col(r, 1)?,
+                        oldest_due_at: opt_ts_col(r, 2)?,
+                        ready_read: u64_col(r, 3)?,
+                        running: u64_col(r, 4)?,
+                        live: u64_col(r, 5)?,
+                        dead: u64_col(r, 6)?,
+                    })
                 },
             )
             .map_err(map_err)?;
-        let ([due, scheduled, ready_read, running, live, dead], oldest) = r;
-        for (state, n) in [("ready", ready_read), ("running", running), ("dead", dead)] {
-            if n > u64::from(req.cap) && !truncated.iter().any(|t| t == state) {
-                truncated.push(state.to_owned());
-            }
-        }
-        let row = |state: &str, n, due, live, oldest| SampleRow {
-            queue: queue.clone(),
-            state: state.to_owned(),
-            n,
-            due,
-            live,
-            oldest_due_at: oldest,
-        };
-        samples.push(row("ready", due, true, 0, oldest));
-        samples.push(row("ready", scheduled, false, 0, None));
-        samples.push(row("running", running, false, live, None));
-        samples.push(row("dead", dead, false, 0, None));
+        samples.push(sample);
     }
     let window = conn
         .prepare_cached(STATS_WINDOW)
@@ -422,10 +405,7 @@ pub(crate) fn stats(conn: &Connection, req: &StatsRequest, now: Timestamp) -> Re
         .map_err(map_err)?
         .collect::<rusqlite::Result<Vec<_>>>()
         .map_err(map_err)?;
-    if window.iter().map(|w| w.n).sum::<u64>() > u64::from(req.cap) {
-        truncated.push("window".to_owned());
-    }
     let paused = paused(conn)?;
     let workers = workers(conn)?;
-    assemble_stats(req, now, samples, truncated, window, &paused, workers)
+    assemble_stats(req, now, samples, window, &paused, workers)
 }
