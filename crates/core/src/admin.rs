@@ -62,6 +62,9 @@ pub struct ReplayRequest {
 }
 
 impl ReplayRequest {
+    /// What a store says when a named job is not dead or cancelled.
+    pub const REFUSED: &str = "only dead or cancelled jobs can be replayed";
+
     /// Checks the operator and reason.
     pub fn validate(&self) -> Result<()> {
         check_operator(&self.operator)?;
@@ -81,6 +84,9 @@ pub struct CancelRequest {
 }
 
 impl CancelRequest {
+    /// What a store says when a named job has finished.
+    pub const REFUSED: &str = "only ready or running jobs can be cancelled";
+
     /// Checks the operator and reason.
     pub fn validate(&self) -> Result<()> {
         check_operator(&self.operator)?;
@@ -132,6 +138,9 @@ pub struct PurgeRequest {
 }
 
 impl PurgeRequest {
+    /// What a store says when a named job is not dead.
+    pub const REFUSED: &str = "only dead jobs can be purged";
+
     /// Checks the operator and reason.
     pub fn validate(&self) -> Result<()> {
         check_operator(&self.operator)?;

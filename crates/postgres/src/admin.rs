@@ -166,7 +166,7 @@ pub(crate) async fn purge(
         }
         let Some(row) = query_opt(&tx, &sql, &[&id.as_str()]).await? else {
             // Dropping the transaction rolls back what was done so far.
-            return Err(refused(&tx, q, id, "only dead jobs can be purged").await);
+            return Err(refused(&tx, q, id, PurgeRequest::REFUSED).await);
         };
         let queue: String = row.try_get("queue").map_err(map_err)?;
         let entry = Entry {

@@ -996,8 +996,8 @@ pub(crate) async fn operator_action(
     reason: Option<&str>,
 ) -> Result<Vec<Job>> {
     let (sql, hint) = match action {
-        Action::Replay => (&q.replay, "only dead or cancelled jobs can be replayed"),
-        Action::Cancel => (&q.cancel, "only ready or running jobs can be cancelled"),
+        Action::Replay => (&q.replay, errand_core::ReplayRequest::REFUSED),
+        Action::Cancel => (&q.cancel, errand_core::CancelRequest::REFUSED),
     };
     let tx = client.transaction().await.map_err(map_err)?;
     let mut out = Vec::with_capacity(ids.len());

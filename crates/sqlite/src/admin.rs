@@ -120,7 +120,7 @@ pub(crate) fn purge(
             .optional()
             .map_err(map_err)?;
         let Some(queue) = queue else {
-            return Err(refused(conn, id, "only dead jobs can be purged"));
+            return Err(refused(conn, id, errand_core::PurgeRequest::REFUSED));
         };
         let queue = Name::parse("queue", queue)?;
         let row = AuditRow {

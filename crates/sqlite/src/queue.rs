@@ -1077,7 +1077,7 @@ pub(crate) fn replay(
             )
             .optional()
             .map_err(map_err)?
-            .ok_or_else(|| refused(conn, id, "only dead or cancelled jobs can be replayed"))?;
+            .ok_or_else(|| refused(conn, id, errand_core::ReplayRequest::REFUSED))?;
         let row = AuditRow {
             job: Some(id),
             queue: &job.queue,
@@ -1115,7 +1115,7 @@ pub(crate) fn cancel(
             )
             .optional()
             .map_err(map_err)?
-            .ok_or_else(|| refused(conn, id, "only ready or running jobs can be cancelled"))?;
+            .ok_or_else(|| refused(conn, id, errand_core::CancelRequest::REFUSED))?;
         if was_running {
             let ended = Ended {
                 outcome: "cancelled",

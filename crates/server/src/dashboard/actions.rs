@@ -52,8 +52,8 @@ impl Action {
 
     fn refusal(self, job: &Job) -> PageError {
         let what = match self {
-            Action::Replay => "only dead or cancelled jobs can be replayed",
-            Action::Cancel => "only ready or running jobs can be cancelled",
+            Action::Replay => errand::ReplayRequest::REFUSED,
+            Action::Cancel => errand::CancelRequest::REFUSED,
         };
         PageError::new(
             StatusCode::CONFLICT,
