@@ -287,18 +287,28 @@ fn as_i64(n: u64) -> i64 {
 /// The Prometheus text of the operator signals (docs/http-api.md lists them).
 pub(crate) fn render_metrics(stats: &Stats) -> Result<String, std::fmt::Error> {
     let mut r = Registry::default();
+    register_queue_metrics(&mut r, stats);
+    register_worker_metrics(&mut r, stats);
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, &r)?;
+    Ok(spell_infinities(&out))
+}
+
+/// Each queue's jobs by state, leases, oldest due age, pause, and the
+/// recent window's retries and dead letters; the truncation flags.
+fn register_queue_metrics(r: &mut Registry, stats: &Stats) {
     let jobs = gauge_family(
-        &mut r,
+        r,
         "errand_jobs",
         "Jobs per queue and state (ready = due now, scheduled = due later); each queue's count stops past the cap, see errand_jobs_truncated",
     );
     let truncated = gauge_family(
-        &mut r,
+        r,
         "errand_jobs_truncated",
         "1 when some queue's count of the state went past the cap and is a lower bound",
     );
     let leases = gauge_family(
-        &mut r,
+        r,
         "errand_leases",
         "Running jobs per queue by lease: live or expired (its worker is gone or stalled)",
     );
@@ -309,18 +319,18 @@ pub(crate) fn render_metrics(stats: &Stats) -> Result<String, std::fmt::Error> {
         oldest.clone(),
     );
     let paused = gauge_family(
-        &mut r,
+        r,
         "errand_queue_paused",
         "1 when an operator paused the queue",
     );
     let window = format!("{}s", stats.window_secs);
     let retries = gauge_family(
-        &mut r,
+        r,
         "errand_retries_recent",
         "Failed attempts to be retried in the recent window, per queue and error class",
     );
     let dead = gauge_family(
-        &mut r,
+        r,
         "errand_dead_letters_recent",
         "Jobs that went dead in the recent window, per queue and error class (the dead-letter rate is this over the window)",
     );
@@ -370,7 +380,12 @@ pub(crate) fn render_metrics(stats: &Stats) -> Result<String, std::fmt::Error> {
             .get_or_create(&vec![("state", state.into())])
             .set(i64::from(stats.truncated.iter().any(|t| t == state)));
     }
+}
 
+/// The workers still reporting: how many, the time since the last claim
+/// cycle, and each worker's counters and latency histograms.
+fn register_worker_metrics(r: &mut Registry, stats: &Stats) {
+    let window = format!("{}s", stats.window_secs);
     // Only the workers still reporting: a worker gone for longer than the
     // window has no series (its last counts would otherwise linger as if
     // it were alive until its report is deleted a day later).
@@ -446,9 +461,6 @@ pub(crate) fn render_metrics(stats: &Stats) -> Result<String, std::fmt::Error> {
         "How late past its business deadline a job succeeded (0 when on time), per worker",
         per_worker(|m| &m.lateness),
     );
-    let mut out = String::new();
-    prometheus_client::encoding::text::encode(&mut out, &r)?;
-    Ok(spell_infinities(&out))
 }
 
 /// The encoder writes an infinite sample value as Rust prints it (`inf`);
