@@ -236,6 +236,12 @@ pub fn check(h: &History) -> Figures {
     let mut f = Figures {
         lease_ms: h.lease_ms,
         integrity_check: h.integrity.clone().unwrap_or_else(|| "n/a".into()),
+        worker_outages: h.deaths.len() as u64,
+        storage_full_errors: h.storage_full,
+        forward_steps_over_leases: h.forward_steps_over_leases,
+        http_requests_failed: h.http_requests_failed,
+        http_found_existing: h.http_found_existing,
+        http_kills_mid_request: h.http_kills_mid_request,
         ..Figures::default()
     };
     for intent in h.intents.values() {
@@ -245,20 +251,44 @@ pub fn check(h: &History) -> Figures {
             Enqueue::Ambiguous => f.enqueued_ambiguous += 1,
         }
     }
-    // The ids the checker accepts in the database: acknowledged or ambiguous.
-    let may_exist = |id: &str| {
-        h.intents
-            .get(id)
-            .is_some_and(|i| i.status != Enqueue::Failed)
-    };
+    let applied = count_listing_and_effects(h, &mut f);
+    // Executions, and the starts of each job (runs of 100,000 jobs need
+    // lookups, not scans).
+    let mut starts_of: HashMap<&str, Vec<&Start>> = HashMap::new();
+    for s in &h.starts {
+        starts_of.entry(s.id.as_str()).or_default().push(s);
+    }
+    f.executions = h.starts.len() as u64;
+    let executed: BTreeSet<&str> = h.starts.iter().map(|s| s.id.as_str()).collect();
+    f.redeliveries = f.executions - executed.len() as u64;
+    f.unexpected += executed.iter().filter(|id| !may_exist(h, id)).count() as u64;
+    judge_final_states(h, &applied, &mut f);
+    count_overlapping_leases(h, &mut f);
+    judge_reports(h, &mut f);
+    count_live_lease_reclaims(h, &starts_of, &mut f);
+    for (point, _, _) in &h.crash_points {
+        *f.crash_point_kills.entry(point.clone()).or_insert(0) += 1;
+    }
+    recovery_latency(h, &starts_of, &mut f);
+    f
+}
 
-    // duplicate_jobs / unexpected over the listing.
+/// The ids the checker accepts in the database: acknowledged or ambiguous.
+fn may_exist(h: &History, id: &str) -> bool {
+    h.intents
+        .get(id)
+        .is_some_and(|i| i.status != Enqueue::Failed)
+}
+
+/// `duplicate_jobs` and `unexpected` over the listing; the effects applied
+/// and repeated. Returns how many times each job's effect was applied.
+fn count_listing_and_effects<'h>(h: &'h History, f: &mut Figures) -> HashMap<&'h str, u64> {
     let mut seen = BTreeSet::new();
     for id in &h.listed {
         if !seen.insert(id.as_str()) {
             f.duplicate_jobs += 1;
         }
-        if !may_exist(id) {
+        if !may_exist(h, id) {
             f.unexpected += 1;
         }
     }
@@ -272,24 +302,18 @@ pub fn check(h: &History) -> Figures {
         } else {
             f.effect_repeats += 1;
         }
-        if !may_exist(id) {
+        if !may_exist(h, id) {
             f.unexpected += 1;
         }
     }
     f.duplicate_effects = applied.values().map(|n| n.saturating_sub(1)).sum();
 
-    // Executions, and the starts of each job (runs of 100,000 jobs need
-    // lookups, not scans).
-    let mut starts_of: HashMap<&str, Vec<&Start>> = HashMap::new();
-    for s in &h.starts {
-        starts_of.entry(s.id.as_str()).or_default().push(s);
-    }
-    f.executions = h.starts.len() as u64;
-    let executed: BTreeSet<&str> = h.starts.iter().map(|s| s.id.as_str()).collect();
-    f.redeliveries = f.executions - executed.len() as u64;
-    f.unexpected += executed.iter().filter(|id| !may_exist(id)).count() as u64;
+    applied
+}
 
-    // Final states.
+/// Each job's final state against what was enqueued: lost, stuck, done,
+/// dead, a poison job not quarantined, attempts over the maximum.
+fn judge_final_states(h: &History, applied: &HashMap<&str, u64>, f: &mut Figures) {
     for (id, intent) in &h.intents {
         let job = h.jobs.get(id);
         match (intent.status, job) {
@@ -338,8 +362,10 @@ pub fn check(h: &History) -> Figures {
                 .is_some_and(|j| s.attempt > j.max_attempts)
         })
         .count() as u64;
+}
 
-    // Settled intervals: overlapping_valid_leases.
+/// Settled intervals that overlap: `overlapping_valid_leases`.
+fn count_overlapping_leases(h: &History, f: &mut Figures) {
     for j in h.jobs.values() {
         let ok: Vec<(i64, i64)> = j
             .history
@@ -355,8 +381,11 @@ pub fn check(h: &History) -> Figures {
             }
         }
     }
+}
 
-    // Reports: stale tokens and acknowledgments the database must show.
+/// The workers' reports: stale tokens refused, and acknowledgments the
+/// database must show.
+fn judge_reports(h: &History, f: &mut Figures) {
     for r in &h.reports {
         if r.outcome == "lease_lost" {
             f.stale_token_rejections += 1;
@@ -372,15 +401,11 @@ pub fn check(h: &History) -> Figures {
             }
         }
     }
+}
 
-    // Recovery latency: from a worker's death to the next start of each job
-    // it held (started by it, never reported settled by it).
-    f.worker_outages = h.deaths.len() as u64;
-    f.storage_full_errors = h.storage_full;
-    f.forward_steps_over_leases = h.forward_steps_over_leases;
-    f.http_requests_failed = h.http_requests_failed;
-    f.http_found_existing = h.http_found_existing;
-    f.http_kills_mid_request = h.http_kills_mid_request;
+/// Attempts whose lease expired while their worker was not down:
+/// `live_lease_reclaims`.
+fn count_live_lease_reclaims(h: &History, starts_of: &HashMap<&str, Vec<&Start>>, f: &mut Figures) {
     for (id, job) in &h.jobs {
         for (attempt, claimed_at, _, outcome) in &job.history {
             if outcome.as_deref() != Some("lease_expired") {
@@ -409,9 +434,11 @@ pub fn check(h: &History) -> Figures {
             }
         }
     }
-    for (point, _, _) in &h.crash_points {
-        *f.crash_point_kills.entry(point.clone()).or_insert(0) += 1;
-    }
+}
+
+/// Recovery latency: from a worker's death to the next start of each job
+/// it held (started by it, never reported settled by it).
+fn recovery_latency(h: &History, starts_of: &HashMap<&str, Vec<&Start>>, f: &mut Figures) {
     let settled: BTreeSet<(i32, &str, u32)> = h
         .reports
         .iter()
@@ -446,7 +473,6 @@ pub fn check(h: &History) -> Figures {
     f.recovery_p50_ms = percentile(&samples, 50.0);
     f.recovery_p99_ms = percentile(&samples, 99.0);
     f.recovery_max_ms = samples.last().copied();
-    f
 }
 
 /// The human table.
