@@ -164,7 +164,7 @@ fn check_schemas(path: &Path) -> Result<()> {
         return Err(not_a_database(path));
     }
     status
-        .require_current("the database")
+        .require_current("Errand's schema")
         .map_err(|e| open_error(path, e))?;
     let conn = errand::sqlite::open_read_only(path).map_err(|e| open_error(path, e))?;
     match app_schema_version(&conn)? {

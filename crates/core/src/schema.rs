@@ -6,8 +6,9 @@ use crate::{Error, Result};
 /// What a database holds, as far as Errand is concerned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SchemaStatus {
-    /// Nothing is there: no SQLite file at the path, no PostgreSQL schema
-    /// of that name.
+    /// Nothing is there: no SQLite file at the path. (A PostgreSQL schema
+    /// that does not exist is [`SchemaStatus::NotErrand`]: the database is
+    /// there, and `errand migrate` creates the schema with the tables.)
     Missing,
     /// Something is there that is not a database of this backend (a text
     /// file, for SQLite).
@@ -68,8 +69,10 @@ impl SchemaStatus {
     pub fn require_current(self, db: &str) -> Result<()> {
         match self {
             SchemaStatus::Current(_) => Ok(()),
+            // Only a SQLite store finds nothing at all (on PostgreSQL a
+            // missing schema is `NotErrand`: the database is there).
             SchemaStatus::Missing => Err(Error::NotADatabase(format!(
-                "{db} does not exist; create it with `errand migrate` (or check the database named)"
+                "no database at {db}; create it with `errand migrate --db {db}` (or check the path)"
             ))),
             // Only a SQLite store finds something that is not a database
             // (a PostgreSQL URL names a server, which says so itself).

@@ -122,9 +122,11 @@ async fn postgres_schemas_are_judged_and_refused_by_variant() {
         ..ConnectOptions::default()
     };
 
+    // A schema that does not exist: the database is there, Errand's part
+    // of it is not (`errand migrate` creates both).
     assert_eq!(
         judged(&url, &options).await,
-        (SchemaStatus::Missing, Some("not_errand"))
+        (SchemaStatus::NotErrand, Some("not_errand"))
     );
     sql(format!("CREATE SCHEMA {schema}")).await;
     assert_eq!(

@@ -517,29 +517,15 @@ async fn migrate_to(
 }
 
 async fn check_schema(client: &tokio_postgres::Client, schema: &str) -> Result<()> {
-    let status = match schema_status_in(client, schema).await? {
-        // The database is there; only Errand's part of it is not, and
-        // `errand migrate` creates it as it creates the tables.
-        SchemaStatus::Missing => SchemaStatus::NotErrand,
-        status => status,
-    };
-    status.require_current(&format!("schema {schema}"))
+    schema_status_in(client, schema)
+        .await?
+        .require_current(&format!("schema {schema}"))
 }
 
-/// What `schema` holds: [`SchemaStatus::Missing`] when there is no schema
-/// of that name, [`SchemaStatus::NotErrand`] when it has no Errand tables.
+/// What `schema` holds. A schema that does not exist is
+/// [`SchemaStatus::NotErrand`] like one without Errand's tables: the
+/// database is there, and `errand migrate` creates both.
 async fn schema_status_in(client: &tokio_postgres::Client, schema: &str) -> Result<SchemaStatus> {
-    let exists = client
-        .query_opt(
-            "SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1",
-            &[&schema],
-        )
-        .await
-        .map_err(map_err)?
-        .is_some();
-    if !exists {
-        return Ok(SchemaStatus::Missing);
-    }
     Ok(SchemaStatus::of_version(
         schema_version(client, schema).await?,
         SCHEMA_VERSION,

@@ -123,7 +123,7 @@ pub(crate) fn map_err(e: rusqlite::Error) -> Error {
         return match f.code {
             ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => Error::Busy(e.to_string()),
             ErrorCode::DiskFull => Error::StorageFull(e.to_string()),
-            ErrorCode::NotADatabase => Error::invalid(format!(
+            ErrorCode::NotADatabase => Error::NotADatabase(format!(
                 "the file is not a SQLite database ({e}); check the --db path"
             )),
             _ => Error::Storage(e.to_string()),
@@ -199,14 +199,10 @@ impl SqliteStore {
             schema::inspect(&path, options.busy_timeout)?.require_current(&schema::shown(&path))?;
         }
         if !options.create && !path.exists() {
-            return Err(Error::NotADatabase(format!(
-                "no database at {}; create it with `errand migrate --db {}` (or check the path)",
-                path.display(),
-                path.display()
-            )));
+            SchemaStatus::Missing.require_current(&schema::shown(&path))?;
         }
         if path.is_dir() {
-            return Err(Error::invalid(format!(
+            return Err(Error::NotADatabase(format!(
                 "{} is a directory; pass the path of a database file",
                 path.display()
             )));
