@@ -326,29 +326,31 @@ impl App {
         // inside an application transaction, so a failed replay removes the
         // row again; a row left by a crash in between is overwritten by the
         // next replay of the same cycle.
-        let written_at = self.write_audit(&entry).await?;
         let mut reason = req.reason.clone().unwrap_or_default();
-        match &new_key {
+        let note = match &new_key {
             Some(k) => {
-                if !reason.is_empty() {
-                    reason.push_str("; ");
-                }
-                reason.push_str(&format!(
-                    "new idempotency key {k} (was {current_key}), eligibility confirmed"
-                ));
+                format!("new idempotency key {k} (was {current_key}), eligibility confirmed")
             }
-            None => {
-                if !reason.is_empty() {
-                    reason.push_str("; ");
-                }
-                reason.push_str(&format!("idempotency key kept: {current_key}"));
-            }
+            None => format!("idempotency key kept: {current_key}"),
+        };
+        if !reason.is_empty() {
+            reason.push_str("; ");
+        }
+        reason.push_str(&note);
+        // Checked before anything is written, with the note this program
+        // adds, so the refusal names what the user can change.
+        if !errand::core::is_audit_text(&reason, errand::core::MAX_REASON_BYTES, true) {
+            return Err(Error::Invalid(format!(
+                "--reason is not accepted: with the note \"{note}\" added it must be at most {} bytes of text without control characters (line breaks and tabs are allowed)",
+                errand::core::MAX_REASON_BYTES
+            )));
         }
         let request = ReplayRequest {
             ids: vec![id.clone()],
             operator: req.operator.clone(),
             reason: Some(reason),
         };
+        let written_at = self.write_audit(&entry).await?;
         let replayed = match store.replay(&request).await {
             Ok(mut jobs) => jobs.pop(),
             Err(e) => {
