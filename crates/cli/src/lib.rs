@@ -481,7 +481,9 @@ pub fn main_with(hooks: Hooks) -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .with_ansi(errand::log_colours())
-        .init();
+        // A program embedding the command may have its own subscriber.
+        .try_init()
+        .ok();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

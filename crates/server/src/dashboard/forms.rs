@@ -5,10 +5,8 @@ use errand::{JobFilter, JobId, JobState, Name};
 use super::error::PageError;
 use super::view::{CSRF_FIELD, truncate};
 
-/// The largest operator name (bytes), as the audit table allows.
-pub(super) const MAX_OPERATOR_BYTES: usize = 200;
-/// The largest reason (bytes).
-pub(super) const MAX_REASON_BYTES: usize = 2000;
+/// The largest operator name and reason (bytes): the library's limits.
+pub(super) use errand::core::{MAX_OPERATOR_BYTES, MAX_REASON_BYTES};
 /// The largest error-text filter (bytes).
 const MAX_ERROR_FILTER_BYTES: usize = 200;
 /// Rows per page unless `limit` says otherwise.
@@ -141,6 +139,10 @@ fn audit_text(
     max: usize,
     line_breaks: bool,
 ) -> Result<(), String> {
+    // The library's rule decides; the checks below only word the refusal.
+    if errand::core::is_audit_text(value, max, line_breaks) {
+        return Ok(());
+    }
     if value.trim().is_empty() {
         return Err(format!(
             "{label} (`{field}`) is required: it goes into the audit log."
@@ -165,7 +167,9 @@ fn audit_text(
             }
         ));
     }
-    Ok(())
+    Err(format!(
+        "{label} (`{field}`) is not accepted: at most {max} bytes of printable text."
+    ))
 }
 
 /// The filters of a jobs or dead-letter listing, and its page.
