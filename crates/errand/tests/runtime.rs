@@ -156,7 +156,7 @@ async fn each_queue_runs_at_most_its_concurrency() {
     );
 }
 
-/// Runs one job of 2.5 s under a 1 s lease with `run` as its handler, and
+/// Runs one job of 4 s under a 2 s lease with `run` as its handler, and
 /// checks that it finished on its first attempt: the lease was renewed in
 /// time, never lost and reclaimed.
 async fn a_job_longer_than_its_lease_finishes_once<F, Fut>(run: F)
@@ -172,8 +172,10 @@ where
         .unwrap()
         // Renewed every third: a renewal may be up to two thirds of the
         // lease late (a busy CI disk) before the lease is lost. A 300 ms
-        // lease failed that way once (attempts = 2) in a loaded CI run.
-        .lease(Duration::from_millis(1000))
+        // lease failed that way once (attempts = 2) in a loaded CI run, and
+        // a 1 s lease once (attempts = 3) on a machine running two test
+        // suites at once: 2 s leaves a renewal 1.3 s.
+        .lease(Duration::from_millis(2000))
         .poll(Duration::from_millis(20))
         .build()
         .unwrap();
@@ -186,7 +188,7 @@ where
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handler_longer_than_its_lease_keeps_it_by_heartbeat() {
     a_job_longer_than_its_lease_finishes_once(|_, _ctx| async {
-        tokio::time::sleep(Duration::from_millis(2500)).await;
+        tokio::time::sleep(Duration::from_millis(4000)).await;
         Outcome::Success
     })
     .await;
@@ -199,7 +201,7 @@ async fn a_handler_longer_than_its_lease_keeps_it_by_heartbeat() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handler_that_blocks_its_thread_still_has_its_lease_renewed() {
     a_job_longer_than_its_lease_finishes_once(|_, _ctx| async {
-        std::thread::sleep(Duration::from_millis(2500));
+        std::thread::sleep(Duration::from_millis(4000));
         Outcome::Success
     })
     .await;
