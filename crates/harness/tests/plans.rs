@@ -3,9 +3,8 @@
 //! when `ERRAND_TEST_POSTGRES_URL` is set (under `CI` it must be). The
 //! restart plan starts a private cluster (root and the server binaries).
 //!
-//! They need the `errand` binary next to `errand-harness` in the target
-//! directory: `cargo test --workspace` builds it; alone, run
-//! `cargo build -p errand-cli` first.
+//! The workers run this package's `errand-crashable` binary (the `errand`
+//! command with the crash points), which cargo builds for these tests.
 //!
 //! The assertions are the checker's: every safety figure 0, and the
 //! counters that show the faults hit (stale-token rejections for pauses,
