@@ -299,6 +299,12 @@ fn replay_keeps_the_key_and_a_new_key_needs_both_flags_and_an_eligible_hold(db: 
         4,
     );
     assert!(err.contains("is expired, so it is not eligible"), "{err}");
+    // A reason the store would take alone, but not with the key note this
+    // program adds: refused before anything is written, naming --reason.
+    let long = "r".repeat(1990);
+    let err = fails(&["replay", db.arg(), a_job, "--reason", &long], 2);
+    assert!(err.contains("--reason is not accepted"), "{err}");
+    assert!(err.contains("idempotency key kept"), "{err}");
     assert_eq!(snapshot(&db), before, "a refused replay writes nothing");
 
     let replayed = json(&[

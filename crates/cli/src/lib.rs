@@ -459,6 +459,8 @@ pub struct Hooks {
 /// The `errand` command as its binary runs it: refuses the fault harness's
 /// variables, which only the harness's own build of the command reads.
 pub fn main() -> ExitCode {
+    // Arguments first: `--help` and `--version` answer whatever is set.
+    let cli = Cli::parse();
     for var in ["ERRAND_FAILPOINTS", "ERRAND_CLOCK_OFFSET_FILE"] {
         if std::env::var_os(var).is_some_and(|v| !v.is_empty()) {
             errln!(
@@ -468,12 +470,15 @@ pub fn main() -> ExitCode {
             return ExitCode::from(exit::INVALID);
         }
     }
-    main_with(Hooks::default())
+    run_command_line(cli, Hooks::default())
 }
 
 /// Parses the arguments and runs the command with `hooks`.
 pub fn main_with(hooks: Hooks) -> ExitCode {
-    let cli = Cli::parse();
+    run_command_line(Cli::parse(), hooks)
+}
+
+fn run_command_line(cli: Cli, hooks: Hooks) -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("ERRAND_LOG")
