@@ -11,8 +11,8 @@ use std::path::Path;
 use errand::sqlite::SchemaStatus;
 use errand::sqlite::rusqlite::{self, Connection, OptionalExtension, params};
 use errand::{
-    Job, JobFilter, JobId, NewJob, Payload, ReplayRequest, SqliteOptions, SqliteStore, Store,
-    Timestamp,
+    Admin, AdminStore, Job, JobFilter, JobId, JobStore, NewJob, Payload, ReplayRequest,
+    SqliteOptions, SqliteStore, Timestamp,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -772,7 +772,8 @@ pub async fn replay(
         operator: operator.to_owned(),
         reason,
     };
-    match store.replay(&request).await {
+    let admin = Admin::new(std::sync::Arc::new(store.clone()));
+    match admin.replay(&request).await {
         Ok(jobs) => jobs
             .first()
             .map(JobView::from)

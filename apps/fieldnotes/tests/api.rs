@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode};
-use errand::{JobId, JobState, SqliteStore, Store};
+use errand::{JobId, JobState, JobStore, SqliteStore, Store};
 use fieldnotes::app;
 use fieldnotes::http::{BODY_LIMIT, IDEMPOTENT_REPLAYED, router};
 use rusqlite::Connection;

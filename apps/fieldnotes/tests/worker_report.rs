@@ -9,7 +9,7 @@ mod common;
 use std::process::Command;
 
 use common::*;
-use errand::{Stats, StatsRequest, Store};
+use errand::{AdminStore, Stats, StatsRequest};
 
 fn stats(db: &Db) -> Stats {
     let store = fieldnotes::app::open(&db.path).unwrap();

@@ -351,7 +351,7 @@ impl App {
             reason: Some(reason),
         };
         let written_at = self.write_audit(&entry).await?;
-        let replayed = match store.replay(&request).await {
+        let replayed = match errand::Admin::new(store.clone()).replay(&request).await {
             Ok(mut jobs) => jobs.pop(),
             Err(e) => {
                 if let Err(cleanup) = self.remove_audit(&entry, written_at).await {

@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use clap::Args;
 use errand::{
-    AuditEntry, AuditFilter, Error, JobId, JobState, Name, PausedQueue, PurgeRequest, QueueAction,
-    StatsRequest, Store, Timestamp,
+    Admin, AuditEntry, AuditFilter, Error, JobId, JobState, Name, PausedQueue, PurgeRequest,
+    QueueAction, StatsRequest, Store, Timestamp,
 };
 use serde::Serialize;
 
@@ -114,11 +114,11 @@ fn why(reason: Option<&str>) -> String {
 }
 
 /// `errand pause QUEUE`.
-pub async fn pause(store: &dyn Store, a: QueueActionArgs) -> Result<ExitCode, Failure> {
+pub async fn pause(admin: &Admin, a: QueueActionArgs) -> Result<ExitCode, Failure> {
     let as_json = a.json;
     let action = action(a)?;
-    let changed = store.pause_queue(&action).await?;
-    let paused = store.paused_queues().await?;
+    let changed = admin.pause(&action).await?;
+    let paused = admin.paused_queues().await?;
     let current = find(&paused, &action.queue);
     if as_json {
         output::json(&QueueState::new(
@@ -154,14 +154,14 @@ pub async fn pause(store: &dyn Store, a: QueueActionArgs) -> Result<ExitCode, Fa
 }
 
 /// `errand resume QUEUE`.
-pub async fn resume(store: &dyn Store, a: QueueActionArgs) -> Result<ExitCode, Failure> {
+pub async fn resume(admin: &Admin, a: QueueActionArgs) -> Result<ExitCode, Failure> {
     let as_json = a.json;
     let action = action(a)?;
-    let before = store.paused_queues().await?;
+    let before = admin.paused_queues().await?;
     let was = find(&before, &action.queue);
-    let changed = store.resume_queue(&action).await?;
+    let changed = admin.resume(&action).await?;
     if as_json {
-        let after = store.paused_queues().await?;
+        let after = admin.paused_queues().await?;
         output::json(&QueueState::new(
             action.queue.clone(),
             find(&after, &action.queue),
@@ -218,7 +218,7 @@ pub async fn queues(store: &dyn Store, as_json: bool) -> Result<ExitCode, Failur
 }
 
 /// `errand purge`.
-pub async fn purge(store: &dyn Store, a: PurgeArgs) -> Result<ExitCode, Failure> {
+pub async fn purge(admin: &Admin, a: PurgeArgs) -> Result<ExitCode, Failure> {
     // The operator and reason are checked first, so a dry run rehearses
     // exactly the command that would run.
     PurgeRequest {
@@ -229,7 +229,7 @@ pub async fn purge(store: &dyn Store, a: PurgeArgs) -> Result<ExitCode, Failure>
     .validate()?;
     let targets = a
         .select
-        .resolve(store, "purge", JobState::Dead, &[])
+        .resolve(admin.store().as_ref(), "purge", JobState::Dead, &[])
         .await?;
     if a.dry_run {
         if a.json {
@@ -264,7 +264,7 @@ pub async fn purge(store: &dyn Store, a: PurgeArgs) -> Result<ExitCode, Failure>
         operator: a.by,
         reason: a.reason,
     };
-    let purged = store.purge(&req).await.map_err(|e| match e {
+    let purged = admin.purge(&req).await.map_err(|e| match e {
         Error::InvalidState { id, state, hint } => Error::InvalidState {
             id,
             state,

@@ -21,7 +21,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use errand::{
     CancelRequest, CopyRequest, Error, ExecHandler, Job, JobFilter, JobId, JobState, Name, NewJob,
-    Payload, ReplayRequest, RetryPolicy, Store, Timestamp, Worker, WorkerConfig,
+    Payload, ReplayRequest, RetryPolicy, Schedule, Store, Timestamp, Worker, WorkerConfig,
 };
 
 mod admin;
@@ -86,6 +86,8 @@ enum Command {
     Replay(ReplayArgs),
     /// Cancel jobs that are not finished.
     Cancel(CancelArgs),
+    /// Move waiting jobs to a new due time or priority (audited).
+    Reschedule(RescheduleArgs),
     /// Run jobs with an external command.
     Work(WorkArgs),
     /// Delete done and cancelled jobs older than an age (dead jobs are kept).
@@ -333,6 +335,30 @@ struct CancelArgs {
     json: bool,
 }
 
+#[derive(Args, Debug)]
+struct RescheduleArgs {
+    /// Job ids, each waiting (ready); all are moved or none.
+    #[arg(required = true)]
+    ids: Vec<String>,
+    /// Due at this time (RFC 3339).
+    #[arg(long, group = "when")]
+    at: Option<String>,
+    /// Due after this delay from now (e.g. 30s, 15m, 2h).
+    #[arg(long = "in", group = "when", value_parser = parse_duration)]
+    after: Option<Duration>,
+    /// Due now.
+    #[arg(long, group = "when")]
+    now: bool,
+    /// The new priority (higher is claimed first).
+    #[arg(long, allow_negative_numbers = true)]
+    priority: Option<i16>,
+    #[command(flatten)]
+    operator: OperatorArgs,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
 /// Who acts and why, for the audit log.
 #[derive(Args, Debug)]
 struct OperatorArgs {
@@ -554,19 +580,21 @@ async fn run(cli: Cli, hooks: Hooks) -> Result<ExitCode, Failure> {
         _ => None,
     };
     let store = errand::connect(&cli.db, &options).await?;
+    let admin = errand::Admin::new(store.clone());
     match cli.command {
         Command::Migrate(_) => Ok(ExitCode::SUCCESS),
         Command::Enqueue(args) => enqueue(store, args).await,
         Command::Jobs(args) => jobs(store, args).await,
         Command::Show(args) => show(store, args).await,
-        Command::Replay(args) => replay(store, args).await,
-        Command::Cancel(args) => cancel(store, args).await,
+        Command::Replay(args) => replay(&admin, args).await,
+        Command::Cancel(args) => cancel(&admin, args).await,
+        Command::Reschedule(args) => reschedule(&admin, args).await,
         Command::Work(args) => work(store, args).await,
         Command::Prune(args) => prune(store, args).await,
-        Command::Purge(args) => admin::purge(store.as_ref(), args).await,
+        Command::Purge(args) => admin::purge(&admin, args).await,
         Command::Stats(args) => stats::run(store.as_ref(), args).await,
-        Command::Pause(args) => admin::pause(store.as_ref(), args).await,
-        Command::Resume(args) => admin::resume(store.as_ref(), args).await,
+        Command::Pause(args) => admin::pause(&admin, args).await,
+        Command::Resume(args) => admin::resume(&admin, args).await,
         Command::Queues(args) => admin::queues(store.as_ref(), args.json).await,
         Command::Audit(args) => admin::audit(store.as_ref(), args).await,
         Command::Schedule(args) => schedule(store, args).await,
@@ -668,7 +696,7 @@ async fn show(store: Arc<dyn Store>, a: ShowArgs) -> Result<ExitCode, Failure> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn replay(store: Arc<dyn Store>, a: ReplayArgs) -> Result<ExitCode, Failure> {
+async fn replay(admin: &errand::Admin, a: ReplayArgs) -> Result<ExitCode, Failure> {
     let state = if a.cancelled {
         JobState::Cancelled
     } else {
@@ -677,7 +705,7 @@ async fn replay(store: Arc<dyn Store>, a: ReplayArgs) -> Result<ExitCode, Failur
     let targets = a
         .select
         .resolve(
-            store.as_ref(),
+            admin.store().as_ref(),
             "replay",
             state,
             &[("--cancelled", a.cancelled)],
@@ -721,14 +749,14 @@ async fn replay(store: Arc<dyn Store>, a: ReplayArgs) -> Result<ExitCode, Failur
             operator: operator(a.operator.by),
             reason: a.operator.reason,
         };
-        return copy_jobs(store, &req, a.json).await;
+        return copy_jobs(admin, &req, a.json).await;
     }
     let req = ReplayRequest {
         ids: targets.into_iter().map(|j| j.id).collect(),
         operator: operator(a.operator.by),
         reason: a.operator.reason,
     };
-    let replayed = store.replay(&req).await?;
+    let replayed = admin.replay(&req).await?;
     if a.json {
         output::json(&output::JobsDone {
             dry_run: false,
@@ -751,11 +779,11 @@ async fn replay(store: Arc<dyn Store>, a: ReplayArgs) -> Result<ExitCode, Failur
 /// together with their audit entries (all or none); the originals are not
 /// touched.
 async fn copy_jobs(
-    store: Arc<dyn Store>,
+    admin: &errand::Admin,
     req: &CopyRequest,
     as_json: bool,
 ) -> Result<ExitCode, Failure> {
-    let copied = store.copy(req).await?;
+    let copied = admin.copy(req).await?;
     if as_json {
         output::json(&output::Copies {
             dry_run: false,
@@ -776,18 +804,49 @@ async fn copy_jobs(
     Ok(ExitCode::SUCCESS)
 }
 
-async fn cancel(store: Arc<dyn Store>, a: CancelArgs) -> Result<ExitCode, Failure> {
+async fn cancel(admin: &errand::Admin, a: CancelArgs) -> Result<ExitCode, Failure> {
     let req = CancelRequest {
         ids: ids(a.ids)?,
         operator: operator(a.operator.by),
         reason: a.operator.reason,
     };
-    let cancelled = store.cancel(&req).await?;
+    let cancelled = admin.cancel(&req).await?;
     if a.json {
         output::json(&cancelled)?;
     } else {
         for j in &cancelled {
             outln!("cancelled {} by {}", j.id, req.operator);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn reschedule(admin: &errand::Admin, a: RescheduleArgs) -> Result<ExitCode, Failure> {
+    let run = match (time_arg("at", a.at)?, a.after, a.now) {
+        (Some(t), _, _) => Some(Schedule::At(t)),
+        (None, Some(d), _) => Some(Schedule::After(d)),
+        (None, None, true) => Some(Schedule::Now),
+        (None, None, false) => None,
+    };
+    let req = errand::RescheduleRequest {
+        ids: ids(a.ids)?,
+        run,
+        priority: a.priority,
+        operator: operator(a.operator.by),
+        reason: a.operator.reason,
+    };
+    let moved = admin.reschedule(&req).await?;
+    if a.json {
+        output::json(&moved)?;
+    } else {
+        for j in &moved {
+            outln!(
+                "rescheduled {} (due {}, priority {}) by {}",
+                j.id,
+                j.available_at,
+                j.priority,
+                req.operator
+            );
         }
     }
     Ok(ExitCode::SUCCESS)

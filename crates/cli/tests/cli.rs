@@ -415,6 +415,58 @@ fn cancel_refuses_finished_jobs() {
 }
 
 #[test]
+fn reschedule_moves_a_waiting_job_and_shows_the_change_in_its_audit() {
+    let d = db();
+    json(&errand(
+        &d.path,
+        &[
+            "enqueue", "--kind", "k", "--id", "r1", "--delay", "1h", "--json",
+        ],
+    ));
+    // Parked for an hour: nothing to run now.
+    let idle = json(&errand(
+        &d.path,
+        &["work", "--once", "--exec", "true", "--json"],
+    ));
+    assert_eq!(idle["outcome"], "idle");
+    let moved = json(&errand(
+        &d.path,
+        &[
+            "reschedule",
+            "r1",
+            "--now",
+            "--priority",
+            "-2",
+            "--by",
+            "ops",
+            "--reason",
+            "customer waiting",
+            "--json",
+        ],
+    ));
+    assert_eq!(moved[0]["id"], "r1");
+    assert_eq!(moved[0]["priority"], -2);
+    let shown = json(&errand(&d.path, &["show", "r1", "--json"]));
+    let audit = shown["audit"].as_array().expect("audit entries");
+    assert_eq!(audit.len(), 1, "{shown}");
+    assert_eq!(audit[0]["action"], "reschedule");
+    assert_eq!(audit[0]["operator"], "ops");
+    assert_eq!(audit[0]["reason"], "run now, priority -2: customer waiting");
+    let ran = json(&errand(
+        &d.path,
+        &["work", "--once", "--exec", "true", "--json"],
+    ));
+    assert_eq!(ran["outcome"], "acknowledged", "{ran}");
+    // Done: refused (exit 4), and a request that changes nothing is a usage error.
+    let out = errand(&d.path, &["reschedule", "r1", "--now"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(stderr(&out).contains("only ready"), "{}", stderr(&out));
+    let out = errand(&d.path, &["reschedule", "r1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--priority"), "{}", stderr(&out));
+}
+
+#[test]
 fn bad_input_gets_a_clear_error_a_nonzero_exit_and_writes_nothing() {
     let d = db();
     let cases: &[(&[&str], i32, &str)] = &[

@@ -6,7 +6,10 @@
 //! * [`LeaseToken`]: the fresh, unguessable proof of ownership of one attempt;
 //! * [`RetryPolicy`]: how long a failed attempt waits before the next one;
 //! * [`Outcome`]: what a handler says about the attempt it ran;
-//! * [`Store`]: the storage contract every backend implements.
+//! * [`Store`]: the storage contract every backend implements, in three
+//!   seams — [`JobStore`] (the worker's path), [`AdminStore`] (the
+//!   operator's) and [`Notifier`] (wake-ups);
+//! * [`Admin`]: every operator action over any store, with its policy.
 //!
 //! ## Design decisions
 //!
@@ -29,6 +32,7 @@ pub mod bounds;
 mod clock;
 mod error;
 mod job;
+mod operator;
 mod outcome;
 mod retry;
 mod schema;
@@ -38,9 +42,9 @@ mod store;
 pub use admin::{
     AuditEntry, AuditFilter, CancelRequest, Copied, CopyRequest, Counts, Histogram,
     LATENCY_BUCKETS_MS, MAX_OPERATOR_BYTES, MAX_REASON_BYTES, PausedQueue, PurgeRequest,
-    QueueAction, QueueSample, QueueStats, ReplayRequest, Stats, StatsRequest, WindowRow,
-    WorkerMetrics, WorkerReport, WorkerSeen, assemble_stats, check_operator, check_reason,
-    is_audit_text,
+    QueueAction, QueueSample, QueueStats, ReplayRequest, RescheduleRequest, Stats, StatsRequest,
+    WindowRow, WorkerMetrics, WorkerReport, WorkerSeen, assemble_stats, check_operator,
+    check_reason, is_audit_text,
 };
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use error::{Error, Result};
@@ -50,12 +54,13 @@ pub use job::{
     LeaseToken, MAX_KEY_LIMIT, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH, Name, NewJob, Payload,
     Schedule, TraceParent,
 };
+pub use operator::Admin;
 pub use outcome::{ErrorClass, MAX_RECORDED_TEXT_BYTES, Outcome, storable_text};
 pub use retry::RetryPolicy;
 pub use schema::SchemaStatus;
 pub use step::StepGuard;
 pub use store::{
-    ClaimRate, ClaimRequest, DEFAULT_PAGE_BYTES, FailResult, Failure, Inserted, JobFilter,
-    PageBudget, RateBucket, RateLimit, RetryAt, Store, SweepReport, WorkSignal,
-    check_recorded_text, listed_bytes,
+    AdminStore, AuditStamp, ClaimRate, ClaimRequest, DEFAULT_PAGE_BYTES, FailResult, Failure,
+    Inserted, JobFilter, JobStore, Notifier, PageBudget, RateBucket, RateLimit, Reschedule,
+    RetryAt, Store, SweepReport, WorkSignal, check_recorded_text, listed_bytes,
 };

@@ -6,12 +6,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::admin::{
-    AuditEntry, AuditFilter, CancelRequest, Copied, CopyRequest, PausedQueue, PurgeRequest,
-    QueueAction, ReplayRequest, Stats, StatsRequest, WorkerReport,
+    AuditEntry, AuditFilter, Copied, PausedQueue, Stats, StatsRequest, WorkerReport,
 };
 use crate::clock::Timestamp;
 use crate::error::Result;
-use crate::job::{ClaimedJob, Job, JobDetail, JobId, JobKey, JobState, Lease, Name, NewJob};
+use crate::job::{
+    ClaimedJob, Job, JobDetail, JobId, JobKey, JobState, Lease, Name, NewJob, Schedule,
+};
 use crate::outcome::ErrorClass;
 
 /// The result of inserting a job.
@@ -43,7 +44,7 @@ pub struct ClaimRequest {
     /// for it about once a second rather than at every claim: the look
     /// reads the lease index, which on PostgreSQL keeps an entry for every
     /// recent attempt until vacuum removes it. `false` claims only ready
-    /// jobs. [`Store::sweep_expired`] kills the expired jobs with no budget
+    /// jobs. [`JobStore::sweep_expired`] kills the expired jobs with no budget
     /// left whatever the claims ask.
     pub reclaim: bool,
 }
@@ -67,6 +68,25 @@ impl ClaimRequest {
             None => Ok(()),
         }
     }
+}
+
+/// Who acted and why: the stamp an operator's audit entry carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuditStamp {
+    /// Who asked.
+    pub operator: String,
+    /// Why, as the audit entry records it.
+    pub reason: Option<String>,
+}
+
+/// What a reschedule changes on a waiting job: its due time, its
+/// priority, or both (`None` keeps it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Reschedule {
+    /// When the job becomes due, on the store's clock.
+    pub run: Option<Schedule>,
+    /// Its new priority (higher is claimed first).
+    pub priority: Option<i16>,
 }
 
 /// When a failed job should run again.
@@ -291,7 +311,8 @@ pub trait WorkSignal: Send + fmt::Debug {
     async fn wait(&mut self, timeout: Duration) -> bool;
 }
 
-/// The storage contract.
+/// The worker's seam: what enqueueing, claiming, settling and the
+/// maintenance loops ask of a backend.
 ///
 /// Every method is atomic. Every settlement (`complete`, `fail`, `snooze`,
 /// `cancel_running`, `heartbeat`, `release`) is one conditional statement that
@@ -299,13 +320,13 @@ pub trait WorkSignal: Send + fmt::Debug {
 /// `lease_until > now`; otherwise it returns [`crate::Error::LeaseLost`] and
 /// changes nothing.
 #[async_trait]
-pub trait Store: Send + Sync + fmt::Debug {
+pub trait JobStore: Send + Sync + fmt::Debug {
     /// Inserts a job, or returns the existing job with the same id. An id
-    /// is taken while its job's row exists: once [`Store::prune`] or
-    /// [`Store::purge`] has deleted the job, the id names a new job.
+    /// is taken while its job's row exists: once [`JobStore::prune`] or
+    /// [`AdminStore::purge_jobs`] has deleted the job, the id names a new job.
     async fn insert(&self, job: NewJob) -> Result<Inserted>;
 
-    /// Inserts many jobs atomically (all or none), each like [`Store::insert`].
+    /// Inserts many jobs atomically (all or none), each like [`JobStore::insert`].
     async fn insert_many(&self, jobs: Vec<NewJob>) -> Result<Vec<Inserted>>;
 
     /// Claims up to `limit` due jobs in one short transaction. Before
@@ -323,13 +344,13 @@ pub trait Store: Send + Sync + fmt::Debug {
     async fn complete(&self, lease: &Lease) -> Result<Job>;
 
     /// Acknowledges many jobs in one transaction, each fenced by its own
-    /// token and lease exactly like [`Store::complete`]. Returns, in input
+    /// token and lease exactly like [`JobStore::complete`]. Returns, in input
     /// order, whether each was acknowledged (`false`: its lease was lost and
     /// nothing changed).
     async fn complete_many(&self, leases: &[Lease]) -> Result<Vec<bool>>;
 
-    /// Acknowledges `leases` exactly like [`Store::complete_many`], then
-    /// claims like [`Store::claim`] — in one transaction where the backend
+    /// Acknowledges `leases` exactly like [`JobStore::complete_many`], then
+    /// claims like [`JobStore::claim`] — in one transaction where the backend
     /// can (PostgreSQL: one commit, two round trips), so a busy worker
     /// settles one batch and takes the next together. The claim may not see
     /// the acknowledgments (a key's running count may still include them).
@@ -357,7 +378,7 @@ pub trait Store: Send + Sync + fmt::Debug {
     async fn fail(&self, lease: &Lease, failure: Failure) -> Result<Job>;
 
     /// Records many failures, each fenced by its own token and lease and
-    /// judged exactly like [`Store::fail`] (retry or dead, the elapsed-time
+    /// judged exactly like [`JobStore::fail`] (retry or dead, the elapsed-time
     /// budget, the history entry). Returns, in input order, the job as
     /// recorded, or `None` where the lease was lost (nothing changed for
     /// that job). PostgreSQL and SQLite record them in one transaction, so
@@ -396,60 +417,13 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// (audit rows stay). Never deletes `dead` jobs. Returns how many.
     async fn prune(&self, older_than: Duration, limit: u32) -> Result<u64>;
 
-    /// Replays dead or cancelled jobs: `ready`, attempts reset, `replays`
-    /// incremented, id kept, an audit row written. Refuses (changing
-    /// nothing) if any job is in another state.
-    async fn replay(&self, req: &ReplayRequest) -> Result<Vec<Job>>;
-
-    /// Copies dead or cancelled jobs under new ids ([`NewJob::copy_of`]),
-    /// the originals untouched, with a `copy` audit row naming both. Refuses
-    /// (changing nothing) if any job is in another state. Results follow
-    /// the request's order.
-    async fn copy(&self, req: &CopyRequest) -> Result<Vec<Copied>>;
-
-    /// Cancels ready or running jobs, with an audit row. Refuses (changing
-    /// nothing) if any job is already finished.
-    async fn cancel(&self, req: &CancelRequest) -> Result<Vec<Job>>;
-
     /// One job, or [`crate::Error::NotFound`].
     async fn get(&self, id: &JobId) -> Result<Job>;
-
-    /// One job with its attempt history and audit entries.
-    async fn detail(&self, id: &JobId) -> Result<JobDetail>;
-
-    /// Jobs matching the filter, oldest first.
-    async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>>;
-
-    /// Pauses a queue for every process using the store: claims take
-    /// nothing from it (neither due jobs nor expired leases) until it is
-    /// resumed; running jobs finish. Writes an audit entry. Returns `false`
-    /// (writing nothing) when it was already paused.
-    async fn pause_queue(&self, action: &QueueAction) -> Result<bool>;
-
-    /// Resumes a paused queue, with an audit entry. Returns `false` (writing
-    /// nothing) when it was not paused.
-    async fn resume_queue(&self, action: &QueueAction) -> Result<bool>;
-
-    /// The paused queues, by name.
-    async fn paused_queues(&self) -> Result<Vec<PausedQueue>>;
-
-    /// Deletes dead jobs for good, with their attempt history, writing an
-    /// audit entry for each (the audit log keeps it after the job is gone).
-    /// Refuses (changing nothing) if any job is not dead. Returns the ids.
-    async fn purge(&self, req: &PurgeRequest) -> Result<Vec<JobId>>;
-
-    /// Audit entries, newest first.
-    async fn audit_log(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>>;
 
     /// Records a worker process's report of itself (an upsert by id), which
     /// also tells when it last completed a claim cycle. Reports of workers
     /// silent for a day are deleted.
     async fn report_worker(&self, report: &WorkerReport) -> Result<()>;
-
-    /// The operator signals: per queue counts (bounded by `req.cap` rows per
-    /// state), oldest due age, leases, retries and dead letters in the
-    /// window by error class, paused queues, and the workers' reports.
-    async fn stats(&self, req: &StatsRequest) -> Result<Stats>;
 
     /// Takes up to `want` tokens from the shared bucket `bucket` (created
     /// full on first use, refilled on the store's clock) in one statement,
@@ -458,9 +432,90 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// ([`ClaimRequest::rate`]); this is for tokens spent on jobs already
     /// claimed (per-key rates).
     async fn take_tokens(&self, bucket: &RateBucket, limit: RateLimit, want: u32) -> Result<u32>;
+}
 
+/// The operator's seam: what [`crate::Admin`] asks of a backend.
+///
+/// Each write is one set-based, all-or-none step in the backend's dialect
+/// that writes its own audit entries. The policy around it — validating
+/// the request, naming each job once, explaining a refusal, wording the
+/// audit entry — is [`crate::Admin`]'s: call that, not these.
+#[async_trait]
+pub trait AdminStore: Send + Sync + fmt::Debug {
+    /// Replays every job in `ids` (distinct ids), each of which must be
+    /// dead or cancelled: `ready`, due now, attempts and lost leases reset,
+    /// `replays` incremented, the id kept, and a `replay` audit entry
+    /// stamped with `by`. All or none: when any named job is missing or in
+    /// another state, nothing changes and the answer is empty.
+    async fn replay_jobs(&self, ids: &[JobId], by: &AuditStamp) -> Result<Vec<Job>>;
+
+    /// Cancels every job in `ids` (distinct ids), each of which must be
+    /// ready or running, with a `cancel` audit entry for each; a running
+    /// job's attempt ends in its history as cancelled. All or none, like
+    /// [`AdminStore::replay_jobs`].
+    async fn cancel_jobs(&self, ids: &[JobId], by: &AuditStamp) -> Result<Vec<Job>>;
+
+    /// Deletes every job in `ids` (distinct ids), each of which must be
+    /// dead, with its attempt history, writing a `purge` audit entry for
+    /// each (the audit log keeps it after the job is gone). All or none,
+    /// like [`AdminStore::replay_jobs`]; returns the ids purged.
+    async fn purge_jobs(&self, ids: &[JobId], by: &AuditStamp) -> Result<Vec<JobId>>;
+
+    /// Inserts each copy (built with [`NewJob::copy_of`]) while its
+    /// original (the id beside it, distinct) is still dead or cancelled,
+    /// with a `copy` audit entry naming both; the originals are not
+    /// touched. All or none, like [`AdminStore::replay_jobs`].
+    async fn copy_jobs(&self, copies: &[(JobId, NewJob)], by: &AuditStamp) -> Result<Vec<Copied>>;
+
+    /// Moves every job in `ids` (distinct ids), each of which must be
+    /// ready, to a new due time and/or priority, with a `reschedule`
+    /// audit entry for each; nothing else about the job changes. All or
+    /// none, like [`AdminStore::replay_jobs`].
+    async fn reschedule_jobs(
+        &self,
+        ids: &[JobId],
+        to: &Reschedule,
+        by: &AuditStamp,
+    ) -> Result<Vec<Job>>;
+
+    /// Pauses a queue for every process using the store: claims take
+    /// nothing from it (neither due jobs nor expired leases) until it is
+    /// resumed; running jobs finish. Writes a `pause` audit entry. Returns
+    /// `false` (writing nothing) when it was already paused.
+    async fn pause_queue(&self, queue: &Name, by: &AuditStamp) -> Result<bool>;
+
+    /// Resumes a paused queue, with a `resume` audit entry. Returns `false`
+    /// (writing nothing) when it was not paused.
+    async fn resume_queue(&self, queue: &Name, by: &AuditStamp) -> Result<bool>;
+
+    /// One job with its attempt history and audit entries.
+    async fn detail(&self, id: &JobId) -> Result<JobDetail>;
+
+    /// Jobs matching the filter, oldest first.
+    async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>>;
+
+    /// The paused queues, by name.
+    async fn paused_queues(&self) -> Result<Vec<PausedQueue>>;
+
+    /// Audit entries, newest first.
+    async fn audit_log(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>>;
+
+    /// The operator signals: per queue counts (bounded by `req.cap` rows per
+    /// state), oldest due age, leases, retries and dead letters in the
+    /// window by error class, paused queues, and the workers' reports.
+    async fn stats(&self, req: &StatsRequest) -> Result<Stats>;
+}
+
+/// The wake-up seam: how an idle worker hears of new work.
+pub trait Notifier: Send + Sync + fmt::Debug {
     /// A wake-up signal for an idle worker: in-process for SQLite,
     /// `LISTEN/NOTIFY` for PostgreSQL (polling when notifications do not
     /// arrive).
     fn work_signal(&self) -> Box<dyn WorkSignal>;
 }
+
+/// A whole backend: the worker's seam, the operator's seam and the
+/// wake-up notifier. Every type that implements the three is a store.
+pub trait Store: JobStore + AdminStore + Notifier {}
+
+impl<T: JobStore + AdminStore + Notifier + ?Sized> Store for T {}

@@ -10,6 +10,10 @@
 //!
 //! * [`connect`] opens a store from a `--db` string (a path, `sqlite://PATH`,
 //!   `postgres://…`); [`schema_status`] looks at one without changing it.
+//! * [`Admin`] carries out every operator action — replay, copy, cancel,
+//!   purge, reschedule, pause and resume — with one set of rules and
+//!   audit entries, whichever surface (CLI, HTTP API, dashboard, an
+//!   application) asks.
 //! * [`Client`] enqueues jobs; `sqlite::enqueue_in` enqueues inside a
 //!   transaction the application already has open (the outbox pattern), and
 //!   `SqliteStore::write` runs application writes in the store's own write
@@ -64,9 +68,10 @@ pub use errand_core::{
     SystemClock, Timestamp, bounds,
 };
 pub use errand_core::{
-    AuditEntry, AuditFilter, Copied, CopyRequest, Counts, Histogram, LATENCY_BUCKETS_MS,
-    PausedQueue, PurgeRequest, QueueAction, QueueStats, Stats, StatsRequest, TraceParent,
-    WorkerMetrics, WorkerReport, WorkerSeen,
+    Admin, AdminStore, AuditEntry, AuditFilter, AuditStamp, Copied, CopyRequest, Counts, Histogram,
+    JobStore, LATENCY_BUCKETS_MS, Notifier, PausedQueue, PurgeRequest, QueueAction, QueueStats,
+    Reschedule, RescheduleRequest, Stats, StatsRequest, TraceParent, WorkerMetrics, WorkerReport,
+    WorkerSeen,
 };
 #[cfg(feature = "postgres")]
 pub use errand_postgres::{self as postgres, PgOptions, PgStore};

@@ -1171,8 +1171,8 @@ mod tests {
     use super::*;
     use async_trait::async_trait;
     use errand_core::{
-        CancelRequest, Failure, Inserted, Job, JobDetail, JobFilter, LeaseToken, NewJob,
-        ReplayRequest, SweepReport, Timestamp, WorkSignal,
+        AdminStore, AuditStamp, Failure, Inserted, Job, JobDetail, JobFilter, JobStore, LeaseToken,
+        NewJob, Notifier, SweepReport, Timestamp, WorkSignal,
     };
 
     /// A store on a full disk: every call fails with `StorageFull`.
@@ -1195,7 +1195,7 @@ mod tests {
     }
 
     #[async_trait]
-    impl Store for FullDisk {
+    impl JobStore for FullDisk {
         async fn insert(&self, _: NewJob) -> Result<Inserted> {
             full()
         }
@@ -1232,13 +1232,47 @@ mod tests {
         async fn prune(&self, _: Duration, _: u32) -> Result<u64> {
             full()
         }
-        async fn replay(&self, _: &ReplayRequest) -> Result<Vec<Job>> {
-            full()
-        }
-        async fn cancel(&self, _: &CancelRequest) -> Result<Vec<Job>> {
-            full()
-        }
         async fn get(&self, _: &JobId) -> Result<Job> {
+            full()
+        }
+        async fn take_tokens(&self, _: &RateBucket, _: RateLimit, _: u32) -> Result<u32> {
+            full()
+        }
+        async fn report_worker(&self, _: &errand_core::WorkerReport) -> Result<()> {
+            full()
+        }
+    }
+
+    #[async_trait]
+    impl AdminStore for FullDisk {
+        async fn replay_jobs(&self, _: &[JobId], _: &AuditStamp) -> Result<Vec<Job>> {
+            full()
+        }
+        async fn cancel_jobs(&self, _: &[JobId], _: &AuditStamp) -> Result<Vec<Job>> {
+            full()
+        }
+        async fn purge_jobs(&self, _: &[JobId], _: &AuditStamp) -> Result<Vec<JobId>> {
+            full()
+        }
+        async fn copy_jobs(
+            &self,
+            _: &[(JobId, NewJob)],
+            _: &AuditStamp,
+        ) -> Result<Vec<errand_core::Copied>> {
+            full()
+        }
+        async fn reschedule_jobs(
+            &self,
+            _: &[JobId],
+            _: &errand_core::Reschedule,
+            _: &AuditStamp,
+        ) -> Result<Vec<Job>> {
+            full()
+        }
+        async fn pause_queue(&self, _: &errand_core::Name, _: &AuditStamp) -> Result<bool> {
+            full()
+        }
+        async fn resume_queue(&self, _: &errand_core::Name, _: &AuditStamp) -> Result<bool> {
             full()
         }
         async fn detail(&self, _: &JobId) -> Result<JobDetail> {
@@ -1247,22 +1281,7 @@ mod tests {
         async fn list(&self, _: &JobFilter) -> Result<Vec<Job>> {
             full()
         }
-        async fn take_tokens(&self, _: &RateBucket, _: RateLimit, _: u32) -> Result<u32> {
-            full()
-        }
-        async fn pause_queue(&self, _: &errand_core::QueueAction) -> Result<bool> {
-            full()
-        }
-        async fn resume_queue(&self, _: &errand_core::QueueAction) -> Result<bool> {
-            full()
-        }
         async fn paused_queues(&self) -> Result<Vec<errand_core::PausedQueue>> {
-            full()
-        }
-        async fn purge(&self, _: &errand_core::PurgeRequest) -> Result<Vec<JobId>> {
-            full()
-        }
-        async fn copy(&self, _: &errand_core::CopyRequest) -> Result<Vec<errand_core::Copied>> {
             full()
         }
         async fn audit_log(
@@ -1271,12 +1290,12 @@ mod tests {
         ) -> Result<Vec<errand_core::AuditEntry>> {
             full()
         }
-        async fn report_worker(&self, _: &errand_core::WorkerReport) -> Result<()> {
-            full()
-        }
         async fn stats(&self, _: &errand_core::StatsRequest) -> Result<errand_core::Stats> {
             full()
         }
+    }
+
+    impl Notifier for FullDisk {
         fn work_signal(&self) -> Box<dyn WorkSignal> {
             Box::new(Never)
         }

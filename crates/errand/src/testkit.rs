@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use errand_core::AdminStore;
 use errand_core::{
     ClaimedJob, Clock, Error, Job, JobFilter, JobId, JobState, Lease, LeaseToken, ManualClock,
     Name, Outcome, Payload, Result, RetryPolicy, Store, Timestamp,

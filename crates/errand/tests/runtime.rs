@@ -243,7 +243,7 @@ async fn a_lost_lease_tells_the_handler_and_its_late_settlement_is_refused() {
                 operator: "ops".into(),
                 reason: None,
             };
-            s.cancel(&req).await.unwrap();
+            errand::Admin::new(s.clone()).cancel(&req).await.unwrap();
             settled(s).await;
             tokio::time::sleep(Duration::from_millis(500)).await;
         })
@@ -751,7 +751,7 @@ impl Intercepting {
 }
 
 #[async_trait::async_trait]
-impl Store for Intercepting {
+impl errand::JobStore for Intercepting {
     async fn insert(&self, job: NewJob) -> errand::Result<errand::Inserted> {
         self.inner.insert(job).await
     }
@@ -827,20 +827,8 @@ impl Store for Intercepting {
     async fn prune(&self, d: Duration, n: u32) -> errand::Result<u64> {
         self.inner.prune(d, n).await
     }
-    async fn replay(&self, r: &errand::ReplayRequest) -> errand::Result<Vec<errand::Job>> {
-        self.inner.replay(r).await
-    }
-    async fn cancel(&self, r: &CancelRequest) -> errand::Result<Vec<errand::Job>> {
-        self.inner.cancel(r).await
-    }
     async fn get(&self, id: &JobId) -> errand::Result<errand::Job> {
         self.inner.get(id).await
-    }
-    async fn detail(&self, id: &JobId) -> errand::Result<errand::JobDetail> {
-        self.inner.detail(id).await
-    }
-    async fn list(&self, f: &JobFilter) -> errand::Result<Vec<errand::Job>> {
-        self.inner.list(f).await
     }
     async fn take_tokens(
         &self,
@@ -850,30 +838,77 @@ impl Store for Intercepting {
     ) -> errand::Result<u32> {
         self.inner.take_tokens(b, l, w).await
     }
-    async fn pause_queue(&self, a: &errand::QueueAction) -> errand::Result<bool> {
-        self.inner.pause_queue(a).await
+    async fn report_worker(&self, r: &errand::WorkerReport) -> errand::Result<()> {
+        self.inner.report_worker(r).await
     }
-    async fn resume_queue(&self, a: &errand::QueueAction) -> errand::Result<bool> {
-        self.inner.resume_queue(a).await
+}
+
+#[async_trait::async_trait]
+impl errand::AdminStore for Intercepting {
+    async fn replay_jobs(
+        &self,
+        ids: &[JobId],
+        by: &errand::AuditStamp,
+    ) -> errand::Result<Vec<errand::Job>> {
+        self.inner.replay_jobs(ids, by).await
+    }
+    async fn cancel_jobs(
+        &self,
+        ids: &[JobId],
+        by: &errand::AuditStamp,
+    ) -> errand::Result<Vec<errand::Job>> {
+        self.inner.cancel_jobs(ids, by).await
+    }
+    async fn purge_jobs(
+        &self,
+        ids: &[JobId],
+        by: &errand::AuditStamp,
+    ) -> errand::Result<Vec<JobId>> {
+        self.inner.purge_jobs(ids, by).await
+    }
+    async fn copy_jobs(
+        &self,
+        copies: &[(JobId, NewJob)],
+        by: &errand::AuditStamp,
+    ) -> errand::Result<Vec<errand::Copied>> {
+        self.inner.copy_jobs(copies, by).await
+    }
+    async fn reschedule_jobs(
+        &self,
+        ids: &[JobId],
+        to: &errand::Reschedule,
+        by: &errand::AuditStamp,
+    ) -> errand::Result<Vec<errand::Job>> {
+        self.inner.reschedule_jobs(ids, to, by).await
+    }
+    async fn pause_queue(&self, q: &errand::Name, by: &errand::AuditStamp) -> errand::Result<bool> {
+        self.inner.pause_queue(q, by).await
+    }
+    async fn resume_queue(
+        &self,
+        q: &errand::Name,
+        by: &errand::AuditStamp,
+    ) -> errand::Result<bool> {
+        self.inner.resume_queue(q, by).await
+    }
+    async fn detail(&self, id: &JobId) -> errand::Result<errand::JobDetail> {
+        self.inner.detail(id).await
+    }
+    async fn list(&self, f: &JobFilter) -> errand::Result<Vec<errand::Job>> {
+        self.inner.list(f).await
     }
     async fn paused_queues(&self) -> errand::Result<Vec<errand::PausedQueue>> {
         self.inner.paused_queues().await
     }
-    async fn purge(&self, r: &errand::PurgeRequest) -> errand::Result<Vec<errand::JobId>> {
-        self.inner.purge(r).await
-    }
-    async fn copy(&self, r: &errand::CopyRequest) -> errand::Result<Vec<errand::Copied>> {
-        self.inner.copy(r).await
-    }
     async fn audit_log(&self, f: &errand::AuditFilter) -> errand::Result<Vec<errand::AuditEntry>> {
         self.inner.audit_log(f).await
-    }
-    async fn report_worker(&self, r: &errand::WorkerReport) -> errand::Result<()> {
-        self.inner.report_worker(r).await
     }
     async fn stats(&self, r: &errand::StatsRequest) -> errand::Result<errand::Stats> {
         self.inner.stats(r).await
     }
+}
+
+impl errand::Notifier for Intercepting {
     fn work_signal(&self) -> Box<dyn errand_core::WorkSignal> {
         self.inner.work_signal()
     }

@@ -1,16 +1,28 @@
--- Operator replay of one job: dead or cancelled only. $1 now, $2 id,
--- $3 operator, $4 reason.
+-- Operator replay of every job in $2 (distinct ids), each dead or
+-- cancelled, or of none: a fresh attempt budget, due now, and an audit
+-- entry each in $2's order. $1 now, $3 operator, $4 reason.
+-- `locked` takes the rows in id order (no deadlock with another action)
+-- and sees their latest state; the update runs only when all qualify.
 WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now),
+locked AS (
+    SELECT j.id, j.state FROM __SCHEMA__.errand_jobs j
+    WHERE j.id = ANY($2::text[]) ORDER BY j.id FOR UPDATE
+),
+ok AS (
+    SELECT count(*) = cardinality($2::text[]) AS all_in
+    FROM locked WHERE state IN ('dead', 'cancelled')
+),
 back AS (
     UPDATE __SCHEMA__.errand_jobs j
     SET state = 'ready', attempts = 0, lease_expiries = 0, replays = j.replays + 1,
         available_at = t.now, finished_at = NULL, updated_at = t.now
-    FROM t
-    WHERE j.id = $2::text AND j.state IN ('dead', 'cancelled')
+    FROM t, ok
+    WHERE ok.all_in AND j.id IN (SELECT id FROM locked) AND j.state IN ('dead', 'cancelled')
     RETURNING j.*
 ),
 audited AS (
     INSERT INTO __SCHEMA__.errand_audit (job_id, queue, action, operator, reason, at)
     SELECT b.id, b.queue, 'replay', $3, $4, t.now FROM back b, t
+    ORDER BY array_position($2::text[], b.id)
 )
 SELECT * FROM back

@@ -1,9 +1,11 @@
-//! The operator's operations in PostgreSQL's dialect: pausing queues,
-//! purging dead jobs, the audit log, workers' reports and the statistics.
+//! The operator's operations in PostgreSQL's dialect: replay, cancel,
+//! purge and reschedule (each one statement that locks the jobs named,
+//! changes them all only if all qualify, and writes their audit entries),
+//! copy, pausing queues, the audit log, workers' reports and the statistics.
 
 use errand_core::{
-    AuditEntry, AuditFilter, Copied, CopyRequest, Error, Job, JobId, Name, NewJob, PausedQueue,
-    PurgeRequest, QueueAction, QueueSample, Result, Stats, StatsRequest, WindowRow, WorkerMetrics,
+    AuditEntry, AuditFilter, AuditStamp, Copied, Error, Job, JobId, Name, NewJob, PausedQueue,
+    QueueSample, Reschedule, Result, Schedule, Stats, StatsRequest, WindowRow, WorkerMetrics,
     WorkerReport, WorkerSeen, assemble_stats,
 };
 use time::OffsetDateTime;
@@ -11,7 +13,7 @@ use tokio_postgres::Row;
 
 use crate::map_err;
 use crate::queue::{
-    Conn, Queries, from_odt, insert_many, job_from_row, millis, query, query_opt, refused,
+    Conn, Param, Queries, from_odt, insert_many, job_from_row, millis, query, query_opt, to_odt,
 };
 
 fn name_of(s: String) -> Result<Name> {
@@ -62,15 +64,16 @@ async fn queue_audit<C: Conn>(
     client: &C,
     q: &Queries,
     now: Option<OffsetDateTime>,
-    a: &QueueAction,
+    queue: &Name,
+    by: &AuditStamp,
     action: &str,
 ) -> Result<()> {
     let entry = Entry {
         job: None,
-        queue: a.queue.as_str(),
+        queue: queue.as_str(),
         action,
-        operator: &a.operator,
-        reason: a.reason.as_deref(),
+        operator: &by.operator,
+        reason: by.reason.as_deref(),
         copy: None,
     };
     audit(client, q, now, entry).await
@@ -81,9 +84,9 @@ pub(crate) async fn pause(
     client: &mut deadpool_postgres::Client,
     q: &Queries,
     now: Option<OffsetDateTime>,
-    a: &QueueAction,
+    queue: &Name,
+    by: &AuditStamp,
 ) -> Result<bool> {
-    a.validate()?;
     let tx = client.transaction().await.map_err(map_err)?;
     let sql = format!(
         "INSERT INTO {}.errand_paused_queues (queue, operator, reason, paused_at)
@@ -94,12 +97,12 @@ pub(crate) async fn pause(
     let done = query_opt(
         &tx,
         &sql,
-        &[&now, &a.queue.as_str(), &a.operator, &a.reason],
+        &[&now, &queue.as_str(), &by.operator, &by.reason],
     )
     .await?
     .is_some();
     if done {
-        queue_audit(&tx, q, now, a, "pause").await?;
+        queue_audit(&tx, q, now, queue, by, "pause").await?;
     }
     tx.commit().await.map_err(map_err)?;
     Ok(done)
@@ -110,17 +113,17 @@ pub(crate) async fn resume(
     client: &mut deadpool_postgres::Client,
     q: &Queries,
     now: Option<OffsetDateTime>,
-    a: &QueueAction,
+    queue: &Name,
+    by: &AuditStamp,
 ) -> Result<bool> {
-    a.validate()?;
     let tx = client.transaction().await.map_err(map_err)?;
     let sql = format!(
         "DELETE FROM {}.errand_paused_queues WHERE queue = $1::text RETURNING queue",
         q.schema
     );
-    let done = query_opt(&tx, &sql, &[&a.queue.as_str()]).await?.is_some();
+    let done = query_opt(&tx, &sql, &[&queue.as_str()]).await?.is_some();
     if done {
-        queue_audit(&tx, q, now, a, "resume").await?;
+        queue_audit(&tx, q, now, queue, by, "resume").await?;
     }
     tx.commit().await.map_err(map_err)?;
     Ok(done)
@@ -146,93 +149,131 @@ pub(crate) async fn paused<C: Conn>(client: &C, q: &Queries) -> Result<Vec<Pause
         .collect()
 }
 
-/// Deletes dead jobs (all or none), each with an audit entry.
-pub(crate) async fn purge(
-    client: &mut deadpool_postgres::Client,
-    q: &Queries,
-    now: Option<OffsetDateTime>,
-    req: &PurgeRequest,
-) -> Result<Vec<JobId>> {
-    req.validate()?;
-    let tx = client.transaction().await.map_err(map_err)?;
-    let sql = format!(
-        "DELETE FROM {}.errand_jobs WHERE id = $1::text AND state = 'dead' RETURNING queue",
-        q.schema
-    );
-    let mut out: Vec<JobId> = Vec::with_capacity(req.ids.len());
-    for id in &req.ids {
-        if out.contains(id) {
-            continue; // named twice: purged once
-        }
-        let Some(row) = query_opt(&tx, &sql, &[&id.as_str()]).await? else {
-            // Dropping the transaction rolls back what was done so far.
-            return Err(refused(&tx, q, id, PurgeRequest::REFUSED).await);
-        };
-        let queue: String = row.try_get("queue").map_err(map_err)?;
-        let entry = Entry {
-            job: Some(id.as_str()),
-            queue: &queue,
-            action: "purge",
-            operator: &req.operator,
-            reason: Some(req.reason.as_str()),
-            copy: None,
-        };
-        audit(&tx, q, now, entry).await?;
-        out.push(id.clone());
-    }
-    tx.commit().await.map_err(map_err)?;
-    Ok(out)
+/// The ids as the text array the set-based statements read.
+fn id_array<'a>(ids: impl IntoIterator<Item = &'a JobId>) -> Vec<&'a str> {
+    ids.into_iter().map(JobId::as_str).collect()
 }
 
-/// Copies dead or cancelled jobs under new ids (all or none), each with a
-/// `copy` audit entry naming both; the originals are not touched.
+/// Replays every job named, if each is dead or cancelled; else none.
+pub(crate) async fn replay<C: Conn>(
+    client: &C,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    ids: &[JobId],
+    by: &AuditStamp,
+) -> Result<Vec<Job>> {
+    let ids = id_array(ids);
+    query(client, &q.replay, &[&now, &ids, &by.operator, &by.reason])
+        .await?
+        .iter()
+        .map(job_from_row)
+        .collect()
+}
+
+/// Cancels every job named, if each is ready or running; else none.
+pub(crate) async fn cancel<C: Conn>(
+    client: &C,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    ids: &[JobId],
+    by: &AuditStamp,
+) -> Result<Vec<Job>> {
+    let ids = id_array(ids);
+    query(client, &q.cancel, &[&now, &ids, &by.operator, &by.reason])
+        .await?
+        .iter()
+        .map(job_from_row)
+        .collect()
+}
+
+/// Moves every job named to a new due time and/or priority, if each is
+/// ready; else none.
+pub(crate) async fn reschedule<C: Conn>(
+    client: &C,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    ids: &[JobId],
+    to: &Reschedule,
+    by: &AuditStamp,
+) -> Result<Vec<Job>> {
+    let ids = id_array(ids);
+    let (at, delay_ms) = match to.run {
+        None => (None, None),
+        Some(Schedule::Now) => (None, Some(0)),
+        Some(Schedule::After(d)) => (None, Some(millis(d))),
+        Some(Schedule::At(t)) => (Some(to_odt(t)), None),
+    };
+    let params: [Param<'_>; 7] = [
+        &now,
+        &ids,
+        &by.operator,
+        &by.reason,
+        &at,
+        &delay_ms,
+        &to.priority,
+    ];
+    query(client, &q.reschedule, &params)
+        .await?
+        .iter()
+        .map(job_from_row)
+        .collect()
+}
+
+/// Deletes every job named, if each is dead; else none.
+pub(crate) async fn purge<C: Conn>(
+    client: &C,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    ids: &[JobId],
+    by: &AuditStamp,
+) -> Result<Vec<JobId>> {
+    let ids = id_array(ids);
+    query(client, &q.purge, &[&now, &ids, &by.operator, &by.reason])
+        .await?
+        .iter()
+        .map(|r| JobId::new(r.try_get::<_, String>("id").map_err(map_err)?))
+        .collect()
+}
+
+/// Inserts each copy while every original is still dead or cancelled (else
+/// none), with a `copy` audit entry naming both: the originals locked and
+/// checked, the copies inserted, the entries written, in one transaction.
 pub(crate) async fn copy(
     client: &mut deadpool_postgres::Client,
     q: &Queries,
     now: Option<OffsetDateTime>,
-    req: &CopyRequest,
+    copies: &[(JobId, NewJob)],
+    by: &AuditStamp,
 ) -> Result<Vec<Copied>> {
-    req.validate()?;
+    let originals = id_array(copies.iter().map(|(from, _)| from));
     let tx = client.transaction().await.map_err(map_err)?;
-    // Locked, so a replay or purge of the original waits for this copy.
-    let lock = format!(
-        "SELECT * FROM {}.errand_jobs WHERE id = $1::text AND state IN ('dead', 'cancelled') FOR UPDATE",
-        q.schema
-    );
-    let mut originals: Vec<Job> = Vec::with_capacity(req.ids.len());
-    for id in &req.ids {
-        if originals.iter().any(|j| &j.id == id) {
-            continue; // named twice: copied once
-        }
-        let Some(row) = query_opt(&tx, &lock, &[&id.as_str()]).await? else {
-            // Dropping the transaction rolls back what was done so far.
-            return Err(refused(&tx, q, id, CopyRequest::REFUSED).await);
-        };
-        originals.push(job_from_row(&row)?);
+    let qualify = query(&tx, &q.copy_check, &[&originals])
+        .await?
+        .first()
+        .map(|r| count(r, "qualify"))
+        .transpose()?
+        .unwrap_or(0);
+    if usize::try_from(qualify).ok() != Some(copies.len()) {
+        return Ok(Vec::new()); // dropping the transaction releases the locks
     }
-    let copies = originals
-        .iter()
-        .map(NewJob::copy_of)
-        .collect::<Result<Vec<_>>>()?;
-    let inserted = insert_many(&tx, q, now, &copies).await?;
-    let mut out = Vec::with_capacity(originals.len());
-    for (from, new) in originals.into_iter().zip(inserted) {
-        let entry = Entry {
-            job: Some(from.id.as_str()),
-            queue: from.queue.as_str(),
-            action: "copy",
-            operator: &req.operator,
-            reason: req.reason.as_deref(),
-            copy: Some(new.job.id.as_str()),
-        };
-        audit(&tx, q, now, entry).await?;
-        out.push(Copied {
-            from: from.id,
-            job: new.job,
-        });
-    }
+    let new_jobs: Vec<NewJob> = copies.iter().map(|(_, job)| job.clone()).collect();
+    let inserted = insert_many(&tx, q, now, &new_jobs).await?;
+    let new_ids = id_array(inserted.iter().map(|i| &i.job.id));
+    query(
+        &tx,
+        &q.copy_audit,
+        &[&now, &originals, &new_ids, &by.operator, &by.reason],
+    )
+    .await?;
     tx.commit().await.map_err(map_err)?;
-    Ok(out)
+    Ok(copies
+        .iter()
+        .zip(inserted)
+        .map(|((from, _), new)| Copied {
+            from: from.clone(),
+            job: new.job,
+        })
+        .collect())
 }
 
 /// Audit entries, newest first.

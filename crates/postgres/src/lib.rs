@@ -38,13 +38,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use errand_core::{
-    AuditEntry, AuditFilter, Copied, CopyRequest, PausedQueue, PurgeRequest, QueueAction, Stats,
-    StatsRequest, WorkerReport,
+    AdminStore, AuditEntry, AuditFilter, AuditStamp, Copied, JobStore, Name, Notifier, PausedQueue,
+    Reschedule, Stats, StatsRequest, WorkerReport,
 };
 use errand_core::{
-    CancelRequest, ClaimRequest, ClaimedJob, Clock, Error, Failure, Inserted, Job, JobDetail,
-    JobFilter, JobId, Lease, NewJob, RateBucket, RateLimit, ReplayRequest, Result, SchemaStatus,
-    Store, SweepReport, Timestamp, WorkSignal,
+    ClaimRequest, ClaimedJob, Clock, Error, Failure, Inserted, Job, JobDetail, JobFilter, JobId,
+    Lease, NewJob, RateBucket, RateLimit, Result, SchemaStatus, SweepReport, Timestamp, WorkSignal,
 };
 use errand_core::{bounds, check_recorded_text};
 use tokio_postgres::NoTls;
@@ -56,7 +55,7 @@ pub use queue::{Conn, Param, Queries};
 const INSERT_CHUNK: usize = 1_000;
 
 /// The schema version this build expects.
-pub const SCHEMA_VERSION: i64 = 10;
+pub const SCHEMA_VERSION: i64 = 11;
 const MIGRATIONS: &[(&str, &str)] = &[
     ("V1__jobs", include_str!("../migrations/V1__jobs.sql")),
     (
@@ -94,6 +93,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     (
         "V10__cheaper_row_versions",
         include_str!("../migrations/V10__cheaper_row_versions.sql"),
+    ),
+    (
+        "V11__audited_reschedules",
+        include_str!("../migrations/V11__audited_reschedules.sql"),
     ),
 ];
 
@@ -577,7 +580,7 @@ async fn connect_direct(
 }
 
 #[async_trait]
-impl Store for PgStore {
+impl JobStore for PgStore {
     async fn insert(&self, job: NewJob) -> Result<Inserted> {
         let _written = self.touched();
         let client = self.client().await?;
@@ -623,15 +626,6 @@ impl Store for PgStore {
         Ok(claimed)
     }
 
-    async fn complete_and_claim(
-        &self,
-        leases: &[Lease],
-        req: &ClaimRequest,
-    ) -> Result<(Vec<bool>, Result<Vec<ClaimedJob>>)> {
-        let (acked, claimed) = self.claim_resuming(leases, req).await?;
-        Ok((acked, Ok(claimed)))
-    }
-
     async fn complete(&self, lease: &Lease) -> Result<Job> {
         let client = self.client().await?;
         queue::fenced(&client, &self.queries.complete, self.now(), lease, &[]).await
@@ -640,6 +634,15 @@ impl Store for PgStore {
     async fn complete_many(&self, leases: &[Lease]) -> Result<Vec<bool>> {
         let client = self.client().await?;
         queue::complete_many(&client, &self.queries, self.now(), leases).await
+    }
+
+    async fn complete_and_claim(
+        &self,
+        leases: &[Lease],
+        req: &ClaimRequest,
+    ) -> Result<(Vec<bool>, Result<Vec<ClaimedJob>>)> {
+        let (acked, claimed) = self.claim_resuming(leases, req).await?;
+        Ok((acked, Ok(claimed)))
     }
 
     async fn fail(&self, lease: &Lease, failure: Failure) -> Result<Job> {
@@ -714,46 +717,69 @@ impl Store for PgStore {
         queue::prune(&client, &self.queries, self.now(), older_than, limit).await
     }
 
-    async fn replay(&self, req: &ReplayRequest) -> Result<Vec<Job>> {
-        req.validate()?;
-        let _written = self.touched();
-        let mut client = self.client().await?;
-        queue::operator_action(
-            &mut client,
-            &self.queries,
-            self.now(),
-            queue::Action::Replay,
-            &req.ids,
-            &req.operator,
-            req.reason.as_deref(),
-        )
-        .await
-    }
-
-    async fn copy(&self, req: &CopyRequest) -> Result<Vec<Copied>> {
-        let _written = self.touched();
-        let mut client = self.client().await?;
-        admin::copy(&mut client, &self.queries, self.now(), req).await
-    }
-
-    async fn cancel(&self, req: &CancelRequest) -> Result<Vec<Job>> {
-        req.validate()?;
-        let mut client = self.client().await?;
-        queue::operator_action(
-            &mut client,
-            &self.queries,
-            self.now(),
-            queue::Action::Cancel,
-            &req.ids,
-            &req.operator,
-            req.reason.as_deref(),
-        )
-        .await
-    }
-
     async fn get(&self, id: &JobId) -> Result<Job> {
         let client = self.client().await?;
         queue::get(&client, &self.queries, id).await
+    }
+
+    async fn report_worker(&self, report: &WorkerReport) -> Result<()> {
+        let mut client = self.client().await?;
+        if report.one_shot {
+            return admin::report_one_shot(&mut client, &self.queries, self.now(), report).await;
+        }
+        admin::report_worker(&client, &self.queries, self.now(), report).await
+    }
+
+    async fn take_tokens(&self, bucket: &RateBucket, limit: RateLimit, want: u32) -> Result<u32> {
+        let client = self.client().await?;
+        queue::take_tokens(&client, &self.queries, self.now(), bucket, limit, want).await
+    }
+}
+
+#[async_trait]
+impl AdminStore for PgStore {
+    async fn replay_jobs(&self, ids: &[JobId], by: &AuditStamp) -> Result<Vec<Job>> {
+        let _written = self.touched();
+        let client = self.client().await?;
+        admin::replay(&client, &self.queries, self.now(), ids, by).await
+    }
+
+    async fn cancel_jobs(&self, ids: &[JobId], by: &AuditStamp) -> Result<Vec<Job>> {
+        let client = self.client().await?;
+        admin::cancel(&client, &self.queries, self.now(), ids, by).await
+    }
+
+    async fn purge_jobs(&self, ids: &[JobId], by: &AuditStamp) -> Result<Vec<JobId>> {
+        let client = self.client().await?;
+        admin::purge(&client, &self.queries, self.now(), ids, by).await
+    }
+
+    async fn copy_jobs(&self, copies: &[(JobId, NewJob)], by: &AuditStamp) -> Result<Vec<Copied>> {
+        let _written = self.touched();
+        let mut client = self.client().await?;
+        admin::copy(&mut client, &self.queries, self.now(), copies, by).await
+    }
+
+    async fn reschedule_jobs(
+        &self,
+        ids: &[JobId],
+        to: &Reschedule,
+        by: &AuditStamp,
+    ) -> Result<Vec<Job>> {
+        let _written = self.touched();
+        let client = self.client().await?;
+        admin::reschedule(&client, &self.queries, self.now(), ids, to, by).await
+    }
+
+    async fn pause_queue(&self, queue: &Name, by: &AuditStamp) -> Result<bool> {
+        let mut client = self.client().await?;
+        admin::pause(&mut client, &self.queries, self.now(), queue, by).await
+    }
+
+    async fn resume_queue(&self, queue: &Name, by: &AuditStamp) -> Result<bool> {
+        let _written = self.touched();
+        let mut client = self.client().await?;
+        admin::resume(&mut client, &self.queries, self.now(), queue, by).await
     }
 
     async fn detail(&self, id: &JobId) -> Result<JobDetail> {
@@ -769,25 +795,9 @@ impl Store for PgStore {
         queue::list(&client, &self.queries, filter).await
     }
 
-    async fn pause_queue(&self, action: &QueueAction) -> Result<bool> {
-        let mut client = self.client().await?;
-        admin::pause(&mut client, &self.queries, self.now(), action).await
-    }
-
-    async fn resume_queue(&self, action: &QueueAction) -> Result<bool> {
-        let _written = self.touched();
-        let mut client = self.client().await?;
-        admin::resume(&mut client, &self.queries, self.now(), action).await
-    }
-
     async fn paused_queues(&self) -> Result<Vec<PausedQueue>> {
         let client = self.client().await?;
         admin::paused(&client, &self.queries).await
-    }
-
-    async fn purge(&self, req: &PurgeRequest) -> Result<Vec<JobId>> {
-        let mut client = self.client().await?;
-        admin::purge(&mut client, &self.queries, self.now(), req).await
     }
 
     async fn audit_log(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
@@ -795,24 +805,13 @@ impl Store for PgStore {
         admin::audit_log(&client, &self.queries, filter).await
     }
 
-    async fn report_worker(&self, report: &WorkerReport) -> Result<()> {
-        let mut client = self.client().await?;
-        if report.one_shot {
-            return admin::report_one_shot(&mut client, &self.queries, self.now(), report).await;
-        }
-        admin::report_worker(&client, &self.queries, self.now(), report).await
-    }
-
     async fn stats(&self, req: &StatsRequest) -> Result<Stats> {
         let mut client = self.client().await?;
         admin::stats(&mut client, &self.queries, self.now(), req).await
     }
+}
 
-    async fn take_tokens(&self, bucket: &RateBucket, limit: RateLimit, want: u32) -> Result<u32> {
-        let client = self.client().await?;
-        queue::take_tokens(&client, &self.queries, self.now(), bucket, limit, want).await
-    }
-
+impl Notifier for PgStore {
     fn work_signal(&self) -> Box<dyn WorkSignal> {
         Box::new(self.listener().signal())
     }
@@ -1048,12 +1047,15 @@ mod upgrade_tests {
                 r#"cancel Some("gone") None alice"#,
             ]
         );
-        let purge = PurgeRequest {
+        let purge = errand_core::PurgeRequest {
             ids: vec![JobId::new("kept").unwrap()],
             operator: "carol".into(),
             reason: "done with it".into(),
         };
-        store.purge(&purge).await.unwrap();
+        errand_core::Admin::new(std::sync::Arc::new(store.clone()))
+            .purge(&purge)
+            .await
+            .unwrap();
         let log = store.audit_log(&AuditFilter::default()).await.unwrap();
         assert_eq!(log.len(), 3);
         assert_eq!(log[0].action, "purge");
@@ -1105,7 +1107,7 @@ mod upgrade_tests {
                 r#"7 cancel Some("gone") alice None"#,
             ]
         );
-        let copied = store
+        let copied = errand_core::Admin::new(std::sync::Arc::new(store.clone()))
             .copy(&errand_core::CopyRequest {
                 ids: vec![JobId::new("kept").unwrap()],
                 operator: "carol".into(),

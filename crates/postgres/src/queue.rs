@@ -38,6 +38,10 @@ pub struct Queries {
     pub(crate) heartbeat: String,
     pub(crate) replay: String,
     pub(crate) cancel: String,
+    pub(crate) purge: String,
+    pub(crate) reschedule: String,
+    pub(crate) copy_check: String,
+    pub(crate) copy_audit: String,
     pub(crate) history: String,
     pub(crate) audit_of: String,
     pub(crate) list: String,
@@ -73,6 +77,10 @@ impl Queries {
             heartbeat: q(include_str!("../queries/heartbeat.sql")),
             replay: q(include_str!("../queries/replay.sql")),
             cancel: q(include_str!("../queries/cancel.sql")),
+            purge: q(include_str!("../queries/purge.sql")),
+            reschedule: q(include_str!("../queries/reschedule.sql")),
+            copy_check: q(include_str!("../queries/copy_check.sql")),
+            copy_audit: q(include_str!("../queries/copy_audit.sql")),
             history: q(include_str!("../queries/history.sql")),
             audit_of: q(include_str!("../queries/audit_of.sql")),
             list: q(include_str!("../queries/list.sql")),
@@ -107,6 +115,10 @@ impl Queries {
             ("heartbeat", &self.heartbeat),
             ("replay", &self.replay),
             ("cancel", &self.cancel),
+            ("purge", &self.purge),
+            ("reschedule", &self.reschedule),
+            ("copy_check", &self.copy_check),
+            ("copy_audit", &self.copy_audit),
             ("history", &self.history),
             ("audit_of", &self.audit_of),
             ("list", &self.list),
@@ -974,56 +986,6 @@ pub(crate) async fn heartbeat<C: Conn>(
             id: lease.id.to_string(),
             attempt: lease.attempt,
         }),
-    }
-}
-
-/// An operator action on jobs.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Action {
-    Replay,
-    Cancel,
-}
-
-/// Replays or cancels every job in `ids` in one transaction, or none
-/// (the request was validated by the caller).
-pub(crate) async fn operator_action(
-    client: &mut deadpool_postgres::Client,
-    q: &Queries,
-    now: Option<OffsetDateTime>,
-    action: Action,
-    ids: &[JobId],
-    operator: &str,
-    reason: Option<&str>,
-) -> Result<Vec<Job>> {
-    let (sql, hint) = match action {
-        Action::Replay => (&q.replay, errand_core::ReplayRequest::REFUSED),
-        Action::Cancel => (&q.cancel, errand_core::CancelRequest::REFUSED),
-    };
-    let tx = client.transaction().await.map_err(map_err)?;
-    let mut out = Vec::with_capacity(ids.len());
-    for id in ids {
-        match query_opt(&tx, sql, &[&now, &id.as_str(), &operator, &reason]).await? {
-            Some(row) => out.push(job_from_row(&row)?),
-            None => {
-                // Dropping the transaction rolls back what was done so far.
-                return Err(refused(&tx, q, id, hint).await);
-            }
-        }
-    }
-    tx.commit().await.map_err(map_err)?;
-    Ok(out)
-}
-
-/// Why an operator action changed nothing: the job is in another state
-/// (`hint` says which it needs), or it does not exist.
-pub(crate) async fn refused<C: Conn>(client: &C, q: &Queries, id: &JobId, hint: &str) -> Error {
-    match get(client, q, id).await {
-        Ok(job) => Error::InvalidState {
-            id: id.to_string(),
-            state: job.state.to_string(),
-            hint: hint.to_owned(),
-        },
-        Err(e) => e,
     }
 }
 

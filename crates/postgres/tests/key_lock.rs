@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use errand_core::{ClaimRequest, JobId, KeyLimit, NewJob, Payload, Store};
+use errand_core::JobStore;
+use errand_core::{ClaimRequest, JobId, KeyLimit, NewJob, Payload};
 use errand_postgres::{PgOptions, PgStore};
 
 fn url() -> Option<String> {

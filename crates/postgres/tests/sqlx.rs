@@ -2,7 +2,8 @@
 //! Needs `ERRAND_TEST_POSTGRES_URL`; says SKIPPED without it.
 #![cfg(feature = "sqlx")]
 
-use errand_core::{Error, JobId, NewJob, Payload, Store};
+use errand_core::JobStore;
+use errand_core::{Error, JobId, NewJob, Payload};
 use errand_postgres::sqlx_adapter::enqueue_in;
 use errand_postgres::{PgOptions, PgStore};
 use sqlx::Connection;

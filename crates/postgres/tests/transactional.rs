@@ -1,7 +1,8 @@
 //! Enqueue inside the application's own tokio-postgres transaction.
 //! Needs `ERRAND_TEST_POSTGRES_URL`; says SKIPPED without it.
 
-use errand_core::{Error, JobFilter, JobId, NewJob, Payload, Store};
+use errand_core::{AdminStore, JobStore, Notifier};
+use errand_core::{Error, JobFilter, JobId, NewJob, Payload};
 use errand_postgres::{PgOptions, PgStore};
 
 fn url() -> Option<String> {

@@ -103,7 +103,7 @@ pub(crate) async fn pause(
     body: Body,
 ) -> Answer {
     let action = queue_action(&app, path, &headers, body).await?;
-    let changed = app.store.pause_queue(&action).await?;
+    let changed = app.admin.pause(&action).await?;
     json(
         StatusCode::OK,
         &serde_json::json!({"queue": action.queue, "paused": true, "changed": changed}),
@@ -118,7 +118,7 @@ pub(crate) async fn resume(
     body: Body,
 ) -> Answer {
     let action = queue_action(&app, path, &headers, body).await?;
-    let changed = app.store.resume_queue(&action).await?;
+    let changed = app.admin.resume(&action).await?;
     json(
         StatusCode::OK,
         &serde_json::json!({"queue": action.queue, "paused": false, "changed": changed}),
@@ -153,7 +153,7 @@ pub(crate) async fn purge(
     audit_text("operator", &req.operator, MAX_OPERATOR_BYTES, false)?;
     audit_text("reason", &req.reason, MAX_REASON_BYTES, true)?;
     let purged = app
-        .store
+        .admin
         .purge(&PurgeRequest {
             ids: vec![id],
             operator: req.operator,

@@ -12,7 +12,7 @@ use axum::extract::Path;
 use axum::extract::rejection::PathRejection;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use errand::{JobId, RetryPolicy, Store};
+use errand::{Admin, JobId, RetryPolicy, Store};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -26,6 +26,8 @@ pub(crate) use errand::core::{MAX_OPERATOR_BYTES, MAX_REASON_BYTES};
 #[derive(Clone, Debug)]
 pub(crate) struct App {
     pub(crate) store: Arc<dyn Store>,
+    /// The operator's actions on `store`.
+    pub(crate) admin: Admin,
     pub(crate) max_body: usize,
     pub(crate) max_payload: usize,
     pub(crate) read_timeout: Duration,

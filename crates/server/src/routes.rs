@@ -112,6 +112,7 @@ pub(crate) fn router(
     stopping: watch::Receiver<bool>,
 ) -> Router {
     let app = App {
+        admin: errand::Admin::new(store.clone()),
         store,
         max_body: config.max_body,
         max_payload: config.max_payload,
@@ -348,7 +349,7 @@ async fn replay(
     audit_text("operator", &req.operator, MAX_OPERATOR_BYTES, false)?;
     audit_text("reason", &req.reason, MAX_REASON_BYTES, true)?;
     let replayed = app
-        .store
+        .admin
         .replay(&ReplayRequest {
             ids: vec![id],
             operator: req.operator,
@@ -377,7 +378,7 @@ async fn cancel(
         audit_text("reason", reason, MAX_REASON_BYTES, true)?;
     }
     let cancelled = app
-        .store
+        .admin
         .cancel(&CancelRequest {
             ids: vec![id],
             operator: req.operator,

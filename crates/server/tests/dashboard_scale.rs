@@ -153,7 +153,7 @@ async fn fill(store: &Arc<dyn Store>, total: usize) -> Marks {
             .await
             .unwrap();
         let ids: Vec<_> = ready.iter().map(|j| j.id.clone()).collect();
-        store
+        errand::Admin::new(store.clone())
             .cancel(&CancelRequest {
                 ids,
                 operator: "scale-test".into(),

@@ -1,4 +1,6 @@
--- Operator cancel: only jobs that are not finished.
+-- Operator cancel of every job in :ids (a JSON array of distinct ids). The
+-- caller has checked, in the same transaction, that every one is ready or
+-- running, and has closed the running ones' attempts (cancel_attempts.sql).
 UPDATE errand_jobs
 SET state            = 'cancelled',
     lease_token      = NULL,
@@ -7,5 +9,6 @@ SET state            = 'cancelled',
     last_error       = 'cancelled by ' || :operator,
     finished_at      = :now,
     updated_at       = :now
-WHERE id = :id AND state IN ('ready', 'running')
+WHERE id IN (SELECT value FROM json_each(:ids))
+  AND state IN ('ready', 'running')
 RETURNING *

@@ -1,19 +1,29 @@
-//! The operator's operations: pausing queues, purging dead jobs, the audit
-//! log, workers' reports and the statistics. Each write runs in the writer's
+//! The operator's operations: replay, cancel, copy, purge, reschedule,
+//! pausing queues, the audit log, workers' reports and the statistics.
+//! Each action checks that every job named is in a state it accepts, then
+//! changes them all with one set-based statement (SQLite has no
+//! data-modifying CTE, so the audit entries are a second). Each write runs in the writer's
 //! transaction, like every other operation.
 
 use std::time::Duration;
 
 use errand_core::{
-    AuditEntry, AuditFilter, Copied, CopyRequest, Error, Job, JobId, JobState, Name, NewJob,
-    PausedQueue, QueueAction, QueueSample, Result, Stats, StatsRequest, Timestamp, WindowRow,
-    WorkerMetrics, WorkerReport, WorkerSeen, assemble_stats,
+    AuditEntry, AuditFilter, AuditStamp, Copied, Error, Job, JobId, JobState, Name, NewJob,
+    PausedQueue, QueueSample, Reschedule, Result, Schedule, Stats, StatsRequest, Timestamp,
+    WindowRow, WorkerMetrics, WorkerReport, WorkerSeen, assemble_stats,
 };
 use rusqlite::{Connection, OptionalExtension, Row, named_params};
 
 use crate::map_err;
-use crate::queue::{AuditRow, audit, get, insert_many, opt_ts_col, refused, ts_col, u32_col};
+use crate::queue::{AuditRow, audit, insert_many, job_from_row, opt_ts_col, ts_col, u32_col};
 
+const REPLAY: &str = include_str!("../queries/replay.sql");
+const CANCEL: &str = include_str!("../queries/cancel.sql");
+const CANCEL_ATTEMPTS: &str = include_str!("../queries/cancel_attempts.sql");
+const PURGE: &str = include_str!("../queries/purge.sql");
+const RESCHEDULE: &str = include_str!("../queries/reschedule.sql");
+const COUNT_IN_STATES: &str = include_str!("../queries/count_in_states.sql");
+const AUDIT_MANY: &str = include_str!("../queries/audit_many.sql");
 const STATS_SAMPLE: &str = include_str!("../queries/stats_sample.sql");
 const STATS_WINDOW: &str = include_str!("../queries/stats_window.sql");
 const REPORT_WORKER: &str = include_str!("../queries/report_worker.sql");
@@ -34,8 +44,12 @@ fn name_col(row: &Row<'_>, col: usize) -> rusqlite::Result<Name> {
 }
 
 /// Pauses a queue; `false` when it already was.
-pub(crate) fn pause(conn: &Connection, a: &QueueAction, now: Timestamp) -> Result<bool> {
-    a.validate()?;
+pub(crate) fn pause(
+    conn: &Connection,
+    queue: &Name,
+    by: &AuditStamp,
+    now: Timestamp,
+) -> Result<bool> {
     let n = conn
         .prepare_cached(
             "INSERT INTO errand_paused_queues (queue, operator, reason, paused_at)
@@ -43,37 +57,47 @@ pub(crate) fn pause(conn: &Connection, a: &QueueAction, now: Timestamp) -> Resul
         )
         .map_err(map_err)?
         .execute(named_params! {
-            ":queue": a.queue.as_str(), ":operator": a.operator,
-            ":reason": a.reason, ":now": now.as_millis(),
+            ":queue": queue.as_str(), ":operator": by.operator,
+            ":reason": by.reason, ":now": now.as_millis(),
         })
         .map_err(map_err)?;
     if n == 1 {
-        queue_audit(conn, a, "pause", now)?;
+        queue_audit(conn, queue, by, "pause", now)?;
     }
     Ok(n == 1)
 }
 
 /// Resumes a queue; `false` when it was not paused.
-pub(crate) fn resume(conn: &Connection, a: &QueueAction, now: Timestamp) -> Result<bool> {
-    a.validate()?;
+pub(crate) fn resume(
+    conn: &Connection,
+    queue: &Name,
+    by: &AuditStamp,
+    now: Timestamp,
+) -> Result<bool> {
     let n = conn
         .prepare_cached("DELETE FROM errand_paused_queues WHERE queue = :queue")
         .map_err(map_err)?
-        .execute(named_params! {":queue": a.queue.as_str()})
+        .execute(named_params! {":queue": queue.as_str()})
         .map_err(map_err)?;
     if n == 1 {
-        queue_audit(conn, a, "resume", now)?;
+        queue_audit(conn, queue, by, "resume", now)?;
     }
     Ok(n == 1)
 }
 
-fn queue_audit(conn: &Connection, a: &QueueAction, action: &str, now: Timestamp) -> Result<()> {
+fn queue_audit(
+    conn: &Connection,
+    queue: &Name,
+    by: &AuditStamp,
+    action: &str,
+    now: Timestamp,
+) -> Result<()> {
     let row = AuditRow {
         job: None,
-        queue: &a.queue,
+        queue,
         action,
-        operator: &a.operator,
-        reason: a.reason.as_deref(),
+        operator: &by.operator,
+        reason: by.reason.as_deref(),
         copy: None,
     };
     audit(conn, &row, now)
@@ -98,82 +122,188 @@ pub(crate) fn paused(conn: &Connection) -> Result<Vec<PausedQueue>> {
     .map_err(map_err)
 }
 
-/// Deletes dead jobs (all or none), each with an audit entry.
+/// The ids as the JSON array the set-based statements read.
+fn id_array<'a>(ids: impl IntoIterator<Item = &'a JobId>) -> Result<String> {
+    serde_json::to_string(&ids.into_iter().map(JobId::as_str).collect::<Vec<_>>())
+        .map_err(|e| Error::Storage(format!("the job ids could not be encoded: {e}")))
+}
+
+/// Whether every job in `ids` (a JSON array of `n` distinct ids) is in one
+/// of `states`. The writer's transaction keeps the answer true until the
+/// action that asked commits.
+fn all_in(conn: &Connection, ids: &str, n: usize, states: &[JobState]) -> Result<bool> {
+    let states = serde_json::to_string(&states.iter().map(|s| s.as_str()).collect::<Vec<_>>())
+        .map_err(|e| Error::Storage(format!("the job states could not be encoded: {e}")))?;
+    let found: i64 = conn
+        .prepare_cached(COUNT_IN_STATES)
+        .map_err(map_err)?
+        .query_row(named_params! {":ids": ids, ":states": states}, |r| r.get(0))
+        .map_err(map_err)?;
+    Ok(usize::try_from(found).is_ok_and(|found| found == n))
+}
+
+/// One audit entry per job in `ids` (a JSON array), in its order; `copies`
+/// names the new job beside each original of a copy.
+fn audit_all(
+    conn: &Connection,
+    ids: &str,
+    action: &str,
+    by: &AuditStamp,
+    copies: Option<&str>,
+    now: Timestamp,
+) -> Result<()> {
+    conn.prepare_cached(AUDIT_MANY)
+        .map_err(map_err)?
+        .execute(named_params! {
+            ":ids": ids, ":action": action, ":operator": by.operator,
+            ":reason": by.reason, ":now": now.as_millis(), ":copies": copies,
+        })
+        .map_err(map_err)?;
+    Ok(())
+}
+
+/// Runs a set-based statement that answers with changed jobs.
+fn changed_jobs(
+    conn: &Connection,
+    sql: &str,
+    params: &[(&str, &dyn rusqlite::ToSql)],
+) -> Result<Vec<Job>> {
+    conn.prepare_cached(sql)
+        .map_err(map_err)?
+        .query_map(params, job_from_row)
+        .map_err(map_err)?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(map_err)
+}
+
+/// Replays every job named, if each is dead or cancelled; else none.
+pub(crate) fn replay(
+    conn: &Connection,
+    ids: &[JobId],
+    by: &AuditStamp,
+    now: Timestamp,
+) -> Result<Vec<Job>> {
+    let list = id_array(ids)?;
+    if !all_in(
+        conn,
+        &list,
+        ids.len(),
+        &[JobState::Dead, JobState::Cancelled],
+    )? {
+        return Ok(Vec::new());
+    }
+    let jobs = changed_jobs(
+        conn,
+        REPLAY,
+        named_params! {":ids": list, ":now": now.as_millis()},
+    )?;
+    audit_all(conn, &list, "replay", by, None, now)?;
+    Ok(jobs)
+}
+
+/// Cancels every job named, if each is ready or running; else none.
+pub(crate) fn cancel(
+    conn: &Connection,
+    ids: &[JobId],
+    by: &AuditStamp,
+    now: Timestamp,
+) -> Result<Vec<Job>> {
+    let list = id_array(ids)?;
+    if !all_in(
+        conn,
+        &list,
+        ids.len(),
+        &[JobState::Ready, JobState::Running],
+    )? {
+        return Ok(Vec::new());
+    }
+    conn.prepare_cached(CANCEL_ATTEMPTS)
+        .map_err(map_err)?
+        .execute(named_params! {":ids": list, ":now": now.as_millis()})
+        .map_err(map_err)?;
+    let params = named_params! {":ids": list, ":operator": by.operator, ":now": now.as_millis()};
+    let jobs = changed_jobs(conn, CANCEL, params)?;
+    audit_all(conn, &list, "cancel", by, None, now)?;
+    Ok(jobs)
+}
+
+/// Moves every job named to a new due time and/or priority, if each is
+/// ready; else none.
+pub(crate) fn reschedule(
+    conn: &Connection,
+    ids: &[JobId],
+    to: &Reschedule,
+    by: &AuditStamp,
+    now: Timestamp,
+) -> Result<Vec<Job>> {
+    let list = id_array(ids)?;
+    if !all_in(conn, &list, ids.len(), &[JobState::Ready])? {
+        return Ok(Vec::new());
+    }
+    let available_at = to.run.map(|run| match run {
+        Schedule::Now => now,
+        Schedule::After(d) => now.plus(d),
+        Schedule::At(t) => t,
+    });
+    let params = named_params! {
+        ":ids": list, ":now": now.as_millis(),
+        ":available_at": available_at.map(Timestamp::as_millis), ":priority": to.priority,
+    };
+    let jobs = changed_jobs(conn, RESCHEDULE, params)?;
+    audit_all(conn, &list, "reschedule", by, None, now)?;
+    Ok(jobs)
+}
+
+/// Deletes every job named, if each is dead; else none. The audit entries
+/// are written first, while the jobs' queues can still be read.
 pub(crate) fn purge(
     conn: &Connection,
     ids: &[JobId],
-    operator: &str,
-    reason: &str,
+    by: &AuditStamp,
     now: Timestamp,
 ) -> Result<Vec<JobId>> {
-    let mut out: Vec<JobId> = Vec::with_capacity(ids.len());
-    for id in ids {
-        if out.contains(id) {
-            continue; // named twice: purged once
-        }
-        let queue: Option<String> = conn
-            .prepare_cached(
-                "DELETE FROM errand_jobs WHERE id = :id AND state = 'dead' RETURNING queue",
-            )
-            .map_err(map_err)?
-            .query_row(named_params! {":id": id.as_str()}, |r| r.get(0))
-            .optional()
-            .map_err(map_err)?;
-        let Some(queue) = queue else {
-            return Err(refused(conn, id, errand_core::PurgeRequest::REFUSED));
-        };
-        let queue = Name::parse("queue", queue)?;
-        let row = AuditRow {
-            job: Some(id),
-            queue: &queue,
-            action: "purge",
-            operator,
-            reason: Some(reason),
-            copy: None,
-        };
-        audit(conn, &row, now)?;
-        out.push(id.clone());
+    let list = id_array(ids)?;
+    if !all_in(conn, &list, ids.len(), &[JobState::Dead])? {
+        return Ok(Vec::new());
     }
-    Ok(out)
+    audit_all(conn, &list, "purge", by, None, now)?;
+    conn.prepare_cached(PURGE)
+        .map_err(map_err)?
+        .query_map(named_params! {":ids": list}, |r| r.get::<_, String>(0))
+        .map_err(map_err)?
+        .map(|id| JobId::new(id.map_err(map_err)?))
+        .collect()
 }
 
-/// Copies dead or cancelled jobs under new ids (all or none), each with a
-/// `copy` audit entry naming both; the originals are not touched.
-pub(crate) fn copy(conn: &Connection, req: &CopyRequest, now: Timestamp) -> Result<Vec<Copied>> {
-    req.validate()?;
-    let mut originals: Vec<Job> = Vec::with_capacity(req.ids.len());
-    for id in &req.ids {
-        if originals.iter().any(|j| &j.id == id) {
-            continue; // named twice: copied once
-        }
-        let job = get(conn, id)?;
-        if !matches!(job.state, JobState::Dead | JobState::Cancelled) {
-            return Err(refused(conn, id, CopyRequest::REFUSED));
-        }
-        originals.push(job);
+/// Inserts each copy while every original is still dead or cancelled (else
+/// none), with a `copy` audit entry naming both.
+pub(crate) fn copy(
+    conn: &Connection,
+    copies: &[(JobId, NewJob)],
+    by: &AuditStamp,
+    now: Timestamp,
+) -> Result<Vec<Copied>> {
+    let originals = id_array(copies.iter().map(|(from, _)| from))?;
+    if !all_in(
+        conn,
+        &originals,
+        copies.len(),
+        &[JobState::Dead, JobState::Cancelled],
+    )? {
+        return Ok(Vec::new());
     }
-    let copies = originals
+    let new_jobs: Vec<NewJob> = copies.iter().map(|(_, job)| job.clone()).collect();
+    let inserted = insert_many(conn, &new_jobs, now)?;
+    let new_ids = id_array(inserted.iter().map(|i| &i.job.id))?;
+    audit_all(conn, &originals, "copy", by, Some(&new_ids), now)?;
+    Ok(copies
         .iter()
-        .map(NewJob::copy_of)
-        .collect::<Result<Vec<_>>>()?;
-    let inserted = insert_many(conn, &copies, now)?;
-    let mut out = Vec::with_capacity(originals.len());
-    for (from, new) in originals.into_iter().zip(inserted) {
-        let row = AuditRow {
-            job: Some(&from.id),
-            queue: &from.queue,
-            action: "copy",
-            operator: &req.operator,
-            reason: req.reason.as_deref(),
-            copy: Some(&new.job.id),
-        };
-        audit(conn, &row, now)?;
-        out.push(Copied {
-            from: from.id,
+        .zip(inserted)
+        .map(|((from, _), new)| Copied {
+            from: from.clone(),
             job: new.job,
-        });
-    }
-    Ok(out)
+        })
+        .collect())
 }
 
 /// Audit entries, newest first.

@@ -36,13 +36,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use errand_core::{
-    AuditEntry, AuditFilter, Copied, CopyRequest, PausedQueue, PurgeRequest, QueueAction, Stats,
-    StatsRequest, WorkerReport,
+    AdminStore, AuditEntry, AuditFilter, AuditStamp, Copied, JobStore, Name, Notifier, PausedQueue,
+    Reschedule, Stats, StatsRequest, WorkerReport,
 };
 use errand_core::{
-    CancelRequest, ClaimRequest, ClaimedJob, Clock, Error, Failure, Inserted, Job, JobDetail,
-    JobFilter, JobId, Lease, NewJob, RateBucket, RateLimit, ReplayRequest, Result, StepGuard,
-    Store, SweepReport, SystemClock, Timestamp, WorkSignal,
+    ClaimRequest, ClaimedJob, Clock, Error, Failure, Inserted, Job, JobDetail, JobFilter, JobId,
+    Lease, NewJob, RateBucket, RateLimit, Result, StepGuard, SweepReport, SystemClock, Timestamp,
+    WorkSignal,
 };
 use errand_core::{bounds, check_recorded_text};
 use rusqlite::{Connection, OpenFlags};
@@ -371,7 +371,7 @@ impl Inner {
 }
 
 #[async_trait]
-impl Store for SqliteStore {
+impl JobStore for SqliteStore {
     async fn insert(&self, job: NewJob) -> Result<Inserted> {
         self.write(move |c, now| queue::insert(c, &job, now)).await
     }
@@ -500,32 +500,71 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn replay(&self, req: &ReplayRequest) -> Result<Vec<Job>> {
-        req.validate()?;
-        let req = req.clone();
-        self.write(move |c, now| {
-            queue::replay(c, &req.ids, &req.operator, req.reason.as_deref(), now)
-        })
-        .await
-    }
-
-    async fn copy(&self, req: &CopyRequest) -> Result<Vec<Copied>> {
-        let req = req.clone();
-        self.write(move |c, now| admin::copy(c, &req, now)).await
-    }
-
-    async fn cancel(&self, req: &CancelRequest) -> Result<Vec<Job>> {
-        req.validate()?;
-        let req = req.clone();
-        self.op(move |c, now| {
-            queue::cancel(c, &req.ids, &req.operator, req.reason.as_deref(), now.at)
-        })
-        .await
-    }
-
     async fn get(&self, id: &JobId) -> Result<Job> {
         let id = id.clone();
         self.read(move |c| queue::get(c, &id)).await
+    }
+
+    async fn report_worker(&self, report: &WorkerReport) -> Result<()> {
+        let report = report.clone();
+        self.submit(move |c, now| admin::report_worker(c, &report, now))
+            .await
+    }
+
+    async fn take_tokens(&self, bucket: &RateBucket, limit: RateLimit, want: u32) -> Result<u32> {
+        let bucket = bucket.clone();
+        self.op(move |c, now| queue::take_tokens(c, &bucket, limit, want, now.at))
+            .await
+    }
+}
+
+#[async_trait]
+impl AdminStore for SqliteStore {
+    async fn replay_jobs(&self, ids: &[JobId], by: &AuditStamp) -> Result<Vec<Job>> {
+        let (ids, by) = (ids.to_vec(), by.clone());
+        self.write(move |c, now| admin::replay(c, &ids, &by, now))
+            .await
+    }
+
+    async fn cancel_jobs(&self, ids: &[JobId], by: &AuditStamp) -> Result<Vec<Job>> {
+        let (ids, by) = (ids.to_vec(), by.clone());
+        self.submit(move |c, now| admin::cancel(c, &ids, &by, now))
+            .await
+    }
+
+    async fn purge_jobs(&self, ids: &[JobId], by: &AuditStamp) -> Result<Vec<JobId>> {
+        let (ids, by) = (ids.to_vec(), by.clone());
+        self.submit(move |c, now| admin::purge(c, &ids, &by, now))
+            .await
+    }
+
+    async fn copy_jobs(&self, copies: &[(JobId, NewJob)], by: &AuditStamp) -> Result<Vec<Copied>> {
+        let (copies, by) = (copies.to_vec(), by.clone());
+        self.write(move |c, now| admin::copy(c, &copies, &by, now))
+            .await
+    }
+
+    async fn reschedule_jobs(
+        &self,
+        ids: &[JobId],
+        to: &Reschedule,
+        by: &AuditStamp,
+    ) -> Result<Vec<Job>> {
+        let (ids, to, by) = (ids.to_vec(), *to, by.clone());
+        self.write(move |c, now| admin::reschedule(c, &ids, &to, &by, now))
+            .await
+    }
+
+    async fn pause_queue(&self, queue: &Name, by: &AuditStamp) -> Result<bool> {
+        let (queue, by) = (queue.clone(), by.clone());
+        self.submit(move |c, now| admin::pause(c, &queue, &by, now))
+            .await
+    }
+
+    async fn resume_queue(&self, queue: &Name, by: &AuditStamp) -> Result<bool> {
+        let (queue, by) = (queue.clone(), by.clone());
+        self.write(move |c, now| admin::resume(c, &queue, &by, now))
+            .await
     }
 
     async fn detail(&self, id: &JobId) -> Result<JobDetail> {
@@ -552,38 +591,13 @@ impl Store for SqliteStore {
         self.read(move |c| queue::list(c, &filter)).await
     }
 
-    async fn pause_queue(&self, action: &QueueAction) -> Result<bool> {
-        let action = action.clone();
-        self.write(move |c, now| admin::pause(c, &action, now))
-            .await
-    }
-
-    async fn resume_queue(&self, action: &QueueAction) -> Result<bool> {
-        let action = action.clone();
-        self.write(move |c, now| admin::resume(c, &action, now))
-            .await
-    }
-
     async fn paused_queues(&self) -> Result<Vec<PausedQueue>> {
         self.read(admin::paused).await
-    }
-
-    async fn purge(&self, req: &PurgeRequest) -> Result<Vec<JobId>> {
-        req.validate()?;
-        let req = req.clone();
-        self.write(move |c, now| admin::purge(c, &req.ids, &req.operator, &req.reason, now))
-            .await
     }
 
     async fn audit_log(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
         let filter = filter.clone();
         self.read(move |c| admin::audit_log(c, &filter)).await
-    }
-
-    async fn report_worker(&self, report: &WorkerReport) -> Result<()> {
-        let report = report.clone();
-        self.submit(move |c, now| admin::report_worker(c, &report, now))
-            .await
     }
 
     async fn stats(&self, req: &StatsRequest) -> Result<Stats> {
@@ -598,13 +612,9 @@ impl Store for SqliteStore {
         })
         .await
     }
+}
 
-    async fn take_tokens(&self, bucket: &RateBucket, limit: RateLimit, want: u32) -> Result<u32> {
-        let bucket = bucket.clone();
-        self.op(move |c, now| queue::take_tokens(c, &bucket, limit, want, now.at))
-            .await
-    }
-
+impl Notifier for SqliteStore {
     fn work_signal(&self) -> Box<dyn WorkSignal> {
         Box::new(Signal(self.inner.wake.subscribe()))
     }

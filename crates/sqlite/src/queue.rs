@@ -46,8 +46,6 @@ const FAIL: &str = include_str!("../queries/fail.sql");
 const SNOOZE: &str = include_str!("../queries/snooze.sql");
 const CANCEL_RUNNING: &str = include_str!("../queries/cancel_running.sql");
 const HEARTBEAT: &str = include_str!("../queries/heartbeat.sql");
-const REPLAY: &str = include_str!("../queries/replay.sql");
-const CANCEL: &str = include_str!("../queries/cancel.sql");
 const ATTEMPT_RECORD: &str = include_str!("../queries/attempt_record.sql");
 const HELD: &str = "SELECT replays, attempts, attempt_started_at FROM errand_jobs WHERE id = :id";
 const AUDIT: &str = include_str!("../queries/audit.sql");
@@ -1044,98 +1042,6 @@ pub(crate) fn audit(conn: &Connection, row: &AuditRow<'_>, now: Timestamp) -> Re
         })
         .map_err(map_err)?;
     Ok(())
-}
-
-pub(crate) fn refused(conn: &Connection, id: &JobId, hint: &str) -> Error {
-    match get(conn, id) {
-        Ok(job) => Error::InvalidState {
-            id: id.to_string(),
-            state: job.state.to_string(),
-            hint: hint.to_owned(),
-        },
-        Err(e) => e,
-    }
-}
-
-/// Operator replay of dead or cancelled jobs, all or none (the request
-/// was validated by the caller).
-pub(crate) fn replay(
-    conn: &Connection,
-    ids: &[JobId],
-    operator: &str,
-    reason: Option<&str>,
-    now: Timestamp,
-) -> Result<Vec<Job>> {
-    let mut out = Vec::with_capacity(ids.len());
-    for id in ids {
-        let job = conn
-            .prepare_cached(REPLAY)
-            .map_err(map_err)?
-            .query_row(
-                named_params! {":id": id.as_str(), ":now": now.as_millis()},
-                job_from_row,
-            )
-            .optional()
-            .map_err(map_err)?
-            .ok_or_else(|| refused(conn, id, errand_core::ReplayRequest::REFUSED))?;
-        let row = AuditRow {
-            job: Some(id),
-            queue: &job.queue,
-            action: "replay",
-            operator,
-            reason,
-            copy: None,
-        };
-        audit(conn, &row, now)?;
-        out.push(job);
-    }
-    Ok(out)
-}
-
-/// Operator cancel of unfinished jobs, all or none (the request was
-/// validated by the caller).
-pub(crate) fn cancel(
-    conn: &Connection,
-    ids: &[JobId],
-    operator: &str,
-    reason: Option<&str>,
-    now: Timestamp,
-) -> Result<Vec<Job>> {
-    let mut out = Vec::with_capacity(ids.len());
-    for id in ids {
-        // Whether it was running (then its attempt ends here, in the
-        // history); nothing writes between this read and the update.
-        let was_running = matches!(get(conn, id), Ok(j) if j.state == JobState::Running);
-        let job = conn
-            .prepare_cached(CANCEL)
-            .map_err(map_err)?
-            .query_row(
-                named_params! {":id": id.as_str(), ":operator": operator, ":now": now.as_millis()},
-                job_from_row,
-            )
-            .optional()
-            .map_err(map_err)?
-            .ok_or_else(|| refused(conn, id, errand_core::CancelRequest::REFUSED))?;
-        if was_running {
-            let ended = Ended {
-                outcome: "cancelled",
-                error: Some("cancelled by an operator"),
-                class: Some(ErrorClass::Cancelled),
-            };
-            record_attempt(conn, Held::of(&job), now, &ended)?;
-        }
-        let row = AuditRow {
-            job: Some(id),
-            queue: &job.queue,
-            action: "cancel",
-            operator,
-            reason,
-            copy: None,
-        };
-        audit(conn, &row, now)?;
-        out.push(job);
-    }
-    Ok(out)
 }
 
 /// A job's attempt history and audit entries.

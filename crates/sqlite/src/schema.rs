@@ -15,7 +15,7 @@ mod embedded {
 const HISTORY_TABLE: &str = "errand_schema_history";
 
 /// The schema version this build of the library expects.
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 /// The version recorded in the database, or `None` if Errand's schema was
 /// never applied.
@@ -188,7 +188,8 @@ fn check_job_columns(conn: &Connection) -> Result<()> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use errand_core::{JobId, JobState, Lease, LeaseToken, Store};
+    use errand_core::{AdminStore, JobStore};
+    use errand_core::{JobId, JobState, Lease, LeaseToken};
 
     /// A database file migrated to an older version, to seed rows into.
     fn at_version(version: i32) -> (tempfile::TempDir, Connection) {
@@ -326,7 +327,10 @@ mod tests {
             operator: "carol".into(),
             reason: "done with it".into(),
         };
-        store.purge(&purge).await.unwrap();
+        errand_core::Admin::new(std::sync::Arc::new(store.clone()))
+            .purge(&purge)
+            .await
+            .unwrap();
         let log = store
             .audit_log(&errand_core::AuditFilter::default())
             .await
@@ -377,7 +381,7 @@ mod tests {
                 r#"7 cancel Some("gone") alice None 100"#,
             ]
         );
-        let copied = store
+        let copied = errand_core::Admin::new(std::sync::Arc::new(store.clone()))
             .copy(&errand_core::CopyRequest {
                 ids: vec![JobId::new("kept").unwrap()],
                 operator: "carol".into(),

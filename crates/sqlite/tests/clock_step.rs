@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
-use errand_core::{ClaimRequest, Clock, NewJob, Payload, Schedule, Store, Timestamp};
+use errand_core::JobStore;
+use errand_core::{ClaimRequest, Clock, NewJob, Payload, Schedule, Timestamp};
 use errand_sqlite::{SqliteOptions, SqliteStore};
 
 /// The host's clock plus an offset a test can step: not a manual clock, so

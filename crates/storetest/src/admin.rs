@@ -8,10 +8,10 @@ use std::time::Duration;
 use errand_core::{
     AuditFilter, CancelRequest, ClaimRequest, Clock, CopyRequest, Error, ErrorClass, Failure,
     JobId, JobState, KeyLimit, ManualClock, Name, PurgeRequest, QueueAction, ReplayRequest,
-    Schedule, StatsRequest, Store, TraceParent, WorkerMetrics, WorkerReport,
+    RescheduleRequest, Schedule, StatsRequest, Store, TraceParent, WorkerMetrics, WorkerReport,
 };
 
-use crate::{claim_one, claim_req, get, job, retry_after};
+use crate::{admin, claim_one, claim_req, get, job, retry_after};
 
 const LEASE: Duration = Duration::from_secs(10);
 const MS: Duration = Duration::from_millis(1);
@@ -89,13 +89,13 @@ pub async fn a_paused_queue_gives_nothing_to_claims_until_resumed(
         .unwrap();
     assert_eq!(lost.len(), 1);
     assert!(
-        store
-            .pause_queue(&action("mail", Some("provider down")))
+        admin(&store)
+            .pause(&action("mail", Some("provider down")))
             .await
             .unwrap()
     );
     assert!(
-        !store.pause_queue(&action("mail", None)).await.unwrap(),
+        !admin(&store).pause(&action("mail", None)).await.unwrap(),
         "already paused: nothing changes"
     );
     let paused = store.paused_queues().await.unwrap();
@@ -122,12 +122,12 @@ pub async fn a_paused_queue_gives_nothing_to_claims_until_resumed(
     );
 
     assert!(
-        store
-            .resume_queue(&action("mail", Some("back")))
+        admin(&store)
+            .resume(&action("mail", Some("back")))
             .await
             .unwrap()
     );
-    assert!(!store.resume_queue(&action("mail", None)).await.unwrap());
+    assert!(!admin(&store).resume(&action("mail", None)).await.unwrap());
     assert!(store.paused_queues().await.unwrap().is_empty());
     let got = store.claim(&named).await.unwrap();
     assert_eq!(ids(&got), ["m1", "m2"]);
@@ -155,7 +155,7 @@ pub async fn a_paused_queue_gives_nothing_to_claims_until_resumed(
     let mut bad = action("mail", None);
     bad.operator = String::new();
     assert!(matches!(
-        store.pause_queue(&bad).await,
+        admin(&store).pause(&bad).await,
         Err(Error::Invalid(_))
     ));
     assert!(store.paused_queues().await.unwrap().is_empty());
@@ -178,7 +178,7 @@ pub async fn purge_deletes_only_dead_jobs_and_its_audit_outlives_them(
         operator: "ops@example".into(),
         reason: reason.into(),
     };
-    let err = store
+    let err = admin(&store)
         .purge(&purge(&["d1", "live"], "cleanup"))
         .await
         .unwrap_err();
@@ -192,15 +192,15 @@ pub async fn purge_deletes_only_dead_jobs_and_its_audit_outlives_them(
         "all or none"
     );
     assert!(matches!(
-        store.purge(&purge(&["d1"], "")).await,
+        admin(&store).purge(&purge(&["d1"], "")).await,
         Err(Error::Invalid(_))
     ));
     assert!(matches!(
-        store.purge(&purge(&["nope"], "cleanup")).await,
+        admin(&store).purge(&purge(&["nope"], "cleanup")).await,
         Err(Error::NotFound(_))
     ));
 
-    let gone = store
+    let gone = admin(&store)
         .purge(&purge(&["d1", "d2", "d1"], "poison payloads"))
         .await
         .unwrap();
@@ -257,7 +257,7 @@ pub async fn a_copy_takes_a_new_id_leaves_the_original_and_is_audited(
     store.insert(original).await.unwrap();
     store.insert(on("mail", "live")).await.unwrap();
     store.insert(on("bulk", "gone")).await.unwrap();
-    store
+    admin(&store)
         .cancel(&CancelRequest {
             ids: vec![id("gone")],
             operator: "alice".into(),
@@ -275,7 +275,7 @@ pub async fn a_copy_takes_a_new_id_leaves_the_original_and_is_audited(
     let entries = || async move { s.audit_log(&AuditFilter::default()).await.unwrap().len() };
     let before = entries().await;
 
-    let err = store
+    let err = admin(&store)
         .copy(&copy(&["orig", "live"], "ops"))
         .await
         .unwrap_err();
@@ -284,11 +284,11 @@ pub async fn a_copy_takes_a_new_id_leaves_the_original_and_is_audited(
         "{err}"
     );
     assert!(matches!(
-        store.copy(&copy(&["orig", "nope"], "ops")).await,
+        admin(&store).copy(&copy(&["orig", "nope"], "ops")).await,
         Err(Error::NotFound(_))
     ));
     assert!(matches!(
-        store.copy(&copy(&["orig"], "")).await,
+        admin(&store).copy(&copy(&["orig"], "")).await,
         Err(Error::Invalid(_))
     ));
     let all = |state| async move {
@@ -308,7 +308,7 @@ pub async fn a_copy_takes_a_new_id_leaves_the_original_and_is_audited(
     assert_eq!(entries().await, before, "a refused copy audits nothing");
 
     clock.advance(Duration::from_secs(60));
-    let copied = store
+    let copied = admin(&store)
         .copy(&copy(&["orig", "gone", "orig"], "ops"))
         .await
         .unwrap();
@@ -428,10 +428,10 @@ pub async fn the_audit_log_pages_newest_first_and_filters(
         reason: Some(format!("cancel {n}")),
     };
     for n in ["a", "b", "c"] {
-        store.cancel(&cancel(n)).await.unwrap();
+        admin(&store).cancel(&cancel(n)).await.unwrap();
         clock.advance(MS);
     }
-    store
+    admin(&store)
         .replay(&ReplayRequest {
             ids: vec![id("a")],
             operator: "bob".into(),
@@ -439,7 +439,7 @@ pub async fn the_audit_log_pages_newest_first_and_filters(
         })
         .await
         .unwrap();
-    store.pause_queue(&action("bulk", None)).await.unwrap();
+    admin(&store).pause(&action("bulk", None)).await.unwrap();
 
     let all = store.audit_log(&AuditFilter::default()).await.unwrap();
     let seen: Vec<(&str, Option<&str>)> = all
@@ -777,7 +777,7 @@ pub async fn a_job_carries_its_deadline_and_trace_context_to_every_attempt(
     assert_eq!(c.job.traceparent, Some(trace()));
     assert_eq!(c.job.deadline, Some(deadline));
     store.fail(&c.lease, retry_after("once", MS)).await.unwrap();
-    store
+    admin(&store)
         .replay(&ReplayRequest {
             ids: vec![id("traced")],
             operator: "ops".into(),
@@ -845,4 +845,126 @@ pub async fn stats_count_every_queue_even_behind_a_larger_backlog(
         "{:?}",
         stats.truncated
     );
+}
+
+fn reschedule(ids: &[&str], run: Option<Schedule>, priority: Option<i16>) -> RescheduleRequest {
+    RescheduleRequest {
+        ids: ids.iter().map(|s| id(s)).collect(),
+        run,
+        priority,
+        operator: "ops@example".into(),
+        reason: Some("customer waiting".into()),
+    }
+}
+
+/// A waiting job moves to a new due time and/or priority and nothing else
+/// changes; one named twice moves once; a request naming a job that is not
+/// waiting changes none of them; each move is audited with the change.
+pub async fn a_waiting_job_is_rescheduled_all_or_none_and_audited(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
+    let hour = Duration::from_secs(3600);
+    let parked = job("r1").scheduled(Schedule::After(hour));
+    store.insert(parked).await.unwrap();
+    store.insert(job("r2")).await.unwrap();
+    // r2 runs once and is given back: a waiting job with an attempt spent.
+    let claimed = store.claim(&claim_req(1, LEASE)).await.unwrap();
+    assert_eq!(claimed[0].job.id, id("r2"));
+    store.release(&claimed[0].lease).await.unwrap();
+
+    // Brought forward to now, named twice: moved once, nothing else changed.
+    clock.advance(Duration::from_secs(5));
+    let moved = admin(&store)
+        .reschedule(&reschedule(&["r1", "r1"], Some(Schedule::Now), None))
+        .await
+        .unwrap();
+    assert_eq!(moved.len(), 1);
+    let r1 = &moved[0];
+    assert_eq!(r1.id, id("r1"));
+    assert_eq!(
+        (r1.state, r1.attempts, r1.priority),
+        (JobState::Ready, 0, 0)
+    );
+    assert_eq!(r1.available_at, clock.now());
+    assert_eq!(get(store.as_ref(), "r1").await.available_at, clock.now());
+
+    // A new priority alone keeps the due time, and decides the next claim.
+    let before = get(store.as_ref(), "r2").await;
+    let moved = admin(&store)
+        .reschedule(&reschedule(&["r2"], None, Some(7)))
+        .await
+        .unwrap();
+    assert_eq!(moved[0].priority, 7);
+    assert_eq!(moved[0].available_at, before.available_at);
+    assert_eq!(moved[0].attempts, before.attempts);
+    let next = store.claim(&claim_req(1, LEASE)).await.unwrap();
+    assert_eq!(next[0].job.id, id("r2"));
+
+    // r2 is running: a request naming r1 and r2 is refused whole.
+    let later = clock.now().plus(hour);
+    let err = admin(&store)
+        .reschedule(&reschedule(&["r1", "r2"], Some(Schedule::At(later)), None))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidState { id, state, .. } if id == "r2" && state == "running"),
+        "{err}"
+    );
+    assert_eq!(get(store.as_ref(), "r1").await.available_at, clock.now());
+
+    // Moved to a given time: not claimable before it, claimable at it.
+    let moved = admin(&store)
+        .reschedule(&reschedule(&["r1"], Some(Schedule::At(later)), Some(-3)))
+        .await
+        .unwrap();
+    assert_eq!((moved[0].available_at, moved[0].priority), (later, -3));
+    assert!(store.claim(&claim_req(1, LEASE)).await.unwrap().is_empty());
+    clock.advance(hour);
+    let due = store.claim(&claim_req(1, LEASE)).await.unwrap();
+    assert_eq!(due[0].job.id, id("r1"));
+
+    // Each move is in the audit, the change written before the reason.
+    let audit = store.detail(&id("r1")).await.unwrap().audit;
+    let entries: Vec<_> = audit
+        .iter()
+        .map(|a| (a.action.as_str(), a.operator.as_str(), a.reason.clone()))
+        .collect();
+    assert_eq!(
+        entries,
+        [
+            (
+                "reschedule",
+                "ops@example",
+                Some("run now: customer waiting".to_owned())
+            ),
+            (
+                "reschedule",
+                "ops@example",
+                Some(format!(
+                    "run at {}, priority -3: customer waiting",
+                    later.to_rfc3339()
+                ))
+            ),
+        ]
+    );
+    let r2_audit = store.detail(&id("r2")).await.unwrap().audit;
+    assert_eq!(r2_audit.len(), 1, "the refused request wrote nothing");
+
+    // Refused before anything is looked at: no change asked for, an
+    // unknown job, a nameless operator.
+    let err = admin(&store)
+        .reschedule(&reschedule(&["r1"], None, None))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Invalid(_)), "{err}");
+    let err = admin(&store)
+        .reschedule(&reschedule(&["nope"], Some(Schedule::Now), None))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::NotFound(_)), "{err}");
+    let mut nameless = reschedule(&["r1"], Some(Schedule::Now), None);
+    nameless.operator = " ".into();
+    let err = admin(&store).reschedule(&nameless).await.unwrap_err();
+    assert!(matches!(err, Error::Invalid(_)), "{err}");
 }

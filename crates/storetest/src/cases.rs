@@ -9,7 +9,9 @@ use errand_core::{
     KeyLimit, Lease, ManualClock, Name, NewJob, Payload, ReplayRequest, RetryAt, Schedule, Store,
 };
 
-use crate::{assert_lease_lost, claim_one, claim_req, forged, get, job, reclaim_req, retry_after};
+use crate::{
+    admin, assert_lease_lost, claim_one, claim_req, forged, get, job, reclaim_req, retry_after,
+};
 
 const LEASE: Duration = Duration::from_secs(1);
 const MS: Duration = Duration::from_millis(1);
@@ -599,7 +601,7 @@ pub async fn a_job_that_keeps_losing_its_lease_is_quarantined(
     assert!(j.last_error.unwrap_or_default().contains("expired 3 times"));
     assert_eq!((j.attempts, j.lease_expiries), (4, 3));
     // Replay resets the budget.
-    let j = store
+    let j = admin(&store)
         .replay(&replay_req(&["poison"]))
         .await
         .unwrap()
@@ -1174,12 +1176,12 @@ pub async fn replay_only_from_dead_or_cancelled_and_is_audited(
         .unwrap();
     // Ready: refused.
     assert!(matches!(
-        store.replay(&replay_req(&["a"])).await,
+        admin(&store).replay(&replay_req(&["a"])).await,
         Err(Error::InvalidState { .. })
     ));
     let c = claim_one(store.as_ref(), LEASE).await;
     // Running: refused.
-    let err = store.replay(&replay_req(&["a"])).await.unwrap_err();
+    let err = admin(&store).replay(&replay_req(&["a"])).await.unwrap_err();
     assert!(
         matches!(&err, Error::InvalidState { state, .. } if state == "running"),
         "{err}"
@@ -1187,7 +1189,7 @@ pub async fn replay_only_from_dead_or_cancelled_and_is_audited(
     store.fail(&c.lease, retry_after("down", MS)).await.unwrap();
     assert_eq!(get(store.as_ref(), "a").await.state, JobState::Dead);
     clock.advance(Duration::from_secs(7));
-    let replayed = store.replay(&replay_req(&["a"])).await.unwrap();
+    let replayed = admin(&store).replay(&replay_req(&["a"])).await.unwrap();
     assert_eq!(replayed.len(), 1);
     let j = &replayed[0];
     assert_eq!(j.id, id("a"));
@@ -1204,14 +1206,14 @@ pub async fn replay_only_from_dead_or_cancelled_and_is_audited(
     let c = claim_one(store.as_ref(), LEASE).await;
     assert_eq!(c.lease.attempt, 1);
     store.complete(&c.lease).await.unwrap();
-    let err = store.replay(&replay_req(&["a"])).await.unwrap_err();
+    let err = admin(&store).replay(&replay_req(&["a"])).await.unwrap_err();
     assert!(
         matches!(&err, Error::InvalidState { state, .. } if state == "done"),
         "{err}"
     );
     // Cancelled: allowed.
     store.insert(job("b")).await.unwrap();
-    store
+    admin(&store)
         .cancel(&CancelRequest {
             ids: vec![id("b")],
             operator: "ops".into(),
@@ -1220,14 +1222,14 @@ pub async fn replay_only_from_dead_or_cancelled_and_is_audited(
         .await
         .unwrap();
     assert_eq!(
-        store.replay(&replay_req(&["b"])).await.unwrap()[0].replays,
+        admin(&store).replay(&replay_req(&["b"])).await.unwrap()[0].replays,
         1
     );
     // An operator name is required.
     let mut nameless = replay_req(&["a"]);
     nameless.operator = " ".into();
     assert!(matches!(
-        store.replay(&nameless).await,
+        admin(&store).replay(&nameless).await,
         Err(Error::Invalid(_))
     ));
     // A reason is held to the rule of every audited action: a control
@@ -1235,14 +1237,17 @@ pub async fn replay_only_from_dead_or_cancelled_and_is_audited(
     // the job's state is looked at, and nothing changes.
     let mut bell = replay_req(&["b"]);
     bell.reason = Some("relay fixed\u{7}".into());
-    assert!(matches!(store.replay(&bell).await, Err(Error::Invalid(_))));
+    assert!(matches!(
+        admin(&store).replay(&bell).await,
+        Err(Error::Invalid(_))
+    ));
     let escape = CancelRequest {
         ids: vec![id("b")],
         operator: "ops".into(),
         reason: Some("\u{1b}[31mred".into()),
     };
     assert!(matches!(
-        store.cancel(&escape).await,
+        admin(&store).cancel(&escape).await,
         Err(Error::Invalid(_))
     ));
     let b = store.get(&id("b")).await.unwrap();
@@ -1271,7 +1276,7 @@ pub async fn replay_of_several_jobs_is_all_or_nothing(store: Arc<dyn Store>, _cl
     }
     store.insert(job("ready")).await.unwrap();
     assert!(
-        store
+        admin(&store)
             .replay(&replay_req(&["d1", "ready", "d2"]))
             .await
             .is_err()
@@ -1280,11 +1285,11 @@ pub async fn replay_of_several_jobs_is_all_or_nothing(store: Arc<dyn Store>, _cl
     assert_eq!(get(store.as_ref(), "d1").await.replays, 0);
     assert!(store.detail(&id("d1")).await.unwrap().audit.is_empty());
     assert!(matches!(
-        store.replay(&replay_req(&["d1", "missing"])).await,
+        admin(&store).replay(&replay_req(&["d1", "missing"])).await,
         Err(Error::NotFound(_))
     ));
     assert_eq!(
-        store
+        admin(&store)
             .replay(&replay_req(&["d1", "d2"]))
             .await
             .unwrap()
@@ -1307,7 +1312,7 @@ pub async fn operator_cancel_refuses_finished_jobs_and_fences_the_worker(
     store.insert(job("r")).await.unwrap();
     store.insert(job("x")).await.unwrap();
     let c = claim_one(store.as_ref(), LEASE).await;
-    let j = store.cancel(&req(c.job.id.as_str())).await.unwrap();
+    let j = admin(&store).cancel(&req(c.job.id.as_str())).await.unwrap();
     assert_eq!(j[0].state, JobState::Cancelled);
     assert_lease_lost(store.complete(&c.lease).await);
     let other = if c.job.id.as_str() == "r" { "x" } else { "r" };
@@ -1315,7 +1320,7 @@ pub async fn operator_cancel_refuses_finished_jobs_and_fences_the_worker(
     assert_eq!(c2.job.id.as_str(), other);
     store.complete(&c2.lease).await.unwrap();
     assert!(matches!(
-        store.cancel(&req(other)).await,
+        admin(&store).cancel(&req(other)).await,
         Err(Error::InvalidState { .. })
     ));
     let detail = store.detail(&id(c.job.id.as_str())).await.unwrap();
@@ -1333,7 +1338,7 @@ pub async fn unknown_ids_are_not_found(store: Arc<dyn Store>, _clock: ManualCloc
         Err(Error::NotFound(_))
     ));
     assert!(matches!(
-        store.replay(&replay_req(&["nope"])).await,
+        admin(&store).replay(&replay_req(&["nope"])).await,
         Err(Error::NotFound(_))
     ));
     let cancel = CancelRequest {
@@ -1342,7 +1347,7 @@ pub async fn unknown_ids_are_not_found(store: Arc<dyn Store>, _clock: ManualCloc
         reason: None,
     };
     assert!(matches!(
-        store.cancel(&cancel).await,
+        admin(&store).cancel(&cancel).await,
         Err(Error::NotFound(_))
     ));
 }
@@ -1451,7 +1456,7 @@ pub async fn list_pages_by_cursor_visit_every_job_once(store: Arc<dyn Store>, cl
         retry: None,
     };
     store.fail(&m.lease, failure).await.unwrap();
-    store
+    admin(&store)
         .cancel(&CancelRequest {
             ids: vec![id("z")],
             operator: "ops".into(),

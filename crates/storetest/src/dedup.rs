@@ -10,7 +10,7 @@ use errand_core::{
     CancelRequest, JobFilter, JobId, JobState, ManualClock, Payload, PurgeRequest, Store,
 };
 
-use crate::{claim_req, job, retry_after};
+use crate::{admin, claim_req, job, retry_after};
 
 const LEASE: Duration = Duration::from_secs(30);
 const DAY: Duration = Duration::from_secs(86_400);
@@ -57,7 +57,7 @@ pub async fn an_id_deduplicates_until_its_job_is_pruned_or_purged(
     for name in ["cancelled-1", "running-1", "waiting-1"] {
         store.insert(job(name)).await.unwrap();
     }
-    store
+    admin(&store)
         .cancel(&CancelRequest {
             ids: vec![id("cancelled-1")],
             operator: "test".into(),
@@ -111,7 +111,7 @@ pub async fn an_id_deduplicates_until_its_job_is_pruned_or_purged(
         assert_eq!(got.state, state, "{name}");
     }
     // A dead job keeps its id until an operator purges it.
-    store
+    admin(&store)
         .purge(&PurgeRequest {
             ids: vec![id("dead-1")],
             operator: "test".into(),

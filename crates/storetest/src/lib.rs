@@ -26,12 +26,21 @@ pub mod rates;
 pub use proptest;
 pub use tokio;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use errand_core::{
-    ClaimRequest, ClaimedJob, ErrorClass, Failure, Job, JobId, Lease, NewJob, Payload, RetryAt,
-    Store, Timestamp,
+    Admin, ClaimRequest, ClaimedJob, ErrorClass, Failure, Job, JobId, Lease, NewJob, Payload,
+    RetryAt, Store, Timestamp,
 };
+
+/// The operator's actions on `store`: cases act as an operator does,
+/// through [`Admin`], so the rules it keeps (each job once, a refusal
+/// explained, all or none) are tested on every backend with the
+/// backend's own step underneath.
+pub fn admin(store: &Arc<dyn Store>) -> Admin {
+    Admin::new(Arc::clone(store))
+}
 
 /// The instant every case starts at (2026-11-30T00:00:00Z).
 pub const T0: Timestamp = Timestamp::from_millis(1_795_996_800_000);
@@ -94,6 +103,7 @@ macro_rules! conformance_tests {
             a_paused_queue_gives_nothing_to_claims_until_resumed,
             purge_deletes_only_dead_jobs_and_its_audit_outlives_them,
             a_copy_takes_a_new_id_leaves_the_original_and_is_audited,
+            a_waiting_job_is_rescheduled_all_or_none_and_audited,
             the_audit_log_pages_newest_first_and_filters,
             stats_count_each_queue_with_leases_age_and_window,
             stats_count_every_queue_even_behind_a_larger_backlog,

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::admin;
 use errand_core::{
     CancelRequest, ClaimRequest, Error, ErrorClass, Failure, JobFilter, JobId, JobState, KeyLimit,
     Lease, ManualClock, NewJob, Payload, ReplayRequest, RetryAt, Schedule, Store, Timestamp,
@@ -363,7 +364,7 @@ fn ms(n: u16) -> Duration {
     Duration::from_millis(u64::from(n))
 }
 
-async fn apply_store(store: &dyn Store, leases: &mut Vec<Lease>, op: &Op) -> Res {
+async fn apply_store(store: &Arc<dyn Store>, leases: &mut Vec<Lease>, op: &Op) -> Res {
     let pick =
         |leases: &Vec<Lease>, n: u8| leases.get(usize::from(n) % leases.len().max(1)).cloned();
     match *op {
@@ -459,7 +460,7 @@ async fn apply_store(store: &dyn Store, leases: &mut Vec<Lease>, op: &Op) -> Res
                 operator: "model".into(),
                 reason: None,
             };
-            reduce(store.replay(&req).await)
+            reduce(admin(store).replay(&req).await)
         }
         Op::Cancel { id } => {
             let Ok(id) = JobId::new(name(id)) else {
@@ -470,7 +471,7 @@ async fn apply_store(store: &dyn Store, leases: &mut Vec<Lease>, op: &Op) -> Res
                 operator: "model".into(),
                 reason: None,
             };
-            reduce(store.cancel(&req).await)
+            reduce(admin(store).cancel(&req).await)
         }
     }
 }
@@ -485,7 +486,7 @@ pub async fn check(store: Arc<dyn Store>, clock: ManualClock, ops: Vec<Op>) {
             clock.advance(ms(*n));
         }
         let now = errand_core::Clock::now(&clock).as_millis();
-        let got = apply_store(store.as_ref(), &mut leases, op).await;
+        let got = apply_store(&store, &mut leases, op).await;
         let expected = match (op, &got) {
             (Op::Claim { limit, lease_ms }, Res::Claimed(choice)) => {
                 let ids: Vec<String> = choice.iter().map(|(id, _)| id.clone()).collect();

@@ -176,7 +176,7 @@ async fn act(
     let (done, _) = match action {
         Action::Replay => (
             "replayed",
-            dash.store
+            dash.admin
                 .replay(&ReplayRequest {
                     ids: vec![id.clone()],
                     operator,
@@ -186,7 +186,7 @@ async fn act(
         ),
         Action::Cancel => (
             "cancelled",
-            dash.store
+            dash.admin
                 .cancel(&CancelRequest {
                     ids: vec![id.clone()],
                     operator,
@@ -313,7 +313,7 @@ async fn bulk_replay(
         }
     };
     let replayed = dash
-        .store
+        .admin
         .replay(&ReplayRequest {
             ids,
             operator,

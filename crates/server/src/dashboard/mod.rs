@@ -72,7 +72,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{any, get};
-use errand::Store;
+use errand::{Admin, Store};
 
 use crate::{AccessToken, ServerConfig};
 
@@ -83,6 +83,7 @@ pub(crate) const BASE: &str = "/dashboard";
 #[derive(Clone, Debug)]
 pub(crate) struct Dash {
     store: Arc<dyn Store>,
+    admin: Admin,
     keys: Arc<guard::Keys>,
     token: Option<AccessToken>,
 }
@@ -91,6 +92,7 @@ pub(crate) struct Dash {
 /// through the API's fence).
 pub(crate) fn router(store: Arc<dyn Store>, config: &ServerConfig) -> Router {
     let dash = Dash {
+        admin: Admin::new(store.clone()),
         store,
         keys: Arc::new(guard::Keys::generate()),
         token: config.token.clone(),

@@ -271,8 +271,8 @@ async fn act(
         reason: Some(reason),
     };
     match change {
-        Change::Pause => dash.store.pause_queue(&action).await?,
-        Change::Resume => dash.store.resume_queue(&action).await?,
+        Change::Pause => dash.admin.pause(&action).await?,
+        Change::Resume => dash.admin.resume(&action).await?,
     };
     Ok(Redirect::to("/dashboard/queues").into_response())
 }

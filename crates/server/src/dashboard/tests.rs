@@ -938,7 +938,10 @@ async fn the_audit_log_pages_newest_first_and_escapes_what_operators_wrote() {
                 format!("r{i}")
             }),
         };
-        b.store().pause_queue(&action).await.expect("pause");
+        errand::Admin::new(b.store().clone())
+            .pause(&action)
+            .await
+            .expect("pause");
     }
     let first = b.get("/dashboard/audit").await;
     first.html(StatusCode::OK);
@@ -972,8 +975,7 @@ async fn a_copy_links_the_original_and_the_new_job() {
     let original = b
         .dead("orig-1", r#"{"to":"a@example.com"}"#, "smtp 550")
         .await;
-    let copied = b
-        .store()
+    let copied = errand::Admin::new(b.store().clone())
         .copy(&errand::CopyRequest {
             ids: vec![original.clone()],
             operator: "alice".into(),

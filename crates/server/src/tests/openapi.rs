@@ -504,7 +504,7 @@ async fn the_audit_schemas_name_every_field_of_an_entry() {
         retry: None,
     };
     store.fail(&claimed[0].lease, failure).await.unwrap();
-    let copied = store
+    let copied = errand::Admin::new(store.clone())
         .copy(&errand::CopyRequest {
             ids: vec![errand::JobId::new("orig").unwrap()],
             operator: "alice".into(),

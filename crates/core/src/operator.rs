@@ -1,0 +1,326 @@
+//! [`Admin`]: every operator action over any store, with its policy in one
+//! place — the request checked, each job named once, a refusal explained,
+//! the audit entry worded. A backend only runs the set-based, all-or-none
+//! step ([`AdminStore`]); the CLI, the HTTP API, the dashboard and the
+//! applications all come through here, so they refuse and record alike.
+
+use std::sync::Arc;
+
+use crate::admin::{
+    AuditEntry, AuditFilter, CancelRequest, Copied, CopyRequest, MAX_REASON_BYTES, PausedQueue,
+    PurgeRequest, QueueAction, ReplayRequest, RescheduleRequest, Stats, StatsRequest,
+};
+use crate::error::{Error, Result};
+use crate::job::{Job, JobDetail, JobId, JobState, NewJob};
+use crate::store::{AuditStamp, JobFilter, Reschedule, Store};
+
+/// How many times an action is tried again when the jobs it was refused
+/// for turn out, on a second look, to be in states it accepts (another
+/// process changed them in between).
+const RACES_TOLERATED: usize = 3;
+
+/// The operator's actions on a store.
+///
+/// Each action is all or none: it changes every job named or, refusing,
+/// none, and says which job stopped it and why. A job named twice is acted
+/// on once. Every change writes an audit entry with the operator and the
+/// reason.
+#[derive(Clone, Debug)]
+pub struct Admin {
+    store: Arc<dyn Store>,
+}
+
+impl Admin {
+    /// The operator's actions on `store`.
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Admin { store }
+    }
+
+    /// The store acted on.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// Replays dead or cancelled jobs: `ready` and due now, attempts reset,
+    /// `replays` incremented, the id kept, a `replay` audit entry each.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a bad operator or reason;
+    /// [`Error::NotFound`] or [`Error::InvalidState`] naming the first job
+    /// that stopped it (nothing changed).
+    pub async fn replay(&self, req: &ReplayRequest) -> Result<Vec<Job>> {
+        req.validate()?;
+        let ids = distinct(&req.ids);
+        let by = stamp(&req.operator, req.reason.as_deref());
+        let allowed = [JobState::Dead, JobState::Cancelled];
+        let jobs = self
+            .all_or_refusal(&ids, &allowed, ReplayRequest::REFUSED, || {
+                self.store.replay_jobs(&ids, &by)
+            })
+            .await?;
+        Ok(in_order(&ids, jobs, |j| &j.id))
+    }
+
+    /// Cancels ready or running jobs, a `cancel` audit entry each; a
+    /// running job's attempt ends in its history as cancelled, and its
+    /// worker's settlement is refused.
+    ///
+    /// # Errors
+    /// As [`Admin::replay`].
+    pub async fn cancel(&self, req: &CancelRequest) -> Result<Vec<Job>> {
+        req.validate()?;
+        let ids = distinct(&req.ids);
+        let by = stamp(&req.operator, req.reason.as_deref());
+        let allowed = [JobState::Ready, JobState::Running];
+        let jobs = self
+            .all_or_refusal(&ids, &allowed, CancelRequest::REFUSED, || {
+                self.store.cancel_jobs(&ids, &by)
+            })
+            .await?;
+        Ok(in_order(&ids, jobs, |j| &j.id))
+    }
+
+    /// Deletes dead jobs for good, with their attempt history; the audit
+    /// log keeps a `purge` entry for each. Returns the ids purged.
+    ///
+    /// # Errors
+    /// As [`Admin::replay`]; the reason is required.
+    pub async fn purge(&self, req: &PurgeRequest) -> Result<Vec<JobId>> {
+        req.validate()?;
+        let ids = distinct(&req.ids);
+        let by = stamp(&req.operator, Some(&req.reason));
+        let purged = self
+            .all_or_refusal(&ids, &[JobState::Dead], PurgeRequest::REFUSED, || {
+                self.store.purge_jobs(&ids, &by)
+            })
+            .await?;
+        Ok(in_order(&ids, purged, |id| id))
+    }
+
+    /// Copies dead or cancelled jobs under new ids ([`NewJob::copy_of`]):
+    /// the originals stay as they are, and a `copy` audit entry names
+    /// both. Results follow the request's order.
+    ///
+    /// # Errors
+    /// As [`Admin::replay`].
+    pub async fn copy(&self, req: &CopyRequest) -> Result<Vec<Copied>> {
+        req.validate()?;
+        let ids = distinct(&req.ids);
+        let by = stamp(&req.operator, req.reason.as_deref());
+        let allowed = [JobState::Dead, JobState::Cancelled];
+        for _ in 0..RACES_TOLERATED {
+            let mut copies = Vec::with_capacity(ids.len());
+            for id in &ids {
+                let original = self.store.get(id).await?;
+                if !allowed.contains(&original.state) {
+                    return Err(refusal(&original, CopyRequest::REFUSED));
+                }
+                copies.push((original.id.clone(), NewJob::copy_of(&original)?));
+            }
+            let copied = self.store.copy_jobs(&copies, &by).await?;
+            if copied.len() == ids.len() {
+                return Ok(in_order(&ids, copied, |c| &c.from));
+            }
+        }
+        Err(raced(&ids))
+    }
+
+    /// Moves waiting (`ready`) jobs to a new due time and/or priority, a
+    /// `reschedule` audit entry each whose reason starts with the change
+    /// (`run at …, priority …`). Nothing else about the job changes: its
+    /// attempts, payload and history stay.
+    ///
+    /// # Errors
+    /// As [`Admin::replay`]; also [`Error::Invalid`] when neither a due
+    /// time nor a priority is given, or the due time is out of range.
+    pub async fn reschedule(&self, req: &RescheduleRequest) -> Result<Vec<Job>> {
+        req.validate()?;
+        let ids = distinct(&req.ids);
+        let reason = reason_after(&req.describe(), req.reason.as_deref())?;
+        let by = stamp(&req.operator, Some(&reason));
+        let to = Reschedule {
+            run: req.run,
+            priority: req.priority,
+        };
+        let jobs = self
+            .all_or_refusal(&ids, &[JobState::Ready], RescheduleRequest::REFUSED, || {
+                self.store.reschedule_jobs(&ids, &to, &by)
+            })
+            .await?;
+        Ok(in_order(&ids, jobs, |j| &j.id))
+    }
+
+    /// Pauses a queue for every process using the store, with a `pause`
+    /// audit entry. Returns `false` (writing nothing) when it was already
+    /// paused.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a bad operator or reason.
+    pub async fn pause(&self, action: &QueueAction) -> Result<bool> {
+        action.validate()?;
+        let by = stamp(&action.operator, action.reason.as_deref());
+        self.store.pause_queue(&action.queue, &by).await
+    }
+
+    /// Resumes a paused queue, with a `resume` audit entry. Returns `false`
+    /// (writing nothing) when it was not paused.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a bad operator or reason.
+    pub async fn resume(&self, action: &QueueAction) -> Result<bool> {
+        action.validate()?;
+        let by = stamp(&action.operator, action.reason.as_deref());
+        self.store.resume_queue(&action.queue, &by).await
+    }
+
+    /// The paused queues, by name.
+    pub async fn paused_queues(&self) -> Result<Vec<PausedQueue>> {
+        self.store.paused_queues().await
+    }
+
+    /// One job, or [`Error::NotFound`].
+    pub async fn job(&self, id: &JobId) -> Result<Job> {
+        self.store.get(id).await
+    }
+
+    /// One job with its attempt history and audit entries.
+    pub async fn detail(&self, id: &JobId) -> Result<JobDetail> {
+        self.store.detail(id).await
+    }
+
+    /// Jobs matching the filter, oldest first.
+    pub async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
+        self.store.list(filter).await
+    }
+
+    /// Audit entries, newest first.
+    pub async fn audit_log(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
+        self.store.audit_log(filter).await
+    }
+
+    /// The operator signals (`errand stats`, `/metrics`, the dashboard).
+    pub async fn stats(&self, req: &StatsRequest) -> Result<Stats> {
+        self.store.stats(req).await
+    }
+
+    /// Runs `step` (one all-or-none backend step over `ids`); when it
+    /// changes fewer jobs than named, finds the job that stopped it. If
+    /// every job is acceptable on that second look, another process
+    /// changed them in between, and the step is tried again.
+    async fn all_or_refusal<T, F, Fut>(
+        &self,
+        ids: &[JobId],
+        allowed: &[JobState],
+        hint: &str,
+        step: F,
+    ) -> Result<Vec<T>>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<Vec<T>>>,
+    {
+        for _ in 0..RACES_TOLERATED {
+            let changed = step().await?;
+            if changed.len() == ids.len() {
+                return Ok(changed);
+            }
+            for id in ids {
+                let job = self.store.get(id).await?;
+                if !allowed.contains(&job.state) {
+                    return Err(refusal(&job, hint));
+                }
+            }
+        }
+        Err(raced(ids))
+    }
+}
+
+/// The ids in their first-named order, each once.
+fn distinct(ids: &[JobId]) -> Vec<JobId> {
+    let mut seen = std::collections::HashSet::with_capacity(ids.len());
+    ids.iter().filter(|id| seen.insert(*id)).cloned().collect()
+}
+
+/// `items` in the order of `ids` (a backend answers in its own order).
+fn in_order<T>(ids: &[JobId], mut items: Vec<T>, id_of: impl Fn(&T) -> &JobId) -> Vec<T> {
+    let rank: std::collections::HashMap<&JobId, usize> =
+        ids.iter().enumerate().map(|(i, id)| (id, i)).collect();
+    items.sort_by_key(|item| rank.get(id_of(item)).copied().unwrap_or(usize::MAX));
+    items
+}
+
+fn stamp(operator: &str, reason: Option<&str>) -> AuditStamp {
+    AuditStamp {
+        operator: operator.to_owned(),
+        reason: reason.map(str::to_owned),
+    }
+}
+
+fn refusal(job: &Job, hint: &str) -> Error {
+    Error::InvalidState {
+        id: job.id.to_string(),
+        state: job.state.to_string(),
+        hint: hint.to_owned(),
+    }
+}
+
+fn raced(ids: &[JobId]) -> Error {
+    Error::Busy(format!(
+        "the {} job(s) named kept changing while the action ran (other processes are \
+         working on them); nothing was changed by it",
+        ids.len()
+    ))
+}
+
+/// An audit reason that starts with what changed: `change` alone, or
+/// `change: reason`. Refused when the whole is longer than a reason may
+/// be.
+fn reason_after(change: &str, reason: Option<&str>) -> Result<String> {
+    let Some(reason) = reason else {
+        return Ok(change.to_owned());
+    };
+    let whole = format!("{change}: {reason}");
+    if whole.len() > MAX_REASON_BYTES {
+        return Err(Error::invalid(format!(
+            "the reason is {} bytes too long once the change ({change}) is written before it; \
+             shorten --reason to at most {} bytes",
+            whole.len() - MAX_REASON_BYTES,
+            MAX_REASON_BYTES.saturating_sub(change.len() + 2)
+        )));
+    }
+    Ok(whole)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(names: &[&str]) -> Vec<JobId> {
+        names.iter().map(|n| JobId::new(*n).unwrap()).collect()
+    }
+
+    #[test]
+    fn each_job_is_named_once_in_first_named_order() {
+        assert_eq!(
+            distinct(&ids(&["b", "a", "b", "c", "a"])),
+            ids(&["b", "a", "c"])
+        );
+    }
+
+    #[test]
+    fn answers_follow_the_request_order() {
+        let order = ids(&["c", "a", "b"]);
+        assert_eq!(in_order(&order, ids(&["a", "b", "c"]), |id| id), order);
+    }
+
+    #[test]
+    fn the_change_is_written_before_the_reason_and_the_whole_is_bounded() {
+        assert_eq!(reason_after("priority 5", None).unwrap(), "priority 5");
+        assert_eq!(
+            reason_after("run now", Some("customer waiting")).unwrap(),
+            "run now: customer waiting"
+        );
+        let long = "x".repeat(MAX_REASON_BYTES - 5);
+        let err = reason_after("run now", Some(&long)).unwrap_err();
+        assert!(err.to_string().contains("--reason"), "{err}");
+    }
+}

@@ -1,0 +1,23 @@
+-- Operator purge of every job in $2 (distinct ids), each dead, or of none;
+-- the attempt history goes with them (ON DELETE CASCADE) and the audit
+-- keeps an entry each, in $2's order. $1 now, $3 operator, $4 reason.
+WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now),
+locked AS (
+    SELECT j.id, j.state FROM __SCHEMA__.errand_jobs j
+    WHERE j.id = ANY($2::text[]) ORDER BY j.id FOR UPDATE
+),
+ok AS (
+    SELECT count(*) = cardinality($2::text[]) AS all_in FROM locked WHERE state = 'dead'
+),
+gone AS (
+    DELETE FROM __SCHEMA__.errand_jobs j
+    USING ok
+    WHERE ok.all_in AND j.id IN (SELECT id FROM locked) AND j.state = 'dead'
+    RETURNING j.id, j.queue
+),
+audited AS (
+    INSERT INTO __SCHEMA__.errand_audit (job_id, queue, action, operator, reason, at)
+    SELECT g.id, g.queue, 'purge', $3, $4, t.now FROM gone g, t
+    ORDER BY array_position($2::text[], g.id)
+)
+SELECT id FROM gone
