@@ -154,32 +154,18 @@ fn id_array<'a>(ids: impl IntoIterator<Item = &'a JobId>) -> Vec<&'a str> {
     ids.into_iter().map(JobId::as_str).collect()
 }
 
-/// Replays every job named, if each is dead or cancelled; else none.
-pub(crate) async fn replay<C: Conn>(
+/// Runs an operator statement that changes every job named or none
+/// (`replay.sql`, `cancel.sql`: each takes now, the ids, the operator and
+/// the reason) and answers with the jobs it changed.
+pub(crate) async fn jobs_action<C: Conn>(
     client: &C,
-    q: &Queries,
+    sql: &str,
     now: Option<OffsetDateTime>,
     ids: &[JobId],
     by: &AuditStamp,
 ) -> Result<Vec<Job>> {
     let ids = id_array(ids);
-    query(client, &q.replay, &[&now, &ids, &by.operator, &by.reason])
-        .await?
-        .iter()
-        .map(job_from_row)
-        .collect()
-}
-
-/// Cancels every job named, if each is ready or running; else none.
-pub(crate) async fn cancel<C: Conn>(
-    client: &C,
-    q: &Queries,
-    now: Option<OffsetDateTime>,
-    ids: &[JobId],
-    by: &AuditStamp,
-) -> Result<Vec<Job>> {
-    let ids = id_array(ids);
-    query(client, &q.cancel, &[&now, &ids, &by.operator, &by.reason])
+    query(client, sql, &[&now, &ids, &by.operator, &by.reason])
         .await?
         .iter()
         .map(job_from_row)

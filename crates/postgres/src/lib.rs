@@ -741,12 +741,12 @@ impl AdminStore for PgStore {
     async fn replay_jobs(&self, ids: &[JobId], by: &AuditStamp) -> Result<Vec<Job>> {
         let _written = self.touched();
         let client = self.client().await?;
-        admin::replay(&client, &self.queries, self.now(), ids, by).await
+        admin::jobs_action(&client, &self.queries.replay, self.now(), ids, by).await
     }
 
     async fn cancel_jobs(&self, ids: &[JobId], by: &AuditStamp) -> Result<Vec<Job>> {
         let client = self.client().await?;
-        admin::cancel(&client, &self.queries, self.now(), ids, by).await
+        admin::jobs_action(&client, &self.queries.cancel, self.now(), ids, by).await
     }
 
     async fn purge_jobs(&self, ids: &[JobId], by: &AuditStamp) -> Result<Vec<JobId>> {

@@ -176,6 +176,35 @@ fn changed_jobs(
         .map_err(map_err)
 }
 
+/// The shape every operator action on jobs takes here: when every job
+/// named is in one of `states`, `change` (set-based, given the ids as a
+/// JSON array) and an `action` audit entry each — for a purge written
+/// before the change, while the jobs can still be read; otherwise nothing
+/// and an empty answer.
+fn all_or_none<T: Default>(
+    conn: &Connection,
+    ids: &[JobId],
+    states: &[JobState],
+    action: &str,
+    by: &AuditStamp,
+    now: Timestamp,
+    change: impl FnOnce(&str) -> Result<T>,
+) -> Result<T> {
+    let list = id_array(ids)?;
+    if !all_in(conn, &list, ids.len(), states)? {
+        return Ok(T::default());
+    }
+    let deletes = action == "purge";
+    if deletes {
+        audit_all(conn, &list, action, by, None, now)?;
+    }
+    let out = change(&list)?;
+    if !deletes {
+        audit_all(conn, &list, action, by, None, now)?;
+    }
+    Ok(out)
+}
+
 /// Replays every job named, if each is dead or cancelled; else none.
 pub(crate) fn replay(
     conn: &Connection,
@@ -183,48 +212,34 @@ pub(crate) fn replay(
     by: &AuditStamp,
     now: Timestamp,
 ) -> Result<Vec<Job>> {
-    let list = id_array(ids)?;
-    if !all_in(
-        conn,
-        &list,
-        ids.len(),
-        &[JobState::Dead, JobState::Cancelled],
-    )? {
-        return Ok(Vec::new());
-    }
-    let jobs = changed_jobs(
-        conn,
-        REPLAY,
-        named_params! {":ids": list, ":now": now.as_millis()},
-    )?;
-    audit_all(conn, &list, "replay", by, None, now)?;
-    Ok(jobs)
+    let states = [JobState::Dead, JobState::Cancelled];
+    all_or_none(conn, ids, &states, "replay", by, now, |list| {
+        changed_jobs(
+            conn,
+            REPLAY,
+            named_params! {":ids": list, ":now": now.as_millis()},
+        )
+    })
 }
 
-/// Cancels every job named, if each is ready or running; else none.
+/// Cancels every job named, if each is ready or running; else none. The
+/// running ones' attempts end in the history first.
 pub(crate) fn cancel(
     conn: &Connection,
     ids: &[JobId],
     by: &AuditStamp,
     now: Timestamp,
 ) -> Result<Vec<Job>> {
-    let list = id_array(ids)?;
-    if !all_in(
-        conn,
-        &list,
-        ids.len(),
-        &[JobState::Ready, JobState::Running],
-    )? {
-        return Ok(Vec::new());
-    }
-    conn.prepare_cached(CANCEL_ATTEMPTS)
-        .map_err(map_err)?
-        .execute(named_params! {":ids": list, ":now": now.as_millis()})
-        .map_err(map_err)?;
-    let params = named_params! {":ids": list, ":operator": by.operator, ":now": now.as_millis()};
-    let jobs = changed_jobs(conn, CANCEL, params)?;
-    audit_all(conn, &list, "cancel", by, None, now)?;
-    Ok(jobs)
+    let states = [JobState::Ready, JobState::Running];
+    all_or_none(conn, ids, &states, "cancel", by, now, |list| {
+        conn.prepare_cached(CANCEL_ATTEMPTS)
+            .map_err(map_err)?
+            .execute(named_params! {":ids": list, ":now": now.as_millis()})
+            .map_err(map_err)?;
+        let params =
+            named_params! {":ids": list, ":operator": by.operator, ":now": now.as_millis()};
+        changed_jobs(conn, CANCEL, params)
+    })
 }
 
 /// Moves every job named to a new due time and/or priority, if each is
@@ -236,43 +251,43 @@ pub(crate) fn reschedule(
     by: &AuditStamp,
     now: Timestamp,
 ) -> Result<Vec<Job>> {
-    let list = id_array(ids)?;
-    if !all_in(conn, &list, ids.len(), &[JobState::Ready])? {
-        return Ok(Vec::new());
-    }
     let available_at = to.run.map(|run| match run {
         Schedule::Now => now,
         Schedule::After(d) => now.plus(d),
         Schedule::At(t) => t,
     });
-    let params = named_params! {
-        ":ids": list, ":now": now.as_millis(),
-        ":available_at": available_at.map(Timestamp::as_millis), ":priority": to.priority,
-    };
-    let jobs = changed_jobs(conn, RESCHEDULE, params)?;
-    audit_all(conn, &list, "reschedule", by, None, now)?;
-    Ok(jobs)
+    all_or_none(
+        conn,
+        ids,
+        &[JobState::Ready],
+        "reschedule",
+        by,
+        now,
+        |list| {
+            let params = named_params! {
+                ":ids": list, ":now": now.as_millis(),
+                ":available_at": available_at.map(Timestamp::as_millis), ":priority": to.priority,
+            };
+            changed_jobs(conn, RESCHEDULE, params)
+        },
+    )
 }
 
-/// Deletes every job named, if each is dead; else none. The audit entries
-/// are written first, while the jobs' queues can still be read.
+/// Deletes every job named, if each is dead; else none.
 pub(crate) fn purge(
     conn: &Connection,
     ids: &[JobId],
     by: &AuditStamp,
     now: Timestamp,
 ) -> Result<Vec<JobId>> {
-    let list = id_array(ids)?;
-    if !all_in(conn, &list, ids.len(), &[JobState::Dead])? {
-        return Ok(Vec::new());
-    }
-    audit_all(conn, &list, "purge", by, None, now)?;
-    conn.prepare_cached(PURGE)
-        .map_err(map_err)?
-        .query_map(named_params! {":ids": list}, |r| r.get::<_, String>(0))
-        .map_err(map_err)?
-        .map(|id| JobId::new(id.map_err(map_err)?))
-        .collect()
+    all_or_none(conn, ids, &[JobState::Dead], "purge", by, now, |list| {
+        conn.prepare_cached(PURGE)
+            .map_err(map_err)?
+            .query_map(named_params! {":ids": list}, |r| r.get::<_, String>(0))
+            .map_err(map_err)?
+            .map(|id| JobId::new(id.map_err(map_err)?))
+            .collect()
+    })
 }
 
 /// Inserts each copy while every original is still dead or cancelled (else
