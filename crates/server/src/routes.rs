@@ -23,8 +23,8 @@ use crate::leases;
 use crate::operator;
 use crate::problem::Problem;
 use crate::request::{
-    Answer, App, MAX_OPERATOR_BYTES, MAX_REASON_BYTES, audit_text, body_json, duration_field,
-    given, job_id, json, page_limit,
+    Answer, App, MAX_OPERATOR_BYTES, MAX_REASON_BYTES, audit_text, body_json, detail_of,
+    duration_field, given, job_id, json, page_limit,
 };
 
 /// Where the OpenAPI description is served.
@@ -89,6 +89,7 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
         endpoint("/v1/jobs/{id}", Get, show),
         endpoint("/v1/jobs/{id}/replay", Post, replay),
         endpoint("/v1/jobs/{id}/cancel", Post, cancel),
+        endpoint("/v1/jobs/{id}/reschedule", Post, reschedule),
         endpoint("/v1/jobs/{id}/purge", Post, operator::purge),
         endpoint("/v1/stats", Get, operator::stats),
         endpoint("/v1/queues/paused", Get, operator::paused),
@@ -323,6 +324,62 @@ struct ReplayBody {
 struct CancelBody {
     operator: String,
     reason: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RescheduleBody {
+    operator: String,
+    reason: Option<String>,
+    now: Option<bool>,
+    delay: Option<String>,
+    run_at: Option<String>,
+    priority: Option<i16>,
+}
+
+const RESCHEDULE_EXAMPLE: &str =
+    r#"{"operator": "alice", "reason": "customer waiting", "now": true, "priority": 5}"#;
+
+/// `POST /v1/jobs/{id}/reschedule`: a waiting job to a new due time
+/// (`now`, `delay` from now, or `run_at`) and/or priority.
+async fn reschedule(
+    State(app): State<App>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> Answer {
+    let id = job_id(path)?;
+    let req: RescheduleBody = body_json(&app, &headers, body, RESCHEDULE_EXAMPLE).await?;
+    audit_text("operator", &req.operator, MAX_OPERATOR_BYTES, false)?;
+    if let Some(reason) = &req.reason {
+        audit_text("reason", reason, MAX_REASON_BYTES, true)?;
+    }
+    let now = req.now.unwrap_or(false);
+    let run = match (now, duration_field("delay", req.delay)?, req.run_at) {
+        (true, None, None) => Some(errand::Schedule::Now),
+        (false, Some(d), None) => Some(errand::Schedule::After(d)),
+        (false, None, Some(t)) => Some(errand::Schedule::At(
+            errand::Timestamp::parse_rfc3339(&t)
+                .map_err(|e| Problem::invalid(format!("`run_at`: {}", detail_of(e))))?,
+        )),
+        (false, None, None) => None,
+        _ => {
+            return Err(Problem::invalid(
+                "give one of `now`, `delay` and `run_at`, not more",
+            ));
+        }
+    };
+    let moved = app
+        .admin
+        .reschedule(&errand::RescheduleRequest {
+            ids: vec![id],
+            run,
+            priority: req.priority,
+            operator: req.operator,
+            reason: req.reason,
+        })
+        .await?;
+    one_job(moved)
 }
 
 fn one_job(jobs: Vec<errand::Job>) -> Answer {

@@ -468,6 +468,48 @@ async fn a_dead_job_is_replayed() {
 }
 
 #[tokio::test]
+async fn reschedule_moves_a_waiting_job_and_refuses_one_that_is_not() {
+    let api = Api::new();
+    api.post("/v1/jobs", &json!({"kind": "k", "id": "w1", "delay": "1h"}))
+        .await;
+    let r = api
+        .post(
+            "/v1/jobs/w1/reschedule",
+            &json!({"operator": "alice", "reason": "customer waiting", "now": true, "priority": 5}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.body["job"]["priority"], 5);
+    assert_eq!(r.body["job"]["state"], "ready");
+    let r = api.get("/v1/jobs/w1").await;
+    let audit = r.body["audit"].as_array().expect("audit entries").clone();
+    assert_eq!(audit.len(), 1, "{}", r.body);
+    assert_eq!(audit[0]["action"], "reschedule");
+    assert_eq!(audit[0]["reason"], "run now, priority 5: customer waiting");
+    // Two due times, or no change at all: refused, nothing written.
+    api.post(
+        "/v1/jobs/w1/reschedule",
+        &json!({"operator": "alice", "delay": "1s", "run_at": "2026-12-24T08:00:00Z"}),
+    )
+    .await
+    .problem(StatusCode::BAD_REQUEST, "invalid");
+    api.post("/v1/jobs/w1/reschedule", &json!({"operator": "alice"}))
+        .await
+        .problem(StatusCode::BAD_REQUEST, "invalid");
+    // A cancelled job is not waiting.
+    api.post("/v1/jobs/w1/cancel", &json!({"operator": "bob"}))
+        .await;
+    api.post(
+        "/v1/jobs/w1/reschedule",
+        &json!({"operator": "alice", "priority": 1}),
+    )
+    .await
+    .problem(StatusCode::CONFLICT, "invalid_state");
+    let r = api.get("/v1/jobs/w1").await;
+    assert_eq!(r.body["audit"].as_array().map(Vec::len), Some(2));
+}
+
+#[tokio::test]
 async fn replay_and_cancel_need_an_operator_and_replay_a_reason() {
     let api = Api::new();
     api.post("/v1/jobs", &json!({"kind": "k", "id": "p1"}))
