@@ -3,6 +3,7 @@
 //! The vocabulary of Errand, with no database or runtime dependency:
 //!
 //! * [`Job`], [`JobState`] and the validated names and ids that describe a job;
+//! * [`JobArgs`]: a typed job, whose payload type names its kind and defaults;
 //! * [`LeaseToken`]: the fresh, unguessable proof of ownership of one attempt;
 //! * [`RetryPolicy`]: how long a failed attempt waits before the next one;
 //! * [`Outcome`]: what a handler says about the attempt it ran;
@@ -28,6 +29,7 @@
 #![deny(missing_docs)]
 
 mod admin;
+mod args;
 pub mod bounds;
 mod clock;
 mod error;
@@ -46,6 +48,7 @@ pub use admin::{
     WindowRow, WorkerMetrics, WorkerReport, WorkerSeen, assemble_stats, check_operator,
     check_reason, is_audit_text,
 };
+pub use args::{IntoNewJob, JobArgs, JobOptions};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use error::{Error, Result};
 pub use job::{

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use errand_core::{Inserted, NewJob, Result, Store};
+use errand_core::{Inserted, IntoNewJob, NewJob, Result, Store};
 
 /// Enqueues jobs into a store.
 #[derive(Clone, Debug)]
@@ -16,8 +16,9 @@ impl Client {
         Client { store }
     }
 
-    /// Inserts a job; an existing id returns the existing job unchanged
-    /// and creates nothing.
+    /// Inserts a job — a [`NewJob`], or a typed job's arguments
+    /// (`client.enqueue(&Receipt { .. })`, see [`errand_core::JobArgs`]); an
+    /// existing id returns the existing job unchanged and creates nothing.
     ///
     /// An id de-duplicates exactly as long as its job is stored: ready,
     /// running and dead jobs keep it (a dead one until an operator purges
@@ -26,8 +27,8 @@ impl Client {
     /// ([`crate::RuntimeBuilder::retention`]), or `errand prune
     /// --older-than`. After that, enqueueing the same id creates a new job.
     /// Keep retention longer than the longest time an id may be sent again.
-    pub async fn enqueue(&self, job: NewJob) -> Result<Inserted> {
-        self.store.insert(job).await
+    pub async fn enqueue(&self, job: impl IntoNewJob) -> Result<Inserted> {
+        self.store.insert(job.into_new_job()?).await
     }
 
     /// Inserts many jobs in one transaction.

@@ -20,6 +20,9 @@
 //!   transaction.
 //! * [`Worker`] claims and runs jobs with a [`Handler`]: [`Worker::run_once`]
 //!   handles at most one job (for a shell or a scheduler).
+//! * [`JobArgs`] makes a payload type a kind of job: its kind, queue,
+//!   budgets and retry policy written once, used by [`Client::enqueue`]
+//!   (`client.enqueue(&Receipt { .. })`) and [`RuntimeBuilder::register`].
 //! * [`Runtime`] is the long-running service: handlers by kind with typed
 //!   payloads, queues with their own concurrency, batch claims, lease
 //!   renewal, per-kind deadlines, graceful draining and the expired-lease
@@ -62,10 +65,10 @@ use std::sync::Arc;
 
 pub use errand_core::{
     self as core, AttemptRecord, AuditRecord, CancelRequest, ClaimRate, ClaimRequest, ClaimedJob,
-    Clock, Error, ErrorClass, Failure, Inserted, Job, JobDetail, JobFilter, JobId, JobKey,
-    JobState, KeyLimit, Lease, ManualClock, Name, NewJob, Outcome, Payload, RateBucket, RateLimit,
-    ReplayRequest, Result, RetryAt, RetryPolicy, Schedule, SchemaStatus, Store, SweepReport,
-    SystemClock, Timestamp, bounds,
+    Clock, Error, ErrorClass, Failure, Inserted, IntoNewJob, Job, JobArgs, JobDetail, JobFilter,
+    JobId, JobKey, JobOptions, JobState, KeyLimit, Lease, ManualClock, Name, NewJob, Outcome,
+    Payload, RateBucket, RateLimit, ReplayRequest, Result, RetryAt, RetryPolicy, Schedule,
+    SchemaStatus, Store, SweepReport, SystemClock, Timestamp, bounds,
 };
 pub use errand_core::{
     Admin, AdminStore, AuditEntry, AuditFilter, AuditStamp, Copied, CopyRequest, Counts, Histogram,

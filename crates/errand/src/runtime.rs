@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use errand_core::{
-    ClaimRate, ClaimRequest, ClaimedJob, Error, Failure, Job, JobId, Lease, Name, Outcome,
+    ClaimRate, ClaimRequest, ClaimedJob, Error, Failure, Job, JobArgs, JobId, Lease, Name, Outcome,
     RateBucket, RateLimit, Result, RetryPolicy, Store, WorkerMetrics, WorkerReport,
 };
 use serde::de::DeserializeOwned;
@@ -132,6 +132,26 @@ impl RuntimeBuilder {
             }
         });
         self.handler_dyn(kind, Arc::new(handler))
+    }
+
+    /// Registers the handler of a typed job: its kind is `T::KIND`, its
+    /// payload decodes to `T`, and `T::options()`'s retry policy and
+    /// attempt timeout become the kind's [`KindOptions`]. A payload that
+    /// does not decode is a permanent failure (dead at once).
+    pub fn register<T, F, Fut>(self, f: F) -> Result<Self>
+    where
+        T: JobArgs,
+        F: Fn(T, JobContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Outcome> + Send + 'static,
+    {
+        let options = T::options();
+        self.handler(T::KIND, f)?.kind_options(
+            T::KIND,
+            KindOptions {
+                retry: options.retry,
+                deadline: options.attempt_timeout,
+            },
+        )
     }
 
     /// Registers any [`Handler`] for `kind`.

@@ -101,6 +101,66 @@ async fn typed_handlers_run_by_kind_and_an_undecodable_payload_is_permanent() {
     assert_eq!(bad.last_error_class, Some(ErrorClass::Permanent));
 }
 
+/// A typed job: kind, queue, budget and retry schedule written once.
+#[derive(serde::Serialize, Deserialize)]
+struct Sum {
+    a: i64,
+    b: i64,
+}
+
+impl errand::JobArgs for Sum {
+    const KIND: &'static str = "sum";
+    fn options() -> errand::JobOptions {
+        errand::JobOptions {
+            queue: Some("math"),
+            max_attempts: Some(2),
+            retry: Some(RetryPolicy::Fixed(Duration::from_millis(20))),
+            ..errand::JobOptions::default()
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_typed_job_is_enqueued_and_handled_by_its_type_alone() {
+    let (_d, store) = store();
+    let client = errand::Client::new(store.clone());
+    let ok = client.enqueue(&Sum { a: 2, b: 3 }).await.unwrap().job;
+    let bad = client.enqueue(&Sum { a: -1, b: 0 }).await.unwrap().job;
+    assert_eq!((ok.kind.as_str(), ok.queue.as_str()), ("sum", "math"));
+    assert_eq!(
+        (ok.payload.as_str(), ok.max_attempts),
+        (r#"{"a":2,"b":3}"#, 2)
+    );
+    let total = Arc::new(AtomicUsize::new(0));
+    let t = total.clone();
+    let runtime = Runtime::builder(store.clone())
+        .register(move |sum: Sum, _ctx| {
+            let t = t.clone();
+            async move {
+                if sum.a < 0 {
+                    return Outcome::retry("negative");
+                }
+                t.fetch_add(
+                    usize::try_from(sum.a + sum.b).unwrap_or(0),
+                    Ordering::SeqCst,
+                );
+                Outcome::Success
+            }
+        })
+        .unwrap()
+        .queue("math", 2)
+        .unwrap()
+        .poll(Duration::from_millis(10))
+        .build()
+        .unwrap();
+    runtime.run_until(settled(store.clone())).await.unwrap();
+    assert_eq!(total.load(Ordering::SeqCst), 5);
+    assert_eq!(job(&store, ok.id.as_str()).await.state, JobState::Done);
+    // The kind's attempt budget (2), from its options: dead after two.
+    let bad = job(&store, bad.id.as_str()).await;
+    assert_eq!((bad.state, bad.attempts), (JobState::Dead, 2));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_queue_runs_at_most_its_concurrency() {
     let (_d, store) = store();
