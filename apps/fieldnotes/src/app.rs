@@ -11,7 +11,7 @@ use std::path::Path;
 use errand::sqlite::SchemaStatus;
 use errand::sqlite::rusqlite::{self, Connection, OptionalExtension, params};
 use errand::{
-    Admin, AdminStore, Job, JobFilter, JobId, JobStore, NewJob, Payload, ReplayRequest,
+    Admin, AdminStore, Job, JobArgs, JobFilter, JobId, JobOptions, JobStore, NewJob, ReplayRequest,
     SqliteOptions, SqliteStore, Timestamp,
 };
 use serde::{Deserialize, Serialize};
@@ -341,6 +341,20 @@ pub struct ReceiptPayload {
     pub amount_cents: i64,
 }
 
+/// A receipt is a typed job: its kind, queue and attempt budget are
+/// written here once, for the enqueue in [`pay_in`] and the handler in
+/// `work.rs` alike.
+impl JobArgs for ReceiptPayload {
+    const KIND: &'static str = RECEIPT_KIND;
+    fn options() -> JobOptions {
+        JobOptions {
+            queue: Some(RECEIPT_QUEUE),
+            max_attempts: Some(RECEIPT_MAX_ATTEMPTS),
+            ..JobOptions::default()
+        }
+    }
+}
+
 /// A committed payment.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Payment {
@@ -425,10 +439,7 @@ pub fn pay_in(
         document_id: document_id.to_owned(),
         amount_cents: price,
     };
-    let job = NewJob::new(RECEIPT_KIND, Payload::from_value(&payload)?)?
-        .on_queue(RECEIPT_QUEUE)?
-        .with_id(JobId::new(payment_id.clone())?)
-        .with_max_attempts(RECEIPT_MAX_ATTEMPTS)?;
+    let job = NewJob::of(&payload)?.with_id(JobId::new(payment_id.clone())?);
     let inserted = errand::sqlite::enqueue_in(conn, &job, now)?;
     if !inserted.created {
         return Err(Error::Invalid(format!(

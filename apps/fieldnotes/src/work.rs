@@ -13,11 +13,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use errand::{
-    Handler, JobContext, Name, Outcome, RetryPolicy, SqliteStore, Store, WorkReport, Worker,
-    WorkerConfig, handler_fn,
+    Handler, JobArgs, JobContext, Name, Outcome, RetryPolicy, SqliteStore, Store, WorkReport,
+    Worker, WorkerConfig, handler_fn,
 };
 
-use crate::app::{RECEIPT_KIND, RECEIPT_QUEUE, ReceiptPayload, deliver_receipt};
+use crate::app::{RECEIPT_QUEUE, ReceiptPayload, deliver_receipt};
 use crate::error::Result;
 
 /// The error recorded when the receipt dependency is unavailable.
@@ -58,7 +58,7 @@ pub fn receipt_handler(store: SqliteStore, options: WorkOptions) -> Arc<dyn Hand
     Arc::new(handler_fn(move |ctx: JobContext| {
         let store = store.clone();
         async move {
-            if ctx.job.kind.as_str() != RECEIPT_KIND {
+            if ctx.job.kind.as_str() != ReceiptPayload::KIND {
                 return Outcome::permanent(format!(
                     "fieldnotes has no handler for jobs of kind `{}`",
                     ctx.job.kind
