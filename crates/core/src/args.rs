@@ -120,6 +120,12 @@ impl IntoNewJob for NewJob {
     }
 }
 
+impl IntoNewJob for &NewJob {
+    fn into_new_job(self) -> Result<NewJob> {
+        Ok(self.clone())
+    }
+}
+
 impl<T: JobArgs> IntoNewJob for &T {
     fn into_new_job(self) -> Result<NewJob> {
         NewJob::of(self)

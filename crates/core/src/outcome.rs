@@ -113,7 +113,7 @@ pub enum Outcome {
     },
     /// The handler already acknowledged the job itself, inside the same
     /// database transaction as its own writes (transactional completion:
-    /// `errand_sqlite::complete_in`, `PgStore::complete_in`). The fence still
+    /// `SqliteStore::complete_in`, `PgStore::complete_in`). The fence still
     /// applied there: had the lease been lost, that transaction would have
     /// failed and rolled back with the handler's writes.
     Completed,

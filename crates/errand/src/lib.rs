@@ -14,8 +14,9 @@
 //!   purge, reschedule, pause and resume — with one set of rules and
 //!   audit entries, whichever surface (CLI, HTTP API, dashboard, an
 //!   application) asks.
-//! * [`Client`] enqueues jobs; `sqlite::enqueue_in` enqueues inside a
-//!   transaction the application already has open (the outbox pattern), and
+//! * [`Client`] enqueues jobs; `enqueue_in(&tx, job)` — the same call on
+//!   `SqliteStore` and `PgStore` — enqueues inside a transaction the
+//!   application already has open (the outbox pattern), and
 //!   `SqliteStore::write` runs application writes in the store's own write
 //!   transaction.
 //! * [`Worker`] claims and runs jobs with a [`Handler`]: [`Worker::run_once`]

@@ -13,6 +13,22 @@ fn receipt(id: &str) -> NewJob {
         .with_id(JobId::new(id).unwrap())
 }
 
+/// A typed job: the kind and queue come with the type.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Receipt {
+    order: String,
+}
+
+impl errand::JobArgs for Receipt {
+    const KIND: &'static str = "receipt";
+    fn options() -> errand::JobOptions {
+        errand::JobOptions {
+            queue: Some("mail"),
+            ..errand::JobOptions::default()
+        }
+    }
+}
+
 fn app_table(conn: &sqlite::rusqlite::Connection) {
     conn.execute_batch("CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY)")
         .unwrap();
@@ -25,8 +41,18 @@ async fn a_committed_caller_transaction_commits_the_job() {
     app_table(&conn);
     let tx = conn.transaction().unwrap();
     tx.execute("INSERT INTO orders VALUES ('o1')", []).unwrap();
-    let ins = sqlite::enqueue_in(&tx, &receipt("o1"), f.store.now()).unwrap();
+    // The store's own clock stamps it: the call has the shape of
+    // `PgStore::enqueue_in(&tx, job)`, without the await.
+    let ins = f.store.enqueue_in(&tx, receipt("o1")).unwrap();
     assert!(ins.created);
+    assert_eq!(ins.job.created_at, f.store.now());
+    let typed = Receipt { order: "o1".into() };
+    let typed = f.store.enqueue_in(&tx, &typed).unwrap().job;
+    assert_eq!(
+        (typed.kind.as_str(), typed.queue.as_str()),
+        ("receipt", "mail")
+    );
+    assert_eq!(typed.payload.as_str(), r#"{"order":"o1"}"#);
     tx.commit().unwrap();
     let store: Arc<dyn Store> = Arc::new(f.store.clone());
     assert_eq!(
@@ -47,7 +73,10 @@ async fn a_rolled_back_caller_transaction_leaves_no_job() {
     app_table(&conn);
     let tx = conn.transaction().unwrap();
     tx.execute("INSERT INTO orders VALUES ('o2')", []).unwrap();
-    sqlite::enqueue_in(&tx, &receipt("o2"), f.store.now()).unwrap();
+    f.store.enqueue_in(&tx, receipt("o2")).unwrap();
+    f.store
+        .enqueue_in(&tx, &Receipt { order: "o2".into() })
+        .unwrap();
     tx.rollback().unwrap();
     let store: Arc<dyn Store> = Arc::new(f.store.clone());
     assert!(matches!(

@@ -45,7 +45,7 @@ use errand_core::{
     ClaimRequest, ClaimedJob, Clock, Error, Failure, Inserted, Job, JobDetail, JobFilter, JobId,
     Lease, NewJob, RateBucket, RateLimit, Result, SchemaStatus, SweepReport, Timestamp, WorkSignal,
 };
-use errand_core::{bounds, check_recorded_text};
+use errand_core::{IntoNewJob, bounds, check_recorded_text};
 use tokio_postgres::NoTls;
 
 pub use listen::PgSignal;
@@ -347,13 +347,15 @@ impl PgStore {
         &self.pool
     }
 
-    /// Enqueues `job` on `conn` — typically the application's own open
-    /// `tokio_postgres::Transaction` on the same database — so the job
-    /// commits or rolls back with the application's rows. An existing id
-    /// returns the existing job and creates nothing.
-    pub async fn enqueue_in<C: Conn>(&self, conn: &C, job: &NewJob) -> Result<Inserted> {
+    /// Enqueues `job` (a [`NewJob`] or a typed job's arguments) on `conn`
+    /// — typically the application's own open `tokio_postgres::Transaction`
+    /// on the same database — so the job commits or rolls back with the
+    /// application's rows. An existing id returns the existing job and
+    /// creates nothing. The same call as `SqliteStore::enqueue_in`, awaited.
+    pub async fn enqueue_in<C: Conn>(&self, conn: &C, job: impl IntoNewJob) -> Result<Inserted> {
+        let job = job.into_new_job()?;
         let _written = self.touched();
-        queue::insert(conn, &self.queries, self.now(), job).await
+        queue::insert(conn, &self.queries, self.now(), &job).await
     }
 
     /// Acknowledges a claimed job on `conn` — the handler's own open

@@ -13,7 +13,7 @@
 //! tx.commit().await?;
 //! ```
 
-use errand_core::{Error, JobId, NewJob, Result, Schedule};
+use errand_core::{Error, IntoNewJob, JobId, Result, Schedule};
 use sqlx::Row;
 
 use crate::queue::Queries;
@@ -39,13 +39,15 @@ fn map_sqlx(e: sqlx::Error) -> Error {
     }
 }
 
-/// Inserts `job` on `conn` (typically `&mut *tx` of an open transaction),
-/// in Errand's tables under `schema`. An existing id creates nothing.
+/// Inserts `job` (a [`NewJob`] or a typed job's arguments) on `conn`
+/// (typically `&mut *tx` of an open transaction), in Errand's tables under
+/// `schema`. An existing id creates nothing.
 pub async fn enqueue_in(
     conn: &mut sqlx::PgConnection,
     schema: &str,
-    job: &NewJob,
+    job: impl IntoNewJob,
 ) -> Result<Enqueued> {
+    let job = job.into_new_job()?;
     job.validate()?;
     let queries = Queries::new(&crate::quote_schema(schema)?);
     let id = job.id.clone().unwrap_or_else(JobId::generate);
@@ -76,7 +78,7 @@ pub async fn enqueue_in(
                 .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
         )
         .bind(job.key.as_ref().map(|k| k.name.as_str()))
-        .bind(crate::queue::key_limit(job)?)
+        .bind(crate::queue::key_limit(&job)?)
         .bind(job.key.as_ref().is_some_and(|k| k.ordered))
         .bind(job.deadline.map(|t| t.to_rfc3339()))
         .bind(

@@ -23,6 +23,22 @@ fn job(id: &str) -> NewJob {
         .with_id(JobId::new(id).expect("id"))
 }
 
+/// A typed job: the kind and queue come with the type.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Receipt {
+    order: String,
+}
+
+impl errand_core::JobArgs for Receipt {
+    const KIND: &'static str = "receipt";
+    fn options() -> errand_core::JobOptions {
+        errand_core::JobOptions {
+            queue: Some("mail"),
+            ..errand_core::JobOptions::default()
+        }
+    }
+}
+
 async fn setup(url: &str, schema: &str) -> (PgStore, tokio_postgres::Client) {
     let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
         .await
@@ -68,6 +84,16 @@ async fn the_job_commits_or_rolls_back_with_the_callers_rows() {
             .expect("enqueue")
             .created
     );
+    let typed = store
+        .enqueue_in(&tx, &Receipt { order: "o1".into() })
+        .await
+        .expect("typed enqueue")
+        .job;
+    assert_eq!(
+        (typed.kind.as_str(), typed.queue.as_str()),
+        ("receipt", "mail")
+    );
+    assert_eq!(typed.payload.as_str(), r#"{"order": "o1"}"#);
     // Not visible to others before the commit.
     assert!(matches!(
         store.get(&JobId::new("o1").expect("id")).await,
@@ -98,10 +124,11 @@ async fn the_job_commits_or_rolls_back_with_the_callers_rows() {
     );
     tx.rollback().await.expect("rollback");
     let all = store.list(&JobFilter::default()).await.expect("list");
-    assert_eq!(
-        all.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
-        vec!["o1"]
-    );
+    let mut ids: Vec<&str> = all.iter().map(|j| j.id.as_str()).collect();
+    let mut want = vec!["o1", typed.id.as_str()];
+    ids.sort_unstable();
+    want.sort_unstable();
+    assert_eq!(ids, want);
 
     client
         .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))

@@ -40,9 +40,9 @@ use errand_core::{
     Reschedule, Stats, StatsRequest, WorkerReport,
 };
 use errand_core::{
-    ClaimRequest, ClaimedJob, Clock, Error, Failure, Inserted, Job, JobDetail, JobFilter, JobId,
-    Lease, NewJob, RateBucket, RateLimit, Result, StepGuard, SweepReport, SystemClock, Timestamp,
-    WorkSignal,
+    ClaimRequest, ClaimedJob, Clock, Error, Failure, Inserted, IntoNewJob, Job, JobDetail,
+    JobFilter, JobId, Lease, NewJob, RateBucket, RateLimit, Result, StepGuard, SweepReport,
+    SystemClock, Timestamp, WorkSignal,
 };
 use errand_core::{bounds, check_recorded_text};
 use rusqlite::{Connection, OpenFlags};
@@ -253,10 +253,40 @@ impl SqliteStore {
         self.inner.options.clock.now()
     }
 
+    /// Enqueues `job` (a [`NewJob`] or a typed job's arguments) on `conn`
+    /// — the application's own open transaction, or the connection a
+    /// [`SqliteStore::write`] closure is given — so the job commits or
+    /// rolls back with the application's rows. Stamped with the store's
+    /// clock. An existing id returns the existing job and creates nothing.
+    /// The same call as `PgStore::enqueue_in`, without the `await`.
+    ///
+    /// A job enqueued on a connection of its own is seen by this process's
+    /// idle workers at their next poll; one enqueued inside
+    /// [`SqliteStore::write`] wakes them at once.
+    pub fn enqueue_in(&self, conn: &Connection, job: impl IntoNewJob) -> Result<Inserted> {
+        queue::insert(conn, &job.into_new_job()?, self.now())
+    }
+
+    /// Enqueues many jobs on `conn`, all or none, like
+    /// [`SqliteStore::enqueue_in`].
+    pub fn enqueue_many_in(&self, conn: &Connection, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
+        queue::insert_many(conn, jobs, self.now())
+    }
+
+    /// Acknowledges a claimed job on `conn` — the handler's own open
+    /// transaction — so the job is done exactly when the handler's writes
+    /// commit. Fenced like [`JobStore::complete`]: a lost lease returns
+    /// [`Error::LeaseLost`], and the caller must roll its transaction back.
+    /// The handler then returns `Outcome::Completed`.
+    pub fn complete_in(&self, conn: &Connection, lease: &Lease) -> Result<Job> {
+        queue::complete(conn, lease, self.now())
+    }
+
     /// Runs `f` on the writer thread inside the shared write transaction
     /// (its own savepoint), and returns its result once the transaction has
     /// committed. Use it to write application rows and enqueue jobs
-    /// atomically: call [`enqueue_in`] inside `f`.
+    /// atomically: call [`enqueue_in`] (with the `now` given to `f`, the
+    /// transaction's time) or [`SqliteStore::enqueue_in`] inside `f`.
     ///
     /// `f` must not commit, roll back or start transactions itself; an error
     /// it returns rolls back its own writes only.
