@@ -241,7 +241,7 @@ pub async fn purge(admin: &Admin, a: PurgeArgs) -> Result<ExitCode, Failure> {
             outln!("nothing matches; nothing would be purged");
         } else {
             for j in &targets {
-                let verdict = if j.state == JobState::Dead {
+                let verdict = if PurgeRequest::accepts(j.state) {
                     "would purge"
                 } else {
                     "would refuse (only dead jobs can be purged)"

@@ -711,7 +711,7 @@ async fn replay(admin: &errand::Admin, a: ReplayArgs) -> Result<ExitCode, Failur
             &[("--cancelled", a.cancelled)],
         )
         .await?;
-    let replayable = |j: &Job| matches!(j.state, JobState::Dead | JobState::Cancelled);
+    let replayable = |j: &Job| ReplayRequest::accepts(j.state);
     if a.dry_run {
         if a.json {
             output::json(&output::JobsDone {

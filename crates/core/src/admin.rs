@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::Timestamp;
 use crate::error::{Error, Result};
-use crate::job::{ClaimedJob, Job, JobId, Name, Schedule};
+use crate::job::{ClaimedJob, Job, JobId, JobState, Name, Schedule};
 
 /// The longest operator name.
 pub const MAX_OPERATOR_BYTES: usize = 200;
@@ -62,8 +62,15 @@ pub struct ReplayRequest {
 }
 
 impl ReplayRequest {
+    /// The states a job can be replayed from.
+    pub const ACCEPTS: &[JobState] = &[JobState::Dead, JobState::Cancelled];
     /// What a store says when a named job is not dead or cancelled.
     pub const REFUSED: &str = "only dead or cancelled jobs can be replayed";
+
+    /// Whether a job in `state` can be replayed (what a dry run shows).
+    pub fn accepts(state: JobState) -> bool {
+        Self::ACCEPTS.contains(&state)
+    }
 
     /// Checks the operator and reason.
     pub fn validate(&self) -> Result<()> {
@@ -84,8 +91,15 @@ pub struct CancelRequest {
 }
 
 impl CancelRequest {
+    /// The states a job can be cancelled from.
+    pub const ACCEPTS: &[JobState] = &[JobState::Ready, JobState::Running];
     /// What a store says when a named job has finished.
     pub const REFUSED: &str = "only ready or running jobs can be cancelled";
+
+    /// Whether a job in `state` can be cancelled.
+    pub fn accepts(state: JobState) -> bool {
+        Self::ACCEPTS.contains(&state)
+    }
 
     /// Checks the operator and reason.
     pub fn validate(&self) -> Result<()> {
@@ -138,8 +152,15 @@ pub struct PurgeRequest {
 }
 
 impl PurgeRequest {
+    /// The states a job can be purged from.
+    pub const ACCEPTS: &[JobState] = &[JobState::Dead];
     /// What a store says when a named job is not dead.
     pub const REFUSED: &str = "only dead jobs can be purged";
+
+    /// Whether a job in `state` can be purged (what a dry run shows).
+    pub fn accepts(state: JobState) -> bool {
+        Self::ACCEPTS.contains(&state)
+    }
 
     /// Checks the operator and reason.
     pub fn validate(&self) -> Result<()> {
@@ -161,6 +182,14 @@ pub struct CopyRequest {
 }
 
 impl CopyRequest {
+    /// The states a job can be copied from.
+    pub const ACCEPTS: &[JobState] = &[JobState::Dead, JobState::Cancelled];
+
+    /// Whether a job in `state` can be copied (what a dry run shows).
+    pub fn accepts(state: JobState) -> bool {
+        Self::ACCEPTS.contains(&state)
+    }
+
     /// What a store says when a named job is not dead or cancelled.
     pub const REFUSED: &str =
         "only dead or cancelled jobs can be copied under a new id; nothing was copied";
@@ -191,6 +220,14 @@ pub struct RescheduleRequest {
 }
 
 impl RescheduleRequest {
+    /// The states a job can be rescheduled from.
+    pub const ACCEPTS: &[JobState] = &[JobState::Ready];
+
+    /// Whether a job in `state` can be rescheduled.
+    pub fn accepts(state: JobState) -> bool {
+        Self::ACCEPTS.contains(&state)
+    }
+
     /// What [`crate::Admin`] says when a named job is not waiting.
     pub const REFUSED: &str = "only ready (waiting) jobs can be rescheduled; nothing was changed";
 

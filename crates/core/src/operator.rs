@@ -52,9 +52,8 @@ impl Admin {
         req.validate()?;
         let ids = distinct(&req.ids);
         let by = stamp(&req.operator, req.reason.as_deref());
-        let allowed = [JobState::Dead, JobState::Cancelled];
         let jobs = self
-            .all_or_refusal(&ids, &allowed, ReplayRequest::REFUSED, || {
+            .all_or_refusal(&ids, ReplayRequest::ACCEPTS, ReplayRequest::REFUSED, || {
                 self.store.replay_jobs(&ids, &by)
             })
             .await?;
@@ -71,9 +70,8 @@ impl Admin {
         req.validate()?;
         let ids = distinct(&req.ids);
         let by = stamp(&req.operator, req.reason.as_deref());
-        let allowed = [JobState::Ready, JobState::Running];
         let jobs = self
-            .all_or_refusal(&ids, &allowed, CancelRequest::REFUSED, || {
+            .all_or_refusal(&ids, CancelRequest::ACCEPTS, CancelRequest::REFUSED, || {
                 self.store.cancel_jobs(&ids, &by)
             })
             .await?;
@@ -90,7 +88,7 @@ impl Admin {
         let ids = distinct(&req.ids);
         let by = stamp(&req.operator, Some(&req.reason));
         let purged = self
-            .all_or_refusal(&ids, &[JobState::Dead], PurgeRequest::REFUSED, || {
+            .all_or_refusal(&ids, PurgeRequest::ACCEPTS, PurgeRequest::REFUSED, || {
                 self.store.purge_jobs(&ids, &by)
             })
             .await?;
@@ -107,12 +105,11 @@ impl Admin {
         req.validate()?;
         let ids = distinct(&req.ids);
         let by = stamp(&req.operator, req.reason.as_deref());
-        let allowed = [JobState::Dead, JobState::Cancelled];
         for _ in 0..RACES_TOLERATED {
             let mut copies = Vec::with_capacity(ids.len());
             for id in &ids {
                 let original = self.store.get(id).await?;
-                if !allowed.contains(&original.state) {
+                if !CopyRequest::accepts(original.state) {
                     return Err(refusal(&original, CopyRequest::REFUSED));
                 }
                 copies.push((original.id.clone(), NewJob::copy_of(&original)?));
@@ -143,9 +140,12 @@ impl Admin {
             priority: req.priority,
         };
         let jobs = self
-            .all_or_refusal(&ids, &[JobState::Ready], RescheduleRequest::REFUSED, || {
-                self.store.reschedule_jobs(&ids, &to, &by)
-            })
+            .all_or_refusal(
+                &ids,
+                RescheduleRequest::ACCEPTS,
+                RescheduleRequest::REFUSED,
+                || self.store.reschedule_jobs(&ids, &to, &by),
+            )
             .await?;
         Ok(in_order(&ids, jobs, |j| &j.id))
     }

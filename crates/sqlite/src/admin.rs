@@ -8,8 +8,8 @@
 use std::time::Duration;
 
 use errand_core::{
-    AuditEntry, AuditFilter, AuditStamp, Copied, Error, Job, JobId, JobState, Name, NewJob,
-    PausedQueue, QueueSample, Reschedule, Result, Schedule, Stats, StatsRequest, Timestamp,
+    AuditEntry, AuditFilter, AuditStamp, Copied, CopyRequest, Error, Job, JobId, JobState, Name,
+    NewJob, PausedQueue, QueueSample, Reschedule, Result, Schedule, Stats, StatsRequest, Timestamp,
     WindowRow, WorkerMetrics, WorkerReport, WorkerSeen, assemble_stats,
 };
 use rusqlite::{Connection, OptionalExtension, Row, named_params};
@@ -212,8 +212,8 @@ pub(crate) fn replay(
     by: &AuditStamp,
     now: Timestamp,
 ) -> Result<Vec<Job>> {
-    let states = [JobState::Dead, JobState::Cancelled];
-    all_or_none(conn, ids, &states, "replay", by, now, |list| {
+    let states = errand_core::ReplayRequest::ACCEPTS;
+    all_or_none(conn, ids, states, "replay", by, now, |list| {
         changed_jobs(
             conn,
             REPLAY,
@@ -230,8 +230,8 @@ pub(crate) fn cancel(
     by: &AuditStamp,
     now: Timestamp,
 ) -> Result<Vec<Job>> {
-    let states = [JobState::Ready, JobState::Running];
-    all_or_none(conn, ids, &states, "cancel", by, now, |list| {
+    let states = errand_core::CancelRequest::ACCEPTS;
+    all_or_none(conn, ids, states, "cancel", by, now, |list| {
         conn.prepare_cached(CANCEL_ATTEMPTS)
             .map_err(map_err)?
             .execute(named_params! {":ids": list, ":now": now.as_millis()})
@@ -259,7 +259,7 @@ pub(crate) fn reschedule(
     all_or_none(
         conn,
         ids,
-        &[JobState::Ready],
+        errand_core::RescheduleRequest::ACCEPTS,
         "reschedule",
         by,
         now,
@@ -280,14 +280,22 @@ pub(crate) fn purge(
     by: &AuditStamp,
     now: Timestamp,
 ) -> Result<Vec<JobId>> {
-    all_or_none(conn, ids, &[JobState::Dead], "purge", by, now, |list| {
-        conn.prepare_cached(PURGE)
-            .map_err(map_err)?
-            .query_map(named_params! {":ids": list}, |r| r.get::<_, String>(0))
-            .map_err(map_err)?
-            .map(|id| JobId::new(id.map_err(map_err)?))
-            .collect()
-    })
+    all_or_none(
+        conn,
+        ids,
+        errand_core::PurgeRequest::ACCEPTS,
+        "purge",
+        by,
+        now,
+        |list| {
+            conn.prepare_cached(PURGE)
+                .map_err(map_err)?
+                .query_map(named_params! {":ids": list}, |r| r.get::<_, String>(0))
+                .map_err(map_err)?
+                .map(|id| JobId::new(id.map_err(map_err)?))
+                .collect()
+        },
+    )
 }
 
 /// Inserts each copy while every original is still dead or cancelled (else
@@ -299,12 +307,7 @@ pub(crate) fn copy(
     now: Timestamp,
 ) -> Result<Vec<Copied>> {
     let originals = id_array(copies.iter().map(|(from, _)| from))?;
-    if !all_in(
-        conn,
-        &originals,
-        copies.len(),
-        &[JobState::Dead, JobState::Cancelled],
-    )? {
+    if !all_in(conn, &originals, copies.len(), CopyRequest::ACCEPTS)? {
         return Ok(Vec::new());
     }
     let new_jobs: Vec<NewJob> = copies.iter().map(|(_, job)| job.clone()).collect();

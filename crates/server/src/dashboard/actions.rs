@@ -45,8 +45,8 @@ enum Action {
 impl Action {
     fn allowed(self, state: JobState) -> bool {
         match self {
-            Action::Replay => matches!(state, JobState::Dead | JobState::Cancelled),
-            Action::Cancel => matches!(state, JobState::Ready | JobState::Running),
+            Action::Replay => errand::ReplayRequest::accepts(state),
+            Action::Cancel => errand::CancelRequest::accepts(state),
         }
     }
 

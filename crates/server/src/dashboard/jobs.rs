@@ -264,10 +264,10 @@ fn job_view(detail: &JobDetail) -> Markup {
     html! {
         h1 { "Job " code { (job.id.as_str()) } " " (view::state(job.state)) }
         p.actions {
-            @if matches!(job.state, JobState::Dead | JobState::Cancelled) {
+            @if errand::ReplayRequest::accepts(job.state) {
                 a.button href={ (job_path(&job.id)) "/replay" } { "Replay…" }
             }
-            @if matches!(job.state, JobState::Ready | JobState::Running) {
+            @if errand::CancelRequest::accepts(job.state) {
                 a.button.danger href={ (job_path(&job.id)) "/cancel" } { "Cancel…" }
             }
         }
