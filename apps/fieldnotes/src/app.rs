@@ -11,8 +11,8 @@ use std::path::Path;
 use errand::sqlite::SchemaStatus;
 use errand::sqlite::rusqlite::{self, Connection, OptionalExtension, params};
 use errand::{
-    Admin, AdminStore, Job, JobArgs, JobFilter, JobId, JobOptions, JobStore, NewJob, ReplayRequest,
-    SqliteOptions, SqliteStore, Timestamp,
+    Admin, Job, JobArgs, JobFilter, JobId, JobOptions, NewJob, ReplayRequest, SqliteOptions,
+    SqliteStore, Timestamp,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -729,13 +729,18 @@ impl std::fmt::Display for JobView {
     }
 }
 
+/// The operator's actions on the store.
+fn admin(store: &SqliteStore) -> Admin {
+    Admin::new(std::sync::Arc::new(store.clone()))
+}
+
 /// Every job (up to 10,000), oldest first.
 pub async fn jobs(store: &SqliteStore) -> Result<Vec<JobView>> {
     let filter = JobFilter {
         limit: Some(10_000),
         ..JobFilter::default()
     };
-    Ok(store
+    Ok(admin(store)
         .list(&filter)
         .await?
         .iter()
@@ -767,7 +772,8 @@ pub async fn replay(
         errand::Error::Invalid(m) => Error::Invalid(m),
         other => Error::Errand(other),
     })?;
-    let job = match store.get(&id).await {
+    let admin = admin(store);
+    let job = match admin.job(&id).await {
         Ok(job) => job,
         Err(errand::Error::NotFound(_)) => return Err(Error::JobNotFound(job_id.to_owned())),
         Err(e) => return Err(e.into()),
@@ -783,7 +789,6 @@ pub async fn replay(
         operator: operator.to_owned(),
         reason,
     };
-    let admin = Admin::new(std::sync::Arc::new(store.clone()));
     match admin.replay(&request).await {
         Ok(jobs) => jobs
             .first()

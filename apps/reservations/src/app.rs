@@ -72,6 +72,11 @@ impl App {
         })
     }
 
+    /// The operator's actions on the store (replay, the dead-letter list).
+    pub fn admin(&self) -> errand::Admin {
+        errand::Admin::new(self.store())
+    }
+
     /// The job store.
     pub fn store(&self) -> Arc<dyn Store> {
         match &self.backend {
@@ -198,14 +203,14 @@ impl App {
             Backend::Sqlite(s) => s.figures().await?,
             Backend::Postgres(p) => p.figures().await?,
         };
-        let store = self.store();
+        let admin = self.admin();
         let filter = JobFilter {
             state: Some(JobState::Dead),
             kind: Some(Name::parse("kind", EXPIRY_KIND)?),
             limit: Some(10_000),
             ..JobFilter::default()
         };
-        f.dead_jobs = u64::try_from(store.list(&filter).await?.len()).unwrap_or(u64::MAX);
+        f.dead_jobs = u64::try_from(admin.list(&filter).await?.len()).unwrap_or(u64::MAX);
         Ok(f)
     }
 
@@ -257,8 +262,8 @@ impl App {
             errand::Error::Invalid(m) => Error::Invalid(m),
             other => Error::from(other),
         })?;
-        let store = self.store();
-        let job = match store.get(&id).await {
+        let admin = self.admin();
+        let job = match admin.job(&id).await {
             Ok(job) => job,
             Err(errand::Error::NotFound(_)) => {
                 return Err(Error::NotFound(format!(
@@ -351,7 +356,7 @@ impl App {
             reason: Some(reason),
         };
         let written_at = self.write_audit(&entry).await?;
-        let replayed = match errand::Admin::new(store.clone()).replay(&request).await {
+        let replayed = match admin.replay(&request).await {
             Ok(mut jobs) => jobs.pop(),
             Err(e) => {
                 if let Err(cleanup) = self.remove_audit(&entry, written_at).await {

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Args;
 use errand::{
     Admin, AuditEntry, AuditFilter, Error, JobId, JobState, Name, PausedQueue, PurgeRequest,
-    QueueAction, StatsRequest, Store, Timestamp,
+    QueueAction, StatsRequest, Timestamp,
 };
 use serde::Serialize;
 
@@ -184,9 +184,9 @@ pub async fn resume(admin: &Admin, a: QueueActionArgs) -> Result<ExitCode, Failu
 }
 
 /// `errand queues`: every queue the statistics know, paused or not.
-pub async fn queues(store: &dyn Store, as_json: bool) -> Result<ExitCode, Failure> {
-    let stats = store.stats(&StatsRequest::default()).await?;
-    let paused = store.paused_queues().await?;
+pub async fn queues(admin: &Admin, as_json: bool) -> Result<ExitCode, Failure> {
+    let stats = admin.stats(&StatsRequest::default()).await?;
+    let paused = admin.paused_queues().await?;
     let list: Vec<QueueState> = stats
         .queues
         .iter()
@@ -229,7 +229,7 @@ pub async fn purge(admin: &Admin, a: PurgeArgs) -> Result<ExitCode, Failure> {
     .validate()?;
     let targets = a
         .select
-        .resolve(admin.store().as_ref(), "purge", JobState::Dead, &[])
+        .resolve(admin, "purge", JobState::Dead, &[])
         .await?;
     if a.dry_run {
         if a.json {
@@ -298,14 +298,14 @@ pub async fn purge(admin: &Admin, a: PurgeArgs) -> Result<ExitCode, Failure> {
 }
 
 /// `errand audit`.
-pub async fn audit(store: &dyn Store, a: AuditArgs) -> Result<ExitCode, Failure> {
+pub async fn audit(admin: &Admin, a: AuditArgs) -> Result<ExitCode, Failure> {
     let filter = AuditFilter {
         job: a.job.map(JobId::new).transpose()?,
         queue: crate::name("queue", a.queue)?,
         before: a.before,
         limit: Some(a.limit),
     };
-    let entries = store.audit_log(&filter).await?;
+    let entries = admin.audit_log(&filter).await?;
     if a.json {
         output::json(&entries)?;
         return Ok(ExitCode::SUCCESS);
@@ -354,13 +354,13 @@ fn one_line(text: Option<&str>) -> String {
 /// For `show` of a job that does not exist: when the newest audit entry
 /// about its id is a purge, a not-found failure that says who purged it,
 /// when and why; otherwise the plain not-found error.
-pub async fn not_found(store: &dyn Store, id: &JobId, e: Error) -> Failure {
+pub async fn not_found(admin: &Admin, id: &JobId, e: Error) -> Failure {
     let filter = AuditFilter {
         job: Some(id.clone()),
         limit: Some(1),
         ..AuditFilter::default()
     };
-    match store.audit_log(&filter).await {
+    match admin.audit_log(&filter).await {
         Ok(entries) => match entries.first() {
             Some(p) if p.action == "purge" => Failure::Coded(
                 exit::NOT_FOUND,

@@ -584,19 +584,19 @@ async fn run(cli: Cli, hooks: Hooks) -> Result<ExitCode, Failure> {
     match cli.command {
         Command::Migrate(_) => Ok(ExitCode::SUCCESS),
         Command::Enqueue(args) => enqueue(store, args).await,
-        Command::Jobs(args) => jobs(store, args).await,
-        Command::Show(args) => show(store, args).await,
+        Command::Jobs(args) => jobs(&admin, args).await,
+        Command::Show(args) => show(&admin, args).await,
         Command::Replay(args) => replay(&admin, args).await,
         Command::Cancel(args) => cancel(&admin, args).await,
         Command::Reschedule(args) => reschedule(&admin, args).await,
         Command::Work(args) => work(store, args).await,
         Command::Prune(args) => prune(store, args).await,
         Command::Purge(args) => admin::purge(&admin, args).await,
-        Command::Stats(args) => stats::run(store.as_ref(), args).await,
+        Command::Stats(args) => stats::run(&admin, args).await,
         Command::Pause(args) => admin::pause(&admin, args).await,
         Command::Resume(args) => admin::resume(&admin, args).await,
-        Command::Queues(args) => admin::queues(store.as_ref(), args.json).await,
-        Command::Audit(args) => admin::audit(store.as_ref(), args).await,
+        Command::Queues(args) => admin::queues(&admin, args.json).await,
+        Command::Audit(args) => admin::audit(&admin, args).await,
         Command::Schedule(args) => schedule(store, args).await,
         #[cfg(feature = "bench")]
         Command::Bench(_) => Err(anyhow::anyhow!("errand bench opens its own database").into()),
@@ -653,7 +653,7 @@ async fn enqueue(store: Arc<dyn Store>, a: EnqueueArgs) -> Result<ExitCode, Fail
     Ok(ExitCode::SUCCESS)
 }
 
-async fn jobs(store: Arc<dyn Store>, a: JobsArgs) -> Result<ExitCode, Failure> {
+async fn jobs(admin: &errand::Admin, a: JobsArgs) -> Result<ExitCode, Failure> {
     let mut filter = JobFilter {
         state: a.state.map(|s| s.parse::<JobState>()).transpose()?,
         queue: name("queue", a.queue)?,
@@ -669,7 +669,7 @@ async fn jobs(store: Arc<dyn Store>, a: JobsArgs) -> Result<ExitCode, Failure> {
     let mut left = a.limit;
     while left > 0 && !output::stdout_gone() {
         filter.limit = Some(left);
-        let page = store.list(&filter).await?;
+        let page = admin.list(&filter).await?;
         listing.page(&page)?;
         left = left.saturating_sub(u32::try_from(page.len()).unwrap_or(u32::MAX));
         match filter.next_after(&page) {
@@ -681,11 +681,11 @@ async fn jobs(store: Arc<dyn Store>, a: JobsArgs) -> Result<ExitCode, Failure> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn show(store: Arc<dyn Store>, a: ShowArgs) -> Result<ExitCode, Failure> {
+async fn show(admin: &errand::Admin, a: ShowArgs) -> Result<ExitCode, Failure> {
     let id = JobId::new(a.id)?;
-    let detail = match store.detail(&id).await {
+    let detail = match admin.detail(&id).await {
         Ok(d) => d,
-        Err(e @ Error::NotFound(_)) => return Err(admin::not_found(store.as_ref(), &id, e).await),
+        Err(e @ Error::NotFound(_)) => return Err(admin::not_found(admin, &id, e).await),
         Err(e) => return Err(e.into()),
     };
     if a.json {
@@ -704,12 +704,7 @@ async fn replay(admin: &errand::Admin, a: ReplayArgs) -> Result<ExitCode, Failur
     };
     let targets = a
         .select
-        .resolve(
-            admin.store().as_ref(),
-            "replay",
-            state,
-            &[("--cancelled", a.cancelled)],
-        )
+        .resolve(admin, "replay", state, &[("--cancelled", a.cancelled)])
         .await?;
     let replayable = |j: &Job| ReplayRequest::accepts(j.state);
     if a.dry_run {

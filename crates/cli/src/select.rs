@@ -2,7 +2,7 @@
 //! or filters with a bound — resolved to jobs the same way for every command.
 
 use clap::Args;
-use errand::{Error, Job, JobFilter, JobState, Store};
+use errand::{Admin, Error, Job, JobFilter, JobState};
 
 use crate::exit::Failure;
 
@@ -39,7 +39,7 @@ impl Selection {
     /// flags (name, given), which count as filters too.
     pub async fn resolve(
         self,
-        store: &dyn Store,
+        admin: &Admin,
         verb: &str,
         state: JobState,
         extra: &[(&str, bool)],
@@ -71,11 +71,11 @@ impl Selection {
                 after: None,
                 max_bytes: None,
             };
-            return Ok(store.list(&filter).await?);
+            return Ok(admin.list(&filter).await?);
         }
         let mut jobs = Vec::with_capacity(self.ids.len());
         for id in crate::ids(self.ids)? {
-            jobs.push(store.get(&id).await?);
+            jobs.push(admin.job(&id).await?);
         }
         Ok(jobs)
     }

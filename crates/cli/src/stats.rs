@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use clap::Args;
 use errand::{
-    Counts, Error, JobFilter, JobId, JobState, Name, Stats, StatsRequest, Store, Timestamp,
+    Admin, Counts, Error, JobFilter, JobId, JobState, Name, Stats, StatsRequest, Timestamp,
 };
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -268,7 +268,7 @@ struct Lateness {
 
 /// Lists up to `cap` jobs of `filter`, page by page.
 async fn list_capped(
-    store: &dyn Store,
+    admin: &Admin,
     mut filter: JobFilter,
     cap: u32,
 ) -> Result<(Vec<errand::Job>, bool), Error> {
@@ -279,7 +279,7 @@ async fn list_capped(
             return Ok((jobs, true));
         }
         filter.limit = Some(left.min(10_000));
-        let page = store.list(&filter).await?;
+        let page = admin.list(&filter).await?;
         let full = page.len() == filter.effective_limit() as usize;
         let last: Option<JobId> = page.last().map(|j| j.id.clone());
         jobs.extend(page);
@@ -293,7 +293,7 @@ async fn list_capped(
 /// Reads the lateness of every queue: the `done` jobs changed in the
 /// window, and every `ready` and `running` job (each state up to `cap`).
 async fn read_lateness(
-    store: &dyn Store,
+    admin: &Admin,
     at: Timestamp,
     window: Duration,
     cap: u32,
@@ -305,7 +305,7 @@ async fn read_lateness(
         updated_since: Some(since),
         ..JobFilter::default()
     };
-    let (jobs, cut) = list_capped(store, done, cap).await?;
+    let (jobs, cut) = list_capped(admin, done, cap).await?;
     if cut {
         out.truncated.push("done".to_owned());
     }
@@ -325,7 +325,7 @@ async fn read_lateness(
             state: Some(state),
             ..JobFilter::default()
         };
-        let (jobs, cut) = list_capped(store, filter, cap).await?;
+        let (jobs, cut) = list_capped(admin, filter, cap).await?;
         if cut {
             out.truncated.push(state.as_str().to_owned());
         }
@@ -540,7 +540,7 @@ fn evaluate_lateness(
 }
 
 /// `errand stats`.
-pub async fn run(store: &dyn Store, a: StatsArgs) -> Result<ExitCode, Failure> {
+pub async fn run(admin: &Admin, a: StatsArgs) -> Result<ExitCode, Failure> {
     let file = match &a.config {
         Some(path) => ConfigFile::read(path)?,
         None => ConfigFile::default(),
@@ -575,7 +575,7 @@ pub async fn run(store: &dyn Store, a: StatsArgs) -> Result<ExitCode, Failure> {
         window: a.window.or(file.window).unwrap_or(DEFAULT_WINDOW),
         cap: a.cap,
     };
-    let stats = store.stats(&req).await?;
+    let stats = admin.stats(&req).await?;
     if !a.check {
         if a.json {
             output::json(&stats)?;
@@ -585,7 +585,7 @@ pub async fn run(store: &dyn Store, a: StatsArgs) -> Result<ExitCode, Failure> {
         return Ok(ExitCode::SUCCESS);
     }
     let lateness = if thresholds.wants_lateness() {
-        Some(read_lateness(store, stats.at, req.window, a.cap).await?)
+        Some(read_lateness(admin, stats.at, req.window, a.cap).await?)
     } else {
         None
     };

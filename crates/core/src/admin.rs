@@ -244,7 +244,8 @@ impl RescheduleRequest {
         }
         if self.run.is_none() && self.priority.is_none() {
             return Err(Error::invalid(
-                "a reschedule needs a new due time or a new priority (pass --at, --in, --now or --priority)",
+                "a reschedule needs a new due time or a new priority (the CLI's --at, --in, --now or \
+                 --priority; the API's run_at, delay, now or priority)",
             ));
         }
         Ok(())

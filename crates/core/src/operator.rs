@@ -118,6 +118,9 @@ impl Admin {
             if copied.len() == ids.len() {
                 return Ok(in_order(&ids, copied, |c| &c.from));
             }
+            if !copied.is_empty() {
+                return Err(partial(copied.len(), ids.len()));
+            }
         }
         Err(raced(&ids))
     }
@@ -204,9 +207,10 @@ impl Admin {
     }
 
     /// Runs `step` (one all-or-none backend step over `ids`); when it
-    /// changes fewer jobs than named, finds the job that stopped it. If
+    /// changes none of the jobs named, finds the job that stopped it. If
     /// every job is acceptable on that second look, another process
-    /// changed them in between, and the step is tried again.
+    /// changed them in between, and the step (which changed nothing) is
+    /// tried again.
     async fn all_or_refusal<T, F, Fut>(
         &self,
         ids: &[JobId],
@@ -222,6 +226,9 @@ impl Admin {
             let changed = step().await?;
             if changed.len() == ids.len() {
                 return Ok(changed);
+            }
+            if !changed.is_empty() {
+                return Err(partial(changed.len(), ids.len()));
             }
             for id in ids {
                 let job = self.store.get(id).await?;
@@ -263,6 +270,16 @@ fn refusal(job: &Job, hint: &str) -> Error {
     }
 }
 
+/// A backend step that changed some of the jobs named but not all has
+/// broken its contract; trying it again could act twice on those it did
+/// change, so the action stops and says so.
+fn partial(changed: usize, named: usize) -> Error {
+    Error::Storage(format!(
+        "the store changed {changed} of the {named} jobs named, where it must change all or \
+         none; this is a defect in the storage backend: check the audit log for what changed"
+    ))
+}
+
 fn raced(ids: &[JobId]) -> Error {
     Error::Busy(format!(
         "the {} job(s) named kept changing while the action ran (other processes are \
@@ -282,7 +299,7 @@ fn reason_after(change: &str, reason: Option<&str>) -> Result<String> {
     if whole.len() > MAX_REASON_BYTES {
         return Err(Error::invalid(format!(
             "the reason is {} bytes too long once the change ({change}) is written before it; \
-             shorten --reason to at most {} bytes",
+             shorten it to at most {} bytes",
             whole.len() - MAX_REASON_BYTES,
             MAX_REASON_BYTES.saturating_sub(change.len() + 2)
         )));
@@ -321,6 +338,6 @@ mod tests {
         );
         let long = "x".repeat(MAX_REASON_BYTES - 5);
         let err = reason_after("run now", Some(&long)).unwrap_err();
-        assert!(err.to_string().contains("--reason"), "{err}");
+        assert!(err.to_string().contains("shorten it"), "{err}");
     }
 }

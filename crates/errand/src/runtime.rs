@@ -136,7 +136,8 @@ impl RuntimeBuilder {
 
     /// Registers the handler of a typed job: its kind is `T::KIND`, its
     /// payload decodes to `T`, and `T::options()`'s retry policy and
-    /// attempt timeout become the kind's [`KindOptions`]. A payload that
+    /// attempt timeout become the kind's [`KindOptions`] (those the type
+    /// leaves `None` keep what [`RuntimeBuilder::kind_options`] set). A payload that
     /// does not decode is a permanent failure (dead at once).
     pub fn register<T, F, Fut>(self, f: F) -> Result<Self>
     where
@@ -145,13 +146,17 @@ impl RuntimeBuilder {
         Fut: Future<Output = Outcome> + Send + 'static,
     {
         let options = T::options();
-        self.handler(T::KIND, f)?.kind_options(
-            T::KIND,
-            KindOptions {
-                retry: options.retry,
-                deadline: options.attempt_timeout,
-            },
-        )
+        let mut builder = self.handler(T::KIND, f)?;
+        // Options set for the kind before keep what the type leaves out.
+        if let Some(kind) = builder.settings.kinds.get_mut(T::KIND) {
+            if options.retry.is_some() {
+                kind.options.retry = options.retry;
+            }
+            if options.attempt_timeout.is_some() {
+                kind.options.deadline = options.attempt_timeout;
+            }
+        }
+        Ok(builder)
     }
 
     /// Registers any [`Handler`] for `kind`.

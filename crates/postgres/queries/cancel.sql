@@ -3,6 +3,13 @@
 -- $3 operator, $4 reason. A running job's attempt ends here, in the
 -- history: `locked` takes the rows in id order and reads their state
 -- before the update changes it.
+-- `locked` takes the rows in id order (no deadlock with another action)
+-- and sees their latest state; the update runs only when all qualify.
+-- The update must not test the state again: it finds the rows through the
+-- statement's snapshot, and a job that reached an accepted state after
+-- that snapshot (a worker's retry committing while `locked` waited for
+-- it) would be skipped by such a test against its older version, leaving
+-- the others changed alone. `locked` holds every row, so none can move.
 WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now),
 locked AS (
     SELECT j.id, j.state FROM __SCHEMA__.errand_jobs j
@@ -18,7 +25,7 @@ gone AS (
         last_error = 'cancelled by ' || $3, last_error_class = 'cancelled',
         finished_at = t.now, updated_at = t.now
     FROM t, ok, locked p
-    WHERE ok.all_in AND p.id = j.id AND j.state IN ('ready', 'running')
+    WHERE ok.all_in AND p.id = j.id
     RETURNING j.*, p.state AS prior_state
 ),
 closed AS (

@@ -3,6 +3,11 @@
 -- entry each in $2's order. $1 now, $3 operator, $4 reason.
 -- `locked` takes the rows in id order (no deadlock with another action)
 -- and sees their latest state; the update runs only when all qualify.
+-- The update must not test the state again: it finds the rows through the
+-- statement's snapshot, and a job that reached an accepted state after
+-- that snapshot (a worker's retry committing while `locked` waited for
+-- it) would be skipped by such a test against its older version, leaving
+-- the others changed alone. `locked` holds every row, so none can move.
 WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now),
 locked AS (
     SELECT j.id, j.state FROM __SCHEMA__.errand_jobs j
@@ -17,7 +22,7 @@ back AS (
     SET state = 'ready', attempts = 0, lease_expiries = 0, replays = j.replays + 1,
         available_at = t.now, finished_at = NULL, updated_at = t.now
     FROM t, ok
-    WHERE ok.all_in AND j.id IN (SELECT id FROM locked) AND j.state IN ('dead', 'cancelled')
+    WHERE ok.all_in AND j.id IN (SELECT id FROM locked)
     RETURNING j.*
 ),
 audited AS (

@@ -2,6 +2,13 @@
 -- none: a new due time ($5 a time, or $6 milliseconds after now; both NULL
 -- keeps the job's own) and/or priority ($7; NULL keeps it), with an audit
 -- entry each in $2's order. $1 now, $3 operator, $4 reason.
+-- `locked` takes the rows in id order (no deadlock with another action)
+-- and sees their latest state; the update runs only when all qualify.
+-- The update must not test the state again: it finds the rows through the
+-- statement's snapshot, and a job that reached an accepted state after
+-- that snapshot (a worker's retry committing while `locked` waited for
+-- it) would be skipped by such a test against its older version, leaving
+-- the others changed alone. `locked` holds every row, so none can move.
 WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now),
 locked AS (
     SELECT j.id, j.state FROM __SCHEMA__.errand_jobs j
@@ -17,7 +24,7 @@ moved AS (
         priority = coalesce($7::smallint, j.priority),
         updated_at = t.now
     FROM t, ok
-    WHERE ok.all_in AND j.id IN (SELECT id FROM locked) AND j.state = 'ready'
+    WHERE ok.all_in AND j.id IN (SELECT id FROM locked)
     RETURNING j.*
 ),
 audited AS (

@@ -53,7 +53,7 @@ pub(crate) async fn stats(
     let Query(q) = query.map_err(|r| {
         Problem::malformed_json(format!("{}; the one parameter is window", r.body_text()))
     })?;
-    let stats = app.store.stats(&stats_request(q.window)?).await?;
+    let stats = app.admin.stats(&stats_request(q.window)?).await?;
     json(StatusCode::OK, &stats)
 }
 
@@ -127,7 +127,7 @@ pub(crate) async fn resume(
 
 /// `GET /v1/queues/paused`
 pub(crate) async fn paused(State(app): State<App>) -> Answer {
-    let queues = app.store.paused_queues().await?;
+    let queues = app.admin.paused_queues().await?;
     json(StatusCode::OK, &serde_json::json!({"queues": queues}))
 }
 
@@ -200,7 +200,7 @@ pub(crate) async fn audit(
         before,
         limit: Some(limit),
     };
-    let entries = app.store.audit_log(&filter).await?;
+    let entries = app.admin.audit_log(&filter).await?;
     let next = if entries.len() >= limit as usize {
         entries.last().map(|e| e.seq)
     } else {
@@ -490,7 +490,7 @@ fn spell_infinities(text: &str) -> String {
 
 /// `GET /metrics`
 pub(crate) async fn metrics(State(app): State<App>) -> Answer {
-    let stats = app.store.stats(&StatsRequest::default()).await?;
+    let stats = app.admin.stats(&StatsRequest::default()).await?;
     let body = render_metrics(&stats)
         .map_err(|_| Problem::internal("the metrics could not be encoded".to_owned()))?;
     Ok((

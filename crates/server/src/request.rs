@@ -12,7 +12,7 @@ use axum::extract::Path;
 use axum::extract::rejection::PathRejection;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use errand::{Admin, JobId, RetryPolicy, Store};
+use errand::{Admin, Client, JobId, RetryPolicy, Store};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -25,7 +25,10 @@ pub(crate) use errand::core::{MAX_OPERATOR_BYTES, MAX_REASON_BYTES};
 
 #[derive(Clone, Debug)]
 pub(crate) struct App {
+    /// The worker's seam, for the lease API's remote workers.
     pub(crate) store: Arc<dyn Store>,
+    /// Enqueues jobs into `store`.
+    pub(crate) client: Client,
     /// The operator's actions on `store`.
     pub(crate) admin: Admin,
     pub(crate) max_body: usize,

@@ -114,6 +114,7 @@ pub(crate) fn router(
 ) -> Router {
     let app = App {
         admin: errand::Admin::new(store.clone()),
+        client: errand::Client::new(store.clone()),
         store,
         max_body: config.max_body,
         max_payload: config.max_payload,
@@ -229,7 +230,7 @@ async fn enqueue(State(app): State<App>, headers: HeaderMap, body: Body) -> Answ
         traceparent: req.traceparent.or_else(|| header_traceparent(&headers)),
     };
     let job = spec.build_limited(app.max_payload)?;
-    let inserted = app.store.insert(job).await?;
+    let inserted = app.client.enqueue(job).await?;
     let status = if inserted.created {
         StatusCode::CREATED
     } else {
@@ -297,7 +298,7 @@ async fn list(State(app): State<App>, query: Result<Query<ListQuery>, QueryRejec
         max_bytes: Some(errand::core::DEFAULT_PAGE_BYTES),
         ..JobFilter::default()
     };
-    let jobs = app.store.list(&filter).await?;
+    let jobs = app.admin.list(&filter).await?;
     let next = filter.next_after(&jobs);
     json(StatusCode::OK, &JobPage { jobs: &jobs, next })
 }
@@ -306,7 +307,7 @@ async fn list(State(app): State<App>, query: Result<Query<ListQuery>, QueryRejec
 
 async fn show(State(app): State<App>, path: Result<Path<String>, PathRejection>) -> Answer {
     let id = job_id(path)?;
-    let detail = app.store.detail(&id).await?;
+    let detail = app.admin.detail(&id).await?;
     json(StatusCode::OK, &detail)
 }
 

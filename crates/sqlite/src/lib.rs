@@ -279,7 +279,15 @@ impl SqliteStore {
     /// [`Error::LeaseLost`], and the caller must roll its transaction back.
     /// The handler then returns `Outcome::Completed`.
     pub fn complete_in(&self, conn: &Connection, lease: &Lease) -> Result<Job> {
-        queue::complete(conn, lease, self.now())
+        let at = self.now();
+        // The lease is judged as the store's own settlements judge it,
+        // through the guard against a clock that stepped forward.
+        let leases = if self.inner.options.clock.is_manual() {
+            at
+        } else {
+            self.inner.steps.leases_now(at, std::time::Instant::now())
+        };
+        queue::complete_at(conn, lease, Now { at, leases })
     }
 
     /// Runs `f` on the writer thread inside the shared write transaction

@@ -131,7 +131,7 @@ async fn confirm(
     action: Action,
 ) -> Result<Response, PageError> {
     let id = path_id(path)?;
-    let job = dash.store.get(&id).await?;
+    let job = dash.admin.job(&id).await?;
     if !action.allowed(job.state) {
         return Err(action.refusal(&job));
     }
@@ -168,7 +168,7 @@ async fn act(
         Ok(audit) => audit,
         Err((entered, problem)) => {
             // Nothing is written; the form comes back with what was entered.
-            let job = dash.store.get(&id).await?;
+            let job = dash.admin.job(&id).await?;
             let ctx = Ctx::new(&dash, &visitor);
             return Ok(confirm_one(&ctx, action, &job, &entered, Some(&problem)));
         }
@@ -270,7 +270,7 @@ async fn confirm_bulk(
     RawQuery(query): RawQuery,
 ) -> Result<Response, PageError> {
     let (params, _) = dead_params(query.as_deref(), &[])?;
-    let jobs = dash.store.list(&params.filter()).await?;
+    let jobs = dash.admin.list(&params.filter()).await?;
     if jobs.is_empty() {
         return Err(PageError::new(
             StatusCode::NOT_FOUND,
@@ -306,7 +306,7 @@ async fn bulk_replay(
         Err((entered, problem)) => {
             let mut jobs = Vec::with_capacity(ids.len());
             for id in &ids {
-                jobs.push(dash.store.get(id).await?);
+                jobs.push(dash.admin.job(id).await?);
             }
             let ctx = Ctx::new(&dash, &visitor);
             return Ok(confirm_many(&ctx, &jobs, &entered, Some(&problem)));

@@ -62,7 +62,7 @@ async fn log(
     RawQuery(query): RawQuery,
 ) -> Result<Response, PageError> {
     let f = filter(query.as_deref())?;
-    let entries: Vec<AuditEntry> = dash.store.audit_log(&f).await?;
+    let entries: Vec<AuditEntry> = dash.admin.audit_log(&f).await?;
     let next = (entries.len() >= f.effective_limit() as usize)
         .then(|| entries.last().map(|e| e.seq))
         .flatten();

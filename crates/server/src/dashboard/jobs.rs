@@ -43,7 +43,7 @@ async fn list(
     RawQuery(query): RawQuery,
 ) -> Result<Response, PageError> {
     let params = ListParams::parse(query.as_deref(), &[])?.0;
-    let jobs = dash.store.list(&params.filter()).await?;
+    let jobs = dash.admin.list(&params.filter()).await?;
     let ctx = Ctx::new(&dash, &visitor);
     let tabs = html! {
         nav.tabs aria-label="States" {
@@ -153,7 +153,7 @@ async fn dead_letters(
 ) -> Result<Response, PageError> {
     let (params, form) = dead_params(query.as_deref(), &["replayed"])?;
     let replayed = form.one("replayed")?.and_then(|n| n.parse::<u32>().ok());
-    let jobs = dash.store.list(&params.filter()).await?;
+    let jobs = dash.admin.list(&params.filter()).await?;
     let ctx = Ctx::new(&dash, &visitor);
     let state = params.state.unwrap_or(JobState::Dead);
     let body = html! {
@@ -224,7 +224,7 @@ async fn show(
         Some("cancelled") => Some("Cancelled: the job will not run."),
         _ => None,
     };
-    let detail = dash.store.detail(&id).await?;
+    let detail = dash.admin.detail(&id).await?;
     let ctx = Ctx::new(&dash, &visitor);
     let title = format!("Job {}", truncate(id.as_str(), 40));
     let body = html! {

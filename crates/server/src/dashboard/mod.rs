@@ -82,7 +82,6 @@ pub(crate) const BASE: &str = "/dashboard";
 /// What every handler shares.
 #[derive(Clone, Debug)]
 pub(crate) struct Dash {
-    store: Arc<dyn Store>,
     admin: Admin,
     keys: Arc<guard::Keys>,
     token: Option<AccessToken>,
@@ -92,8 +91,7 @@ pub(crate) struct Dash {
 /// through the API's fence).
 pub(crate) fn router(store: Arc<dyn Store>, config: &ServerConfig) -> Router {
     let dash = Dash {
-        admin: Admin::new(store.clone()),
-        store,
+        admin: Admin::new(store),
         keys: Arc::new(guard::Keys::generate()),
         token: config.token.clone(),
     };

@@ -90,7 +90,7 @@ async fn overview(
     State(dash): State<Dash>,
     Extension(visitor): Extension<Visitor>,
 ) -> Result<Response, PageError> {
-    let stats = dash.store.stats(&StatsRequest::default()).await?;
+    let stats = dash.admin.stats(&StatsRequest::default()).await?;
     let ctx = Ctx::new(&dash, &visitor);
     let body = html! {
         h1 { "Queues" }
