@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+use errand_testsupport::PgSchema;
 use serde_json::Value;
 
 /// Where a benchmark runs: its `--db` (and `--schema`) flags.
@@ -34,41 +35,7 @@ impl Db for Sqlite {
     }
 }
 
-struct Schema {
-    url: String,
-    name: String,
-}
-
-impl Schema {
-    fn new(url: &str, tag: &str) -> Self {
-        let s = Schema {
-            url: url.to_owned(),
-            name: format!("errand_bench_{tag}_{}", std::process::id()),
-        };
-        s.drop_schema();
-        s
-    }
-
-    fn drop_schema(&self) {
-        let _ = Command::new("psql")
-            .args([
-                self.url.as_str(),
-                "-q",
-                "-c",
-                &format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name),
-            ])
-            .stderr(std::process::Stdio::null())
-            .status();
-    }
-}
-
-impl Drop for Schema {
-    fn drop(&mut self) {
-        self.drop_schema();
-    }
-}
-
-impl Db for Schema {
+impl Db for PgSchema {
     fn flags(&self) -> Vec<String> {
         vec![
             "--db".into(),
@@ -362,18 +329,12 @@ fn the_human_summary_names_the_rate_and_the_commits() {
 
 #[test]
 fn every_workload_runs_on_postgres() {
-    let Some(url) = std::env::var("ERRAND_TEST_POSTGRES_URL")
-        .ok()
-        .filter(|s| !s.is_empty())
-    else {
-        eprintln!("SKIPPED: set ERRAND_TEST_POSTGRES_URL to run errand bench on PostgreSQL");
-        assert!(
-            std::env::var("CI").is_err(),
-            "ERRAND_TEST_POSTGRES_URL must be set under CI"
-        );
+    let Some(url) = errand_testsupport::postgres_url("errand bench on PostgreSQL") else {
         return;
     };
-    every_workload("postgres", &|tag| Box::new(Schema::new(&url, tag)));
+    every_workload("postgres", &|tag| {
+        Box::new(PgSchema::new(&url, &format!("bench_{tag}")))
+    });
     // The default schema is never benchmarked into.
     let out = Command::new(env!("CARGO_BIN_EXE_errand"))
         .args(["--db", &url, "bench", "burn-down", "--jobs", "5"])

@@ -4,41 +4,26 @@
 
 use std::process::{Command, Output};
 
+use errand_testsupport::PgSchema;
 use serde_json::Value;
 
 fn url() -> Option<String> {
-    let url = std::env::var("ERRAND_TEST_POSTGRES_URL")
-        .ok()
-        .filter(|s| !s.is_empty());
-    if url.is_none() {
-        eprintln!("SKIPPED: set ERRAND_TEST_POSTGRES_URL to run the PostgreSQL CLI tests");
-        assert!(
-            std::env::var("CI").is_err(),
-            "ERRAND_TEST_POSTGRES_URL must be set under CI"
-        );
-    }
-    url
+    errand_testsupport::postgres_url("the PostgreSQL CLI tests")
 }
 
-struct Schema {
-    url: String,
-    name: String,
-}
+/// The test's own schema (dropped before and after), and the command run
+/// against it.
+struct Schema(PgSchema);
 
 impl Schema {
     fn new(tag: &str) -> Self {
-        let name = format!("errand_cli_{tag}_{}", std::process::id());
-        let s = Schema {
-            url: url().expect("checked by the caller"),
-            name,
-        };
-        s.psql(&format!("DROP SCHEMA IF EXISTS {} CASCADE", s.name));
-        s
+        let url = url().expect("checked by the caller");
+        Schema(PgSchema::new(&url, &format!("cli_{tag}")))
     }
 
     fn errand(&self, args: &[&str]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_errand"))
-            .args(["--db", &self.url, "--schema", &self.name])
+            .args(["--db", &self.0.url, "--schema", &self.0.name])
             .args(args)
             .output()
             .expect("run errand")
@@ -55,25 +40,7 @@ impl Schema {
     }
 
     fn psql(&self, sql: &str) {
-        let status = Command::new("psql")
-            .args([self.url.as_str(), "-q", "-c", sql])
-            .stderr(std::process::Stdio::null())
-            .status();
-        assert!(status.is_ok_and(|s| s.success()), "psql failed: {sql}");
-    }
-}
-
-impl Drop for Schema {
-    fn drop(&mut self) {
-        let _ = Command::new("psql")
-            .args([
-                self.url.as_str(),
-                "-q",
-                "-c",
-                &format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name),
-            ])
-            .stderr(std::process::Stdio::null())
-            .status();
+        self.0.psql(sql);
     }
 }
 
@@ -171,7 +138,7 @@ fn a_newer_postgres_schema_is_refused() {
     assert!(s.errand(&["migrate"]).status.success());
     s.psql(&format!(
         "INSERT INTO {}.errand_schema_history (version, name, applied_on, checksum) VALUES (99, 'future', '', '0')",
-        s.name
+        s.0.name
     ));
     for args in [&["jobs"][..], &["migrate"][..]] {
         let out = s.errand(args);

@@ -175,17 +175,7 @@ fn read_only_commands_refuse_a_foreign_file_and_leave_it_byte_for_byte() {
 // ---- PostgreSQL --------------------------------------------------------------
 
 fn pg_url() -> Option<String> {
-    let url = std::env::var("ERRAND_TEST_POSTGRES_URL")
-        .ok()
-        .filter(|s| !s.is_empty());
-    if url.is_none() {
-        eprintln!("SKIPPED: set ERRAND_TEST_POSTGRES_URL to run the PostgreSQL cases");
-        assert!(
-            std::env::var("CI").is_err(),
-            "ERRAND_TEST_POSTGRES_URL must be set under CI"
-        );
-    }
-    url
+    errand_testsupport::postgres_url("the PostgreSQL cases")
 }
 
 fn psql(url: &str, sql: &str) -> String {

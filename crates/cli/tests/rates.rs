@@ -4,8 +4,8 @@
 //! `ERRAND_TEST_POSTGRES_URL` is set — on PostgreSQL.
 
 use std::path::PathBuf;
-use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Stdio;
+use std::time::Duration;
 
 /// Starts per second.
 const RATE: u32 = 1;
@@ -17,6 +17,7 @@ const JOBS: usize = 9;
 mod common;
 
 use common::Backend;
+use errand_testsupport::KillOnDrop;
 
 impl Backend {
     fn log(&self) -> PathBuf {
@@ -50,31 +51,13 @@ impl Backend {
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn worker");
-        KillOnDrop(Some(child))
+        KillOnDrop::new(child)
     }
 }
 
-/// Kills the worker when the test ends, passed or failed.
-struct KillOnDrop(Option<Child>);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.0.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "gave up waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+/// The shared bound of every wait in these tests.
+fn wait_until(what: &str, done: impl FnMut() -> bool) {
+    errand_testsupport::wait_until(what, Duration::from_secs(120), done);
 }
 
 /// The most starts in any window `[t, t + width)` of the sorted times.

@@ -5,14 +5,15 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 use serde_json::Value;
 
 mod common;
 
 use common::{Backend, both};
+use errand_testsupport::KillOnDrop;
 
 impl Backend {
     fn enqueue(&self, id: &str, payload: &str) {
@@ -73,38 +74,9 @@ impl Backend {
     }
 }
 
-/// Kills the child if the test panics before it is waited for, so a failed
-/// test leaves no worker running.
-struct KillOnDrop(Option<Child>);
-
-impl KillOnDrop {
-    fn child(&self) -> &Child {
-        self.0.as_ref().unwrap()
-    }
-
-    fn wait_with_output(mut self) -> Output {
-        self.0.take().unwrap().wait_with_output().unwrap()
-    }
-}
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.0.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "gave up waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// The shared bound of every wait in these tests.
+fn wait_until(what: &str, done: impl FnMut() -> bool) {
+    errand_testsupport::wait_until(what, Duration::from_secs(120), done);
 }
 
 fn signal(child: &Child, sig: &str) {
@@ -332,7 +304,7 @@ fn a_tenant_with_10000_queued_jobs_does_not_delay_another_tenants_job_by_more_th
             log = log_path.display()
         );
         // Four slots: each claim asks for up to four jobs (one batch).
-        let w = KillOnDrop(Some(b.worker(&["--concurrency", "4", "--exec", &cmd])));
+        let mut w = KillOnDrop::new(b.worker(&["--concurrency", "4", "--exec", &cmd]));
         wait_until("tenant-b's job and 40 of tenant-a's to finish", || {
             let log = b.log();
             log.iter().any(|l| l == "end b-only")

@@ -49,17 +49,7 @@ const DEADLINE: Duration = Duration::from_secs(90);
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn pg_url() -> Option<String> {
-    let url = std::env::var("ERRAND_TEST_POSTGRES_URL")
-        .ok()
-        .filter(|s| !s.is_empty());
-    if url.is_none() {
-        eprintln!("SKIPPED: the PostgreSQL half (set ERRAND_TEST_POSTGRES_URL)");
-        assert!(
-            std::env::var("CI").is_err(),
-            "ERRAND_TEST_POSTGRES_URL must be set under CI"
-        );
-    }
-    url
+    errand_testsupport::postgres_url("the PostgreSQL half")
 }
 
 /// The `errand` command with its crash points: this package's

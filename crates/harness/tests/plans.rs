@@ -19,17 +19,7 @@ use serde_json::Value;
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn pg_url() -> Option<String> {
-    let url = std::env::var("ERRAND_TEST_POSTGRES_URL")
-        .ok()
-        .filter(|s| !s.is_empty());
-    if url.is_none() {
-        eprintln!("SKIPPED: the PostgreSQL half (set ERRAND_TEST_POSTGRES_URL)");
-        assert!(
-            std::env::var("CI").is_err(),
-            "ERRAND_TEST_POSTGRES_URL must be set under CI"
-        );
-    }
-    url
+    errand_testsupport::postgres_url("the PostgreSQL half")
 }
 
 fn is_root() -> bool {

@@ -10,13 +10,7 @@ use errand_core::{ClaimRequest, JobId, KeyLimit, NewJob, Payload};
 use errand_postgres::{PgOptions, PgStore};
 
 fn url() -> Option<String> {
-    let url = std::env::var("ERRAND_TEST_POSTGRES_URL")
-        .ok()
-        .filter(|s| !s.is_empty());
-    if url.is_none() {
-        eprintln!("SKIPPED: set ERRAND_TEST_POSTGRES_URL to run the PostgreSQL key-lock test");
-    }
-    url
+    errand_testsupport::postgres_url("the PostgreSQL key-lock test")
 }
 
 fn job(id: &str) -> NewJob {

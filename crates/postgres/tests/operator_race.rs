@@ -11,13 +11,7 @@ use errand_core::{
 use errand_postgres::{PgOptions, PgStore};
 
 fn url() -> Option<String> {
-    let url = std::env::var("ERRAND_TEST_POSTGRES_URL")
-        .ok()
-        .filter(|s| !s.is_empty());
-    if url.is_none() {
-        eprintln!("SKIPPED: set ERRAND_TEST_POSTGRES_URL to run the PostgreSQL operator race test");
-    }
-    url
+    errand_testsupport::postgres_url("the PostgreSQL operator race test")
 }
 
 fn id(s: &str) -> JobId {

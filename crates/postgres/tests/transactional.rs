@@ -6,15 +6,7 @@ use errand_core::{Error, JobFilter, JobId, NewJob, Payload};
 use errand_postgres::{PgOptions, PgStore};
 
 fn url() -> Option<String> {
-    let url = std::env::var("ERRAND_TEST_POSTGRES_URL")
-        .ok()
-        .filter(|s| !s.is_empty());
-    if url.is_none() {
-        eprintln!(
-            "SKIPPED: set ERRAND_TEST_POSTGRES_URL to run the PostgreSQL transactional tests"
-        );
-    }
-    url
+    errand_testsupport::postgres_url("the PostgreSQL transactional tests")
 }
 
 fn job(id: &str) -> NewJob {

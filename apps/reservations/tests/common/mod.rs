@@ -40,19 +40,7 @@ macro_rules! both {
 /// The PostgreSQL server for tests, or `None` (after printing SKIPPED;
 /// under `CI` a missing URL fails the test instead).
 pub fn postgres_url() -> Option<String> {
-    let url = std::env::var("ERRAND_TEST_POSTGRES_URL")
-        .ok()
-        .filter(|s| !s.is_empty());
-    if url.is_none() {
-        eprintln!(
-            "SKIPPED: set ERRAND_TEST_POSTGRES_URL (like postgres://postgres@127.0.0.1:5432/postgres) to run the reservations tests on PostgreSQL"
-        );
-        assert!(
-            std::env::var("CI").is_err(),
-            "ERRAND_TEST_POSTGRES_URL must be set under CI"
-        );
-    }
-    url
+    errand_testsupport::postgres_url("the reservations tests on PostgreSQL")
 }
 
 /// `url` with its database name replaced by `name`.

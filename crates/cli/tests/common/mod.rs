@@ -25,17 +25,7 @@ pub struct Backend {
 /// The PostgreSQL server the tests may use, or `None` (saying SKIPPED)
 /// when none is configured; under CI one must be.
 pub fn postgres_url() -> Option<String> {
-    let url = std::env::var("ERRAND_TEST_POSTGRES_URL")
-        .ok()
-        .filter(|s| !s.is_empty());
-    if url.is_none() {
-        eprintln!("SKIPPED: the PostgreSQL half (set ERRAND_TEST_POSTGRES_URL)");
-        assert!(
-            std::env::var("CI").is_err(),
-            "ERRAND_TEST_POSTGRES_URL must be set under CI"
-        );
-    }
-    url
+    errand_testsupport::postgres_url("the PostgreSQL half")
 }
 
 impl Backend {
