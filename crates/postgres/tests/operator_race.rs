@@ -9,6 +9,7 @@ use errand_core::{
     Admin, AdminStore, ClaimRequest, JobId, JobStore, NewJob, Payload, RescheduleRequest,
 };
 use errand_postgres::{PgOptions, PgStore};
+use errand_testsupport::PgSchema;
 
 fn url() -> Option<String> {
     errand_testsupport::postgres_url("the PostgreSQL operator race test")
@@ -21,25 +22,18 @@ fn id(s: &str) -> JobId {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_that_becomes_acceptable_while_the_action_waits_is_changed_with_the_rest() {
     let Some(url) = url() else { return };
-    let schema = format!("errand_race_{}", std::process::id());
+    let scratch = PgSchema::new(&url, "race");
+    let schema = scratch.name.clone();
     let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
         .await
         .expect("connect");
     tokio::spawn(conn);
-    client
-        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-        .await
-        .expect("drop");
-    let store = PgStore::connect(
-        &url,
-        PgOptions {
-            schema: schema.clone(),
-            migrate: true,
-            ..PgOptions::default()
-        },
-    )
-    .await
-    .expect("store");
+    let options = PgOptions {
+        schema: schema.clone(),
+        migrate: true,
+        ..PgOptions::default()
+    };
+    let store = PgStore::connect(&url, options).await.expect("store");
     // "b" is running, "a" waits.
     for name in ["b", "a"] {
         let job = NewJob::new("k", Payload::default())
@@ -123,8 +117,4 @@ async fn a_job_that_becomes_acceptable_while_the_action_waits_is_changed_with_th
         let actions: Vec<&str> = detail.audit.iter().map(|e| e.action.as_str()).collect();
         assert_eq!(actions, ["reschedule"], "{name}: one audit entry");
     }
-    client
-        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
-        .await
-        .expect("drop");
 }

@@ -19,8 +19,7 @@ use serde::Deserialize;
 
 use crate::problem::Problem;
 use crate::request::{
-    Answer, App, MAX_OPERATOR_BYTES, MAX_REASON_BYTES, audit_text, body_json, duration_field,
-    given, job_id, json, page_limit,
+    Answer, App, body_json, duration_field, given, job_id, json, page_limit, who_and_why,
 };
 
 /// The longest statistics window.
@@ -84,10 +83,7 @@ async fn queue_action(
 ) -> Result<QueueAction, Problem> {
     let queue = queue_name(path)?;
     let req: QueueBody = body_json(app, headers, body, QUEUE_EXAMPLE).await?;
-    audit_text("operator", &req.operator, MAX_OPERATOR_BYTES, false)?;
-    if let Some(r) = &req.reason {
-        audit_text("reason", r, MAX_REASON_BYTES, true)?;
-    }
+    who_and_why(&req.operator, req.reason.as_deref())?;
     Ok(QueueAction {
         queue,
         operator: req.operator,
@@ -150,8 +146,7 @@ pub(crate) async fn purge(
 ) -> Answer {
     let id = job_id(path)?;
     let req: PurgeBody = body_json(&app, &headers, body, PURGE_EXAMPLE).await?;
-    audit_text("operator", &req.operator, MAX_OPERATOR_BYTES, false)?;
-    audit_text("reason", &req.reason, MAX_REASON_BYTES, true)?;
+    who_and_why(&req.operator, Some(&req.reason))?;
     let purged = app
         .admin
         .purge(&PurgeRequest {

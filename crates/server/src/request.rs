@@ -128,6 +128,13 @@ pub(crate) fn job_id(path: Result<Path<String>, PathRejection>) -> Result<JobId,
 
 /// Operator names and reasons end up in the audit log: printable text of a
 /// bounded size (PostgreSQL text cannot hold NUL at all).
+/// Checks the `operator` and `reason` of an operator's request, naming
+/// the field that is wrong (the reason may hold line breaks).
+pub(crate) fn who_and_why(operator: &str, reason: Option<&str>) -> Result<(), Problem> {
+    audit_text("operator", operator, MAX_OPERATOR_BYTES, false)?;
+    reason.map_or(Ok(()), |r| audit_text("reason", r, MAX_REASON_BYTES, true))
+}
+
 pub(crate) fn audit_text(
     field: &str,
     value: &str,

@@ -23,8 +23,7 @@ use crate::leases;
 use crate::operator;
 use crate::problem::Problem;
 use crate::request::{
-    Answer, App, MAX_OPERATOR_BYTES, MAX_REASON_BYTES, audit_text, body_json, detail_of,
-    duration_field, given, job_id, json, page_limit,
+    Answer, App, body_json, detail_of, duration_field, given, job_id, json, page_limit, who_and_why,
 };
 
 /// Where the OpenAPI description is served.
@@ -351,10 +350,7 @@ async fn reschedule(
 ) -> Answer {
     let id = job_id(path)?;
     let req: RescheduleBody = body_json(&app, &headers, body, RESCHEDULE_EXAMPLE).await?;
-    audit_text("operator", &req.operator, MAX_OPERATOR_BYTES, false)?;
-    if let Some(reason) = &req.reason {
-        audit_text("reason", reason, MAX_REASON_BYTES, true)?;
-    }
+    who_and_why(&req.operator, req.reason.as_deref())?;
     let now = req.now.unwrap_or(false);
     let run = match (now, duration_field("delay", req.delay)?, req.run_at) {
         (true, None, None) => Some(errand::Schedule::Now),
@@ -404,8 +400,7 @@ async fn replay(
         r#"{"operator": "alice", "reason": "SMTP relay fixed"}"#,
     )
     .await?;
-    audit_text("operator", &req.operator, MAX_OPERATOR_BYTES, false)?;
-    audit_text("reason", &req.reason, MAX_REASON_BYTES, true)?;
+    who_and_why(&req.operator, Some(&req.reason))?;
     let replayed = app
         .admin
         .replay(&ReplayRequest {
@@ -431,10 +426,7 @@ async fn cancel(
         r#"{"operator": "alice", "reason": "customer withdrew"}"#,
     )
     .await?;
-    audit_text("operator", &req.operator, MAX_OPERATOR_BYTES, false)?;
-    if let Some(reason) = &req.reason {
-        audit_text("reason", reason, MAX_REASON_BYTES, true)?;
-    }
+    who_and_why(&req.operator, req.reason.as_deref())?;
     let cancelled = app
         .admin
         .cancel(&CancelRequest {
