@@ -693,9 +693,9 @@ impl<T: Waiting> Queue<T> {
 
 /// Settlements waiting to be written. Acknowledgments are taken by the
 /// batcher, or by a claimer about to claim, which sends them in the same
-/// transaction ([`Store::complete_and_claim`]); failures by the batcher,
+/// transaction ([`JobStore::complete_and_claim`](errand_core::JobStore::complete_and_claim)); failures by the batcher,
 /// which records those that arrived together in one statement
-/// ([`Store::fail_many`]). Each is taken by exactly one writer. Once the
+/// ([`JobStore::fail_many`](errand_core::JobStore::fail_many)). Each is taken by exactly one writer. Once the
 /// batcher has stopped (shutdown, or a panic), every waiting and later
 /// settlement is answered `Closed` rather than left waiting.
 struct Acks {
@@ -759,8 +759,8 @@ impl Drop for CloseOnDrop {
 }
 
 /// Takes every settlement waiting and writes them: the acknowledgments in
-/// one [`Store::complete_many`] call, the failures in one
-/// [`Store::fail_many`] call.
+/// one [`JobStore::complete_many`](errand_core::JobStore::complete_many) call, the failures in one
+/// [`JobStore::fail_many`](errand_core::JobStore::fail_many) call.
 async fn complete_in_batches(store: Arc<dyn Store>, acks: Arc<Acks>) {
     let _closing = CloseOnDrop(acks.clone());
     loop {

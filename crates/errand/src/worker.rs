@@ -529,11 +529,11 @@ pub fn failure_for(
 /// in one statement.
 #[async_trait]
 pub(crate) trait FailureSink: Send + Sync {
-    /// Records `failure` like [`Store::fail`].
+    /// Records `failure` like [`JobStore::fail`](errand_core::JobStore::fail).
     async fn record(&self, lease: &Lease, failure: Failure) -> Result<Job>;
 }
 
-/// Records each failure with its own [`Store::fail`] call.
+/// Records each failure with its own [`JobStore::fail`](errand_core::JobStore::fail) call.
 pub(crate) struct Direct<'a>(pub(crate) &'a dyn Store);
 
 #[async_trait]

@@ -360,7 +360,7 @@ impl PgStore {
 
     /// Acknowledges a claimed job on `conn` — the handler's own open
     /// transaction — so the job is done exactly when the handler's writes
-    /// commit (transactional completion). Fenced like [`Store::complete`]:
+    /// commit (transactional completion). Fenced like [`JobStore::complete`](errand_core::JobStore::complete):
     /// a lost lease returns [`Error::LeaseLost`], and the caller must roll
     /// its transaction back. The handler then returns `Outcome::Completed`.
     pub async fn complete_in<C: Conn>(&self, conn: &C, lease: &Lease) -> Result<Job> {
