@@ -116,7 +116,12 @@ impl Admin {
             }
             let copied = self.store.copy_jobs(&copies, &by).await?;
             if copied.len() == ids.len() {
-                return Ok(in_order(&ids, copied, |c| &c.from));
+                // The store answers in the order of `copies`, which is `ids`'.
+                return Ok(ids
+                    .into_iter()
+                    .zip(copied)
+                    .map(|(from, job)| Copied { from, job })
+                    .collect());
             }
             if !copied.is_empty() {
                 return Err(partial(copied.len(), ids.len()));

@@ -5,9 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::admin::{
-    AuditEntry, AuditFilter, Copied, PausedQueue, Stats, StatsRequest, WorkerReport,
-};
+use crate::admin::{AuditEntry, AuditFilter, PausedQueue, Stats, StatsRequest, WorkerReport};
 use crate::clock::Timestamp;
 use crate::error::Result;
 use crate::job::{
@@ -464,8 +462,9 @@ pub trait AdminStore: Send + Sync + fmt::Debug {
     /// Inserts each copy (built with [`NewJob::copy_of`]) while its
     /// original (the id beside it, distinct) is still dead or cancelled,
     /// with a `copy` audit entry naming both; the originals are not
-    /// touched. All or none, like [`AdminStore::replay_jobs`].
-    async fn copy_jobs(&self, copies: &[(JobId, NewJob)], by: &AuditStamp) -> Result<Vec<Copied>>;
+    /// touched. Answers with the new jobs in the order of `copies`. All or
+    /// none, like [`AdminStore::replay_jobs`].
+    async fn copy_jobs(&self, copies: &[(JobId, NewJob)], by: &AuditStamp) -> Result<Vec<Job>>;
 
     /// Moves every job in `ids` (distinct ids), each of which must be
     /// ready, to a new due time and/or priority, with a `reschedule`

@@ -1279,11 +1279,7 @@ mod tests {
         async fn purge_jobs(&self, _: &[JobId], _: &AuditStamp) -> Result<Vec<JobId>> {
             full()
         }
-        async fn copy_jobs(
-            &self,
-            _: &[(JobId, NewJob)],
-            _: &AuditStamp,
-        ) -> Result<Vec<errand_core::Copied>> {
+        async fn copy_jobs(&self, _: &[(JobId, NewJob)], _: &AuditStamp) -> Result<Vec<Job>> {
             full()
         }
         async fn reschedule_jobs(

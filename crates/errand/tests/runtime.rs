@@ -930,7 +930,7 @@ impl errand::AdminStore for Intercepting {
         &self,
         copies: &[(JobId, NewJob)],
         by: &errand::AuditStamp,
-    ) -> errand::Result<Vec<errand::Copied>> {
+    ) -> errand::Result<Vec<errand::Job>> {
         self.inner.copy_jobs(copies, by).await
     }
     async fn reschedule_jobs(

@@ -4,9 +4,9 @@
 //! copy, pausing queues, the audit log, workers' reports and the statistics.
 
 use errand_core::{
-    AuditEntry, AuditFilter, AuditStamp, Copied, Error, Job, JobId, Name, NewJob, PausedQueue,
-    QueueSample, Reschedule, Result, Schedule, Stats, StatsRequest, WindowRow, WorkerMetrics,
-    WorkerReport, WorkerSeen, assemble_stats,
+    AuditEntry, AuditFilter, AuditStamp, Error, Job, JobId, Name, NewJob, PausedQueue, QueueSample,
+    Reschedule, Result, Schedule, Stats, StatsRequest, WindowRow, WorkerMetrics, WorkerReport,
+    WorkerSeen, assemble_stats,
 };
 use time::OffsetDateTime;
 use tokio_postgres::Row;
@@ -230,7 +230,7 @@ pub(crate) async fn copy(
     now: Option<OffsetDateTime>,
     copies: &[(JobId, NewJob)],
     by: &AuditStamp,
-) -> Result<Vec<Copied>> {
+) -> Result<Vec<Job>> {
     let originals = id_array(copies.iter().map(|(from, _)| from));
     let tx = client.transaction().await.map_err(map_err)?;
     let qualify = query(&tx, &q.copy_check, &[&originals])
@@ -252,14 +252,7 @@ pub(crate) async fn copy(
     )
     .await?;
     tx.commit().await.map_err(map_err)?;
-    Ok(copies
-        .iter()
-        .zip(inserted)
-        .map(|((from, _), new)| Copied {
-            from: from.clone(),
-            job: new.job,
-        })
-        .collect())
+    Ok(inserted.into_iter().map(|i| i.job).collect())
 }
 
 /// Audit entries, newest first.

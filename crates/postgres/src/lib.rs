@@ -38,7 +38,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use errand_core::{
-    AdminStore, AuditEntry, AuditFilter, AuditStamp, Copied, JobStore, Name, Notifier, PausedQueue,
+    AdminStore, AuditEntry, AuditFilter, AuditStamp, JobStore, Name, Notifier, PausedQueue,
     Reschedule, Stats, StatsRequest, WorkerReport,
 };
 use errand_core::{
@@ -756,7 +756,7 @@ impl AdminStore for PgStore {
         admin::purge(&client, &self.queries, self.now(), ids, by).await
     }
 
-    async fn copy_jobs(&self, copies: &[(JobId, NewJob)], by: &AuditStamp) -> Result<Vec<Copied>> {
+    async fn copy_jobs(&self, copies: &[(JobId, NewJob)], by: &AuditStamp) -> Result<Vec<Job>> {
         let _written = self.touched();
         let mut client = self.client().await?;
         admin::copy(&mut client, &self.queries, self.now(), copies, by).await

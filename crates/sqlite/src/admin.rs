@@ -8,8 +8,8 @@
 use std::time::Duration;
 
 use errand_core::{
-    AuditEntry, AuditFilter, AuditStamp, Copied, CopyRequest, Error, Job, JobId, JobState, Name,
-    NewJob, PausedQueue, QueueSample, Reschedule, Result, Schedule, Stats, StatsRequest, Timestamp,
+    AuditEntry, AuditFilter, AuditStamp, CopyRequest, Error, Job, JobId, JobState, Name, NewJob,
+    PausedQueue, QueueSample, Reschedule, Result, Schedule, Stats, StatsRequest, Timestamp,
     WindowRow, WorkerMetrics, WorkerReport, WorkerSeen, assemble_stats,
 };
 use rusqlite::{Connection, OptionalExtension, Row, named_params};
@@ -305,7 +305,7 @@ pub(crate) fn copy(
     copies: &[(JobId, NewJob)],
     by: &AuditStamp,
     now: Timestamp,
-) -> Result<Vec<Copied>> {
+) -> Result<Vec<Job>> {
     let originals = id_array(copies.iter().map(|(from, _)| from))?;
     if !all_in(conn, &originals, copies.len(), CopyRequest::ACCEPTS)? {
         return Ok(Vec::new());
@@ -314,14 +314,7 @@ pub(crate) fn copy(
     let inserted = insert_many(conn, &new_jobs, now)?;
     let new_ids = id_array(inserted.iter().map(|i| &i.job.id))?;
     audit_all(conn, &originals, "copy", by, Some(&new_ids), now)?;
-    Ok(copies
-        .iter()
-        .zip(inserted)
-        .map(|((from, _), new)| Copied {
-            from: from.clone(),
-            job: new.job,
-        })
-        .collect())
+    Ok(inserted.into_iter().map(|i| i.job).collect())
 }
 
 /// Audit entries, newest first.

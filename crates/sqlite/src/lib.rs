@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use errand_core::{
-    AdminStore, AuditEntry, AuditFilter, AuditStamp, Copied, JobStore, Name, Notifier, PausedQueue,
+    AdminStore, AuditEntry, AuditFilter, AuditStamp, JobStore, Name, Notifier, PausedQueue,
     Reschedule, Stats, StatsRequest, WorkerReport,
 };
 use errand_core::{
@@ -576,7 +576,7 @@ impl AdminStore for SqliteStore {
             .await
     }
 
-    async fn copy_jobs(&self, copies: &[(JobId, NewJob)], by: &AuditStamp) -> Result<Vec<Copied>> {
+    async fn copy_jobs(&self, copies: &[(JobId, NewJob)], by: &AuditStamp) -> Result<Vec<Job>> {
         let (copies, by) = (copies.to_vec(), by.clone());
         self.write(move |c, now| admin::copy(c, &copies, &by, now))
             .await
