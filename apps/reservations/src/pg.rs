@@ -71,7 +71,7 @@ fn open_error(e: errand::Error) -> Error {
             "the PostgreSQL database was written by a newer program ({detail}); upgrade reservations before using it"
         )),
         errand::Error::Invalid(m) => Error::Database(m),
-        errand::Error::Storage(m) => Error::Database(m),
+        errand::Error::Storage { message, .. } => Error::Database(message),
         other => Error::from(other),
     }
 }

@@ -70,7 +70,7 @@ fn pg(e: tokio_postgres::Error) -> BenchError {
 }
 
 fn sqlite_err(e: rusqlite::Error) -> errand::Error {
-    errand::Error::Storage(e.to_string())
+    errand::Error::storage(e.to_string())
 }
 
 /// A direct PostgreSQL session (statistics, bulk load, the snapshot holder).

@@ -72,12 +72,55 @@ pub enum Error {
     #[error("the store is closed: {0}")]
     Closed(String),
 
-    /// Any other storage failure.
-    #[error("storage error: {0}")]
-    Storage(String),
+    /// Any other storage failure. `source()` is the driver's own error
+    /// (a `rusqlite::Error`, a `tokio_postgres::Error`, an `sqlx::Error`)
+    /// when one caused it.
+    #[error("storage error: {message}")]
+    Storage {
+        /// What failed.
+        message: String,
+        /// The driver's error behind it, if any.
+        #[source]
+        source: Option<Cause>,
+    },
+}
+
+/// The error that caused another, shared so that [`Error`] stays `Clone`.
+/// It dereferences to the driver's error itself, which is what
+/// [`std::error::Error::source`] returns (so `downcast_ref` finds the
+/// driver's type).
+#[derive(Clone, Debug)]
+pub struct Cause(std::sync::Arc<dyn std::error::Error + Send + Sync + 'static>);
+
+impl std::ops::Deref for Cause {
+    type Target = dyn std::error::Error + Send + Sync + 'static;
+
+    fn deref(&self) -> &Self::Target {
+        &*self.0
+    }
 }
 
 impl Error {
+    /// A storage failure with no other error behind it.
+    pub fn storage(message: impl Into<String>) -> Self {
+        Error::Storage {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A storage failure caused by `source` (a driver's error), which
+    /// [`std::error::Error::source`] returns.
+    pub fn storage_caused_by(
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Error::Storage {
+            message: message.into(),
+            source: Some(Cause(std::sync::Arc::new(source))),
+        }
+    }
+
     /// Shorthand for [`Error::Invalid`].
     pub fn invalid(msg: impl Into<String>) -> Self {
         Error::Invalid(msg.into())
@@ -98,7 +141,7 @@ impl Error {
             Error::Busy(_) => "busy",
             Error::StorageFull(_) => "storage_full",
             Error::Closed(_) => "closed",
-            Error::Storage(_) => "storage",
+            Error::Storage { .. } => "storage",
         }
     }
 
@@ -120,7 +163,7 @@ impl Error {
             | Error::SchemaOutdated(_)
             | Error::SchemaTooNew(_) => 503,
             Error::StorageFull(_) => 507,
-            Error::Storage(_) => 500,
+            Error::Storage { .. } => 500,
         }
     }
 }
@@ -158,10 +201,24 @@ mod tests {
             (Error::Busy("b".into()), 503),
             (Error::StorageFull("f".into()), 507),
             (Error::Closed("c".into()), 503),
-            (Error::Storage("s".into()), 500),
+            (Error::storage("s"), 500),
         ];
         for (e, status) in cases {
             assert_eq!(e.http_status(), status, "{}", e.code());
         }
+    }
+
+    #[test]
+    fn a_storage_error_keeps_the_error_that_caused_it() {
+        use std::error::Error as _;
+        let cause = std::io::Error::other("disk on fire");
+        let e = Error::storage_caused_by("the write failed", cause);
+        assert_eq!(e.to_string(), "storage error: the write failed");
+        let source = e.source().expect("a source");
+        assert_eq!(source.to_string(), "disk on fire");
+        assert!(source.downcast_ref::<std::io::Error>().is_some());
+        let copy = e.clone();
+        assert!(copy.source().is_some(), "a clone keeps it");
+        assert!(Error::storage("plain").source().is_none());
     }
 }

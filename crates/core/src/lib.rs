@@ -50,7 +50,7 @@ pub use admin::{
 };
 pub use args::{IntoNewJob, JobArgs, JobOptions};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
-pub use error::{Error, Result};
+pub use error::{Cause, Error, Result};
 pub use job::{
     AttemptRecord, AuditRecord, ClaimedJob, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_LEASE_EXPIRIES,
     DEFAULT_QUEUE, JOB_COLUMNS, Job, JobDetail, JobId, JobKey, JobState, KeyLimit, Lease,

@@ -279,7 +279,7 @@ fn refusal(job: &Job, hint: &str) -> Error {
 /// broken its contract; trying it again could act twice on those it did
 /// change, so the action stops and says so.
 fn partial(changed: usize, named: usize) -> Error {
-    Error::Storage(format!(
+    Error::storage(format!(
         "the store changed {changed} of the {named} jobs named, where it must change all or \
          none; this is a defect in the storage backend: check the audit log for what changed"
     ))

@@ -55,7 +55,7 @@ impl FromStr for ErrorClass {
             "lease_expired" => ErrorClass::LeaseExpired,
             "lost_lease" => ErrorClass::LostLease,
             "cancelled" => ErrorClass::Cancelled,
-            other => return Err(Error::Storage(format!("unknown error class {other:?}"))),
+            other => return Err(Error::storage(format!("unknown error class {other:?}"))),
         })
     }
 }

@@ -797,8 +797,8 @@ fn answer_failures(batch: Vec<FailureWait>, result: Result<Vec<Option<Job>>>) {
         }
         Ok(_) => {
             for (_, _, reply) in batch {
-                let _ = reply.send(Err(Error::Storage(
-                    "the store answered a batch of failures with the wrong count".into(),
+                let _ = reply.send(Err(Error::storage(
+                    "the store answered a batch of failures with the wrong count",
                 )));
             }
         }
@@ -822,8 +822,8 @@ fn answer(batch: Vec<Completion>, leases: &[Lease], result: Result<Vec<bool>>) {
         }
         Ok(_) => {
             for (_, reply) in batch {
-                let _ = reply.send(Err(Error::Storage(
-                    "the store answered a batch acknowledgment with the wrong count".into(),
+                let _ = reply.send(Err(Error::storage(
+                    "the store answered a batch acknowledgment with the wrong count",
                 )));
             }
         }

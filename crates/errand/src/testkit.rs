@@ -44,7 +44,7 @@ impl TestQueue {
     pub fn new() -> Result<Self> {
         let dir = std::env::temp_dir().join(format!("errand-testkit-{}", JobId::generate()));
         std::fs::create_dir_all(&dir)
-            .map_err(|e| Error::Storage(format!("cannot create {}: {e}", dir.display())))?;
+            .map_err(|e| Error::storage(format!("cannot create {}: {e}", dir.display())))?;
         let clock = ManualClock::new(START);
         let options = SqliteOptions {
             create: true,

@@ -838,8 +838,8 @@ impl errand::JobStore for Intercepting {
         }
         self.failed.fetch_add(1, Ordering::SeqCst);
         self.first_failure.notify_waiters();
-        Err(errand::Error::Storage(
-            "injected: the claim's transaction failed".into(),
+        Err(errand::Error::storage(
+            "injected: the claim's transaction failed",
         ))
     }
     async fn complete(&self, lease: &errand::Lease) -> errand::Result<errand::Job> {

@@ -34,7 +34,7 @@ async fn enqueue_inside_a_transaction_then_fast_forward_through_the_backoff() {
     q.sqlite()
         .write(|conn, now| {
             conn.execute_batch("CREATE TABLE orders (id INTEGER PRIMARY KEY)")
-                .map_err(|e| errand::Error::Storage(e.to_string()))?;
+                .map_err(|e| errand::Error::storage(e.to_string()))?;
             let job = NewJob::new("receipt", Payload::from_json_text(r#"{"order":7}"#)?)?;
             errand::sqlite::enqueue_in(conn, &job, now)
         })

@@ -96,7 +96,7 @@ async fn writes_in_the_store_transaction_commit_or_roll_back_with_the_job() {
     f.store
         .write(|c, _| {
             c.execute_batch("CREATE TABLE orders (id TEXT PRIMARY KEY)")
-                .map_err(|e| Error::Storage(e.to_string()))
+                .map_err(|e| Error::storage(e.to_string()))
         })
         .await
         .unwrap();
@@ -104,7 +104,7 @@ async fn writes_in_the_store_transaction_commit_or_roll_back_with_the_job() {
     f.store
         .write(|c, now| {
             c.execute("INSERT INTO orders VALUES ('o3')", [])
-                .map_err(|e| Error::Storage(e.to_string()))?;
+                .map_err(|e| Error::storage(e.to_string()))?;
             sqlite::enqueue_in(c, &receipt("o3"), now)
         })
         .await
@@ -114,7 +114,7 @@ async fn writes_in_the_store_transaction_commit_or_roll_back_with_the_job() {
         .store
         .write(|c, now| {
             c.execute("INSERT INTO orders VALUES ('o4')", [])
-                .map_err(|e| Error::Storage(e.to_string()))?;
+                .map_err(|e| Error::storage(e.to_string()))?;
             sqlite::enqueue_in(c, &receipt("o4"), now)?;
             Err(Error::invalid("insufficient funds"))
         })
@@ -132,7 +132,7 @@ async fn writes_in_the_store_transaction_commit_or_roll_back_with_the_job() {
             c.query_row("SELECT group_concat(id) FROM orders", [], |r| {
                 r.get::<_, String>(0)
             })
-            .map_err(|e| Error::Storage(e.to_string()))
+            .map_err(|e| Error::storage(e.to_string()))
         })
         .await
         .unwrap();
@@ -181,7 +181,7 @@ async fn a_handler_can_complete_its_job_in_the_same_transaction_as_its_effect() 
     f.store
         .write(|c, _| {
             c.execute_batch("CREATE TABLE effects (job_id TEXT PRIMARY KEY)")
-                .map_err(|e| Error::Storage(e.to_string()))
+                .map_err(|e| Error::storage(e.to_string()))
         })
         .await
         .unwrap();
@@ -195,7 +195,7 @@ async fn a_handler_can_complete_its_job_in_the_same_transaction_as_its_effect() 
             let result = sqlite
                 .write(move |c, now| {
                     c.execute("INSERT INTO effects VALUES (?1)", [lease.id.as_str()])
-                        .map_err(|e| Error::Storage(e.to_string()))?;
+                        .map_err(|e| Error::storage(e.to_string()))?;
                     sqlite::complete_in(c, &lease, now)
                 })
                 .await;
@@ -233,7 +233,7 @@ async fn a_handler_can_complete_its_job_in_the_same_transaction_as_its_effect() 
         .store
         .write(move |c, now| {
             c.execute("INSERT INTO effects VALUES (?1)", [lease.id.as_str()])
-                .map_err(|e| Error::Storage(e.to_string()))?;
+                .map_err(|e| Error::storage(e.to_string()))?;
             sqlite::complete_in(c, &lease, now)
         })
         .await;
@@ -243,12 +243,12 @@ async fn a_handler_can_complete_its_job_in_the_same_transaction_as_its_effect() 
         .read(|c| {
             let mut stmt = c
                 .prepare("SELECT job_id FROM effects ORDER BY 1")
-                .map_err(|e| Error::Storage(e.to_string()))?;
+                .map_err(|e| Error::storage(e.to_string()))?;
             let rows: Vec<String> = stmt
                 .query_map([], |r| r.get(0))
-                .map_err(|e| Error::Storage(e.to_string()))?
+                .map_err(|e| Error::storage(e.to_string()))?
                 .collect::<Result<_, _>>()
-                .map_err(|e| Error::Storage(e.to_string()))?;
+                .map_err(|e| Error::storage(e.to_string()))?;
             Ok(rows)
         })
         .await

@@ -368,7 +368,7 @@ pub(crate) async fn report_one_shot(
         let row = tx.query_one(&stored, &[&w.id]).await.map_err(map_err)?;
         let stored: String = row.try_get("metrics").map_err(map_err)?;
         let mut totals = serde_json::from_str::<WorkerMetrics>(&stored).map_err(|e| {
-            Error::Storage(format!("worker {}'s counters are not readable: {e}", w.id))
+            Error::storage(format!("worker {}'s counters are not readable: {e}", w.id))
         })?;
         totals.add_all(&w.metrics);
         write_report(&tx, q, now, w, &queues, started, &encode_metrics(&totals)?).await?;
@@ -421,10 +421,10 @@ async fn workers<C: Conn>(client: &C, q: &Queries) -> Result<Vec<WorkerSeen>> {
                 host: r.try_get("host").map_err(map_err)?,
                 pid: u32::try_from(pid).unwrap_or(0),
                 queues: serde_json::from_str(&queues).map_err(|e| {
-                    Error::Storage(format!("worker {id}'s queues are not readable: {e}"))
+                    Error::storage(format!("worker {id}'s queues are not readable: {e}"))
                 })?,
                 metrics: serde_json::from_str(&metrics).map_err(|e| {
-                    Error::Storage(format!("worker {id}'s counters are not readable: {e}"))
+                    Error::storage(format!("worker {id}'s counters are not readable: {e}"))
                 })?,
                 started_at: from_odt(r.try_get("started_at").map_err(map_err)?),
                 last_cycle_at: from_odt(r.try_get("last_cycle_at").map_err(map_err)?),
@@ -455,7 +455,7 @@ pub(crate) async fn stats(
         &[&now],
     )
     .await?
-    .ok_or_else(|| Error::Storage("the server did not say what time it is".into()))?;
+    .ok_or_else(|| Error::storage("the server did not say what time it is"))?;
     let at: OffsetDateTime = now_row.try_get("now").map_err(map_err)?;
     // JIT compilation of this statement (its estimated cost is high, the
     // real one small) took 300 ms of a 320 ms read.

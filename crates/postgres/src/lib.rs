@@ -171,15 +171,16 @@ pub(crate) fn map_err(e: tokio_postgres::Error) -> Error {
         if *code == SqlState::CHECK_VIOLATION || *code == SqlState::INVALID_TEXT_REPRESENTATION {
             return Error::invalid(db.message().to_owned());
         }
-        return Error::Storage(format!("{}: {}", code.code(), db.message()));
+        let message = format!("{}: {}", code.code(), db.message());
+        return Error::storage_caused_by(message, e);
     }
-    Error::Storage(format!("PostgreSQL: {e}"))
+    Error::storage_caused_by(format!("PostgreSQL: {e}"), e)
 }
 
 fn pool_err(e: deadpool_postgres::PoolError) -> Error {
     match e {
         deadpool_postgres::PoolError::Backend(e) => map_err(e),
-        other => Error::Storage(format!("cannot get a PostgreSQL connection: {other}")),
+        other => Error::storage(format!("cannot get a PostgreSQL connection: {other}")),
     }
 }
 
@@ -324,7 +325,7 @@ impl PgStore {
         let pool = Pool::builder(manager)
             .max_size(options.pool_size.max(1))
             .build()
-            .map_err(|e| Error::Storage(format!("cannot build the connection pool: {e}")))?;
+            .map_err(|e| Error::storage(format!("cannot build the connection pool: {e}")))?;
         Ok(PgStore {
             pool,
             config,
@@ -511,13 +512,13 @@ async fn migrate_to(
         .iter()
         .map(|(name, sql)| refinery::Migration::unapplied(name, &sql.replace("__SCHEMA__", quoted)))
         .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(|e| Error::Storage(format!("bad migration: {e}")))?;
+        .map_err(|e| Error::storage(format!("bad migration: {e}")))?;
     refinery::Runner::new(&migrations)
         .set_target(target)
         .set_migration_table_name(history_table(schema))
         .run_async(client)
         .await
-        .map_err(|e| Error::Storage(format!("migration failed: {e}")))?;
+        .map_err(|e| Error::storage(format!("migration failed: {e}")))?;
     Ok(())
 }
 
@@ -566,10 +567,10 @@ async fn connect_direct(
     let target = describe_target(config);
     let (client, conn) = tokio::time::timeout(Duration::from_secs(10), config.connect(NoTls))
         .await
-        .map_err(|_| Error::Storage(format!("timed out connecting to PostgreSQL at {target}")))?
+        .map_err(|_| Error::storage(format!("timed out connecting to PostgreSQL at {target}")))?
         .map_err(|e| {
             let cause = std::error::Error::source(&e).map(|s| format!(" ({s})")).unwrap_or_default();
-            Error::Storage(format!(
+            Error::storage(format!(
                 "cannot connect to PostgreSQL at {target}: {e}{cause}; is the server running and the URL right?"
             ))
         })?;

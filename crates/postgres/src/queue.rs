@@ -172,7 +172,7 @@ impl<'a> FromSql<'a> for JsonText {
 }
 
 fn bad_row(e: impl std::fmt::Display) -> Error {
-    Error::Storage(format!("unexpected row in errand_jobs: {e}"))
+    Error::storage(format!("unexpected row in errand_jobs: {e}"))
 }
 
 fn u32_of(v: i32) -> Result<u32> {
@@ -554,7 +554,7 @@ pub(crate) async fn insert_many<C: Conn>(
         let entry = by_id
             .get(id)
             .cloned()
-            .ok_or_else(|| Error::Storage(format!("job `{id}` vanished during a bulk insert")))?;
+            .ok_or_else(|| Error::storage(format!("job `{id}` vanished during a bulk insert")))?;
         // A duplicate id inside one batch: only its first occurrence creates.
         let created = entry.created && seen.insert(id.as_str());
         out.push(Inserted {

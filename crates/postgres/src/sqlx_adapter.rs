@@ -34,8 +34,11 @@ fn map_sqlx(e: sqlx::Error) -> Error {
         {
             Error::SchemaOutdated(db.message().to_owned())
         }
-        Some(db) => Error::Storage(db.message().to_owned()),
-        None => Error::Storage(format!("sqlx: {e}")),
+        Some(db) => {
+            let message = db.message().to_owned();
+            Error::storage_caused_by(message, e)
+        }
+        None => Error::storage_caused_by(format!("sqlx: {e}"), e),
     }
 }
 

@@ -1026,7 +1026,7 @@ fn library_errors_map_one_to_one_onto_status_codes() {
         (E::SchemaOutdated("v1".into()), 503, "schema_outdated"),
         (E::SchemaTooNew("v9".into()), 503, "schema_too_new"),
         (E::Closed("writer".into()), 503, "closed"),
-        (E::Storage("SELECT secret".into()), 500, "storage"),
+        (E::storage("SELECT secret"), 500, "storage"),
     ];
     for (e, status, code) in cases {
         let p = Problem::from(e);

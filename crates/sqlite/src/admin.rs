@@ -125,7 +125,7 @@ pub(crate) fn paused(conn: &Connection) -> Result<Vec<PausedQueue>> {
 /// The ids as the JSON array the set-based statements read.
 fn id_array<'a>(ids: impl IntoIterator<Item = &'a JobId>) -> Result<String> {
     serde_json::to_string(&ids.into_iter().map(JobId::as_str).collect::<Vec<_>>())
-        .map_err(|e| Error::Storage(format!("the job ids could not be encoded: {e}")))
+        .map_err(|e| Error::storage(format!("the job ids could not be encoded: {e}")))
 }
 
 /// Whether every job in `ids` (a JSON array of `n` distinct ids) is in one
@@ -133,7 +133,7 @@ fn id_array<'a>(ids: impl IntoIterator<Item = &'a JobId>) -> Result<String> {
 /// action that asked commits.
 fn all_in(conn: &Connection, ids: &str, n: usize, states: &[JobState]) -> Result<bool> {
     let states = serde_json::to_string(&states.iter().map(|s| s.as_str()).collect::<Vec<_>>())
-        .map_err(|e| Error::Storage(format!("the job states could not be encoded: {e}")))?;
+        .map_err(|e| Error::storage(format!("the job states could not be encoded: {e}")))?;
     let found: i64 = conn
         .prepare_cached(COUNT_IN_STATES)
         .map_err(map_err)?
@@ -398,7 +398,7 @@ pub(crate) fn report_worker(conn: &Connection, w: &WorkerReport, now: Timestamp)
             .map_err(map_err)?;
         if let Some(stored) = stored {
             let stored = serde_json::from_str::<WorkerMetrics>(&stored).map_err(|e| {
-                Error::Storage(format!("worker {}'s counters are not readable: {e}", w.id))
+                Error::storage(format!("worker {}'s counters are not readable: {e}", w.id))
             })?;
             totals.add_all(&stored);
         }
@@ -445,10 +445,10 @@ fn workers(conn: &Connection) -> Result<Vec<WorkerSeen>> {
             |(id, host, pid, queues, started_at, last_cycle_at, metrics)| {
                 Ok(WorkerSeen {
                     queues: serde_json::from_str(&queues).map_err(|e| {
-                        Error::Storage(format!("worker {id}'s queues are not readable: {e}"))
+                        Error::storage(format!("worker {id}'s queues are not readable: {e}"))
                     })?,
                     metrics: serde_json::from_str::<WorkerMetrics>(&metrics).map_err(|e| {
-                        Error::Storage(format!("worker {id}'s counters are not readable: {e}"))
+                        Error::storage(format!("worker {id}'s counters are not readable: {e}"))
                     })?,
                     id,
                     host,

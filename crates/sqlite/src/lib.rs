@@ -116,20 +116,25 @@ impl Default for SqliteOptions {
     }
 }
 
-/// Maps a SQLite error to Errand's error, naming the cause.
+/// Maps a SQLite error to Errand's error, naming the cause; any other
+/// failure keeps the `rusqlite::Error` as its `source()`.
 pub(crate) fn map_err(e: rusqlite::Error) -> Error {
     use rusqlite::ErrorCode;
     if let rusqlite::Error::SqliteFailure(f, _) = &e {
-        return match f.code {
-            ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => Error::Busy(e.to_string()),
-            ErrorCode::DiskFull => Error::StorageFull(e.to_string()),
-            ErrorCode::NotADatabase => Error::NotADatabase(format!(
-                "the file is not a SQLite database ({e}); check the --db path"
-            )),
-            _ => Error::Storage(e.to_string()),
-        };
+        match f.code {
+            ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => {
+                return Error::Busy(e.to_string());
+            }
+            ErrorCode::DiskFull => return Error::StorageFull(e.to_string()),
+            ErrorCode::NotADatabase => {
+                return Error::NotADatabase(format!(
+                    "the file is not a SQLite database ({e}); check the --db path"
+                ));
+            }
+            _ => {}
+        }
     }
-    Error::Storage(e.to_string())
+    Error::storage_caused_by(e.to_string(), e)
 }
 
 /// The SQLite store. Cheap to clone; clones share the writer thread.
@@ -213,7 +218,7 @@ impl SqliteStore {
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
             .map_err(map_err)?;
         if !mode.eq_ignore_ascii_case("wal") {
-            return Err(Error::Storage(format!(
+            return Err(Error::storage(format!(
                 "SQLite refused WAL mode (journal_mode is {mode}); is the file on a network or read-only file system?"
             )));
         }
@@ -356,7 +361,7 @@ impl SqliteStore {
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || inner.with_reader(f))
             .await
-            .map_err(|e| Error::Storage(format!("reader task failed: {e}")))?
+            .map_err(|e| Error::storage(format!("reader task failed: {e}")))?
     }
 
     /// [`SqliteStore::read`] for code outside an async runtime.
@@ -687,6 +692,35 @@ mod tests {
                 .map_err(map_err)
             })
             .unwrap()
+    }
+
+    #[test]
+    fn a_storage_failure_keeps_the_sqlite_error_as_its_source() {
+        use std::error::Error as _;
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(
+            dir.path().join("src.db"),
+            SqliteOptions {
+                create: true,
+                migrate: true,
+                ..SqliteOptions::default()
+            },
+        )
+        .unwrap();
+        let err = store
+            .read_blocking(|c| {
+                c.query_row("SELECT no_such_column FROM errand_jobs", [], |r| {
+                    r.get::<_, i64>(0)
+                })
+                .map_err(map_err)
+            })
+            .unwrap_err();
+        assert_eq!(err.code(), "storage", "{err}");
+        let source = err.source().expect("the driver's error");
+        let sqlite = source
+            .downcast_ref::<rusqlite::Error>()
+            .expect("a rusqlite::Error");
+        assert!(sqlite.to_string().contains("no_such_column"), "{sqlite}");
     }
 
     #[test]

@@ -726,7 +726,7 @@ pub(crate) fn claim(conn: &Connection, req: &ClaimRequest, clock: Now) -> Result
     let plain: Vec<i64> = ready.iter().filter(|c| !c.keyed).map(|c| c.rowid).collect();
     if !plain.is_empty() {
         let ids = serde_json::to_string(&plain)
-            .map_err(|e| Error::Storage(format!("encoding claim candidates: {e}")))?;
+            .map_err(|e| Error::storage(format!("encoding claim candidates: {e}")))?;
         let mut stmt = conn.prepare_cached(CLAIM_MANY).map_err(map_err)?;
         let mut rows = stmt
             .query(named_params! {
@@ -845,7 +845,7 @@ pub(crate) fn complete_many(conn: &Connection, leases: &[Lease], now: Now) -> Re
         .map(|l| [l.id.as_str(), l.token.as_str()])
         .collect();
     let pairs = serde_json::to_string(&pairs)
-        .map_err(|e| Error::Storage(format!("encoding acknowledgments: {e}")))?;
+        .map_err(|e| Error::storage(format!("encoding acknowledgments: {e}")))?;
     let acked: HashSet<String> = conn
         .prepare_cached(COMPLETE_MANY)
         .map_err(map_err)?

@@ -48,7 +48,7 @@ pub fn migrate(conn: &mut Connection) -> Result<()> {
     embedded::migrations::runner()
         .set_migration_table_name(HISTORY_TABLE)
         .run(conn)
-        .map_err(|e| Error::Storage(format!("migration failed: {e}")))?;
+        .map_err(|e| Error::storage(format!("migration failed: {e}")))?;
     Ok(())
 }
 
@@ -176,7 +176,7 @@ fn check_job_columns(conn: &Connection) -> Result<()> {
         .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
         .map_err(map_err)?;
     if columns != crate::queue::JOB_COLUMNS {
-        return Err(Error::Storage(format!(
+        return Err(Error::storage(format!(
             "errand_jobs has the columns {columns:?}, not the ones schema version \
              {SCHEMA_VERSION} defines; the table was changed outside Errand's migrations"
         )));

@@ -60,8 +60,8 @@ where
             (Some(Err(e)), _) => Err(e),
             (Some(Ok(v)), Ok(())) => Ok(v),
             (_, Err(e)) => Err(E::from(clone_error(e))),
-            (None, Ok(())) => Err(E::from(Error::Storage(
-                "the operation was not run because its batch was abandoned".into(),
+            (None, Ok(())) => Err(E::from(Error::storage(
+                "the operation was not run because its batch was abandoned",
             ))),
         };
         // The caller may have gone away; its result is then nobody's concern.
@@ -74,7 +74,7 @@ fn clone_error(e: &Error) -> Error {
         Error::Busy(m) => Error::Busy(m.clone()),
         Error::StorageFull(m) => Error::StorageFull(m.clone()),
         Error::Closed(m) => Error::Closed(m.clone()),
-        other => Error::Storage(other.to_string()),
+        other => Error::storage(other.to_string()),
     }
 }
 
@@ -95,7 +95,7 @@ impl Writer {
         thread::Builder::new()
             .name("errand-sqlite-writer".into())
             .spawn(move || run(conn, clock, rx, &counter))
-            .map_err(|e| Error::Storage(format!("cannot start the writer thread: {e}")))?;
+            .map_err(|e| Error::storage(format!("cannot start the writer thread: {e}")))?;
         Ok(Writer { tx, commits })
     }
 
@@ -163,8 +163,8 @@ fn run_batch(
             // SQLite rolled the whole transaction back (disk full, I/O
             // error): nothing of this batch is durable, and running more
             // operations would commit them outside any transaction.
-            return Err(Error::Storage(
-                "SQLite rolled back the write transaction; nothing in it was saved".into(),
+            return Err(Error::storage(
+                "SQLite rolled back the write transaction; nothing in it was saved",
             ));
         }
         let end = if ok {

@@ -120,7 +120,7 @@ mod tests {
                 E::Busy("b".into()),
                 E::StorageFull("f".into()),
                 E::Closed("c".into()),
-                E::Storage("s".into()),
+                E::storage("s"),
             ]
         };
         for (page, api) in errors().into_iter().zip(errors()) {

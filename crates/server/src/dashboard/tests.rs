@@ -1052,7 +1052,7 @@ async fn a_payload_stored_past_the_checks_renders_as_stored() {
                     "UPDATE errand_jobs SET payload = ?1 WHERE id = 'odd'",
                     [&text],
                 )
-                .map_err(|e| errand::Error::Storage(e.to_string()))
+                .map_err(|e| errand::Error::storage(e.to_string()))
             })
             .await
             .expect("stored");
