@@ -636,7 +636,7 @@ async fn enqueue(store: Arc<dyn Store>, a: EnqueueArgs) -> Result<ExitCode, Fail
         traceparent: a.traceparent.or_else(traceparent_from_env),
     }
     .build()?;
-    let inserted = store.insert(job).await?;
+    let inserted = errand::Client::new(store).enqueue(job).await?;
     if a.json {
         output::json(&output::Enqueued {
             created: inserted.created,

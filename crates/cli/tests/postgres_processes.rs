@@ -117,15 +117,7 @@ fn workdir() -> (tempfile::TempDir, PathBuf) {
 
 #[test]
 fn four_worker_processes_run_each_of_2000_jobs_exactly_once() {
-    let Some(url) = std::env::var("ERRAND_TEST_POSTGRES_URL")
-        .ok()
-        .filter(|s| !s.is_empty())
-    else {
-        eprintln!("SKIPPED: set ERRAND_TEST_POSTGRES_URL to run the multi-process PostgreSQL test");
-        assert!(
-            std::env::var("CI").is_err(),
-            "ERRAND_TEST_POSTGRES_URL must be set under CI"
-        );
+    let Some(url) = errand_testsupport::postgres_url("the multi-process PostgreSQL test") else {
         return;
     };
     let schema = format!("errand_race_{}", std::process::id());

@@ -57,7 +57,13 @@ impl Backend {
 
 /// The shared bound of every wait in these tests.
 fn wait_until(what: &str, done: impl FnMut() -> bool) {
-    errand_testsupport::wait_until(what, Duration::from_secs(120), done);
+    // Each look opens a store: ten a second are plenty.
+    errand_testsupport::wait_until(
+        what,
+        Duration::from_secs(120),
+        Duration::from_millis(100),
+        done,
+    );
 }
 
 /// The most starts in any window `[t, t + width)` of the sorted times.

@@ -76,7 +76,13 @@ impl Backend {
 
 /// The shared bound of every wait in these tests.
 fn wait_until(what: &str, done: impl FnMut() -> bool) {
-    errand_testsupport::wait_until(what, Duration::from_secs(120), done);
+    // Each look runs the errand command: twenty a second are plenty.
+    errand_testsupport::wait_until(
+        what,
+        Duration::from_secs(120),
+        Duration::from_millis(50),
+        done,
+    );
 }
 
 fn signal(child: &Child, sig: &str) {

@@ -136,8 +136,8 @@ impl RuntimeBuilder {
 
     /// Registers the handler of a typed job: its kind is `T::KIND`, its
     /// payload decodes to `T`, and `T::options()`'s retry policy and
-    /// attempt timeout become the kind's [`KindOptions`] (those the type
-    /// leaves `None` keep what [`RuntimeBuilder::kind_options`] set). A payload that
+    /// attempt timeout become the kind's [`KindOptions`] (a later
+    /// [`RuntimeBuilder::kind_options`] replaces them). A payload that
     /// does not decode is a permanent failure (dead at once).
     pub fn register<T, F, Fut>(self, f: F) -> Result<Self>
     where
@@ -182,7 +182,9 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Sets the options of a registered kind.
+    /// Sets the options of a registered kind, replacing all of them —
+    /// those a typed job's [`JobArgs::options`] gave at
+    /// [`RuntimeBuilder::register`] too (set each field you want kept).
     pub fn kind_options(mut self, kind: &str, options: KindOptions) -> Result<Self> {
         match self.settings.kinds.get_mut(kind) {
             Some(k) => {

@@ -96,15 +96,7 @@ async fn sqlite_files_are_judged_and_refused_by_variant() {
 
 #[tokio::test]
 async fn postgres_schemas_are_judged_and_refused_by_variant() {
-    let Some(url) = std::env::var("ERRAND_TEST_POSTGRES_URL")
-        .ok()
-        .filter(|s| !s.is_empty())
-    else {
-        eprintln!("SKIPPED: set ERRAND_TEST_POSTGRES_URL to run the PostgreSQL half");
-        assert!(
-            std::env::var("CI").is_err(),
-            "ERRAND_TEST_POSTGRES_URL must be set under CI"
-        );
+    let Some(url) = errand_testsupport::postgres_url("the PostgreSQL half") else {
         return;
     };
     let schema = format!("errand_status_{}", std::process::id());

@@ -1,8 +1,7 @@
 -- Operator cancel of every job in $2 (distinct ids), each ready or
 -- running, or of none, with an audit entry each in $2's order. $1 now,
 -- $3 operator, $4 reason. A running job's attempt ends here, in the
--- history: `locked` takes the rows in id order and reads their state
--- before the update changes it.
+-- history, from the state `locked` read before the update changed it.
 -- `locked` takes the rows in id order (no deadlock with another action)
 -- and sees their latest state; the update runs only when all qualify.
 -- The update must not test the state again: it finds the rows through the

@@ -893,10 +893,8 @@ mod upgrade_tests {
     impl Old {
         /// `None` (the test says it was skipped) without a PostgreSQL URL.
         async fn at(test: &str, version: i32) -> Option<Old> {
-            let Ok(url) = std::env::var("ERRAND_TEST_POSTGRES_URL") else {
-                eprintln!("SKIPPED {test}: ERRAND_TEST_POSTGRES_URL is not set");
-                return None;
-            };
+            let url =
+                errand_testsupport::postgres_url(&format!("{test} (upgrade from V{version})"))?;
             // One schema per test: several tests start from the same
             // version, and tests of one process run at the same time.
             static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);

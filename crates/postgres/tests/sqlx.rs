@@ -10,11 +10,7 @@ use sqlx::Connection;
 
 #[tokio::test]
 async fn a_job_enqueued_in_a_sqlx_transaction_commits_or_rolls_back_with_it() {
-    let Some(url) = std::env::var("ERRAND_TEST_POSTGRES_URL")
-        .ok()
-        .filter(|s| !s.is_empty())
-    else {
-        eprintln!("SKIPPED: set ERRAND_TEST_POSTGRES_URL to run the sqlx adapter test");
+    let Some(url) = errand_testsupport::postgres_url("the sqlx adapter test") else {
         return;
     };
     let schema = format!("errand_sqlx_{}", std::process::id());

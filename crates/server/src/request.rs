@@ -126,8 +126,6 @@ pub(crate) fn job_id(path: Result<Path<String>, PathRejection>) -> Result<JobId,
     Ok(JobId::new(id)?)
 }
 
-/// Operator names and reasons end up in the audit log: printable text of a
-/// bounded size (PostgreSQL text cannot hold NUL at all).
 /// Checks the `operator` and `reason` of an operator's request, naming
 /// the field that is wrong (the reason may hold line breaks).
 pub(crate) fn who_and_why(operator: &str, reason: Option<&str>) -> Result<(), Problem> {
@@ -135,6 +133,8 @@ pub(crate) fn who_and_why(operator: &str, reason: Option<&str>) -> Result<(), Pr
     reason.map_or(Ok(()), |r| audit_text("reason", r, MAX_REASON_BYTES, true))
 }
 
+/// Operator names and reasons end up in the audit log: printable text of a
+/// bounded size (PostgreSQL text cannot hold NUL at all).
 pub(crate) fn audit_text(
     field: &str,
     value: &str,

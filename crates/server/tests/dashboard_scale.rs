@@ -312,11 +312,7 @@ async fn dashboard_pages_over_a_million_jobs() {
     let marks = fill(&sqlite, total).await;
     measure("SQLite", &sqlite, total, &marks).await;
 
-    let Some(url) = std::env::var("ERRAND_TEST_POSTGRES_URL")
-        .ok()
-        .filter(|u| !u.is_empty())
-    else {
-        eprintln!("SKIPPED: the PostgreSQL half (set ERRAND_TEST_POSTGRES_URL)");
+    let Some(url) = errand_testsupport::postgres_url("the PostgreSQL half") else {
         return;
     };
     let schema = format!("errand_dash_scale_{}", std::process::id());

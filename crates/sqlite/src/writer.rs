@@ -59,22 +59,13 @@ where
         let result = match (self.out, commit) {
             (Some(Err(e)), _) => Err(e),
             (Some(Ok(v)), Ok(())) => Ok(v),
-            (_, Err(e)) => Err(E::from(clone_error(e))),
+            (_, Err(e)) => Err(E::from(e.clone())),
             (None, Ok(())) => Err(E::from(Error::storage(
                 "the operation was not run because its batch was abandoned",
             ))),
         };
         // The caller may have gone away; its result is then nobody's concern.
         let _ = self.reply.send(result);
-    }
-}
-
-fn clone_error(e: &Error) -> Error {
-    match e {
-        Error::Busy(m) => Error::Busy(m.clone()),
-        Error::StorageFull(m) => Error::StorageFull(m.clone()),
-        Error::Closed(m) => Error::Closed(m.clone()),
-        other => Error::storage(other.to_string()),
     }
 }
 

@@ -10,8 +10,8 @@
 //!   before use and when the test ends, so tests never share tables.
 //! * [`KillOnDrop`]: a child process killed and reaped when the test ends,
 //!   passed or failed.
-//! * [`wait_until`]: polls a condition with a generous bound, and fails the
-//!   test naming what never happened.
+//! * [`wait_until`]: polls a condition at a chosen pace with a generous
+//!   bound, and fails the test naming what never happened.
 #![deny(missing_docs)]
 
 use std::process::{Child, Command, Output, Stdio};
@@ -148,18 +148,19 @@ impl Drop for KillOnDrop {
     }
 }
 
-/// Polls `done` every 20 ms until it holds, for at most `limit`.
+/// Polls `done` every `every` until it holds, for at most `limit` (a look
+/// that starts a process or opens a store wants a slower `every`).
 ///
 /// # Panics
 /// When `limit` passes first, naming `what`.
-pub fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+pub fn wait_until(what: &str, limit: Duration, every: Duration, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
     while !done() {
         assert!(
             start.elapsed() < limit,
             "gave up waiting for {what} after {limit:?}"
         );
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(every);
     }
 }
 
@@ -183,16 +184,26 @@ mod tests {
     #[test]
     fn waiting_gives_up_naming_what_never_happened() {
         let err = std::panic::catch_unwind(|| {
-            wait_until("the impossible", Duration::from_millis(50), || false);
+            wait_until(
+                "the impossible",
+                Duration::from_millis(50),
+                Duration::from_millis(5),
+                || false,
+            );
         })
         .expect_err("it gives up");
         let text = err.downcast_ref::<String>().cloned().unwrap_or_default();
         assert!(text.contains("the impossible"), "{text}");
         let mut n = 0;
-        wait_until("the third look", Duration::from_secs(5), || {
-            n += 1;
-            n == 3
-        });
+        wait_until(
+            "the third look",
+            Duration::from_secs(5),
+            Duration::ZERO,
+            || {
+                n += 1;
+                n == 3
+            },
+        );
         assert_eq!(n, 3);
     }
 }
