@@ -222,6 +222,9 @@ async fn show(
     let done = match form.one("done")? {
         Some("replayed") => Some("Replayed: the job is ready again with a fresh attempt budget."),
         Some("cancelled") => Some("Cancelled: the job will not run."),
+        Some("rescheduled") => {
+            Some("Rescheduled: the job waits for its new due time, at its new priority.")
+        }
         _ => None,
     };
     let detail = dash.admin.detail(&id).await?;
@@ -266,6 +269,9 @@ fn job_view(detail: &JobDetail) -> Markup {
         p.actions {
             @if errand::ReplayRequest::accepts(job.state) {
                 a.button href={ (job_path(&job.id)) "/replay" } { "Replay…" }
+            }
+            @if errand::RescheduleRequest::accepts(job.state) {
+                a.button href={ (job_path(&job.id)) "/reschedule" } { "Reschedule…" }
             }
             @if errand::CancelRequest::accepts(job.state) {
                 a.button.danger href={ (job_path(&job.id)) "/cancel" } { "Cancel…" }

@@ -61,6 +61,7 @@ mod guard;
 mod jobs;
 mod login;
 mod queues;
+mod reschedule;
 #[cfg(test)]
 mod tests;
 mod view;
@@ -101,6 +102,7 @@ pub(crate) fn router(store: Arc<dyn Store>, config: &ServerConfig) -> Router {
         .route("/dashboard/static/style.css", get(stylesheet))
         .merge(jobs::routes())
         .merge(actions::routes())
+        .merge(reschedule::routes())
         .merge(login::routes())
         .merge(queues::routes())
         .merge(audit::routes())

@@ -624,6 +624,95 @@ async fn cancel_is_confirmed_the_same_way() {
 }
 
 #[tokio::test]
+async fn reschedule_is_confirmed_with_the_change_and_audited() {
+    let mut b = Browser::new();
+    let id = b.insert("later-2", "{}").await;
+    let page = b.get("/dashboard/jobs/later-2").await;
+    assert!(
+        page.body
+            .contains(r#"href="/dashboard/jobs/later-2/reschedule""#)
+    );
+    let confirm = b.get("/dashboard/jobs/later-2/reschedule").await;
+    confirm.html(StatusCode::OK);
+    let csrf = confirm.csrf();
+    let before = b.job(&id).await;
+    // No change chosen, then a delay that does not parse: refused, the
+    // form comes back, nothing is written.
+    for (fields, needle) in [
+        (
+            vec![("when", "keep"), ("priority", "")],
+            "Choose a new due time",
+        ),
+        (vec![("when", "delay"), ("delay", "soon")], "The delay"),
+        (
+            vec![("when", "keep"), ("priority", "99999")],
+            "whole number",
+        ),
+    ] {
+        let mut form = vec![
+            ("csrf", csrf.as_str()),
+            ("operator", "carol"),
+            ("reason", "vip"),
+        ];
+        form.extend(fields);
+        let r = b.post("/dashboard/jobs/later-2/reschedule", &form).await;
+        r.refused(StatusCode::BAD_REQUEST, needle);
+        assert!(
+            r.body.contains(r#"value="carol""#),
+            "the form comes back filled"
+        );
+    }
+    let unchanged = b.job(&id).await;
+    assert_eq!(
+        (unchanged.available_at, unchanged.priority),
+        (before.available_at, before.priority)
+    );
+    let p = b
+        .post(
+            "/dashboard/jobs/later-2/reschedule",
+            &[
+                ("csrf", &csrf),
+                ("when", "at"),
+                ("at", "2030-01-02T03:04:05Z"),
+                ("priority", "7"),
+                ("operator", "carol"),
+                ("reason", "vip customer"),
+            ],
+        )
+        .await;
+    assert_eq!(p.location(), "/dashboard/jobs/later-2?done=rescheduled");
+    let moved = b.job(&id).await;
+    assert_eq!(moved.priority, 7);
+    assert_eq!(moved.available_at.to_rfc3339(), "2030-01-02T03:04:05.000Z");
+    let audit = b.store().detail(&id).await.expect("detail").audit;
+    assert_eq!(
+        (
+            audit[0].action.as_str(),
+            audit[0].operator.as_str(),
+            audit[0].reason.as_deref()
+        ),
+        (
+            "reschedule",
+            "carol",
+            Some("run at 2030-01-02T03:04:05.000Z, priority 7: vip customer")
+        )
+    );
+    // Once it is no longer waiting, the page refuses.
+    errand::Admin::new(b.store().clone())
+        .cancel(&errand::CancelRequest {
+            ids: vec![id.clone()],
+            operator: "bob".into(),
+            reason: None,
+        })
+        .await
+        .expect("cancel");
+    b.get("/dashboard/jobs/later-2/reschedule").await.refused(
+        StatusCode::CONFLICT,
+        "only ready (waiting) jobs can be rescheduled",
+    );
+}
+
+#[tokio::test]
 async fn bulk_replay_replays_exactly_the_jobs_confirmed() {
     let mut b = Browser::new();
     let mut ids = Vec::new();
