@@ -441,13 +441,7 @@ pub(crate) async fn stats(
     now: Option<OffsetDateTime>,
     req: &StatsRequest,
 ) -> Result<Stats> {
-    let tx = client
-        .build_transaction()
-        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-        .read_only(true)
-        .start()
-        .await
-        .map_err(map_err)?;
+    let tx = crate::queue::read_snapshot(client).await?;
     // The snapshot's time: every comparison below uses it.
     let now_row = query_opt(
         &tx,

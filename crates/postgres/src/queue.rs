@@ -989,19 +989,27 @@ pub(crate) async fn heartbeat<C: Conn>(
     }
 }
 
+/// A read-only transaction on one snapshot: every statement in it sees the
+/// same committed state (a job and its history, the statistics' counts).
+pub(crate) async fn read_snapshot(
+    client: &mut deadpool_postgres::Client,
+) -> Result<deadpool_postgres::Transaction<'_>> {
+    client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await
+        .map_err(map_err)
+}
+
 /// A job with its history and audit entries, read in one snapshot.
 pub(crate) async fn detail(
     client: &mut deadpool_postgres::Client,
     q: &Queries,
     id: &JobId,
 ) -> Result<JobDetail> {
-    let tx = client
-        .build_transaction()
-        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-        .read_only(true)
-        .start()
-        .await
-        .map_err(map_err)?;
+    let tx = read_snapshot(client).await?;
     let job = get(&tx, q, id).await?;
     let history = query(&tx, &q.history, &[&id.as_str()])
         .await?
