@@ -92,9 +92,9 @@ pub struct CancelRequest {
 
 impl CancelRequest {
     /// The states a job can be cancelled from.
-    pub const ACCEPTS: &[JobState] = &[JobState::Ready, JobState::Running];
+    pub const ACCEPTS: &[JobState] = &[JobState::Blocked, JobState::Ready, JobState::Running];
     /// What a store says when a named job has finished.
-    pub const REFUSED: &str = "only ready or running jobs can be cancelled";
+    pub const REFUSED: &str = "only blocked, ready or running jobs can be cancelled";
 
     /// Whether a job in `state` can be cancelled.
     pub fn accepts(state: JobState) -> bool {
@@ -221,7 +221,7 @@ pub struct RescheduleRequest {
 
 impl RescheduleRequest {
     /// The states a job can be rescheduled from.
-    pub const ACCEPTS: &[JobState] = &[JobState::Ready];
+    pub const ACCEPTS: &[JobState] = &[JobState::Blocked, JobState::Ready];
 
     /// Whether a job in `state` can be rescheduled.
     pub fn accepts(state: JobState) -> bool {
@@ -229,7 +229,8 @@ impl RescheduleRequest {
     }
 
     /// What [`crate::Admin`] says when a named job is not waiting.
-    pub const REFUSED: &str = "only ready (waiting) jobs can be rescheduled; nothing was changed";
+    pub const REFUSED: &str =
+        "only waiting (ready or blocked) jobs can be rescheduled; nothing was changed";
 
     /// Checks the operator, the reason and the change: a due time and a
     /// delay in range ([`crate::bounds`]), and at least one of the two
@@ -531,6 +532,8 @@ pub struct QueueStats {
 /// The counts of one queue, or of all.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Counts {
+    /// Blocked: waiting for dependencies.
+    pub blocked: u64,
     /// Ready and due now.
     pub ready: u64,
     /// Ready but due later (delayed or waiting for a retry).
@@ -597,6 +600,7 @@ impl Stats {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
+            t.blocked += q.blocked;
             t.ready += q.ready;
             t.scheduled += q.scheduled;
             t.running += q.running;
@@ -637,6 +641,8 @@ pub struct QueueSample {
     pub live: u64,
     /// Dead jobs.
     pub dead: u64,
+    /// Blocked jobs (waiting for dependencies).
+    pub blocked: u64,
 }
 
 /// A count of attempts that ended in the window, as a backend reads it.
@@ -673,6 +679,7 @@ pub fn assemble_stats(
     };
     for s in &samples {
         for (state, n) in [
+            ("blocked", s.blocked),
             ("ready", s.ready_read),
             ("running", s.running),
             ("dead", s.dead),
@@ -698,6 +705,7 @@ pub fn assemble_stats(
         q.active_leases += s.live;
         q.expired_leases += s.running.saturating_sub(s.live);
         q.dead += s.dead;
+        q.blocked += s.blocked;
     }
     for w in window {
         let q = &mut entry(&mut queues, &w.queue)?.counts;
@@ -715,6 +723,7 @@ pub fn assemble_stats(
     for q in &mut queues {
         let c = &q.counts;
         for (state, n) in [
+            ("blocked", c.blocked),
             ("ready", c.ready + c.scheduled),
             ("running", c.running),
             ("dead", c.dead),
@@ -845,6 +854,7 @@ mod tests {
                 running: 4,
                 live: 3,
                 dead: 0,
+                blocked: 6,
             },
             QueueSample {
                 queue: "bulk".into(),
@@ -885,6 +895,8 @@ mod tests {
         assert_eq!(names, ["bulk", "idle", "mail"]);
         let mail = &stats.queues[2].counts;
         assert_eq!((mail.ready, mail.scheduled, mail.running), (3, 2, 4));
+        assert_eq!(mail.blocked, 6);
+        assert_eq!(stats.totals().blocked, 6);
         assert_eq!((mail.active_leases, mail.expired_leases), (3, 1));
         assert_eq!(mail.oldest_due_age_ms, Some(60_000));
         assert_eq!(mail.retries.get("retryable"), Some(&5));

@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Timestamp;
+use crate::deps::DependencyFailure;
 use crate::error::Error;
 use crate::outcome::ErrorClass;
 
@@ -374,6 +375,9 @@ impl fmt::Debug for Payload {
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JobState {
+    /// Waiting for its dependencies: not claimable until each is `done`
+    /// (or has ended in a way its [`DependencyFailure`] policy accepts).
+    Blocked,
     /// Waiting to be claimed once `available_at` has passed.
     Ready,
     /// Claimed under a lease; a worker is running it.
@@ -389,7 +393,8 @@ pub enum JobState {
 
 impl JobState {
     /// Every state, in display order.
-    pub const ALL: [JobState; 5] = [
+    pub const ALL: [JobState; 6] = [
+        JobState::Blocked,
         JobState::Ready,
         JobState::Running,
         JobState::Done,
@@ -400,6 +405,7 @@ impl JobState {
     /// The stable lowercase name used in storage, CLI output and JSON.
     pub fn as_str(self) -> &'static str {
         match self {
+            JobState::Blocked => "blocked",
             JobState::Ready => "ready",
             JobState::Running => "running",
             JobState::Done => "done",
@@ -417,7 +423,7 @@ impl FromStr for JobState {
             .find(|st| st.as_str() == s)
             .ok_or_else(|| {
                 Error::invalid(format!(
-                    "unknown state {s:?}: use one of ready, running, done, dead, cancelled"
+                    "unknown state {s:?}: use one of blocked, ready, running, done, dead, cancelled"
                 ))
             })
     }
@@ -600,6 +606,12 @@ pub struct NewJob {
     /// The W3C trace context of the request that enqueued the job, handed
     /// to every attempt's handler.
     pub traceparent: Option<TraceParent>,
+    /// Jobs that must succeed before this one may run: each must be stored
+    /// already or be inserted in the same call. The job waits `blocked`
+    /// until every one is `done`.
+    pub depends_on: Vec<JobId>,
+    /// What the job does when a dependency ends `dead` or `cancelled`.
+    pub on_dependency_failure: DependencyFailure,
 }
 
 impl NewJob {
@@ -618,7 +630,26 @@ impl NewJob {
             key: None,
             deadline: None,
             traceparent: None,
+            depends_on: Vec::new(),
+            on_dependency_failure: DependencyFailure::Wait,
         })
+    }
+
+    /// Makes the job wait for `id` to succeed (see [`crate::DependencyFailure`]
+    /// for what happens if it does not). Naming a dependency again changes
+    /// nothing.
+    pub fn depends_on(mut self, id: JobId) -> Self {
+        if !self.depends_on.contains(&id) {
+            self.depends_on.push(id);
+        }
+        self
+    }
+
+    /// Sets what the job does when a dependency ends `dead` or `cancelled`
+    /// (default [`DependencyFailure::Wait`]).
+    pub fn on_dependency_failure(mut self, policy: DependencyFailure) -> Self {
+        self.on_dependency_failure = policy;
+        self
     }
 
     /// Sets the business deadline.
@@ -716,6 +747,8 @@ impl NewJob {
             key: job.key.clone(),
             deadline: job.deadline,
             traceparent: job.traceparent.clone(),
+            depends_on: Vec::new(),
+            on_dependency_failure: DependencyFailure::Wait,
         };
         copy.validate()?;
         Ok(copy)
@@ -754,14 +787,14 @@ impl NewJob {
                 ));
             }
         }
-        Ok(())
+        crate::deps::check_one(self)
     }
 }
 
 /// The columns of the job table that make a [`Job`] (with `lease_token`),
 /// in the order of SQLite's table, which reads them by position; the
 /// PostgreSQL store looks each up by name.
-pub const JOB_COLUMNS: [&str; 26] = [
+pub const JOB_COLUMNS: [&str; 29] = [
     "id",
     "queue",
     "kind",
@@ -788,6 +821,9 @@ pub const JOB_COLUMNS: [&str; 26] = [
     "attempt_started_at",
     "deadline",
     "traceparent",
+    "waiting_on",
+    "on_dependency_failure",
+    "has_dependents",
 ];
 
 /// A W3C trace context (`traceparent` header, version 00):
@@ -914,6 +950,15 @@ pub struct Job {
     /// The trace context of the request that enqueued it, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<TraceParent>,
+    /// Dependencies not yet met: above zero while the job is `blocked` (and
+    /// for a job cancelled before they were).
+    pub waiting_on: u32,
+    /// Its policy when a dependency fails, if it has dependencies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_dependency_failure: Option<DependencyFailure>,
+    /// Whether some job depends on this one.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub has_dependents: bool,
 }
 
 /// The fencing pair a worker presents to settle an attempt.
@@ -999,6 +1044,19 @@ pub struct JobDetail {
     pub history: Vec<AttemptRecord>,
     /// Every operator action, oldest first.
     pub audit: Vec<AuditRecord>,
+    /// The jobs it depends on, in the order they were named.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dependencies: Vec<crate::deps::Dependency>,
+    /// The first jobs (at most [`JobDetail::DEPENDENTS_SHOWN`]: blocked
+    /// ones first, then by id) that depend on it, each with its state and
+    /// whether this job's edge to it is met.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dependents: Vec<crate::deps::Dependency>,
+}
+
+impl JobDetail {
+    /// How many dependents a detail lists.
+    pub const DEPENDENTS_SHOWN: usize = 100;
 }
 
 #[cfg(test)]

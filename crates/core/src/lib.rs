@@ -32,6 +32,7 @@ mod admin;
 mod args;
 pub mod bounds;
 mod clock;
+mod deps;
 mod error;
 mod job;
 mod operator;
@@ -50,6 +51,7 @@ pub use admin::{
 };
 pub use args::{IntoNewJob, JobArgs, JobOptions};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
+pub use deps::{Dependency, DependencyFailure, MAX_DEPENDENCIES, check_dependencies};
 pub use error::{Cause, Error, Result};
 pub use job::{
     AttemptRecord, AuditRecord, ClaimedJob, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_LEASE_EXPIRIES,

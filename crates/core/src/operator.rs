@@ -86,6 +86,9 @@ impl Admin {
     pub async fn purge(&self, req: &PurgeRequest) -> Result<Vec<JobId>> {
         req.validate()?;
         let ids = distinct(&req.ids);
+        for id in &ids {
+            self.refuse_stranding(id).await?;
+        }
         let by = stamp(&req.operator, Some(&req.reason));
         let purged = self
             .all_or_refusal(&ids, PurgeRequest::ACCEPTS, PurgeRequest::REFUSED, || {
@@ -209,6 +212,39 @@ impl Admin {
     /// The operator signals (`errand stats`, `/metrics`, the dashboard).
     pub async fn stats(&self, req: &StatsRequest) -> Result<Stats> {
         self.store.stats(req).await
+    }
+
+    /// Refuses to purge a dead job that blocked jobs still wait for: they
+    /// would wait for good. (A purge of a job with no such dependent, or
+    /// of one that is not dead, is judged by the purge itself.)
+    async fn refuse_stranding(&self, id: &JobId) -> Result<()> {
+        let job = match self.store.get(id).await {
+            Ok(job) => job,
+            Err(Error::NotFound(_)) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        if !job.has_dependents || job.state != JobState::Dead {
+            return Ok(());
+        }
+        let detail = self.store.detail(id).await?;
+        let waiting: Vec<&str> = detail
+            .dependents
+            .iter()
+            .filter(|d| d.state == Some(JobState::Blocked) && !d.met)
+            .map(|d| d.id.as_str())
+            .collect();
+        match waiting.first() {
+            None => Ok(()),
+            Some(first) => Err(Error::InvalidState {
+                id: id.to_string(),
+                state: job.state.to_string(),
+                hint: format!(
+                    "blocked jobs wait for it ({first}{}): replay it, or cancel them, before \
+                     purging it",
+                    if waiting.len() > 1 { " and others" } else { "" }
+                ),
+            }),
+        }
     }
 
     /// Runs `step` (one all-or-none backend step over `ids`); when it

@@ -172,6 +172,9 @@ impl TestQueue {
             key: None,
             deadline: None,
             traceparent: None,
+            waiting_on: 0,
+            on_dependency_failure: None,
+            has_dependents: false,
         };
         let lease = Lease {
             id,

@@ -1,5 +1,5 @@
--- Operator cancel of every job in $2 (distinct ids), each ready or
--- running, or of none, with an audit entry each in $2's order. $1 now,
+-- Operator cancel of every job in $2 (distinct ids), each blocked, ready
+-- or running, or of none, with an audit entry each in $2's order. $1 now,
 -- $3 operator, $4 reason. A running job's attempt ends here, in the
 -- history, from the state `locked` read before the update changed it.
 -- `locked` takes the rows in id order (no deadlock with another action)
@@ -16,7 +16,7 @@ locked AS (
 ),
 ok AS (
     SELECT count(*) = cardinality($2::text[]) AS all_in
-    FROM locked WHERE state IN ('ready', 'running')
+    FROM locked WHERE state IN ('blocked', 'ready', 'running')
 ),
 gone AS (
     UPDATE __SCHEMA__.errand_jobs j

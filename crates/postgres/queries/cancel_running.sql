@@ -1,4 +1,6 @@
--- Fenced cancel by the handler. $1 now, $2 id, $3 token, $4 reason.
+-- Fenced cancel by the handler. $1 now, $2 id, $3 token, $4 reason, $5
+-- whether the caller releases dependents (false: a job with dependents is
+-- left for a transaction that does).
 WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now),
 gone AS (
     UPDATE __SCHEMA__.errand_jobs j
@@ -6,6 +8,7 @@ gone AS (
         last_error = $4, last_error_class = 'cancelled', finished_at = t.now, updated_at = t.now
     FROM t
     WHERE j.id = $2::text AND j.state = 'running' AND j.lease_token = $3 AND j.lease_until > t.now
+      AND (NOT j.has_dependents OR $5::boolean)
     RETURNING j.*
 ),
 closed AS (

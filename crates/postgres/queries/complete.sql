@@ -1,5 +1,8 @@
--- Fenced acknowledgment. $1 now, $2 id, $3 token. The succeeding attempt
--- stays on the job row (history.sql reads it).
+-- Fenced acknowledgment. $1 now, $2 id, $3 token, $4 whether the caller
+-- releases dependents: true, its transaction releases the job's
+-- dependents after this statement; false, a job with dependents is left
+-- for such a transaction, so an autocommitted settlement never strands
+-- one. The succeeding attempt stays on the job row (history.sql reads it).
 WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now),
 done AS (
     UPDATE __SCHEMA__.errand_jobs j
@@ -7,6 +10,7 @@ done AS (
         last_error = NULL, last_error_class = NULL, finished_at = t.now, updated_at = t.now
     FROM t
     WHERE j.id = $2::text AND j.state = 'running' AND j.lease_token = $3 AND j.lease_until > t.now
+      AND (NOT j.has_dependents OR $4::boolean)
     RETURNING j.*
 )
 SELECT * FROM done

@@ -1,6 +1,9 @@
 -- Fenced acknowledgment of many jobs in one statement: each row still
 -- requires running, its own token and an unexpired lease.
--- $1 now, $2 ids, $3 tokens (same order). Returns the acknowledged (id, token) pairs.
+-- $1 now, $2 ids, $3 tokens (same order), $4 whether the caller releases
+-- dependents (false: a job with dependents is left for a transaction that
+-- does). Returns the acknowledged (id, token) pairs and whether each has
+-- dependents.
 --
 -- "Running" is implied, not named: only a running job has a token (the
 -- table's CHECK). Named, it let the planner answer this join from the
@@ -16,4 +19,5 @@ SET state = 'done', lease_token = NULL, lease_until = NULL,
     finished_at = coalesce($1::timestamptz, now()), updated_at = coalesce($1::timestamptz, now())
 FROM unnest($2::text[], $3::text[]) AS i (id, token)
 WHERE j.id = i.id AND j.lease_token = i.token AND j.lease_until > coalesce($1::timestamptz, now())
-RETURNING j.id, i.token
+  AND (NOT j.has_dependents OR $4::boolean)
+RETURNING j.id, i.token, j.has_dependents

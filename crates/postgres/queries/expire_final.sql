@@ -27,7 +27,7 @@ dead AS (
     FROM expired e, t
     WHERE j.id = e.id AND j.state = 'running' AND j.lease_until <= t.now
       AND (j.attempts >= j.max_attempts OR j.lease_expiries + 1 >= j.max_lease_expiries)
-    RETURNING j.id, j.replays, j.attempts, j.attempt_started_at
+    RETURNING j.id, j.replays, j.attempts, j.attempt_started_at, j.has_dependents
 ),
 closed AS (
     INSERT INTO __SCHEMA__.errand_attempts
@@ -36,4 +36,4 @@ closed AS (
            'lease expired before the attempt was settled', 'lease_expired'
     FROM dead d, t
 )
-SELECT id FROM dead ORDER BY id
+SELECT id, has_dependents FROM dead ORDER BY id

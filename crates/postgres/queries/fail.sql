@@ -1,5 +1,7 @@
 -- Fenced failure. $1 now, $2 id, $3 token, $4 error, $5 class,
--- $6 retry at (absolute) or NULL, $7 retry delay in ms or NULL.
+-- $6 retry at (absolute) or NULL, $7 retry delay in ms or NULL, $8 whether
+-- the caller releases dependents (false: a job with dependents is left for
+-- a transaction that does).
 -- No retry time, no attempt left, or a retry past the elapsed-time budget: dead.
 WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now),
 r AS (SELECT coalesce($6::timestamptz, t.now + $7::bigint * interval '1 millisecond') AS retry_at FROM t),
@@ -22,6 +24,7 @@ failed AS (
         last_error_class = $5, updated_at = t.now
     FROM t, r, cur c
     WHERE c.id = j.id AND j.id = $2::text AND j.state = 'running' AND j.lease_token = $3 AND j.lease_until > t.now
+      AND (NOT j.has_dependents OR $8::boolean)
     RETURNING j.*
 ),
 closed AS (

@@ -3,7 +3,9 @@
 -- elapsed-time budget: dead; otherwise ready again at its retry time.
 -- $1 now, then one array per field, in input order: $2 ids, $3 tokens,
 -- $4 errors, $5 classes, $6 retry times (absolute) or NULL, $7 retry delays
--- in ms or NULL. Returns the failed jobs with their input position (`n`).
+-- in ms or NULL, $8 whether the caller releases dependents (false: a job
+-- with dependents is left for a transaction that does). Returns the failed
+-- jobs with their input position (`n`).
 WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now),
 i AS (
     SELECT i.*, coalesce(i.at, t.now + i.delay * interval '1 millisecond') AS retry_at
@@ -30,6 +32,7 @@ failed AS (
         last_error_class = c.class, updated_at = coalesce($1::timestamptz, now())
     FROM cur c
     WHERE j.id = c.id AND j.lease_token = c.token AND j.lease_until > coalesce($1::timestamptz, now())
+      AND (NOT j.has_dependents OR $8::boolean)
     RETURNING j.*, c.n AS failed_n, c.error AS failed_error, c.class AS failed_class
 ),
 closed AS (

@@ -4,21 +4,26 @@
 -- $8 due times (NULL: now), $9 delays in ms, $10 lost-lease budgets,
 -- $11 elapsed-time budgets in ms (NULL: none), $12 concurrency keys (NULL:
 -- none), $13 their limits, $14 whether each is ordered, $15 business
--- deadlines, $16 W3C trace contexts.
+-- deadlines, $16 W3C trace contexts, $17 how many dependencies each waits
+-- for (NULL: none; then it is inserted blocked), $18 each one's policy when
+-- a dependency fails.
 INSERT INTO __SCHEMA__.errand_jobs
     (id, queue, kind, state, payload, priority, attempts, max_attempts, replays,
      max_lease_expiries, give_up_at, available_at, created_at, updated_at,
-     key_name, key_limit, key_ordered, deadline, traceparent)
-SELECT u.id, u.queue, u.kind, 'ready', u.payload::jsonb, u.priority, 0, u.max_attempts, 0,
+     key_name, key_limit, key_ordered, deadline, traceparent, waiting_on, on_dependency_failure)
+SELECT u.id, u.queue, u.kind,
+       CASE WHEN coalesce(u.waiting_on, 0) > 0 THEN 'blocked' ELSE 'ready' END, u.payload::jsonb, u.priority, 0, u.max_attempts, 0,
        u.max_lease_expiries, t.now + u.give_up * interval '1 millisecond',
        coalesce(u.at, t.now) + u.delay * interval '1 millisecond', t.now, t.now,
-       u.key_name, u.key_limit, u.key_ordered, u.deadline, u.traceparent
+       u.key_name, u.key_limit, u.key_ordered, u.deadline, u.traceparent,
+       coalesce(u.waiting_on, 0), u.policy
 FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::int2[], $7::int4[],
             $8::timestamptz[], $9::int8[], $10::int4[], $11::int8[],
-            $12::text[], $13::int4[], $14::bool[], $15::timestamptz[], $16::text[])
+            $12::text[], $13::int4[], $14::bool[], $15::timestamptz[], $16::text[],
+            $17::int4[], $18::text[])
          WITH ORDINALITY AS u (id, queue, kind, payload, priority, max_attempts, at, delay,
                                max_lease_expiries, give_up, key_name, key_limit, key_ordered,
-                               deadline, traceparent, n),
+                               deadline, traceparent, waiting_on, policy, n),
      (SELECT coalesce($1::timestamptz, now()) AS now) t
 ORDER BY u.n
 ON CONFLICT (id) DO NOTHING

@@ -1,5 +1,6 @@
 -- Operator replay of every job in $2 (distinct ids), each dead or
--- cancelled, or of none: a fresh attempt budget, due now, and an audit
+-- cancelled, or of none: a fresh attempt budget, due now (blocked again if
+-- it still waits for a dependency), and an audit
 -- entry each in $2's order. $1 now, $3 operator, $4 reason.
 -- `locked` takes the rows in id order (no deadlock with another action)
 -- and sees their latest state; the update runs only when all qualify.
@@ -19,7 +20,7 @@ ok AS (
 ),
 back AS (
     UPDATE __SCHEMA__.errand_jobs j
-    SET state = 'ready', attempts = 0, lease_expiries = 0, replays = j.replays + 1,
+    SET state = CASE WHEN j.waiting_on > 0 THEN 'blocked' ELSE 'ready' END, attempts = 0, lease_expiries = 0, replays = j.replays + 1,
         available_at = t.now, finished_at = NULL, updated_at = t.now
     FROM t, ok
     WHERE ok.all_in AND j.id IN (SELECT id FROM locked)

@@ -1,5 +1,5 @@
--- Operator reschedule of every job in $2 (distinct ids), each ready, or of
--- none: a new due time ($5 a time, or $6 milliseconds after now; both NULL
+-- Operator reschedule of every job in $2 (distinct ids), each waiting (ready
+-- or blocked), or of none: a new due time ($5 a time, or $6 milliseconds after now; both NULL
 -- keeps the job's own) and/or priority ($7; NULL keeps it), with an audit
 -- entry each in $2's order. $1 now, $3 operator, $4 reason.
 -- `locked` takes the rows in id order (no deadlock with another action)
@@ -15,7 +15,7 @@ locked AS (
     WHERE j.id = ANY($2::text[]) ORDER BY j.id FOR UPDATE
 ),
 ok AS (
-    SELECT count(*) = cardinality($2::text[]) AS all_in FROM locked WHERE state = 'ready'
+    SELECT count(*) = cardinality($2::text[]) AS all_in FROM locked WHERE state IN ('blocked', 'ready')
 ),
 moved AS (
     UPDATE __SCHEMA__.errand_jobs j

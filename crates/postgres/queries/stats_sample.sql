@@ -1,5 +1,5 @@
--- The statistics' counts, per queue: every queue that has ready, running
--- or dead jobs or is paused (found by skipping through the indexes that
+-- The statistics' counts, per queue: every queue that has blocked, ready,
+-- running or dead jobs or is paused (found by skipping through the indexes that
 -- lead with the queue, one probe per queue), then for each queue at most
 -- $2 rows per state, read through that queue's own index range — so a
 -- queue is never left out because others hold more rows, and no scrape
@@ -32,8 +32,17 @@ dead_q AS (
             WHERE j.state = 'dead' AND j.queue > r.queue ORDER BY j.queue LIMIT 1)
     FROM dead_q r WHERE r.queue IS NOT NULL
 ),
+blocked_q AS (
+    (SELECT j.queue FROM __SCHEMA__.errand_jobs j
+     WHERE j.state = 'blocked' ORDER BY j.queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue FROM __SCHEMA__.errand_jobs j
+            WHERE j.state = 'blocked' AND j.queue > r.queue ORDER BY j.queue LIMIT 1)
+    FROM blocked_q r WHERE r.queue IS NOT NULL
+),
 queues AS (
     SELECT queue FROM ready_q WHERE queue IS NOT NULL
+    UNION SELECT queue FROM blocked_q WHERE queue IS NOT NULL
     UNION SELECT queue FROM keyed_q WHERE queue IS NOT NULL
     UNION SELECT queue FROM dead_q WHERE queue IS NOT NULL
     UNION SELECT r.queue FROM (SELECT j.queue FROM __SCHEMA__.errand_jobs j
@@ -45,7 +54,7 @@ SELECT q.queue,
        rn.due + rk.due AS due, rn.scheduled + rk.scheduled AS scheduled,
        least(rn.oldest, rk.oldest) AS oldest,
        greatest(rn.n, rk.n) AS ready_read,
-       ru.n AS running, ru.live AS live, d.n AS dead
+       ru.n AS running, ru.live AS live, d.n AS dead, b.n AS blocked
 FROM (SELECT queue FROM queues ORDER BY queue LIMIT 1000) q
 CROSS JOIN t
 -- Each count below reads its queue's range of an index that leads with the
@@ -88,4 +97,10 @@ CROSS JOIN LATERAL (
           WHERE j.queue >= q.queue AND j.queue <= q.queue AND j.state = 'dead'
           ORDER BY j.queue, j.finished_at LIMIT $2) s
 ) d
+CROSS JOIN LATERAL (
+    SELECT count(*) AS n
+    FROM (SELECT 1 FROM __SCHEMA__.errand_jobs j
+          WHERE j.queue >= q.queue AND j.queue <= q.queue AND j.state = 'blocked'
+          ORDER BY j.queue LIMIT $2) s
+) b
 ORDER BY q.queue

@@ -469,6 +469,7 @@ pub(crate) async fn stats(
             running: count(&r, "running")?,
             live: count(&r, "live")?,
             dead: count(&r, "dead")?,
+            blocked: count(&r, "blocked")?,
         });
     }
     let window = query(

@@ -55,7 +55,7 @@ pub use queue::{Conn, Param, Queries};
 const INSERT_CHUNK: usize = 1_000;
 
 /// The schema version this build expects.
-pub const SCHEMA_VERSION: i64 = 11;
+pub const SCHEMA_VERSION: i64 = 12;
 const MIGRATIONS: &[(&str, &str)] = &[
     ("V1__jobs", include_str!("../migrations/V1__jobs.sql")),
     (
@@ -97,6 +97,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     (
         "V11__audited_reschedules",
         include_str!("../migrations/V11__audited_reschedules.sql"),
+    ),
+    (
+        "V12__dependencies",
+        include_str!("../migrations/V12__dependencies.sql"),
     ),
 ];
 
@@ -364,8 +368,19 @@ impl PgStore {
     /// commit (transactional completion). Fenced like [`JobStore::complete`](errand_core::JobStore::complete):
     /// a lost lease returns [`Error::LeaseLost`], and the caller must roll
     /// its transaction back. The handler then returns `Outcome::Completed`.
+    ///
+    /// The job's dependents, if it has any, are released by the same
+    /// transaction.
     pub async fn complete_in<C: Conn>(&self, conn: &C, lease: &Lease) -> Result<Job> {
-        queue::fenced(conn, &self.queries.complete, self.now(), lease, &[]).await
+        queue::settled_in(
+            conn,
+            &self.queries,
+            self.now(),
+            &self.queries.complete,
+            lease,
+            &[],
+        )
+        .await
     }
 
     /// Enqueues many jobs on `conn` in one statement (one round trip).
@@ -374,7 +389,19 @@ impl PgStore {
         conn: &C,
         jobs: &[NewJob],
     ) -> Result<Vec<Inserted>> {
+        if jobs.iter().any(|j| !j.depends_on.is_empty()) {
+            return queue::insert_linked(conn, &self.queries, self.now(), jobs).await;
+        }
         queue::insert_many(conn, &self.queries, self.now(), jobs).await
+    }
+
+    /// Inserts jobs of which some have dependencies, in a transaction.
+    async fn insert_linked(&self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(map_err)?;
+        let out = queue::insert_linked(&tx, &self.queries, self.now(), jobs).await?;
+        tx.commit().await.map_err(map_err)?;
+        Ok(out)
     }
 
     /// The channel the insert trigger notifies: `<schema>.errand_jobs`.
@@ -586,12 +613,22 @@ async fn connect_direct(
 impl JobStore for PgStore {
     async fn insert(&self, job: NewJob) -> Result<Inserted> {
         let _written = self.touched();
+        if !job.depends_on.is_empty() {
+            return self
+                .insert_linked(std::slice::from_ref(&job))
+                .await?
+                .pop()
+                .ok_or_else(|| Error::storage("inserting one job answered with none"));
+        }
         let client = self.client().await?;
         queue::insert(&client, &self.queries, self.now(), &job).await
     }
 
     async fn insert_many(&self, jobs: Vec<NewJob>) -> Result<Vec<Inserted>> {
         let _written = self.touched();
+        if jobs.iter().any(|j| !j.depends_on.is_empty()) {
+            return self.insert_linked(&jobs).await;
+        }
         let client = self.client().await?;
         let now = self.now();
         if jobs.len() <= INSERT_CHUNK {
@@ -630,13 +667,29 @@ impl JobStore for PgStore {
     }
 
     async fn complete(&self, lease: &Lease) -> Result<Job> {
-        let client = self.client().await?;
-        queue::fenced(&client, &self.queries.complete, self.now(), lease, &[]).await
+        let mut client = self.client().await?;
+        let q = &self.queries;
+        queue::settle(&mut client, q, self.now(), &q.complete, lease, &[]).await
     }
 
     async fn complete_many(&self, leases: &[Lease]) -> Result<Vec<bool>> {
-        let client = self.client().await?;
-        queue::complete_many(&client, &self.queries, self.now(), leases).await
+        let mut client = self.client().await?;
+        let (q, now) = (&self.queries, self.now());
+        let mut acked = queue::complete_many(&client, q, now, leases, false).await?;
+        // Jobs with dependents (and lost leases) are left alone by the
+        // statement above; each is settled in a transaction of its own.
+        for (lease, ok) in leases.iter().zip(acked.iter_mut()) {
+            if !*ok {
+                *ok = match queue::settle_releasing(&mut client, q, now, &q.complete, lease, &[])
+                    .await
+                {
+                    Ok(_) => true,
+                    Err(Error::LeaseLost { .. }) => false,
+                    Err(e) => return Err(e),
+                };
+            }
+        }
+        Ok(acked)
     }
 
     async fn complete_and_claim(
@@ -651,8 +704,12 @@ impl JobStore for PgStore {
     async fn fail(&self, lease: &Lease, failure: Failure) -> Result<Job> {
         let _written = self.touched();
         failure.validate()?;
-        let client = self.client().await?;
-        queue::fail(&client, &self.queries, self.now(), lease, &failure).await
+        let mut client = self.client().await?;
+        let q = &self.queries;
+        let (at, delay) = queue::retry_params(&failure);
+        let class = failure.class.as_str();
+        let extra: [Param<'_>; 4] = [&failure.error, &class, &at, &delay];
+        queue::settle(&mut client, q, self.now(), &q.fail, lease, &extra).await
     }
 
     async fn fail_many(&self, items: &[(Lease, Failure)]) -> Result<Vec<Option<Job>>> {
@@ -663,8 +720,26 @@ impl JobStore for PgStore {
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        let client = self.client().await?;
-        queue::fail_many(&client, &self.queries, self.now(), items).await
+        let mut client = self.client().await?;
+        let (q, now) = (&self.queries, self.now());
+        let mut failed = queue::fail_many(&client, q, now, items).await?;
+        // Jobs with dependents (and lost leases) are left alone by the
+        // statement above; each is settled in a transaction of its own.
+        for ((lease, failure), slot) in items.iter().zip(failed.iter_mut()) {
+            if slot.is_none() {
+                let (at, delay) = queue::retry_params(failure);
+                let class = failure.class.as_str();
+                let extra: [Param<'_>; 4] = [&failure.error, &class, &at, &delay];
+                *slot = match queue::settle_releasing(&mut client, q, now, &q.fail, lease, &extra)
+                    .await
+                {
+                    Ok(job) => Some(job),
+                    Err(Error::LeaseLost { .. }) => None,
+                    Err(e) => return Err(e),
+                };
+            }
+        }
+        Ok(failed)
     }
 
     async fn snooze(&self, lease: &Lease, delay: Duration) -> Result<Job> {
@@ -676,12 +751,14 @@ impl JobStore for PgStore {
 
     async fn cancel_running(&self, lease: &Lease, reason: &str) -> Result<Job> {
         check_recorded_text("the reason", reason)?;
-        let client = self.client().await?;
+        let mut client = self.client().await?;
+        let q = &self.queries;
         let reason = reason.to_owned();
-        queue::fenced(
-            &client,
-            &self.queries.cancel_running,
+        queue::settle(
+            &mut client,
+            q,
             self.now(),
+            &q.cancel_running,
             lease,
             &[&reason],
         )
@@ -709,10 +786,11 @@ impl JobStore for PgStore {
     }
 
     async fn sweep_expired(&self) -> Result<SweepReport> {
-        let client = self.client().await?;
-        Ok(SweepReport {
-            dead: queue::expire_final(&client, &self.queries, self.now()).await?,
-        })
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(map_err)?;
+        let dead = queue::expire_final(&tx, &self.queries, self.now()).await?;
+        tx.commit().await.map_err(map_err)?;
+        Ok(SweepReport { dead })
     }
 
     async fn prune(&self, older_than: Duration, limit: u32) -> Result<u64> {
@@ -748,8 +826,20 @@ impl AdminStore for PgStore {
     }
 
     async fn cancel_jobs(&self, ids: &[JobId], by: &AuditStamp) -> Result<Vec<Job>> {
-        let client = self.client().await?;
-        admin::jobs_action(&client, &self.queries.cancel, self.now(), ids, by).await
+        let mut client = self.client().await?;
+        let (q, now) = (&self.queries, self.now());
+        // The dependents of the jobs cancelled are released (or cancelled
+        // in turn) by the same transaction.
+        let tx = client.transaction().await.map_err(map_err)?;
+        let cancelled = admin::jobs_action(&tx, &q.cancel, now, ids, by).await?;
+        let ended: Vec<&str> = cancelled
+            .iter()
+            .filter(|j| j.has_dependents)
+            .map(|j| j.id.as_str())
+            .collect();
+        queue::release_dependents(&tx, q, now, &ended).await?;
+        tx.commit().await.map_err(map_err)?;
+        Ok(cancelled)
     }
 
     async fn purge_jobs(&self, ids: &[JobId], by: &AuditStamp) -> Result<Vec<JobId>> {

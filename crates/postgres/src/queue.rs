@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use deadpool_postgres::GenericClient;
 use errand_core::{
-    AttemptRecord, AuditRecord, ClaimRequest, ClaimedJob, Error, ErrorClass, Failure, Inserted,
-    JOB_COLUMNS, Job, JobDetail, JobFilter, JobId, JobKey, JobState, Lease, LeaseToken, Name,
-    NewJob, Payload, Result, RetryAt, Schedule, Timestamp, TraceParent,
+    AttemptRecord, AuditRecord, ClaimRequest, ClaimedJob, Dependency, DependencyFailure, Error,
+    ErrorClass, Failure, Inserted, JOB_COLUMNS, Job, JobDetail, JobFilter, JobId, JobKey, JobState,
+    Lease, LeaseToken, Name, NewJob, Payload, Result, RetryAt, Schedule, Timestamp, TraceParent,
 };
 use std::future::Future;
 use time::OffsetDateTime;
@@ -52,6 +52,11 @@ pub struct Queries {
     pub(crate) stats_sample: String,
     pub(crate) stats_window: String,
     pub(crate) report_worker: String,
+    pub(crate) release: String,
+    pub(crate) lock_dependencies: String,
+    pub(crate) link_dependencies: String,
+    pub(crate) dependencies_of: String,
+    pub(crate) dependents_of: String,
 }
 
 impl Queries {
@@ -91,6 +96,11 @@ impl Queries {
             stats_sample: q(include_str!("../queries/stats_sample.sql")),
             stats_window: q(include_str!("../queries/stats_window.sql")),
             report_worker: q(include_str!("../queries/report_worker.sql")),
+            release: q(include_str!("../queries/release.sql")),
+            lock_dependencies: q(include_str!("../queries/lock_dependencies.sql")),
+            link_dependencies: q(include_str!("../queries/link_dependencies.sql")),
+            dependencies_of: q(include_str!("../queries/dependencies_of.sql")),
+            dependents_of: q(include_str!("../queries/dependents_of.sql")),
         }
     }
 
@@ -129,6 +139,11 @@ impl Queries {
             ("stats_sample", &self.stats_sample),
             ("stats_window", &self.stats_window),
             ("report_worker", &self.report_worker),
+            ("release", &self.release),
+            ("lock_dependencies", &self.lock_dependencies),
+            ("link_dependencies", &self.link_dependencies),
+            ("dependencies_of", &self.dependencies_of),
+            ("dependents_of", &self.dependents_of),
         ]
     }
 }
@@ -185,12 +200,12 @@ const LEASE_TOKEN: usize = 15;
 /// Where each column of a job sits in a result's rows: looked up once per
 /// result rather than by name for every field of every row (a tenth of the
 /// client's time reading back a bulk insert).
-struct JobCols([usize; 26]);
+struct JobCols([usize; JOB_COLUMNS.len()]);
 
 impl JobCols {
     fn of(row: &Row) -> Result<Self> {
         let columns = row.columns();
-        let mut at = [0; 26];
+        let mut at = [0; JOB_COLUMNS.len()];
         for (slot, name) in at.iter_mut().zip(JOB_COLUMNS) {
             *slot = columns
                 .iter()
@@ -243,6 +258,9 @@ fn job_at(row: &Row, cols: &JobCols) -> Result<Job> {
         attempt_started_at,
         deadline,
         traceparent,
+        waiting_on,
+        on_dependency_failure,
+        has_dependents,
     ] = cols.0;
     let get_ts = |i: usize| -> Result<Timestamp> {
         row.try_get::<_, OffsetDateTime>(i)
@@ -300,6 +318,14 @@ fn job_at(row: &Row, cols: &JobCols) -> Result<Job> {
             .map(TraceParent::parse)
             .transpose()
             .map_err(bad_row)?,
+        waiting_on: int(waiting_on)?,
+        on_dependency_failure: row
+            .try_get::<_, Option<String>>(on_dependency_failure)
+            .map_err(map_err)?
+            .map(|p| p.parse::<DependencyFailure>())
+            .transpose()
+            .map_err(bad_row)?,
+        has_dependents: row.try_get(has_dependents).map_err(map_err)?,
     })
 }
 
@@ -384,6 +410,12 @@ pub(crate) async fn insert<C: Conn>(
     now: Option<OffsetDateTime>,
     job: &NewJob,
 ) -> Result<Inserted> {
+    if !job.depends_on.is_empty() {
+        return insert_linked(client, q, now, std::slice::from_ref(job))
+            .await?
+            .pop()
+            .ok_or_else(|| Error::storage("inserting one job answered with none"));
+    }
     job.validate()?;
     let id = job.id.clone().unwrap_or_else(JobId::generate);
     let (at, delay): (Option<OffsetDateTime>, i64) = match job.schedule {
@@ -431,6 +463,162 @@ pub(crate) async fn insert<C: Conn>(
     }
 }
 
+/// Inserts jobs of which some have dependencies, inside a transaction the
+/// caller holds (a savepoint of its own makes the call all or nothing; on a
+/// connection outside a transaction it is refused): the jobs, as
+/// [`insert_many`] does, then for the new ones with dependencies their
+/// edges, after locking every dependency — each must be stored, possibly
+/// by this call. Dependencies that have already ended release the new
+/// jobs at once, by the rule a settlement follows.
+pub(crate) async fn insert_linked<C: Conn>(
+    client: &C,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    jobs: &[NewJob],
+) -> Result<Vec<Inserted>> {
+    errand_core::check_dependencies(jobs)?;
+    if let Err(e) = client.rows("SAVEPOINT errand_linked", &[]).await {
+        let in_no_transaction =
+            e.code() == Some(&tokio_postgres::error::SqlState::NO_ACTIVE_SQL_TRANSACTION);
+        return Err(if in_no_transaction {
+            Error::invalid(
+                "jobs with dependencies must be enqueued inside a transaction: open one on the \
+                 connection and commit it after the call",
+            )
+        } else {
+            map_err(e)
+        });
+    }
+    let result = link(client, q, now, jobs).await;
+    let end = if result.is_ok() {
+        "RELEASE SAVEPOINT errand_linked"
+    } else {
+        "ROLLBACK TO SAVEPOINT errand_linked"
+    };
+    client.rows(end, &[]).await.map_err(map_err)?;
+    result
+}
+
+async fn link<C: Conn>(
+    client: &C,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    jobs: &[NewJob],
+) -> Result<Vec<Inserted>> {
+    // Ids are chosen here so the edges can name the new jobs.
+    let jobs: Vec<NewJob> = jobs
+        .iter()
+        .map(|j| {
+            let mut j = j.clone();
+            j.id.get_or_insert_with(JobId::generate);
+            j
+        })
+        .collect();
+    let mut inserted = insert_many(client, q, now, &jobs).await?;
+    let (mut edge_jobs, mut edge_deps, mut positions): (Vec<&str>, Vec<&str>, Vec<i32>) =
+        Default::default();
+    for (job, ins) in jobs.iter().zip(&inserted) {
+        if ins.created && !job.depends_on.is_empty() {
+            for (i, dep) in job.depends_on.iter().enumerate() {
+                edge_jobs.push(ins.job.id.as_str());
+                edge_deps.push(dep.as_str());
+                positions.push(i32::try_from(i).unwrap_or(i32::MAX));
+            }
+        }
+    }
+    if edge_jobs.is_empty() {
+        return Ok(inserted);
+    }
+    let mut wanted: Vec<&str> = edge_deps.clone();
+    wanted.sort_unstable();
+    wanted.dedup();
+    let states: std::collections::HashMap<String, String> =
+        query(client, &q.lock_dependencies, &[&wanted])
+            .await?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+    if let Some(i) = edge_deps.iter().position(|d| !states.contains_key(*d)) {
+        return Err(Error::invalid(format!(
+            "job {} depends on job {}, which is not stored: enqueue it first or in the same call",
+            edge_jobs[i], edge_deps[i]
+        )));
+    }
+    query(
+        client,
+        &q.link_dependencies,
+        &[&edge_jobs, &edge_deps, &positions],
+    )
+    .await?;
+    let ended: Vec<&str> = wanted
+        .iter()
+        .copied()
+        .filter(|d| {
+            states
+                .get(*d)
+                .is_some_and(|s| matches!(s.as_str(), "done" | "dead" | "cancelled"))
+        })
+        .collect();
+    release_dependents(client, q, now, &ended).await?;
+    // The new jobs with dependencies as they stand now (released, or
+    // cancelled, by dependencies that had ended).
+    let linked: Vec<&str> = {
+        let mut v = edge_jobs.clone();
+        v.dedup();
+        v
+    };
+    let fresh: std::collections::HashMap<String, Job> = query(client, &q.get_many, &[&linked])
+        .await?
+        .iter()
+        .map(|r| job_from_row(r).map(|j| (j.id.to_string(), j)))
+        .collect::<Result<_>>()?;
+    for ins in &mut inserted {
+        if ins.created
+            && let Some(job) = fresh.get(ins.job.id.as_str())
+        {
+            ins.job = job.clone();
+        }
+    }
+    Ok(inserted)
+}
+
+/// A job's dependencies, in the order they were named, and the first of
+/// its dependents (blocked ones first, then by id).
+pub(crate) async fn dependencies<C: Conn>(
+    client: &C,
+    q: &Queries,
+    job: &Job,
+) -> Result<(Vec<Dependency>, Vec<Dependency>)> {
+    let read = |rows: Vec<Row>| -> Result<Vec<Dependency>> {
+        rows.iter()
+            .map(|r| {
+                let state: Option<String> = r.get(1);
+                Ok(Dependency {
+                    id: JobId::new(r.get::<_, String>(0)).map_err(bad_row)?,
+                    state: state
+                        .map(|s| s.parse::<JobState>())
+                        .transpose()
+                        .map_err(bad_row)?,
+                    met: r.get(2),
+                })
+            })
+            .collect()
+    };
+    let id = job.id.as_str();
+    let dependencies = if job.on_dependency_failure.is_some() {
+        read(query(client, &q.dependencies_of, &[&id]).await?)?
+    } else {
+        Vec::new()
+    };
+    let dependents = if job.has_dependents {
+        let limit = i64::try_from(JobDetail::DEPENDENTS_SHOWN).unwrap_or(100);
+        read(query(client, &q.dependents_of, &[&id, &limit]).await?)?
+    } else {
+        Vec::new()
+    };
+    Ok((dependencies, dependents))
+}
+
 /// A job's per-key limit as the schema stores it.
 pub(crate) fn key_limit(job: &NewJob) -> Result<Option<i32>> {
     job.key
@@ -474,6 +662,8 @@ pub(crate) async fn insert_many<C: Conn>(
     let mut key_ordered: Vec<bool> = Vec::with_capacity(n);
     let mut deadlines: Vec<Option<OffsetDateTime>> = Vec::with_capacity(n);
     let mut traceparents: Vec<Option<&str>> = Vec::with_capacity(n);
+    let mut waiting: Vec<Option<i32>> = Vec::with_capacity(n);
+    let mut policies: Vec<Option<&str>> = Vec::with_capacity(n);
     for job in jobs {
         job.validate()?;
         ids.push(job.id.clone().unwrap_or_else(JobId::generate).to_string());
@@ -502,6 +692,9 @@ pub(crate) async fn insert_many<C: Conn>(
         key_ordered.push(job.key.as_ref().is_some_and(|k| k.ordered));
         deadlines.push(job.deadline.map(to_odt));
         traceparents.push(job.traceparent.as_ref().map(TraceParent::as_str));
+        let blocked = !job.depends_on.is_empty();
+        waiting.push(blocked.then(|| i32::try_from(job.depends_on.len()).unwrap_or(i32::MAX)));
+        policies.push(blocked.then(|| job.on_dependency_failure.as_str()));
     }
     let created: Vec<Job> = query(
         client,
@@ -523,6 +716,8 @@ pub(crate) async fn insert_many<C: Conn>(
             &key_ordered,
             &nulls_as_none(deadlines),
             &nulls_as_none(traceparents),
+            &nulls_as_none(waiting),
+            &nulls_as_none(policies),
         ],
     )
     .await
@@ -573,15 +768,21 @@ pub(crate) async fn get<C: Conn>(client: &C, q: &Queries, id: &JobId) -> Result<
     }
 }
 
-/// Final attempts whose lease expired go to `dead`.
+/// Final attempts whose lease expired go to `dead`, and their dependents
+/// are released. Runs in a transaction the caller holds.
 pub(crate) async fn expire_final<C: Conn>(
     client: &C,
     q: &Queries,
     now: Option<OffsetDateTime>,
 ) -> Result<Vec<JobId>> {
-    query(client, &q.expire_final, &[&now])
-        .await?
+    let rows = query(client, &q.expire_final, &[&now]).await?;
+    let ended: Vec<&str> = rows
         .iter()
+        .filter(|r| r.get::<_, bool>(1))
+        .map(|r| r.get::<_, &str>(0))
+        .collect();
+    release_dependents(client, q, now, &ended).await?;
+    rows.iter()
         .map(|r| JobId::new(r.get::<_, String>(0)))
         .collect()
 }
@@ -725,7 +926,7 @@ async fn claim_in_transaction(
             if leases.is_empty() {
                 Ok(Vec::new())
             } else {
-                complete_many(client, q, now, leases).await
+                complete_many(client, q, now, leases, true).await
             }
         },
         async {
@@ -884,30 +1085,9 @@ pub(crate) async fn fenced<C: Conn>(
     }
 }
 
-/// Fenced failure.
-pub(crate) async fn fail<C: Conn>(
-    client: &C,
-    q: &Queries,
-    now: Option<OffsetDateTime>,
-    lease: &Lease,
-    failure: &Failure,
-) -> Result<Job> {
-    let (at, delay) = retry_params(failure);
-    let class = failure.class.as_str();
-    fenced(
-        client,
-        &q.fail,
-        now,
-        lease,
-        &[&failure.error, &class, &at, &delay],
-    )
-    .await
-}
-
-/// Fenced snooze or release.
 /// A failure's retry as the fail statements take it: an absolute time or
 /// a delay in milliseconds (neither: dead).
-fn retry_params(failure: &Failure) -> (Option<OffsetDateTime>, Option<i64>) {
+pub(crate) fn retry_params(failure: &Failure) -> (Option<OffsetDateTime>, Option<i64>) {
     match failure.retry {
         None => (None, None),
         Some(RetryAt::At(t)) => (Some(to_odt(t)), None),
@@ -941,10 +1121,13 @@ pub(crate) async fn fail_many<C: Conn>(
         ats.push(at);
         delays.push(delay);
     }
+    let releasing = false;
     let rows = query(
         client,
         &q.fail_many,
-        &[&now, &ids, &tokens, &errors, &classes, &ats, &delays],
+        &[
+            &now, &ids, &tokens, &errors, &classes, &ats, &delays, &releasing,
+        ],
     )
     .await?;
     let mut out: Vec<Option<Job>> = vec![None; n];
@@ -959,6 +1142,7 @@ pub(crate) async fn fail_many<C: Conn>(
     Ok(out)
 }
 
+/// Fenced snooze or release.
 pub(crate) async fn snooze<C: Conn>(
     client: &C,
     q: &Queries,
@@ -1054,11 +1238,14 @@ pub(crate) async fn detail(
             Ok(record.with_copy(id, job_of("job_id")?, job_of("copy_id")?))
         })
         .collect::<Result<Vec<_>>>()?;
+    let (dependencies, dependents) = dependencies(&tx, q, &job).await?;
     tx.commit().await.map_err(map_err)?;
     Ok(JobDetail {
         job,
         history,
         audit,
+        dependencies,
+        dependents,
     })
 }
 
@@ -1188,27 +1375,109 @@ pub(crate) async fn prune<C: Conn>(
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
-/// Fenced acknowledgment of many jobs in one statement.
+/// Fenced acknowledgment of many jobs in one statement. `releasing`: the
+/// caller runs this in a transaction, and the dependents of the jobs it
+/// ends are released here, in it; otherwise a job with dependents is left
+/// unacknowledged (`false`) for [`settle_releasing`].
 pub(crate) async fn complete_many<C: Conn>(
     client: &C,
     q: &Queries,
     now: Option<OffsetDateTime>,
     leases: &[Lease],
+    releasing: bool,
 ) -> Result<Vec<bool>> {
     let ids: Vec<&str> = leases.iter().map(|l| l.id.as_str()).collect();
     let tokens: Vec<&str> = leases.iter().map(|l| l.token.as_str()).collect();
-    let mut done: std::collections::HashSet<(String, String)> =
-        query(client, &q.complete_many, &[&now, &ids, &tokens])
-            .await?
+    let rows = query(client, &q.complete_many, &[&now, &ids, &tokens, &releasing]).await?;
+    if releasing {
+        let ended: Vec<&str> = rows
             .iter()
-            .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
+            .filter(|r| r.get::<_, bool>(2))
+            .map(|r| r.get::<_, &str>(0))
             .collect();
+        release_dependents(client, q, now, &ended).await?;
+    }
+    let mut done: std::collections::HashSet<(String, String)> = rows
+        .iter()
+        .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
+        .collect();
     // A lease listed twice is acknowledged once: its repeats found the job
     // already done, as they would one call after another.
     Ok(leases
         .iter()
         .map(|l| done.remove(&(l.id.to_string(), l.token.as_str().to_owned())))
         .collect())
+}
+
+/// Releases the dependents of `ended` (jobs this transaction has just
+/// ended, or that a new job depends on and had already ended): release.sql,
+/// which must run after the statement that ended them, in the same
+/// transaction.
+pub(crate) async fn release_dependents<C: Conn>(
+    client: &C,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    ended: &[&str],
+) -> Result<()> {
+    if !ended.is_empty() {
+        query(client, &q.release, &[&now, &ended]).await?;
+    }
+    Ok(())
+}
+
+/// A fenced settlement (`sql` takes now, the id, the token, `extra`, then
+/// whether the caller releases dependents) run on its own first, the fast
+/// way; a job with dependents, which that leaves alone, is settled again by
+/// [`settle_releasing`].
+pub(crate) async fn settle(
+    client: &mut deadpool_postgres::Client,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    sql: &str,
+    lease: &Lease,
+    extra: &[Param<'_>],
+) -> Result<Job> {
+    let mut params = extra.to_vec();
+    params.push(&false);
+    match fenced(&*client, sql, now, lease, &params).await {
+        Err(Error::LeaseLost { .. }) => settle_releasing(client, q, now, sql, lease, extra).await,
+        other => other,
+    }
+}
+
+/// A fenced settlement in a transaction that also releases the dependents
+/// of the job if it ended: both commit together or neither does.
+pub(crate) async fn settle_releasing(
+    client: &mut deadpool_postgres::Client,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    sql: &str,
+    lease: &Lease,
+    extra: &[Param<'_>],
+) -> Result<Job> {
+    let tx = client.transaction().await.map_err(map_err)?;
+    let job = settled_in(&tx, q, now, sql, lease, extra).await?;
+    tx.commit().await.map_err(map_err)?;
+    Ok(job)
+}
+
+/// A fenced settlement on `client`, inside a transaction the caller holds,
+/// releasing the job's dependents if it ended.
+pub(crate) async fn settled_in<C: Conn>(
+    client: &C,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    sql: &str,
+    lease: &Lease,
+    extra: &[Param<'_>],
+) -> Result<Job> {
+    let mut params = extra.to_vec();
+    params.push(&true);
+    let job = fenced(client, sql, now, lease, &params).await?;
+    if job.has_dependents && job.finished_at.is_some() {
+        release_dependents(client, q, now, &[job.id.as_str()]).await?;
+    }
+    Ok(job)
 }
 
 /// Takes up to `want` tokens from a shared bucket.

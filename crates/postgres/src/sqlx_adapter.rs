@@ -52,6 +52,12 @@ pub async fn enqueue_in(
 ) -> Result<Enqueued> {
     let job = job.into_new_job()?;
     job.validate()?;
+    if !job.depends_on.is_empty() {
+        return Err(Error::invalid(
+            "this adapter does not enqueue jobs with dependencies yet: enqueue them with \
+             PgStore::enqueue_in on a tokio-postgres transaction, or through the store",
+        ));
+    }
     let queries = Queries::new(&crate::quote_schema(schema)?);
     let id = job.id.clone().unwrap_or_else(JobId::generate);
     let (at, delay): (Option<String>, i64) = match job.schedule {

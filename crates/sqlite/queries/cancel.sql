@@ -1,6 +1,6 @@
 -- Operator cancel of every job in :ids (a JSON array of distinct ids). The
--- caller has checked, in the same transaction, that every one is ready or
--- running, and has closed the running ones' attempts (cancel_attempts.sql).
+-- caller has checked, in the same transaction, that every one is blocked,
+-- ready or running, and has closed the running ones' attempts (cancel_attempts.sql).
 UPDATE errand_jobs
 SET state            = 'cancelled',
     lease_token      = NULL,
@@ -10,5 +10,5 @@ SET state            = 'cancelled',
     finished_at      = :now,
     updated_at       = :now
 WHERE id IN (SELECT value FROM json_each(:ids))
-  AND state IN ('ready', 'running')
+  AND state IN ('blocked', 'ready', 'running')
 RETURNING *

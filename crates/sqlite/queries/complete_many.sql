@@ -16,4 +16,4 @@ WHERE errand_jobs.id = i.id
   AND +errand_jobs.state = 'running'
   AND errand_jobs.lease_token = i.token
   AND errand_jobs.lease_until > :lease_now
-RETURNING id
+RETURNING id, has_dependents

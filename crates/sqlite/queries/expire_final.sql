@@ -18,4 +18,4 @@ SET state            = 'dead',
 WHERE state = 'running'
   AND lease_until <= :lease_now
   AND (attempts >= max_attempts OR lease_expiries + 1 >= max_lease_expiries)
-RETURNING id, replays, attempts, attempt_started_at
+RETURNING id, replays, attempts, attempt_started_at, has_dependents

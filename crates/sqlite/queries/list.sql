@@ -16,6 +16,20 @@
 SELECT * FROM (
   SELECT * FROM (
     SELECT * FROM errand_jobs
+    WHERE state = 'blocked' AND state <> 'running' AND coalesce(:state, 'blocked') = 'blocked'
+      AND (:queue IS NULL OR queue = :queue)
+      AND (:kind IS NULL OR kind = :kind)
+      AND (:error IS NULL OR instr(last_error, :error) > 0)
+      AND (:since IS NULL OR updated_at >= :since)
+      AND (:before IS NULL OR updated_at < :before)
+      AND (created_at, id) > (coalesce((SELECT created_at FROM errand_jobs WHERE id = :after),
+                                       CASE WHEN :after IS NULL THEN -9223372036854775808 END),
+                              coalesce(:after, ''))
+    ORDER BY created_at, id
+    LIMIT :limit)
+  UNION ALL
+  SELECT * FROM (
+    SELECT * FROM errand_jobs
     WHERE state = 'ready' AND state <> 'running' AND coalesce(:state, 'ready') = 'ready'
       AND (:queue IS NULL OR queue = :queue)
       AND (:kind IS NULL OR kind = :kind)

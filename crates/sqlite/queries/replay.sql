@@ -1,8 +1,9 @@
 -- Operator replay of every job in :ids (a JSON array of distinct ids):
--- a fresh attempt budget, due now. The caller has checked, in the same
+-- a fresh attempt budget, due now (blocked again if it still waits for a
+-- dependency). The caller has checked, in the same
 -- transaction, that every one is dead or cancelled.
 UPDATE errand_jobs
-SET state          = 'ready',
+SET state          = CASE WHEN waiting_on > 0 THEN 'blocked' ELSE 'ready' END,
     attempts       = 0,
     lease_expiries = 0,
     replays        = replays + 1,

@@ -2,9 +2,9 @@
 -- that queue's range of an index that leads with the queue (so a queue is
 -- never left out because others hold more rows, and nothing walks a
 -- million-row table), each range once: ready jobs through the per-queue
--- due index, running jobs (few) through the lease index, dead jobs through
--- their per-queue index.
-SELECT r.due, r.scheduled, r.oldest, r.ready_read, u.running, u.live, d.dead
+-- due index, running jobs (few) through the lease index, dead and blocked
+-- jobs through their per-queue indexes.
+SELECT r.due, r.scheduled, r.oldest, r.ready_read, u.running, u.live, d.dead, b.blocked
 FROM (
     SELECT coalesce(sum(available_at <= :now), 0) AS due,
            coalesce(sum(available_at > :now), 0) AS scheduled,
@@ -20,4 +20,8 @@ FROM (
     SELECT count(*) AS dead
     FROM (SELECT 1 FROM errand_jobs INDEXED BY errand_jobs_dead_by_queue
           WHERE queue = :queue AND state = 'dead' LIMIT :cap)
-) d
+) d, (
+    SELECT count(*) AS blocked
+    FROM (SELECT 1 FROM errand_jobs INDEXED BY errand_jobs_blocked_by_queue
+          WHERE queue = :queue AND state = 'blocked' LIMIT :cap)
+) b

@@ -15,7 +15,10 @@ use errand_core::{
 use rusqlite::{Connection, OptionalExtension, Row, named_params};
 
 use crate::map_err;
-use crate::queue::{AuditRow, audit, insert_many, job_from_row, opt_ts_col, ts_col, u32_col};
+use crate::queue::{
+    AuditRow, Release, audit, insert_many, job_from_row, opt_ts_col, release_dependents, ts_col,
+    u32_col,
+};
 
 const REPLAY: &str = include_str!("../queries/replay.sql");
 const CANCEL: &str = include_str!("../queries/cancel.sql");
@@ -222,8 +225,9 @@ pub(crate) fn replay(
     })
 }
 
-/// Cancels every job named, if each is ready or running; else none. The
-/// running ones' attempts end in the history first.
+/// Cancels every job named, if each is blocked, ready or running; else
+/// none. The running ones' attempts end in the history first; the
+/// dependents of the cancelled jobs are released (or cancelled in turn).
 pub(crate) fn cancel(
     conn: &Connection,
     ids: &[JobId],
@@ -238,7 +242,16 @@ pub(crate) fn cancel(
             .map_err(map_err)?;
         let params =
             named_params! {":ids": list, ":operator": by.operator, ":now": now.as_millis()};
-        changed_jobs(conn, CANCEL, params)
+        let cancelled = changed_jobs(conn, CANCEL, params)?;
+        let depended_on: Vec<&str> = cancelled
+            .iter()
+            .filter(|j| j.has_dependents)
+            .map(|j| j.id.as_str())
+            .collect();
+        if !depended_on.is_empty() {
+            release_dependents(conn, &depended_on, Release::Failed, now)?;
+        }
+        Ok(cancelled)
     })
 }
 
@@ -464,7 +477,7 @@ fn workers(conn: &Connection) -> Result<Vec<WorkerSeen>> {
 /// The most queues the statistics report on.
 const MAX_QUEUES: usize = 1000;
 
-/// The queues that have ready, running or dead jobs, or are paused, by
+/// The queues that have blocked, ready, running or dead jobs, or are paused, by
 /// name: found by skipping through the indexes that lead with the queue
 /// (one probe per queue), and through at most `read` running jobs.
 fn queue_names(conn: &Connection, read: i64) -> Result<Vec<String>> {
@@ -474,6 +487,8 @@ fn queue_names(conn: &Connection, read: i64) -> Result<Vec<String>> {
          WHERE state = 'ready' AND queue > :after ORDER BY queue LIMIT 1",
         "SELECT queue FROM errand_jobs INDEXED BY errand_jobs_dead_by_queue
          WHERE state = 'dead' AND queue > :after ORDER BY queue LIMIT 1",
+        "SELECT queue FROM errand_jobs INDEXED BY errand_jobs_blocked_by_queue
+         WHERE state = 'blocked' AND queue > :after ORDER BY queue LIMIT 1",
     ] {
         let mut stmt = conn.prepare_cached(sql).map_err(map_err)?;
         let mut after = String::new();
@@ -523,6 +538,7 @@ pub(crate) fn stats(conn: &Connection, req: &StatsRequest, now: Timestamp) -> Re
                         running: u64_col(r, 4)?,
                         live: u64_col(r, 5)?,
                         dead: u64_col(r, 6)?,
+                        blocked: u64_col(r, 7)?,
                     })
                 },
             )

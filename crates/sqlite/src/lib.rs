@@ -381,15 +381,23 @@ impl SqliteStore {
     {
         let steps = self.inner.steps.clone();
         let manual = self.inner.options.clock.is_manual();
-        self.submit(move |c, at| {
-            let leases = if manual {
-                at
-            } else {
-                steps.leases_now(at, std::time::Instant::now())
-            };
-            f(c, Now { at, leases })
-        })
-        .await
+        let (out, released) = self
+            .submit(move |c, at| {
+                let leases = if manual {
+                    at
+                } else {
+                    steps.leases_now(at, std::time::Instant::now())
+                };
+                let before = queue::releases_so_far();
+                let out = f(c, Now { at, leases })?;
+                Ok((out, queue::releases_so_far() != before))
+            })
+            .await?;
+        // A settlement that released dependents made work due.
+        if released {
+            self.wake();
+        }
+        Ok(out)
     }
 }
 
@@ -571,7 +579,7 @@ impl AdminStore for SqliteStore {
 
     async fn cancel_jobs(&self, ids: &[JobId], by: &AuditStamp) -> Result<Vec<Job>> {
         let (ids, by) = (ids.to_vec(), by.clone());
-        self.submit(move |c, now| admin::cancel(c, &ids, &by, now))
+        self.write(move |c, now| admin::cancel(c, &ids, &by, now))
             .await
     }
 
@@ -617,10 +625,13 @@ impl AdminStore for SqliteStore {
             c.execute_batch("BEGIN").map_err(map_err)?;
             let out = queue::get(c, &id).and_then(|job| {
                 let (history, audit) = queue::history(c, &id)?;
+                let (dependencies, dependents) = queue::dependencies(c, &job)?;
                 Ok(JobDetail {
                     job,
                     history,
                     audit,
+                    dependencies,
+                    dependents,
                 })
             });
             c.execute_batch("COMMIT").map_err(map_err)?;

@@ -10,9 +10,9 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use errand_core::{
-    AttemptRecord, AuditRecord, ClaimRequest, ClaimedJob, Error, ErrorClass, Failure, Inserted,
-    Job, JobFilter, JobId, JobKey, JobState, Lease, LeaseToken, Name, NewJob, Payload, Result,
-    RetryAt, Schedule, Timestamp, TraceParent,
+    AttemptRecord, AuditRecord, ClaimRequest, ClaimedJob, Dependency, DependencyFailure, Error,
+    ErrorClass, Failure, Inserted, Job, JobDetail, JobFilter, JobId, JobKey, JobState, Lease,
+    LeaseToken, Name, NewJob, Payload, Result, RetryAt, Schedule, Timestamp, TraceParent,
 };
 use rusqlite::{Connection, OptionalExtension, Row, RowIndex, named_params};
 
@@ -55,6 +55,13 @@ const LIST: &str = include_str!("../queries/list.sql");
 const PRUNE: &str = include_str!("../queries/prune.sql");
 const TAKE_TOKENS: &str = include_str!("../queries/take_tokens.sql");
 const GIVE_BACK_TOKENS: &str = include_str!("../queries/give_back_tokens.sql");
+const RELEASE: &str = include_str!("../queries/release.sql");
+const DEPENDENCY_STATES: &str = include_str!("../queries/dependency_states.sql");
+const LINK_DEPENDENCIES: &str = include_str!("../queries/link_dependencies.sql");
+const MARK_DEPENDED_ON: &str = include_str!("../queries/mark_depended_on.sql");
+const MET_AT_INSERT: &str = include_str!("../queries/met_at_insert.sql");
+const DEPENDENCIES_OF: &str = include_str!("../queries/dependencies_of.sql");
+const DEPENDENTS_OF: &str = include_str!("../queries/dependents_of.sql");
 
 fn conversion(col: usize, msg: String) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(
@@ -127,6 +134,9 @@ mod col {
     pub const ATTEMPT_STARTED_AT: usize = 23;
     pub const DEADLINE: usize = 24;
     pub const TRACEPARENT: usize = 25;
+    pub const WAITING_ON: usize = 26;
+    pub const ON_DEPENDENCY_FAILURE: usize = 27;
+    pub const HAS_DEPENDENTS: usize = 28;
 }
 
 /// Maps a row of `errand_jobs` (`SELECT *` or `RETURNING *`) to a [`Job`].
@@ -187,6 +197,13 @@ pub(crate) fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Job> {
             .map(TraceParent::parse)
             .transpose()
             .map_err(|e| conversion(col::TRACEPARENT, e.to_string()))?,
+        waiting_on: u32_col(row, col::WAITING_ON)?,
+        on_dependency_failure: row
+            .get::<_, Option<String>>(col::ON_DEPENDENCY_FAILURE)?
+            .map(|p| p.parse::<DependencyFailure>())
+            .transpose()
+            .map_err(|e| conversion(col::ON_DEPENDENCY_FAILURE, e.to_string()))?,
+        has_dependents: row.get(col::HAS_DEPENDENTS)?,
     })
 }
 
@@ -201,6 +218,11 @@ fn due_time(schedule: Schedule, now: Timestamp) -> Timestamp {
 /// Inserts `job` on `conn` (inside whatever transaction the caller has
 /// open), or returns the existing job with the same id.
 pub fn insert(conn: &Connection, job: &NewJob, now: Timestamp) -> Result<Inserted> {
+    if !job.depends_on.is_empty() {
+        return insert_many(conn, std::slice::from_ref(job), now)?
+            .pop()
+            .ok_or_else(|| Error::storage("inserting one job answered with none"));
+    }
     job.validate()?;
     let id = job.id.clone().unwrap_or_else(JobId::generate);
     let inserted = conn
@@ -237,12 +259,12 @@ pub fn insert(conn: &Connection, job: &NewJob, now: Timestamp) -> Result<Inserte
     }
 }
 
-/// Jobs per multi-row insert statement (14 parameters each, far under
+/// Jobs per multi-row insert statement (17 parameters each, far under
 /// SQLite's 32,766).
 const INSERT_CHUNK: usize = 256;
 
 /// Parameters per job in a multi-row insert.
-const PER_JOB: usize = 14;
+const PER_JOB: usize = 17;
 
 /// The multi-row insert for `rows` jobs: `?1` is the time, then
 /// [`PER_JOB`] parameters per job (see insert_many.sql).
@@ -251,10 +273,11 @@ fn insert_many_sql(rows: usize) -> String {
     for r in 0..rows {
         let p = |k: usize| format!("?{}", 2 + r * PER_JOB + k);
         values.push(format!(
-            "({}, {}, {}, 'ready', {}, {}, 0, {}, 0, {}, {}, {}, ?1, ?1, {}, {}, {}, {}, {})",
+            "({}, {}, {}, {}, {}, {}, 0, {}, 0, {}, {}, {}, ?1, ?1, {}, {}, {}, {}, {}, {}, {})",
             p(0),
             p(1),
             p(2),
+            p(14),
             p(3),
             p(4),
             p(5),
@@ -265,7 +288,9 @@ fn insert_many_sql(rows: usize) -> String {
             p(10),
             p(11),
             p(12),
-            p(13)
+            p(13),
+            p(15),
+            p(16)
         ));
     }
     INSERT_MANY.replace("__VALUES__", &values.join(",\n    "))
@@ -300,6 +325,7 @@ fn insert_many_statements(
         job.validate()?;
         ids.push(job.id.clone().unwrap_or_else(JobId::generate));
     }
+    errand_core::check_dependencies(jobs)?;
     let full_chunk = FULL_CHUNK_SQL.get_or_init(|| insert_many_sql(INSERT_CHUNK));
     let mut created: HashSet<String> = HashSet::with_capacity(jobs.len());
     for (chunk, chunk_ids) in jobs.chunks(INSERT_CHUNK).zip(ids.chunks(INSERT_CHUNK)) {
@@ -342,28 +368,269 @@ fn insert_many_statements(
                 13,
                 &job.traceparent.as_ref().map(TraceParent::as_str),
             )?;
+            let blocked = !job.depends_on.is_empty();
+            bind(&mut stmt, 14, &if blocked { "blocked" } else { "ready" })?;
+            bind(
+                &mut stmt,
+                15,
+                &u32::try_from(job.depends_on.len()).unwrap_or(u32::MAX),
+            )?;
+            bind(
+                &mut stmt,
+                16,
+                &blocked.then(|| job.on_dependency_failure.as_str()),
+            )?;
         }
         let mut rows = stmt.raw_query();
         while let Some(row) = rows.next().map_err(map_err)? {
             created.insert(row.get(0).map_err(map_err)?);
         }
     }
+    let edges: Vec<(&str, &[JobId])> = jobs
+        .iter()
+        .zip(&ids)
+        .filter(|(job, id)| !job.depends_on.is_empty() && created.contains(id.as_str()))
+        .map(|(job, id)| (id.as_str(), job.depends_on.as_slice()))
+        .collect();
+    if !edges.is_empty() {
+        link_dependencies(conn, &edges, now)?;
+    }
     jobs.iter()
         .zip(ids)
         .map(|(job, id)| {
-            if created.remove(id.as_str()) {
+            if job.depends_on.is_empty() && created.remove(id.as_str()) {
                 Ok(Inserted {
                     job: new_row(job, id, now),
                     created: true,
                 })
             } else {
+                let created = created.remove(id.as_str());
                 Ok(Inserted {
                     job: get(conn, &id)?,
-                    created: false,
+                    created,
                 })
             }
         })
         .collect()
+}
+
+/// Records the dependencies of jobs just inserted `blocked` (`edges`: each
+/// new job with the jobs it depends on). Every dependency must be stored
+/// (it may have been inserted by the same call); it is marked as having
+/// dependents, and the dependencies that have already ended release the
+/// new jobs at once, by the same rule as a settlement.
+fn link_dependencies(conn: &Connection, edges: &[(&str, &[JobId])], now: Timestamp) -> Result<()> {
+    let mut wanted: Vec<&str> = edges
+        .iter()
+        .flat_map(|(_, deps)| deps.iter().map(JobId::as_str))
+        .collect();
+    wanted.sort_unstable();
+    wanted.dedup();
+    let list = json_list(&wanted)?;
+    let mut states: HashMap<String, String> = HashMap::with_capacity(wanted.len());
+    {
+        let mut stmt = conn.prepare_cached(DEPENDENCY_STATES).map_err(map_err)?;
+        let rows = stmt
+            .query_map(named_params! {":ids": list}, |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(map_err)?;
+        for row in rows {
+            let (id, state) = row.map_err(map_err)?;
+            states.insert(id, state);
+        }
+    }
+    for (job, deps) in edges {
+        if let Some(missing) = deps.iter().find(|d| !states.contains_key(d.as_str())) {
+            return Err(Error::invalid(format!(
+                "job {job} depends on job {missing}, which is not stored: enqueue it first or \
+                 in the same call"
+            )));
+        }
+    }
+    // A dependency already done is met at once: its edge is stored met and
+    // the new job's count lowered (a job whose every dependency is done is
+    // ready now).
+    let done = |d: &JobId| states.get(d.as_str()).is_some_and(|s| s == "done");
+    let mut rows: Vec<(&str, &str, usize, bool)> = Vec::new();
+    let mut met: Vec<(&str, usize)> = Vec::new();
+    for (job, deps) in edges {
+        rows.extend(
+            deps.iter()
+                .enumerate()
+                .map(|(i, d)| (*job, d.as_str(), i, done(d))),
+        );
+        let n = deps.iter().filter(|d| done(d)).count();
+        if n > 0 {
+            met.push((job, n));
+        }
+    }
+    let rows = serde_json::to_string(&rows)
+        .map_err(|e| Error::storage(format!("encoding dependencies: {e}")))?;
+    conn.prepare_cached(LINK_DEPENDENCIES)
+        .map_err(map_err)?
+        .execute(named_params! {":edges": rows})
+        .map_err(map_err)?;
+    conn.prepare_cached(MARK_DEPENDED_ON)
+        .map_err(map_err)?
+        .execute(named_params! {":ids": list})
+        .map_err(map_err)?;
+    if !met.is_empty() {
+        let met = serde_json::to_string(&met)
+            .map_err(|e| Error::storage(format!("encoding dependencies: {e}")))?;
+        conn.prepare_cached(MET_AT_INSERT)
+            .map_err(map_err)?
+            .execute(named_params! {":met": met})
+            .map_err(map_err)?;
+    }
+    let ended: Vec<&str> = wanted
+        .iter()
+        .copied()
+        .filter(|d| {
+            states
+                .get(*d)
+                .is_some_and(|s| matches!(s.as_str(), "dead" | "cancelled"))
+        })
+        .collect();
+    if !ended.is_empty() {
+        release_dependents(conn, &ended, Release::Failed, now)?;
+    }
+    Ok(())
+}
+
+/// A job's dependencies, in the order they were named, and the first of
+/// its dependents (blocked ones first, then by id).
+pub(crate) fn dependencies(
+    conn: &Connection,
+    job: &Job,
+) -> Result<(Vec<Dependency>, Vec<Dependency>)> {
+    let read = |sql: &str, limit: i64| -> Result<Vec<Dependency>> {
+        conn.prepare_cached(sql)
+            .map_err(map_err)?
+            .query_map(
+                named_params! {":id": job.id.as_str(), ":limit": limit},
+                |r| {
+                    let id: String = r.get(0)?;
+                    let state: Option<String> = r.get(1)?;
+                    Ok((id, state, r.get::<_, bool>(2)?))
+                },
+            )
+            .map_err(map_err)?
+            .map(|row| {
+                let (id, state, met) = row.map_err(map_err)?;
+                Ok(Dependency {
+                    id: JobId::new(id)?,
+                    state: state.map(|s| s.parse()).transpose()?,
+                    met,
+                })
+            })
+            .collect()
+    };
+    let dependencies = if job.on_dependency_failure.is_some() {
+        read(DEPENDENCIES_OF, -1)?
+    } else {
+        Vec::new()
+    };
+    let dependents = if job.has_dependents {
+        read(
+            DEPENDENTS_OF,
+            i64::try_from(JobDetail::DEPENDENTS_SHOWN).unwrap_or(100),
+        )?
+    } else {
+        Vec::new()
+    };
+    Ok((dependencies, dependents))
+}
+
+fn json_list(ids: &[&str]) -> Result<String> {
+    serde_json::to_string(ids).map_err(|e| Error::storage(format!("encoding job ids: {e}")))
+}
+
+thread_local! {
+    /// Bumped on this (writer) thread whenever a release made jobs ready:
+    /// the store wakes its idle workers after such an operation commits.
+    static RELEASED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many releases on this thread made jobs ready so far.
+pub(crate) fn releases_so_far() -> u64 {
+    RELEASED.with(std::cell::Cell::get)
+}
+
+/// The statements of release.sql: `release`, `mark` and `cancel` with the
+/// general selection, then `release` with the selection for acknowledged
+/// jobs.
+fn release_statements() -> &'static [String; 4] {
+    static STATEMENTS: std::sync::OnceLock<[String; 4]> = std::sync::OnceLock::new();
+    STATEMENTS.get_or_init(|| {
+        let part = |text: &'static str, from: &str, to: &str| -> &'static str {
+            let start = text.find(from).map_or(text.len(), |i| i + from.len());
+            let end = text[start..].find(to).map_or(text.len(), |i| start + i);
+            &text[start..end]
+        };
+        let general = part(RELEASE, "-- @general", "-- @done");
+        let done = part(RELEASE, "-- @done", "-- @release");
+        let release = part(RELEASE, "-- @release", "-- @mark");
+        let mark = part(RELEASE, "-- @mark", "-- @cancel");
+        let cancel = part(RELEASE, "-- @cancel", "\u{0}");
+        [
+            format!("{general}{release}"),
+            format!("{general}{mark}"),
+            format!("{general}{cancel}"),
+            format!("{done}{release}"),
+        ]
+    })
+}
+
+/// How the jobs a release starts from ended.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Release {
+    /// Just acknowledged: their dependents are only ever released.
+    Done,
+    /// Dead or cancelled: dependents may be cancelled too.
+    Failed,
+}
+
+/// Releases the dependents of `ended` — jobs just acknowledged (`Done`),
+/// or that are dead or cancelled (`Failed`: just now, or before a new job
+/// named them) — inside the caller's transaction, by release.sql. Answers
+/// how many dependents became ready.
+pub(crate) fn release_dependents(
+    conn: &Connection,
+    ended: &[&str],
+    how: Release,
+    now: Timestamp,
+) -> Result<usize> {
+    let ids = json_list(ended)?;
+    let [release, mark, cancel, release_done] = release_statements();
+    let release = match how {
+        Release::Done => release_done,
+        Release::Failed => release,
+    };
+    let mut ready = 0;
+    {
+        let mut stmt = conn.prepare_cached(release).map_err(map_err)?;
+        let mut rows = stmt
+            .query(named_params! {":ids": ids, ":now": now.as_millis()})
+            .map_err(map_err)?;
+        while let Some(row) = rows.next().map_err(map_err)? {
+            if row.get::<_, bool>(0).map_err(map_err)? {
+                ready += 1;
+            }
+        }
+    }
+    if ready > 0 {
+        RELEASED.with(|n| n.set(n.get().wrapping_add(1)));
+    }
+    if how == Release::Failed {
+        conn.prepare_cached(mark)
+            .map_err(map_err)?
+            .execute(named_params! {":ids": ids})
+            .map_err(map_err)?;
+        conn.prepare_cached(cancel)
+            .map_err(map_err)?
+            .execute(named_params! {":ids": ids, ":now": now.as_millis()})
+            .map_err(map_err)?;
+    }
+    Ok(ready)
 }
 
 static FULL_CHUNK_SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
@@ -397,6 +664,9 @@ fn new_row(job: &NewJob, id: JobId, now: Timestamp) -> Job {
         key: job.key.clone(),
         deadline: job.deadline,
         traceparent: job.traceparent.clone(),
+        waiting_on: 0,
+        on_dependency_failure: None,
+        has_dependents: false,
     }
 }
 
@@ -472,7 +742,7 @@ fn record_attempt(
 
 /// Running jobs whose final attempt's lease expired go to `dead`.
 pub(crate) fn expire_final(conn: &Connection, now: Now) -> Result<Vec<JobId>> {
-    let mut expired: Vec<(String, u32, u32, Option<Timestamp>)> = conn
+    let mut expired: Vec<(String, u32, u32, Option<Timestamp>, bool)> = conn
         .prepare_cached(EXPIRE_FINAL)
         .map_err(map_err)?
         .query_map(
@@ -483,6 +753,7 @@ pub(crate) fn expire_final(conn: &Connection, now: Now) -> Result<Vec<JobId>> {
                     u32_col(r, "replays")?,
                     u32_col(r, "attempts")?,
                     opt_ts_col(r, "attempt_started_at")?,
+                    r.get("has_dependents")?,
                 ))
             },
         )
@@ -491,8 +762,16 @@ pub(crate) fn expire_final(conn: &Connection, now: Now) -> Result<Vec<JobId>> {
         .map_err(map_err)?;
     // RETURNING order is unspecified; report in id order, as PostgreSQL does.
     expired.sort_by(|a, b| a.0.cmp(&b.0));
+    let depended_on: Vec<&str> = expired
+        .iter()
+        .filter(|e| e.4)
+        .map(|e| e.0.as_str())
+        .collect();
+    if !depended_on.is_empty() {
+        release_dependents(conn, &depended_on, Release::Failed, now.at)?;
+    }
     let mut out = Vec::with_capacity(expired.len());
-    for (id, cycle, attempt, started_at) in expired {
+    for (id, cycle, attempt, started_at, _) in expired {
         let held = Held {
             id: &id,
             cycle,
@@ -846,7 +1125,7 @@ pub(crate) fn complete_many(conn: &Connection, leases: &[Lease], now: Now) -> Re
         .collect();
     let pairs = serde_json::to_string(&pairs)
         .map_err(|e| Error::storage(format!("encoding acknowledgments: {e}")))?;
-    let acked: HashSet<String> = conn
+    let acked: HashMap<String, bool> = conn
         .prepare_cached(COMPLETE_MANY)
         .map_err(map_err)?
         .query_map(
@@ -855,14 +1134,22 @@ pub(crate) fn complete_many(conn: &Connection, leases: &[Lease], now: Now) -> Re
                 ":now": now.at.as_millis(),
                 ":lease_now": now.leases.as_millis(),
             },
-            |r| r.get(0),
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .map_err(map_err)?
         .collect::<rusqlite::Result<_>>()
         .map_err(map_err)?;
+    let depended_on: Vec<&str> = acked
+        .iter()
+        .filter(|(_, has)| **has)
+        .map(|(id, _)| id.as_str())
+        .collect();
+    if !depended_on.is_empty() {
+        release_dependents(conn, &depended_on, Release::Done, now.at)?;
+    }
     Ok(leases
         .iter()
-        .map(|l| acked.contains(l.id.as_str()))
+        .map(|l| acked.contains_key(l.id.as_str()))
         .collect())
 }
 
@@ -913,7 +1200,22 @@ pub fn complete(conn: &Connection, lease: &Lease, now: Timestamp) -> Result<Job>
 /// Fenced acknowledgment.
 pub(crate) fn complete_at(conn: &Connection, lease: &Lease, now: Now) -> Result<Job> {
     // The succeeding attempt stays on the job row (history.sql reads it).
-    fenced(conn, COMPLETE, lease, now, &[])
+    let job = fenced(conn, COMPLETE, lease, now, &[])?;
+    released(conn, job, now.at)
+}
+
+/// `job` as a settlement left it, after releasing its dependents if it
+/// ended and has any.
+fn released(conn: &Connection, job: Job, now: Timestamp) -> Result<Job> {
+    if job.has_dependents && job.finished_at.is_some() {
+        let how = if job.state == JobState::Done {
+            Release::Done
+        } else {
+            Release::Failed
+        };
+        release_dependents(conn, &[job.id.as_str()], how, now)?;
+    }
+    Ok(job)
 }
 
 /// Fenced failure.
@@ -946,7 +1248,7 @@ pub(crate) fn fail(conn: &Connection, lease: &Lease, failure: &Failure, clock: N
         class: Some(failure.class),
     };
     record_attempt(conn, Held::of(&job), now, &ended)?;
-    Ok(job)
+    released(conn, job, now)
 }
 
 /// Fenced snooze (`release` is a snooze due now).
@@ -988,7 +1290,7 @@ pub(crate) fn cancel_running(
         class: Some(ErrorClass::Cancelled),
     };
     record_attempt(conn, Held::of(&job), now.at, &ended)?;
-    Ok(job)
+    released(conn, job, now.at)
 }
 
 /// Fenced lease extension.

@@ -17,6 +17,7 @@
 pub mod admin;
 pub mod cases;
 pub mod dedup;
+pub mod deps;
 pub mod history;
 pub mod hostile;
 pub mod keys;
@@ -124,6 +125,16 @@ macro_rules! conformance_tests {
         );
         $crate::conformance_tests!(@in dedup $make;
             an_id_deduplicates_until_its_job_is_pruned_or_purged,
+        );
+        $crate::conformance_tests!(@in deps $make;
+            a_dependent_waits_blocked_until_every_dependency_is_done,
+            dependencies_are_checked_when_jobs_are_inserted,
+            a_waiting_dependent_resumes_when_its_dead_dependency_is_replayed,
+            a_failed_dependency_cancels_or_releases_by_policy_and_cascades,
+            a_run_dependent_is_met_once_even_if_its_dependency_is_replayed,
+            a_cancelled_dependency_cancels_its_waiting_dependents,
+            the_sweep_releases_the_dependents_of_a_job_it_kills,
+            failures_recorded_together_release_the_dependents_of_the_dead,
         );
         $crate::conformance_tests!(@in keys $make;
             a_job_keeps_its_concurrency_key,

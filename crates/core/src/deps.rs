@@ -1,0 +1,259 @@
+//! Dependencies between jobs: the policy a dependent follows when one of
+//! its dependencies fails, and the checks a set of new jobs must pass.
+//!
+//! A job with dependencies is inserted `blocked` and counts the
+//! dependencies it still waits for. Whatever ends a dependency — its
+//! acknowledgment, its last failure, its final lease expiry, a cancel —
+//! releases its dependents in the same transaction, by one rule:
+//!
+//! | the dependency ends | `wait` (default) | `cancel`  | `run`     |
+//! |---------------------|------------------|-----------|-----------|
+//! | `done`              | met              | met       | met       |
+//! | `dead`              | still waiting    | cancelled | met       |
+//! | `cancelled`         | cancelled        | cancelled | met       |
+//!
+//! A dependent whose last dependency is met becomes `ready`. A dependent
+//! cancelled this way ends like any cancelled job, so its own dependents
+//! follow the same rule in turn (a cascade). A `wait` dependent of a dead
+//! dependency resumes if an operator replays the dependency and it
+//! succeeds.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+use crate::job::{JobId, NewJob};
+
+/// The most dependencies one job may have.
+pub const MAX_DEPENDENCIES: usize = 10_000;
+
+/// What a dependent does when one of its dependencies ends `dead` or
+/// `cancelled` (see the module documentation for the whole rule).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DependencyFailure {
+    /// Keep waiting while the dependency is a dead letter (an operator may
+    /// replay it); be cancelled if the dependency is cancelled.
+    #[default]
+    Wait,
+    /// Be cancelled as soon as a dependency is dead or cancelled.
+    Cancel,
+    /// Run anyway: a dependency that ended, however it ended, is met.
+    Run,
+}
+
+impl DependencyFailure {
+    /// Every policy, in documentation order.
+    pub const ALL: [DependencyFailure; 3] = [
+        DependencyFailure::Wait,
+        DependencyFailure::Cancel,
+        DependencyFailure::Run,
+    ];
+
+    /// The stable name used in storage, the CLI and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DependencyFailure::Wait => "wait",
+            DependencyFailure::Cancel => "cancel",
+            DependencyFailure::Run => "run",
+        }
+    }
+}
+
+impl FromStr for DependencyFailure {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        DependencyFailure::ALL
+            .into_iter()
+            .find(|p| p.as_str() == s)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "unknown dependency-failure policy {s:?}: use wait, cancel or run"
+                ))
+            })
+    }
+}
+
+impl fmt::Display for DependencyFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One dependency of a job, as shown to an operator.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Dependency {
+    /// The job depended on.
+    pub id: JobId,
+    /// Its state now, or `None` if it was purged or pruned since.
+    pub state: Option<crate::job::JobState>,
+    /// Whether it is met (the dependency succeeded, or ended in a way the
+    /// dependent's policy accepts).
+    pub met: bool,
+}
+
+/// Checks the dependencies of jobs inserted together: each job's list is
+/// within [`MAX_DEPENDENCIES`], names no job twice and not the job itself,
+/// and the jobs of the call that depend on one another form no cycle.
+/// Dependencies outside the call must already be stored; the store checks
+/// that (a stored job cannot depend on one not yet inserted, so no cycle
+/// can pass through it).
+pub fn check_dependencies(jobs: &[NewJob]) -> Result<(), Error> {
+    let mut named: HashMap<&str, &[JobId]> = HashMap::new();
+    for job in jobs {
+        check_one(job)?;
+        if let Some(id) = &job.id
+            && !job.depends_on.is_empty()
+        {
+            // A repeated id is created once, from its first occurrence.
+            named.entry(id.as_str()).or_insert(&job.depends_on);
+        }
+    }
+    if named.is_empty() {
+        return Ok(());
+    }
+    // Depth-first search with an explicit stack: 0 unseen, 1 on the path,
+    // 2 finished.
+    let mut mark: HashMap<&str, u8> = HashMap::with_capacity(named.len());
+    for &start in named.keys() {
+        if mark.get(start).copied().unwrap_or(0) != 0 {
+            continue;
+        }
+        let mut stack: Vec<(&str, usize)> = vec![(start, 0)];
+        mark.insert(start, 1);
+        while let Some((node, next)) = stack.last_mut() {
+            let deps = named.get(*node).copied().unwrap_or(&[]);
+            if let Some(dep) = deps.get(*next) {
+                *next += 1;
+                let dep = dep.as_str();
+                match mark.get(dep).copied().unwrap_or(0) {
+                    1 => {
+                        let mut path: Vec<&str> = stack.iter().map(|(n, _)| *n).collect();
+                        let from = path.iter().position(|n| *n == dep).unwrap_or(0);
+                        path.drain(..from);
+                        path.push(dep);
+                        if path.len() > 12 {
+                            path.drain(5..path.len() - 5);
+                            path.insert(5, "…");
+                        }
+                        return Err(Error::invalid(format!(
+                            "the dependencies form a cycle ({}); a job cannot wait, directly or \
+                             through others, for itself",
+                            path.join(" → ")
+                        )));
+                    }
+                    0 if named.contains_key(dep) => {
+                        mark.insert(dep, 1);
+                        stack.push((dep, 0));
+                    }
+                    _ => {}
+                }
+            } else {
+                mark.insert(*node, 2);
+                stack.pop();
+            }
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn check_one(job: &NewJob) -> Result<(), Error> {
+    let deps = &job.depends_on;
+    if deps.len() > MAX_DEPENDENCIES {
+        return Err(Error::invalid(format!(
+            "a job may depend on at most {MAX_DEPENDENCIES} jobs (got {}); group the work in \
+             stages that each depend on fewer",
+            deps.len()
+        )));
+    }
+    let mut seen = HashSet::with_capacity(deps.len());
+    for dep in deps {
+        if job.id.as_ref() == Some(dep) {
+            return Err(Error::invalid(format!("job {dep} cannot depend on itself")));
+        }
+        if !seen.insert(dep) {
+            return Err(Error::invalid(format!(
+                "the dependencies name job {dep} twice; name each once"
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::Payload;
+
+    fn job(id: &str, deps: &[&str]) -> NewJob {
+        let mut j = NewJob::new("k", Payload::default())
+            .expect("kind")
+            .with_id(JobId::new(id).expect("id"));
+        for d in deps {
+            j = j.depends_on(JobId::new(*d).expect("id"));
+        }
+        j
+    }
+
+    #[test]
+    fn a_dag_passes() {
+        let jobs = [
+            job("a", &[]),
+            job("b", &["a"]),
+            job("c", &["a"]),
+            job("d", &["b", "c", "stored-elsewhere"]),
+        ];
+        check_dependencies(&jobs).expect("a diamond is no cycle");
+    }
+
+    #[test]
+    fn a_cycle_is_refused_and_named() {
+        let jobs = [job("a", &["c"]), job("b", &["a"]), job("c", &["b"])];
+        let e = check_dependencies(&jobs).expect_err("cycle").to_string();
+        assert!(e.contains("cycle"), "{e}");
+        for id in ["a", "b", "c"] {
+            assert!(e.contains(id), "{e}");
+        }
+    }
+
+    #[test]
+    fn self_and_repeated_dependencies_are_refused() {
+        let e = check_dependencies(&[job("a", &["a"])]).expect_err("self");
+        assert!(e.to_string().contains("itself"), "{e}");
+        let mut twice = job("b", &["x"]);
+        twice.depends_on.push(JobId::new("x").expect("id"));
+        let e = check_dependencies(&[twice]).expect_err("twice");
+        assert!(e.to_string().contains("twice"), "{e}");
+    }
+
+    #[test]
+    fn the_builder_names_a_dependency_once() {
+        let j = job("b", &["x", "x"]);
+        assert_eq!(j.depends_on.len(), 1);
+    }
+
+    #[test]
+    fn a_long_chain_is_checked_without_recursion() {
+        let ids: Vec<String> = (0..50_000).map(|i| format!("j{i}")).collect();
+        let mut jobs: Vec<NewJob> = Vec::with_capacity(ids.len());
+        for (i, id) in ids.iter().enumerate() {
+            let deps: Vec<&str> = if i == 0 { vec![] } else { vec![&ids[i - 1]] };
+            jobs.push(job(id, &deps));
+        }
+        check_dependencies(&jobs).expect("a chain is no cycle");
+        jobs[0] = job("j0", &["j49999"]);
+        assert!(check_dependencies(&jobs).is_err());
+    }
+
+    #[test]
+    fn policies_round_trip_and_unknown_ones_say_what_to_use() {
+        for p in DependencyFailure::ALL {
+            assert_eq!(p.as_str().parse::<DependencyFailure>().expect("known"), p);
+        }
+        let e = "later".parse::<DependencyFailure>().expect_err("unknown");
+        assert!(e.to_string().contains("wait, cancel or run"), "{e}");
+    }
+}

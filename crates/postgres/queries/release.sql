@@ -1,0 +1,121 @@
+-- Releases the dependents of the jobs in $2 that have ended, at $1 (NULL:
+-- the server's clock). Runs in the settlement's transaction, as a
+-- statement of its own after the one that ended them (a data-modifying
+-- CTE could not see their new state). Every edge that is now met — its
+-- dependency is done, or ended and the dependent's policy is `run` — is
+-- marked and lowers its dependent's count; a blocked dependent whose count
+-- reaches zero becomes ready. The blocked dependents the rule cancels
+-- (policy `cancel` under a dead or cancelled dependency, `wait` under a
+-- cancelled one) are cancelled, and through them theirs; cancelled ones
+-- count as ended sources for the edges of their own dependents.
+--
+-- Concurrency: the ended jobs' rows are locked by this transaction, and
+-- an enqueue naming one as a dependency must lock that row too, so every
+-- edge into them is in this statement's snapshot. Two dependencies of one
+-- job ending at once in two transactions meet on the dependent's row:
+-- `released` locks its rows in id order, and the one that waits computes
+-- the count from the row the other committed. `marked` re-tests `NOT met`
+-- on the latest version, so no edge counts twice. Edges are looked up
+-- per dependency (LATERAL, kept apart by OFFSET 0, and `= ANY` below)
+-- through the index on `depends_on`: joined freely, the planner scanned
+-- the whole edge table for every settlement.
+WITH RECURSIVE
+t AS (SELECT coalesce($1::timestamptz, now()) AS now),
+src (id, state) AS (
+    SELECT j.id::text, j.state::text FROM __SCHEMA__.errand_jobs j
+    WHERE j.id = ANY($2::text[]) AND j.state IN ('done', 'dead', 'cancelled')
+),
+doomed (id, cause, cause_state) AS (
+    SELECT e.job_id::text, s.id, s.state
+    FROM src s
+    CROSS JOIN LATERAL (
+        SELECT e.job_id FROM __SCHEMA__.errand_dependencies e
+        WHERE e.depends_on = s.id AND NOT e.met OFFSET 0
+    ) e
+    JOIN __SCHEMA__.errand_jobs d ON d.id = e.job_id
+    WHERE d.state = 'blocked'
+      AND ((d.on_dependency_failure = 'cancel' AND s.state IN ('dead', 'cancelled'))
+        OR (d.on_dependency_failure = 'wait' AND s.state = 'cancelled'))
+    UNION
+    SELECT e.job_id::text, x.id, 'cancelled'::text
+    FROM doomed x
+    CROSS JOIN LATERAL (
+        SELECT e.job_id FROM __SCHEMA__.errand_dependencies e
+        WHERE e.depends_on = x.id AND NOT e.met OFFSET 0
+    ) e
+    JOIN __SCHEMA__.errand_jobs d ON d.id = e.job_id
+    WHERE d.state = 'blocked'
+      AND d.on_dependency_failure IN ('wait', 'cancel')
+),
+sources (id, state) AS (
+    SELECT id, state FROM src
+    UNION
+    SELECT id, 'cancelled'::text FROM doomed
+),
+meets AS (
+    SELECT e.job_id, e.depends_on
+    FROM sources s
+    CROSS JOIN LATERAL (
+        SELECT e.job_id, e.depends_on FROM __SCHEMA__.errand_dependencies e
+        WHERE e.depends_on = s.id AND NOT e.met OFFSET 0
+    ) e
+    JOIN __SCHEMA__.errand_jobs d ON d.id = e.job_id
+    WHERE s.state = 'done' OR d.on_dependency_failure = 'run'
+),
+-- The edges are reached through their dependencies (`depends_on = ANY`,
+-- the index on it), never by a scan of the whole table.
+marked AS (
+    UPDATE __SCHEMA__.errand_dependencies e
+    SET met = true
+    FROM meets m
+    WHERE e.depends_on = ANY (ARRAY(SELECT DISTINCT depends_on FROM meets))
+      AND e.job_id = m.job_id AND e.depends_on = m.depends_on AND NOT e.met
+    RETURNING e.job_id
+),
+counts AS MATERIALIZED (
+    SELECT job_id, count(*)::integer AS n FROM marked GROUP BY job_id
+),
+locked AS MATERIALIZED (
+    SELECT j.id FROM __SCHEMA__.errand_jobs j
+    WHERE j.id IN (SELECT job_id FROM counts UNION SELECT id FROM doomed)
+    ORDER BY j.id FOR UPDATE
+),
+-- One update for both kinds of change: a job may be both released by one
+-- dependency and cancelled by another ending in the same call, and a
+-- statement cannot change a row twice.
+changed AS (
+    UPDATE __SCHEMA__.errand_jobs j
+    SET waiting_on       = j.waiting_on - coalesce(c.n, 0),
+        state            = CASE
+            WHEN x.id IS NOT NULL AND j.state = 'blocked' THEN 'cancelled'
+            WHEN j.state = 'blocked' AND j.waiting_on = c.n THEN 'ready'
+            ELSE j.state END,
+        available_at     = CASE
+            WHEN x.id IS NULL AND j.state = 'blocked' AND j.waiting_on = c.n
+            THEN greatest(j.available_at, t.now) ELSE j.available_at END,
+        last_error       = CASE WHEN x.id IS NOT NULL AND j.state = 'blocked'
+            THEN 'cancelled: its dependency ' || x.cause || ' ended ' || x.cause_state
+            ELSE j.last_error END,
+        last_error_class = CASE WHEN x.id IS NOT NULL AND j.state = 'blocked'
+            THEN 'cancelled' ELSE j.last_error_class END,
+        finished_at      = CASE WHEN x.id IS NOT NULL AND j.state = 'blocked'
+            THEN t.now ELSE j.finished_at END,
+        updated_at       = t.now
+    FROM locked l
+    LEFT JOIN counts c ON c.job_id = l.id
+    LEFT JOIN (SELECT DISTINCT ON (id) id, cause, cause_state FROM doomed ORDER BY id, cause) x
+        ON x.id = l.id,
+         t
+    WHERE j.id = l.id
+    RETURNING j.id, j.state, j.queue
+),
+-- Idle workers wake as for an insert: one notification per queue with a
+-- released job, on the channel '<schema>.errand_jobs', sent at commit.
+woken AS (
+    SELECT pg_notify(n.nspname || '.errand_jobs', r.queue)
+    FROM (SELECT DISTINCT queue FROM changed WHERE state = 'ready') r,
+         pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE c.oid = '__SCHEMA__.errand_jobs'::regclass
+)
+SELECT (SELECT count(*) FROM changed WHERE state = 'ready') AS ready,
+       (SELECT count(*) FROM woken) AS notified

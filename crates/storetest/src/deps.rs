@@ -1,0 +1,491 @@
+//! Dependencies between jobs: a dependent waits `blocked` until each of its
+//! dependencies is `done`; whatever ends a dependency releases its
+//! dependents in the same transaction, by the policy each dependent chose
+//! for a dependency that fails (`wait`, `cancel`, `run`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use errand_core::{
+    CancelRequest, DependencyFailure, Error, ErrorClass, Failure, JobId, JobState, ManualClock,
+    NewJob, ReplayRequest, StatsRequest, Store,
+};
+
+use crate::{admin, claim_req, get, job, reclaim_req};
+
+const LEASE: Duration = Duration::from_secs(10);
+
+fn id(s: &str) -> JobId {
+    JobId::new(s).unwrap()
+}
+
+fn after(name: &str, deps: &[&str], policy: DependencyFailure) -> NewJob {
+    deps.iter()
+        .fold(job(name), |j, d| j.depends_on(id(d)))
+        .on_dependency_failure(policy)
+}
+
+/// Claims every due job and returns their ids, sorted, settling nothing.
+async fn claim_all(store: &dyn Store) -> Vec<errand_core::ClaimedJob> {
+    let mut got = store.claim(&reclaim_req(100, LEASE)).await.unwrap();
+    got.sort_by(|a, b| a.job.id.cmp(&b.job.id));
+    got
+}
+
+fn names(jobs: &[errand_core::ClaimedJob]) -> Vec<&str> {
+    jobs.iter().map(|c| c.job.id.as_str()).collect()
+}
+
+async fn state(store: &dyn Store, name: &str) -> JobState {
+    get(store, name).await.state
+}
+
+/// Runs `name` (claiming it, and completing whatever else was due) and
+/// fails it permanently: it ends `dead`.
+async fn kill(store: &dyn Store, name: &str) {
+    loop {
+        let claimed = claim_all(store).await;
+        assert!(!claimed.is_empty(), "{name} never became claimable");
+        let mut found = false;
+        for c in claimed {
+            if c.job.id.as_str() == name {
+                let failure = Failure {
+                    error: format!("{name} cannot work"),
+                    class: ErrorClass::Permanent,
+                    retry: None,
+                };
+                store.fail(&c.lease, failure).await.unwrap();
+                found = true;
+            } else {
+                store.complete(&c.lease).await.unwrap();
+            }
+        }
+        if found {
+            return;
+        }
+    }
+}
+
+/// A dependent is inserted `blocked`, is never claimed while a dependency
+/// is unfinished, and becomes ready — in the transaction of the last
+/// acknowledgment, single or batched — once every dependency is done. Its
+/// detail lists its dependencies in order, met; theirs list it.
+pub async fn a_dependent_waits_blocked_until_every_dependency_is_done(
+    store: Arc<dyn Store>,
+    _clock: ManualClock,
+) {
+    store.insert(job("a")).await.unwrap();
+    store.insert(job("b")).await.unwrap();
+    let c = store
+        .insert(after("c", &["b", "a"], DependencyFailure::Wait))
+        .await
+        .unwrap();
+    assert!(c.created);
+    assert_eq!(c.job.state, JobState::Blocked);
+    assert_eq!(c.job.waiting_on, 2);
+    assert_eq!(c.job.on_dependency_failure, Some(DependencyFailure::Wait));
+    // A queue holding only blocked jobs is counted; blocked ones apart.
+    store
+        .insert(
+            after("elsewhere", &["a"], DependencyFailure::Wait)
+                .on_queue("later")
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let stats = admin(&store).stats(&StatsRequest::default()).await.unwrap();
+    let counts: Vec<(&str, u64, u64)> = stats
+        .queues
+        .iter()
+        .map(|q| (q.queue.as_str(), q.counts.blocked, q.counts.ready))
+        .collect();
+    assert_eq!(counts, [("default", 1, 2), ("later", 1, 0)]);
+    let listed = admin(&store)
+        .list(&errand_core::JobFilter {
+            state: Some(JobState::Blocked),
+            ..errand_core::JobFilter::default()
+        })
+        .await
+        .unwrap();
+    let listed: Vec<&str> = listed.iter().map(|j| j.id.as_str()).collect();
+    assert_eq!(listed, ["c", "elsewhere"]);
+    let cancel = CancelRequest {
+        ids: vec![id("elsewhere")],
+        operator: "ops".into(),
+        reason: None,
+    };
+    admin(&store).cancel(&cancel).await.unwrap();
+
+    let running = claim_all(&*store).await;
+    assert_eq!(
+        names(&running),
+        ["a", "b"],
+        "a blocked job is never claimed"
+    );
+    store.complete(&running[0].lease).await.unwrap();
+    let c = get(&*store, "c").await;
+    assert_eq!((c.state, c.waiting_on), (JobState::Blocked, 1));
+    assert!(claim_all(&*store).await.is_empty());
+    assert!(get(&*store, "a").await.has_dependents);
+
+    // The last dependency settles through the batched acknowledgment.
+    assert_eq!(
+        store
+            .complete_many(std::slice::from_ref(&running[1].lease))
+            .await
+            .unwrap(),
+        [true]
+    );
+    let c = get(&*store, "c").await;
+    assert_eq!((c.state, c.waiting_on), (JobState::Ready, 0));
+    assert_eq!(names(&claim_all(&*store).await), ["c"]);
+
+    let detail = store.detail(&id("c")).await.unwrap();
+    let deps: Vec<(&str, Option<JobState>, bool)> = detail
+        .dependencies
+        .iter()
+        .map(|d| (d.id.as_str(), d.state, d.met))
+        .collect();
+    assert_eq!(
+        deps,
+        [
+            ("b", Some(JobState::Done), true),
+            ("a", Some(JobState::Done), true)
+        ]
+    );
+    let a = store.detail(&id("a")).await.unwrap();
+    let dependents: Vec<(&str, Option<JobState>)> = a
+        .dependents
+        .iter()
+        .map(|d| (d.id.as_str(), d.state))
+        .collect();
+    assert_eq!(
+        dependents,
+        [
+            ("c", Some(JobState::Running)),
+            ("elsewhere", Some(JobState::Cancelled))
+        ]
+    );
+    assert!(a.dependencies.is_empty());
+}
+
+/// A call may name jobs it inserts itself, in any order; a dependency
+/// that is neither stored nor in the call, and a cycle, refuse the whole
+/// call with an error that names them, and nothing is created. A
+/// dependency that is already done is met at once.
+pub async fn dependencies_are_checked_when_jobs_are_inserted(
+    store: Arc<dyn Store>,
+    _clock: ManualClock,
+) {
+    // z names y, which comes later in the same call.
+    let got = store
+        .insert_many(vec![
+            after("z", &["y"], DependencyFailure::Wait),
+            job("x"),
+            after("y", &["x"], DependencyFailure::Wait),
+        ])
+        .await
+        .unwrap();
+    let states: Vec<JobState> = got.iter().map(|i| i.job.state).collect();
+    assert_eq!(
+        states,
+        [JobState::Blocked, JobState::Ready, JobState::Blocked]
+    );
+
+    let unknown = store
+        .insert_many(vec![
+            job("fresh"),
+            after("orphan", &["x", "nowhere"], DependencyFailure::Wait),
+        ])
+        .await;
+    match unknown {
+        Err(Error::Invalid(m)) => {
+            assert!(m.contains("nowhere") && m.contains("not stored"), "{m}");
+        }
+        other => panic!("an unknown dependency must be refused, got {other:?}"),
+    }
+    let cycle = store
+        .insert_many(vec![
+            after("p", &["q"], DependencyFailure::Wait),
+            after("q", &["p"], DependencyFailure::Wait),
+        ])
+        .await;
+    match cycle {
+        Err(Error::Invalid(m)) => assert!(m.contains("cycle"), "{m}"),
+        other => panic!("a cycle must be refused, got {other:?}"),
+    }
+    for gone in ["fresh", "orphan", "p", "q"] {
+        assert!(
+            matches!(store.get(&id(gone)).await, Err(Error::NotFound(_))),
+            "{gone} must not exist after a refused call"
+        );
+    }
+    let itself = store
+        .insert(after("me", &["me"], DependencyFailure::Wait))
+        .await;
+    assert!(matches!(itself, Err(Error::Invalid(_))), "{itself:?}");
+
+    // A dependency already done: the new job is ready at once.
+    let x = claim_all(&*store).await;
+    assert_eq!(names(&x), ["x"]);
+    store.complete(&x[0].lease).await.unwrap();
+    assert_eq!(state(&*store, "y").await, JobState::Ready);
+    let late = store
+        .insert(after("late", &["x"], DependencyFailure::Wait))
+        .await
+        .unwrap();
+    assert_eq!((late.job.state, late.job.waiting_on), (JobState::Ready, 0));
+}
+
+/// Under `wait` (the default) a dead dependency keeps its dependent
+/// blocked; replayed and done, it releases it.
+pub async fn a_waiting_dependent_resumes_when_its_dead_dependency_is_replayed(
+    store: Arc<dyn Store>,
+    _clock: ManualClock,
+) {
+    store.insert(job("a")).await.unwrap();
+    store
+        .insert(after("w", &["a"], DependencyFailure::Wait))
+        .await
+        .unwrap();
+    kill(&*store, "a").await;
+    assert_eq!(state(&*store, "a").await, JobState::Dead);
+    assert_eq!(state(&*store, "w").await, JobState::Blocked);
+    // A job that depends on the dead one now waits too.
+    let w2 = store
+        .insert(after("w2", &["a"], DependencyFailure::Wait))
+        .await
+        .unwrap();
+    assert_eq!(w2.job.state, JobState::Blocked);
+    // Purging a would strand them: refused, and nothing is deleted.
+    let purge = errand_core::PurgeRequest {
+        ids: vec![id("a")],
+        operator: "ops".into(),
+        reason: "clean up".into(),
+    };
+    match admin(&store).purge(&purge).await {
+        Err(Error::InvalidState { hint, .. }) => assert!(hint.contains("w"), "{hint}"),
+        other => panic!("a purge that strands blocked jobs must be refused, got {other:?}"),
+    }
+    assert_eq!(state(&*store, "a").await, JobState::Dead);
+
+    let req = ReplayRequest {
+        ids: vec![id("a")],
+        operator: "ops".into(),
+        reason: None,
+    };
+    admin(&store).replay(&req).await.unwrap();
+    let a = claim_all(&*store).await;
+    assert_eq!(names(&a), ["a"]);
+    store.complete(&a[0].lease).await.unwrap();
+    assert_eq!(state(&*store, "w").await, JobState::Ready);
+    assert_eq!(state(&*store, "w2").await, JobState::Ready);
+}
+
+/// Under `cancel` a dead dependency cancels its dependent at once, and the
+/// cancellation cascades: a `wait` or `cancel` dependent of the cancelled
+/// job is cancelled too, a `run` one goes ahead. The cancelled say why.
+/// A job inserted under a dependency that already failed is judged at once.
+pub async fn a_failed_dependency_cancels_or_releases_by_policy_and_cascades(
+    store: Arc<dyn Store>,
+    _clock: ManualClock,
+) {
+    store.insert(job("a")).await.unwrap();
+    store
+        .insert_many(vec![
+            after("c", &["a"], DependencyFailure::Cancel),
+            after("cw", &["c"], DependencyFailure::Wait),
+            after("cww", &["cw"], DependencyFailure::Wait),
+            after("cr", &["c"], DependencyFailure::Run),
+            after("r", &["a"], DependencyFailure::Run),
+            after("w", &["a"], DependencyFailure::Wait),
+        ])
+        .await
+        .unwrap();
+    kill(&*store, "a").await;
+    for (name, want) in [
+        ("c", JobState::Cancelled),
+        ("cw", JobState::Cancelled),
+        ("cww", JobState::Cancelled),
+        ("cr", JobState::Ready),
+        ("r", JobState::Ready),
+        ("w", JobState::Blocked),
+    ] {
+        assert_eq!(state(&*store, name).await, want, "{name}");
+    }
+    let c = get(&*store, "c").await;
+    assert_eq!(c.last_error_class, Some(ErrorClass::Cancelled));
+    let why = c.last_error.unwrap_or_default();
+    assert!(why.contains("a") && why.contains("dead"), "{why}");
+    let cw = get(&*store, "cw").await.last_error.unwrap_or_default();
+    assert!(cw.contains("c") && cw.contains("cancelled"), "{cw}");
+
+    // Inserted after the failure, each policy is applied at once.
+    let later = store
+        .insert_many(vec![
+            after("c2", &["a"], DependencyFailure::Cancel),
+            after("r2", &["a"], DependencyFailure::Run),
+            after("w3", &["a"], DependencyFailure::Wait),
+        ])
+        .await
+        .unwrap();
+    let states: Vec<JobState> = later.iter().map(|i| i.job.state).collect();
+    assert_eq!(
+        states,
+        [JobState::Cancelled, JobState::Ready, JobState::Blocked]
+    );
+}
+
+/// Under `run` a failed dependency is met; if an operator replays it and it
+/// succeeds, the dependent's edge is not counted a second time.
+pub async fn a_run_dependent_is_met_once_even_if_its_dependency_is_replayed(
+    store: Arc<dyn Store>,
+    _clock: ManualClock,
+) {
+    store.insert(job("a")).await.unwrap();
+    store.insert(job("b")).await.unwrap();
+    store
+        .insert(after("r", &["a", "b"], DependencyFailure::Run))
+        .await
+        .unwrap();
+    // a dies while b runs on.
+    let running = claim_all(&*store).await;
+    assert_eq!(names(&running), ["a", "b"]);
+    let failure = Failure {
+        error: "no".into(),
+        class: ErrorClass::Permanent,
+        retry: None,
+    };
+    store.fail(&running[0].lease, failure).await.unwrap();
+    let r = get(&*store, "r").await;
+    assert_eq!((r.state, r.waiting_on), (JobState::Blocked, 1));
+    // a, replayed, succeeds before b: r still waits for b alone.
+    let req = ReplayRequest {
+        ids: vec![id("a")],
+        operator: "ops".into(),
+        reason: None,
+    };
+    admin(&store).replay(&req).await.unwrap();
+    let again = store.claim(&claim_req(10, LEASE)).await.unwrap();
+    assert_eq!(names(&again), ["a"]);
+    store.complete(&again[0].lease).await.unwrap();
+    let r = get(&*store, "r").await;
+    assert_eq!((r.state, r.waiting_on), (JobState::Blocked, 1));
+    store.complete(&running[1].lease).await.unwrap();
+    let r = get(&*store, "r").await;
+    assert_eq!((r.state, r.waiting_on), (JobState::Ready, 0));
+}
+
+/// A cancelled dependency cancels its `wait` and `cancel` dependents —
+/// whether an operator cancelled it (blocked, ready or running) or its
+/// handler did — and an operator may cancel a blocked job itself.
+/// Replayed, a dependent that still waits for something is blocked again.
+pub async fn a_cancelled_dependency_cancels_its_waiting_dependents(
+    store: Arc<dyn Store>,
+    _clock: ManualClock,
+) {
+    store.insert(job("a")).await.unwrap();
+    store.insert(job("h")).await.unwrap();
+    store
+        .insert_many(vec![
+            after("w", &["a"], DependencyFailure::Wait),
+            after("ww", &["w"], DependencyFailure::Wait),
+            after("hw", &["h"], DependencyFailure::Wait),
+            after("hr", &["h"], DependencyFailure::Run),
+        ])
+        .await
+        .unwrap();
+    let ops = admin(&store);
+    let cancel = |ids: &[&str]| CancelRequest {
+        ids: ids.iter().map(|s| id(s)).collect(),
+        operator: "ops".into(),
+        reason: None,
+    };
+    // An operator cancels the blocked w: ww follows; a is untouched.
+    ops.cancel(&cancel(&["w"])).await.unwrap();
+    assert_eq!(state(&*store, "w").await, JobState::Cancelled);
+    assert_eq!(state(&*store, "ww").await, JobState::Cancelled);
+    assert_eq!(state(&*store, "a").await, JobState::Ready);
+
+    // The handler of h cancels it: hw is cancelled, hr runs.
+    let running = claim_all(&*store).await;
+    let h = running.iter().find(|c| c.job.id.as_str() == "h").unwrap();
+    store.cancel_running(&h.lease, "not wanted").await.unwrap();
+    assert_eq!(state(&*store, "hw").await, JobState::Cancelled);
+    assert_eq!(state(&*store, "hr").await, JobState::Ready);
+
+    // Replayed while a has not finished, w waits again.
+    let req = ReplayRequest {
+        ids: vec![id("w")],
+        operator: "ops".into(),
+        reason: None,
+    };
+    let back = ops.replay(&req).await.unwrap();
+    assert_eq!(back[0].state, JobState::Blocked);
+    let a = running.iter().find(|c| c.job.id.as_str() == "a").unwrap();
+    store.complete(&a.lease).await.unwrap();
+    assert_eq!(state(&*store, "w").await, JobState::Ready);
+}
+
+/// A dependency whose final lease expires dies in the sweep, and the sweep
+/// releases its dependents in the same transaction.
+pub async fn the_sweep_releases_the_dependents_of_a_job_it_kills(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
+    store
+        .insert(job("a").with_max_attempts(1).unwrap())
+        .await
+        .unwrap();
+    store
+        .insert_many(vec![
+            after("r", &["a"], DependencyFailure::Run),
+            after("c", &["a"], DependencyFailure::Cancel),
+        ])
+        .await
+        .unwrap();
+    let running = claim_all(&*store).await;
+    assert_eq!(names(&running), ["a"]);
+    clock.advance(LEASE + Duration::from_secs(1));
+    let swept = store.sweep_expired().await.unwrap();
+    assert_eq!(swept.dead, [id("a")]);
+    assert_eq!(state(&*store, "r").await, JobState::Ready);
+    assert_eq!(state(&*store, "c").await, JobState::Cancelled);
+}
+
+/// Failures recorded together release the dependents of the jobs they
+/// kill, and leave the dependents of jobs they only retry blocked.
+pub async fn failures_recorded_together_release_the_dependents_of_the_dead(
+    store: Arc<dyn Store>,
+    _clock: ManualClock,
+) {
+    store.insert(job("a")).await.unwrap();
+    store.insert(job("b")).await.unwrap();
+    store
+        .insert_many(vec![
+            after("ra", &["a"], DependencyFailure::Run),
+            after("rb", &["b"], DependencyFailure::Run),
+        ])
+        .await
+        .unwrap();
+    let running = claim_all(&*store).await;
+    assert_eq!(names(&running), ["a", "b"]);
+    let dies = Failure {
+        error: "no".into(),
+        class: ErrorClass::Permanent,
+        retry: None,
+    };
+    let retries = crate::retry_after("later", Duration::from_secs(60));
+    let got = store
+        .fail_many(&[
+            (running[0].lease.clone(), dies),
+            (running[1].lease.clone(), retries),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].as_ref().map(|j| j.state), Some(JobState::Dead));
+    assert_eq!(got[1].as_ref().map(|j| j.state), Some(JobState::Ready));
+    assert_eq!(state(&*store, "ra").await, JobState::Ready);
+    assert_eq!(state(&*store, "rb").await, JobState::Blocked);
+}
