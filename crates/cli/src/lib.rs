@@ -262,6 +262,17 @@ struct EnqueueArgs {
     /// default: $TRACEPARENT when it holds a valid one.
     #[arg(long)]
     traceparent: Option<String>,
+    /// A job that must succeed first (repeatable). The new job waits
+    /// `blocked` until every one is done.
+    #[arg(long = "depends-on", value_name = "ID")]
+    depends_on: Vec<String>,
+    /// With --depends-on, when a dependency ends dead or cancelled: `wait`
+    /// (stay blocked while it is a dead letter, resume if it is replayed
+    /// and succeeds, be cancelled if it is cancelled), `cancel` (be
+    /// cancelled at once, and so be the jobs that wait for this one) or
+    /// `run` (run anyway).
+    #[arg(long, requires = "depends_on", value_parser = ["wait", "cancel", "run"])]
+    on_dependency_failure: Option<String>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -269,7 +280,7 @@ struct EnqueueArgs {
 
 #[derive(Args, Debug)]
 struct JobsArgs {
-    /// Only this state: ready, running, done, dead, cancelled.
+    /// Only this state: blocked, ready, running, done, dead, cancelled.
     #[arg(long)]
     state: Option<String>,
     /// Only this queue.
@@ -634,6 +645,8 @@ async fn enqueue(store: Arc<dyn Store>, a: EnqueueArgs) -> Result<ExitCode, Fail
         ordered: a.ordered,
         deadline: a.deadline,
         traceparent: a.traceparent.or_else(traceparent_from_env),
+        depends_on: a.depends_on,
+        on_dependency_failure: a.on_dependency_failure,
     }
     .build()?;
     let inserted = errand::Client::new(store).enqueue(job).await?;

@@ -222,6 +222,31 @@ pub fn detail(d: &JobDetail) {
             .unwrap_or_default()
     );
     outln!("payload:      {}", j.payload.as_str());
+    if !d.dependencies.is_empty() {
+        let policy = j
+            .on_dependency_failure
+            .map(|p| p.as_str())
+            .unwrap_or("wait");
+        outln!(
+            "depends on:   {} job(s), {} not yet met; if one fails: {policy}",
+            d.dependencies.len(),
+            j.waiting_on
+        );
+        for dep in &d.dependencies {
+            outln!("  {}", dependency_line(dep));
+        }
+    }
+    if !d.dependents.is_empty() {
+        let more = if d.dependents.len() >= JobDetail::DEPENDENTS_SHOWN {
+            " (the first ones)"
+        } else {
+            ""
+        };
+        outln!("dependents:   {}{more}", d.dependents.len());
+        for dep in &d.dependents {
+            outln!("  {}", dependency_line(dep));
+        }
+    }
     outln!("history:");
     if d.history.is_empty() {
         outln!("  (no attempts yet)");
@@ -262,6 +287,14 @@ pub fn detail(d: &JobDetail) {
                 .unwrap_or_default()
         );
     }
+}
+
+fn dependency_line(dep: &errand::core::Dependency) -> String {
+    let state = dep
+        .state
+        .map_or("gone (purged or pruned)", JobState::as_str);
+    let met = if dep.met { "met" } else { "not met" };
+    format!("{} {state}, {met}", dep.id)
 }
 
 fn ms(d: std::time::Duration) -> u64 {

@@ -640,6 +640,7 @@ fn print_stats(s: &Stats) {
             name.to_owned(),
             n("ready", c.ready),
             n("ready", c.scheduled),
+            n("blocked", c.blocked),
             n("running", c.running),
             format!(
                 "{}/{}",
@@ -686,6 +687,7 @@ fn print_stats(s: &Stats) {
                 "QUEUE",
                 "READY",
                 "SCHEDULED",
+                "BLOCKED",
                 "RUNNING",
                 "LEASES LIVE/EXPIRED",
                 "DEAD",

@@ -460,7 +460,7 @@ fn reschedule_moves_a_waiting_job_and_shows_the_change_in_its_audit() {
     // Done: refused (exit 4), and a request that changes nothing is a usage error.
     let out = errand(&d.path, &["reschedule", "r1", "--now"]);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
-    assert!(stderr(&out).contains("only ready"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("only waiting"), "{}", stderr(&out));
     let out = errand(&d.path, &["reschedule", "r1"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("--priority"), "{}", stderr(&out));
@@ -1078,7 +1078,7 @@ fn stats_show_every_queue_its_counts_its_window_and_whether_it_is_paused() {
             .collect::<Vec<_>>()
     };
     assert_eq!(line("mail")[..4], ["mail", "2", "1", "0"]);
-    assert_eq!(line("bulk")[8], "permanent=1", "{text}");
+    assert_eq!(line("bulk")[9], "permanent=1", "{text}");
     assert_eq!(line("idle").last(), Some(&"paused"));
     assert_eq!(line("(all)")[1], "2");
     assert!(text.contains("workers: 1 reporting"), "{text}");

@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use errand_core::{
-    Error, JobId, KeyLimit, NewJob, Payload, Result, Schedule, Timestamp, TraceParent,
+    DependencyFailure, Error, JobId, KeyLimit, NewJob, Payload, Result, Schedule, Timestamp,
+    TraceParent,
 };
 
 pub use errand_core::MAX_PAYLOAD_DEPTH;
@@ -14,7 +15,7 @@ pub use errand_core::MAX_PAYLOAD_DEPTH;
 /// A job as plain values. `None` means "the default": queue `default`,
 /// payload `{}`, a generated id, due now, the library's attempt and
 /// lost-lease budgets, priority 0, no concurrency key, no deadline, no
-/// trace context.
+/// trace context, no dependencies.
 #[derive(Clone, Debug, Default)]
 pub struct JobSpec {
     /// Job kind (selects the handler).
@@ -50,6 +51,12 @@ pub struct JobSpec {
     /// The W3C trace context (`00-<trace id>-<parent id>-<flags>`) of the
     /// request that enqueues the job.
     pub traceparent: Option<String>,
+    /// Jobs that must succeed before this one runs; each must be stored
+    /// (or enqueued in the same call).
+    pub depends_on: Vec<String>,
+    /// With `depends_on`: `wait` (default), `cancel` or `run` when a
+    /// dependency ends dead or cancelled.
+    pub on_dependency_failure: Option<String>,
 }
 
 impl JobSpec {
@@ -129,6 +136,24 @@ impl JobSpec {
         }
         if let Some(tp) = self.traceparent {
             job = job.with_traceparent(TraceParent::parse(tp)?);
+        }
+        for dep in self.depends_on {
+            let dep = JobId::new(dep)?;
+            if job.depends_on.contains(&dep) {
+                return Err(Error::invalid(format!(
+                    "the dependencies name job {dep} twice; name each once"
+                )));
+            }
+            job = job.depends_on(dep);
+        }
+        match self.on_dependency_failure {
+            Some(_) if job.depends_on.is_empty() => {
+                return Err(Error::invalid(
+                    "a dependency-failure policy applies to a job with dependencies: name them too",
+                ));
+            }
+            Some(policy) => job = job.on_dependency_failure(policy.parse::<DependencyFailure>()?),
+            None => {}
         }
         job.validate()?;
         Ok(job)

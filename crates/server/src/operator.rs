@@ -333,6 +333,7 @@ fn register_queue_metrics(r: &mut Registry, stats: &Stats) {
         let name = q.queue.to_string();
         let c = &q.counts;
         for (state, n) in [
+            ("blocked", c.blocked),
             ("ready", c.ready),
             ("scheduled", c.scheduled),
             ("running", c.running),

@@ -182,6 +182,9 @@ struct EnqueueBody {
     ordered: bool,
     deadline: Option<String>,
     traceparent: Option<String>,
+    #[serde(default)]
+    depends_on: Vec<String>,
+    on_dependency_failure: Option<String>,
 }
 
 const ENQUEUE_EXAMPLE: &str =
@@ -227,6 +230,8 @@ async fn enqueue(State(app): State<App>, headers: HeaderMap, body: Body) -> Answ
         ordered: req.ordered,
         deadline: req.deadline,
         traceparent: req.traceparent.or_else(|| header_traceparent(&headers)),
+        depends_on: req.depends_on,
+        on_dependency_failure: req.on_dependency_failure,
     };
     let job = spec.build_limited(app.max_payload)?;
     let inserted = app.client.enqueue(job).await?;

@@ -68,6 +68,7 @@ fn queue_row(q: &QueueStats) -> Markup {
             td { a href={ "/dashboard/jobs?queue=" (name) } { (name) } }
             td.num { (count(q, "ready", c.ready)) }
             td.num { (count(q, "ready", c.scheduled)) }
+            td.num { a href={ "/dashboard/jobs?queue=" (name) "&state=blocked" } { (count(q, "blocked", c.blocked)) } }
             td.num { (count(q, "running", c.running)) }
             td.num { (c.active_leases) " / " (c.expired_leases) }
             td.num { a href={ "/dashboard/dead?queue=" (name) } { (count(q, "dead", c.dead)) } }
@@ -104,7 +105,7 @@ async fn overview(
         } @else {
             table.jobs {
                 thead { tr {
-                    th { "queue" } th.num { "ready" } th.num { "scheduled" } th.num { "running" }
+                    th { "queue" } th.num { "ready" } th.num { "scheduled" } th.num { "blocked" } th.num { "running" }
                     th.num { "leases live / expired" } th.num { "dead" } th.num { "oldest due" }
                     th { "retries" } th { "dead letters" } th { }
                 } }

@@ -619,7 +619,7 @@ async fn cancel_is_confirmed_the_same_way() {
     assert!(p.body.contains("later-1"));
     b.get("/dashboard/jobs/later-1/cancel").await.refused(
         StatusCode::CONFLICT,
-        "only ready or running jobs can be cancelled",
+        "only blocked, ready or running jobs can be cancelled",
     );
 }
 
@@ -708,7 +708,7 @@ async fn reschedule_is_confirmed_with_the_change_and_audited() {
         .expect("cancel");
     b.get("/dashboard/jobs/later-2/reschedule").await.refused(
         StatusCode::CONFLICT,
-        "only ready (waiting) jobs can be rescheduled",
+        "only waiting (ready or blocked) jobs can be rescheduled",
     );
 }
 

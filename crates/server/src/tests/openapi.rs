@@ -442,20 +442,33 @@ async fn every_documented_route_but_healthz_needs_the_token_and_refuses_browsers
 async fn the_job_schemas_name_every_field_of_a_job() {
     let api = Api::new();
     let doc = doc();
+    api.post("/v1/jobs", &json!({"kind": "k", "id": "first"}))
+        .await;
+    api.post("/v1/jobs", &json!({"kind": "k", "id": "x"})).await;
     let job = api
         .post(
             "/v1/jobs",
             &json!({
                 "kind": "k",
-                "id": "x",
+                "id": "x2",
                 "key": "t",
                 "deadline": "30m",
-                "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+                "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                "depends_on": ["first"],
+                "on_dependency_failure": "run"
             }),
         )
         .await;
+    assert_eq!(job.body["job"]["state"], "blocked", "{}", job.body);
+    assert_eq!(job.body["job"]["waiting_on"], 1, "{}", job.body);
+    // x2 has a dependency; a job depending on it gives it a dependent.
+    api.post(
+        "/v1/jobs",
+        &json!({"kind": "k", "id": "x3", "depends_on": ["x2"]}),
+    )
+    .await;
+    let job = api.get("/v1/jobs/x2").await.body;
     let fields = property_names(&doc, "Job");
-    assert_eq!(keys(&job.body["job"]), fields);
     let required: BTreeSet<String> = doc["components"]["schemas"]["Job"]["required"]
         .as_array()
         .unwrap()
@@ -466,12 +479,11 @@ async fn the_job_schemas_name_every_field_of_a_job() {
     assert_eq!(
         keys(&plain.body["job"]),
         required,
-        "only `key`, `deadline` and `traceparent` may be absent"
+        "only `key`, `deadline`, `traceparent` and the dependency fields may be absent"
     );
-    let detail = api.get("/v1/jobs/x").await;
     let mut with_history = fields;
-    with_history.extend(["history".to_owned(), "audit".to_owned()]);
-    assert_eq!(keys(&detail.body), with_history);
+    with_history.extend(["history", "audit", "dependencies", "dependents"].map(str::to_owned));
+    assert_eq!(keys(&job), with_history);
 }
 
 /// An audit entry has exactly the documented fields, a `copy` among the
