@@ -133,17 +133,24 @@ pub enum Workload {
     RetryHeavy,
     /// Claim latency next to many finished and future rows.
     ClaimCost,
+    /// Burn-down of a workflow: chains of 10 jobs, each waiting for the one
+    /// before it.
+    Workflow,
+    /// How long one acknowledgment takes that releases many dependents.
+    FanOut,
 }
 
 impl Workload {
     /// Every workload, in the order `errand bench --help` lists them.
-    pub const ALL: [Workload; 6] = [
+    pub const ALL: [Workload; 8] = [
         Workload::Enqueue,
         Workload::BurnDown,
         Workload::Continuous,
         Workload::Latency,
         Workload::RetryHeavy,
         Workload::ClaimCost,
+        Workload::Workflow,
+        Workload::FanOut,
     ];
 
     /// The name on the command line and in reports.
@@ -155,6 +162,8 @@ impl Workload {
             Workload::Latency => "latency",
             Workload::RetryHeavy => "retry-heavy",
             Workload::ClaimCost => "claim-cost",
+            Workload::Workflow => "workflow",
+            Workload::FanOut => "fan-out",
         }
     }
 }

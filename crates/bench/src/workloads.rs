@@ -20,8 +20,13 @@ use crate::{
 
 /// The kind of every benchmark job.
 const KIND: &str = "bench";
-/// Batch size of the untimed pre-inserts.
+/// Batch size of the untimed pre-inserts (a multiple of [`CHAIN`]).
 const PREINSERT_BATCH: u64 = 5_000;
+/// The length of the workflow workload's chains.
+const CHAIN: u64 = 10;
+/// Default dependents of the fan-out workload, and its rounds.
+const DEFAULT_FAN_OUT: u64 = 1_000;
+const FAN_OUT_ROUNDS: usize = 5;
 /// The enqueue batch sizes run when none is given.
 const ENQUEUE_BATCHES: [u32; 3] = [1, 100, 5_000];
 /// Default jobs of the enqueue, burn-down and retry-heavy workloads.
@@ -136,7 +141,7 @@ fn resolve(c: &BenchConfig) -> Result<Resolved> {
             )));
         }
     }
-    if !c.job_time.is_zero() && matches!(w, Enqueue | ClaimCost) {
+    if !c.job_time.is_zero() && matches!(w, Enqueue | ClaimCost | FanOut) {
         return Err(invalid(format!(
             "--job-time applies to workloads that run jobs, not to {name}"
         )));
@@ -157,6 +162,7 @@ fn resolve(c: &BenchConfig) -> Result<Resolved> {
     let default_jobs = match w {
         Latency => DEFAULT_SAMPLES,
         ClaimCost => DEFAULT_CLAIMED,
+        FanOut => DEFAULT_FAN_OUT,
         Continuous => 0,
         _ => DEFAULT_JOBS,
     };
@@ -233,8 +239,12 @@ pub(crate) async fn run(config: &BenchConfig, progress: Option<Progress>) -> Res
     };
     match config.workload {
         Workload::Enqueue => enqueue(&target, &r, &mut report).await?,
-        Workload::BurnDown => burn_down(&target, &r, progress, false, &mut report).await?,
-        Workload::RetryHeavy => burn_down(&target, &r, progress, true, &mut report).await?,
+        Workload::BurnDown => burn_down(&target, &r, progress, Shape::Plain, &mut report).await?,
+        Workload::RetryHeavy => {
+            burn_down(&target, &r, progress, Shape::FailFirst, &mut report).await?;
+        }
+        Workload::Workflow => burn_down(&target, &r, progress, Shape::Chains, &mut report).await?,
+        Workload::FanOut => fan_out(&target, &r, &mut report).await?,
         Workload::Continuous => continuous(&target, &r, progress, &mut report).await?,
         Workload::Latency => latency(&target, &r, &mut report).await?,
         Workload::ClaimCost => claim_cost(&target, &r, &mut report).await?,
@@ -261,18 +271,34 @@ fn failing_job() -> Result<NewJob> {
     Ok(NewJob::new(KIND, payload)?)
 }
 
-/// Inserts `n` jobs in batches (untimed set-up); with `fail_every_second`,
-/// every second job asks to fail its first attempt.
-async fn preinsert(store: &Arc<dyn Store>, n: u64, fail_every_second: bool) -> Result<()> {
+/// The jobs a drain starts from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// Independent jobs.
+    Plain,
+    /// Every second job fails its first attempt.
+    FailFirst,
+    /// Chains of [`CHAIN`] jobs, each depending on the one before it.
+    Chains,
+}
+
+/// Inserts `n` jobs of `shape` in batches (untimed set-up; a chain is never
+/// split across batches).
+async fn preinsert(store: &Arc<dyn Store>, n: u64, shape: Shape) -> Result<()> {
     let mut i = 0;
     while i < n {
         let k = PREINSERT_BATCH.min(n - i);
         let batch = (i..i + k)
-            .map(|j| {
-                if fail_every_second && j % 2 == 0 {
-                    failing_job()
-                } else {
-                    job()
+            .map(|j| match shape {
+                Shape::FailFirst if j % 2 == 0 => failing_job(),
+                Shape::Plain | Shape::FailFirst => job(),
+                Shape::Chains => {
+                    let step = job()?.with_id(JobId::new(format!("w{j}"))?);
+                    Ok(if j % CHAIN == 0 {
+                        step
+                    } else {
+                        step.depends_on(JobId::new(format!("w{}", j - 1))?)
+                    })
                 }
             })
             .collect::<Result<Vec<_>>>()?;
@@ -562,13 +588,14 @@ async fn burn_down(
     target: &Target,
     r: &Resolved,
     progress: Option<Progress>,
-    fail_first: bool,
+    shape: Shape,
     report: &mut Report,
 ) -> Result<()> {
     let n = r.jobs;
+    let fail_first = shape == Shape::FailFirst;
     let phase = target.phase().await?;
     let start = Instant::now();
-    let inserted = preinsert(&phase.store, n, fail_first).await;
+    let inserted = preinsert(&phase.store, n, shape).await;
     let insert_time = start.elapsed();
     target.finish(phase).await?;
     inserted?;
@@ -623,6 +650,82 @@ async fn burn_down(
     if fail_first {
         report.attempts = Some(c.acked.load(Ordering::Relaxed) + retried);
     }
+    Ok(())
+}
+
+/// Times the acknowledgment of one job that `r.jobs` blocked jobs depend
+/// on: it releases them in its own transaction, so when it returns every
+/// one is claimable (which each round then checks by claiming them all).
+async fn fan_out(target: &Target, r: &Resolved, report: &mut Report) -> Result<()> {
+    let n = r.jobs;
+    let phase = target.phase().await?;
+    let store = phase.store.clone();
+    let mut times: Vec<Duration> = Vec::with_capacity(FAN_OUT_ROUNDS);
+    let rounds = async {
+        let claim = |limit: u32| ClaimRequest {
+            queues: Vec::new(),
+            limit,
+            lease: LEASE,
+            rate: None,
+            reclaim: false,
+        };
+        for round in 0..FAN_OUT_ROUNDS {
+            let root = JobId::new(format!("root-{round}"))?;
+            store.insert(job()?.with_id(root.clone())).await?;
+            let mut i = 0;
+            while i < n {
+                let k = PREINSERT_BATCH.min(n - i);
+                let batch = (0..k)
+                    .map(|_| Ok(job()?.depends_on(root.clone())))
+                    .collect::<Result<Vec<_>>>()?;
+                store.insert_many(batch).await?;
+                i += k;
+            }
+            let held = store.claim(&claim(10)).await?;
+            let [held] = held.as_slice() else {
+                return Err(BenchError::Failed(format!(
+                    "fan-out: {} jobs were claimable before the root settled, expected the root alone",
+                    held.len()
+                )));
+            };
+            let start = Instant::now();
+            store.complete(&held.lease).await?;
+            times.push(start.elapsed());
+            let mut released = 0u64;
+            loop {
+                let got = store.claim(&claim(1_000)).await?;
+                if got.is_empty() {
+                    break;
+                }
+                released += got.len() as u64;
+                let leases: Vec<Lease> = got.into_iter().map(|c| c.lease).collect();
+                store.complete_many(&leases).await?;
+            }
+            if released != n {
+                return Err(BenchError::Failed(format!(
+                    "fan-out: {released} of {n} dependents were claimable after the root settled"
+                )));
+            }
+        }
+        Ok(())
+    }
+    .await;
+    target.finish(phase).await?;
+    rounds?;
+    let mut sorted = times.clone();
+    sorted.sort();
+    let median = sorted[sorted.len() / 2];
+    report.jobs = n;
+    report.elapsed_ms = ms(median);
+    report.jobs_per_sec = per_second(n, median);
+    report.notes.push(format!(
+        "the acknowledgment that released {n} dependents took (ms, per round): {}; the median is reported",
+        times
+            .iter()
+            .map(|t| format!("{:.1}", ms(*t)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
     Ok(())
 }
 

@@ -26,6 +26,12 @@ pub(crate) enum BenchWorkload {
     RetryHeavy,
     /// Claim latency on an empty table, then next to --rows done and future rows.
     ClaimCost,
+    /// Like burn-down, with the --jobs in chains of 10, each job waiting
+    /// for the one before it.
+    Workflow,
+    /// One acknowledgment releasing --jobs dependents (default 1000),
+    /// timed over 5 rounds.
+    FanOut,
 }
 
 impl From<BenchWorkload> for errand_bench::Workload {
@@ -38,6 +44,8 @@ impl From<BenchWorkload> for errand_bench::Workload {
             BenchWorkload::Latency => Workload::Latency,
             BenchWorkload::RetryHeavy => Workload::RetryHeavy,
             BenchWorkload::ClaimCost => Workload::ClaimCost,
+            BenchWorkload::Workflow => Workload::Workflow,
+            BenchWorkload::FanOut => Workload::FanOut,
         }
     }
 }
@@ -47,9 +55,10 @@ pub(crate) struct BenchArgs {
     /// What to measure.
     #[arg(value_enum)]
     pub(crate) workload: BenchWorkload,
-    /// Jobs (enqueue, burn-down, retry-heavy; default 100000, batch-of-one
-    /// enqueue 10000), samples (latency; default 1000) or jobs claimed per
-    /// phase (claim-cost; default 2000).
+    /// Jobs (enqueue, burn-down, retry-heavy, workflow; default 100000,
+    /// batch-of-one enqueue 10000), samples (latency; default 1000), jobs
+    /// claimed per phase (claim-cost; default 2000) or dependents released
+    /// (fan-out; default 1000).
     #[arg(long)]
     pub(crate) jobs: Option<u64>,
     /// Enqueue: jobs per call. Continuous: the backlog kept waiting
