@@ -677,16 +677,16 @@ impl JobStore for PgStore {
         let (q, now) = (&self.queries, self.now());
         let mut acked = queue::complete_many(&client, q, now, leases, false).await?;
         // Jobs with dependents (and lost leases) are left alone by the
-        // statement above; each is settled in a transaction of its own.
-        for (lease, ok) in leases.iter().zip(acked.iter_mut()) {
-            if !*ok {
-                *ok = match queue::settle_releasing(&mut client, q, now, &q.complete, lease, &[])
-                    .await
-                {
-                    Ok(_) => true,
-                    Err(Error::LeaseLost { .. }) => false,
-                    Err(e) => return Err(e),
-                };
+        // statement above; they are settled again, together, in one
+        // transaction that releases the dependents.
+        let left: Vec<usize> = (0..leases.len()).filter(|&i| !acked[i]).collect();
+        if !left.is_empty() {
+            let again: Vec<Lease> = left.iter().map(|&i| leases[i].clone()).collect();
+            let tx = client.transaction().await.map_err(map_err)?;
+            let settled = queue::complete_many(&tx, q, now, &again, true).await?;
+            tx.commit().await.map_err(map_err)?;
+            for (i, ok) in left.into_iter().zip(settled) {
+                acked[i] = ok;
             }
         }
         Ok(acked)
@@ -722,21 +722,18 @@ impl JobStore for PgStore {
         }
         let mut client = self.client().await?;
         let (q, now) = (&self.queries, self.now());
-        let mut failed = queue::fail_many(&client, q, now, items).await?;
+        let mut failed = queue::fail_many(&client, q, now, items, false).await?;
         // Jobs with dependents (and lost leases) are left alone by the
-        // statement above; each is settled in a transaction of its own.
-        for ((lease, failure), slot) in items.iter().zip(failed.iter_mut()) {
-            if slot.is_none() {
-                let (at, delay) = queue::retry_params(failure);
-                let class = failure.class.as_str();
-                let extra: [Param<'_>; 4] = [&failure.error, &class, &at, &delay];
-                *slot = match queue::settle_releasing(&mut client, q, now, &q.fail, lease, &extra)
-                    .await
-                {
-                    Ok(job) => Some(job),
-                    Err(Error::LeaseLost { .. }) => None,
-                    Err(e) => return Err(e),
-                };
+        // statement above; they are settled again, together, in one
+        // transaction that releases the dependents.
+        let left: Vec<usize> = (0..items.len()).filter(|&i| failed[i].is_none()).collect();
+        if !left.is_empty() {
+            let again: Vec<(Lease, Failure)> = left.iter().map(|&i| items[i].clone()).collect();
+            let tx = client.transaction().await.map_err(map_err)?;
+            let settled = queue::fail_many(&tx, q, now, &again, true).await?;
+            tx.commit().await.map_err(map_err)?;
+            for (i, job) in left.into_iter().zip(settled) {
+                failed[i] = job;
             }
         }
         Ok(failed)

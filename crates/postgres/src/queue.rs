@@ -1097,11 +1097,16 @@ pub(crate) fn retry_params(failure: &Failure) -> (Option<OffsetDateTime>, Option
 
 /// Records many failures in one statement (`fail_many.sql`); returns, in
 /// input order, each failed job or `None` where the lease was lost.
+/// Fenced failures of many jobs in one statement. `releasing`: as for
+/// [`complete_many`] — in the caller's transaction, the dependents of the
+/// jobs it kills are released here; otherwise a job with dependents is
+/// left alone (`None`).
 pub(crate) async fn fail_many<C: Conn>(
     client: &C,
     q: &Queries,
     now: Option<OffsetDateTime>,
     items: &[(Lease, Failure)],
+    releasing: bool,
 ) -> Result<Vec<Option<Job>>> {
     let n = items.len();
     let (mut ids, mut tokens, mut errors, mut classes) = (
@@ -1121,7 +1126,6 @@ pub(crate) async fn fail_many<C: Conn>(
         ats.push(at);
         delays.push(delay);
     }
-    let releasing = false;
     let rows = query(
         client,
         &q.fail_many,
@@ -1138,6 +1142,15 @@ pub(crate) async fn fail_many<C: Conn>(
             .and_then(|i| out.get_mut(i))
             .ok_or_else(|| bad_row(format!("a failure at position {at} of {n}")))?;
         *slot = Some(job_from_row(row)?);
+    }
+    if releasing {
+        let ended: Vec<&str> = out
+            .iter()
+            .flatten()
+            .filter(|j| j.has_dependents && j.finished_at.is_some())
+            .map(|j| j.id.as_str())
+            .collect();
+        release_dependents(client, q, now, &ended).await?;
     }
     Ok(out)
 }
