@@ -25,7 +25,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
-use crate::job::{JobId, NewJob};
+use crate::job::{JobId, JobState, NewJob};
 
 /// The most dependencies one job may have.
 pub const MAX_DEPENDENCIES: usize = 10_000;
@@ -158,6 +158,92 @@ pub fn check_dependencies(jobs: &[NewJob]) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// The dependencies named by new jobs' edges (`(job, its dependencies)`),
+/// each once and sorted: the rows a store locks or reads, in that order,
+/// before linking.
+#[must_use]
+pub fn wanted_dependencies<'a>(edges: &[(&'a str, &'a [JobId])]) -> Vec<&'a str> {
+    let mut wanted: Vec<&str> = edges
+        .iter()
+        .flat_map(|(_, deps)| deps.iter().map(JobId::as_str))
+        .collect();
+    wanted.sort_unstable();
+    wanted.dedup();
+    wanted
+}
+
+/// One edge to store: `job` waits for `depends_on`, named at `position`
+/// in its list; `met` when the dependency is already done.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Edge<'a> {
+    /// The new job.
+    pub job: &'a str,
+    /// The job it waits for.
+    pub depends_on: &'a str,
+    /// Where the dependency stands in the job's list.
+    pub position: u32,
+    /// Whether the dependency is already done.
+    pub met: bool,
+}
+
+/// What an enqueue stores for the dependencies of its new jobs, decided
+/// from the stored states of those dependencies ([`plan_links`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LinkPlan<'a> {
+    /// Every edge, in the jobs' order and each job's list order.
+    pub edges: Vec<Edge<'a>>,
+    /// New jobs some of whose dependencies are already done, and how many:
+    /// their counts drop by as many (a job waiting for nothing more is
+    /// ready as inserted).
+    pub met_at_insert: Vec<(&'a str, u32)>,
+    /// Dependencies that already ended dead or cancelled: the store
+    /// releases their dependents at once by the rule a settlement follows
+    /// (a `run` dependent counts them met, a `cancel` one is cancelled).
+    pub failed: Vec<&'a str>,
+}
+
+/// Plans the edges of new jobs (`(job, its dependencies)`) from `states`,
+/// the stored state of every dependency found. A dependency without a
+/// state is not stored: the call is refused, naming it.
+///
+/// # Errors
+/// [`Error::Invalid`] for a dependency that is not stored.
+pub fn plan_links<'a>(
+    edges: &[(&'a str, &'a [JobId])],
+    states: &HashMap<String, JobState>,
+) -> Result<LinkPlan<'a>, Error> {
+    let mut plan = LinkPlan::default();
+    let mut failed: HashSet<&str> = HashSet::new();
+    for &(job, deps) in edges {
+        let mut done = 0u32;
+        for (i, dep) in deps.iter().enumerate() {
+            let Some(&state) = states.get(dep.as_str()) else {
+                return Err(Error::invalid(format!(
+                    "job {job} depends on job {dep}, which is not stored: enqueue it first or \
+                     in the same call"
+                )));
+            };
+            let met = state == JobState::Done;
+            done += u32::from(met);
+            if matches!(state, JobState::Dead | JobState::Cancelled) && failed.insert(dep.as_str())
+            {
+                plan.failed.push(dep.as_str());
+            }
+            plan.edges.push(Edge {
+                job,
+                depends_on: dep.as_str(),
+                position: u32::try_from(i).unwrap_or(u32::MAX),
+                met,
+            });
+        }
+        if done > 0 {
+            plan.met_at_insert.push((job, done));
+        }
+    }
+    plan.failed.sort_unstable();
+    Ok(plan)
 }
 
 pub(crate) fn check_one(job: &NewJob) -> Result<(), Error> {

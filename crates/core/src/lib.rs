@@ -51,7 +51,10 @@ pub use admin::{
 };
 pub use args::{IntoNewJob, JobArgs, JobOptions};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
-pub use deps::{Dependency, DependencyFailure, MAX_DEPENDENCIES, check_dependencies};
+pub use deps::{
+    Dependency, DependencyFailure, Edge, LinkPlan, MAX_DEPENDENCIES, check_dependencies,
+    plan_links, wanted_dependencies,
+};
 pub use error::{Cause, Error, Result};
 pub use job::{
     AttemptRecord, AuditRecord, ClaimedJob, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_LEASE_EXPIRIES,

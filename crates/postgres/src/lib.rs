@@ -55,7 +55,7 @@ pub use queue::{Conn, Param, Queries};
 const INSERT_CHUNK: usize = 1_000;
 
 /// The schema version this build expects.
-pub const SCHEMA_VERSION: i64 = 12;
+pub const SCHEMA_VERSION: i64 = 13;
 const MIGRATIONS: &[(&str, &str)] = &[
     ("V1__jobs", include_str!("../migrations/V1__jobs.sql")),
     (
@@ -101,6 +101,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     (
         "V12__dependencies",
         include_str!("../migrations/V12__dependencies.sql"),
+    ),
+    (
+        "V13__dependency_edges_collate_c",
+        include_str!("../migrations/V13__dependency_edges_collate_c.sql"),
     ),
 ];
 

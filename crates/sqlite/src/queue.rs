@@ -53,6 +53,7 @@ const HISTORY: &str = include_str!("../queries/history.sql");
 const AUDIT_OF: &str = include_str!("../queries/audit_of.sql");
 const LIST: &str = include_str!("../queries/list.sql");
 const PRUNE: &str = include_str!("../queries/prune.sql");
+const MARK_PRUNED_EDGES: &str = include_str!("../queries/mark_pruned_edges.sql");
 const TAKE_TOKENS: &str = include_str!("../queries/take_tokens.sql");
 const GIVE_BACK_TOKENS: &str = include_str!("../queries/give_back_tokens.sql");
 const RELEASE: &str = include_str!("../queries/release.sql");
@@ -420,49 +421,27 @@ fn insert_many_statements(
 /// dependents, and the dependencies that have already ended release the
 /// new jobs at once, by the same rule as a settlement.
 fn link_dependencies(conn: &Connection, edges: &[(&str, &[JobId])], now: Timestamp) -> Result<()> {
-    let mut wanted: Vec<&str> = edges
-        .iter()
-        .flat_map(|(_, deps)| deps.iter().map(JobId::as_str))
-        .collect();
-    wanted.sort_unstable();
-    wanted.dedup();
+    let wanted = errand_core::wanted_dependencies(edges);
     let list = json_list(&wanted)?;
-    let mut states: HashMap<String, String> = HashMap::with_capacity(wanted.len());
+    let mut states: HashMap<String, JobState> = HashMap::with_capacity(wanted.len());
     {
         let mut stmt = conn.prepare_cached(DEPENDENCY_STATES).map_err(map_err)?;
         let rows = stmt
-            .query_map(named_params! {":ids": list}, |r| Ok((r.get(0)?, r.get(1)?)))
+            .query_map(named_params! {":ids": list}, |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })
             .map_err(map_err)?;
         for row in rows {
             let (id, state) = row.map_err(map_err)?;
-            states.insert(id, state);
+            states.insert(id, state.parse::<JobState>()?);
         }
     }
-    for (job, deps) in edges {
-        if let Some(missing) = deps.iter().find(|d| !states.contains_key(d.as_str())) {
-            return Err(Error::invalid(format!(
-                "job {job} depends on job {missing}, which is not stored: enqueue it first or \
-                 in the same call"
-            )));
-        }
-    }
-    // A dependency already done is met at once: its edge is stored met and
-    // the new job's count lowered (a job whose every dependency is done is
-    // ready now).
-    let done = |d: &JobId| states.get(d.as_str()).is_some_and(|s| s == "done");
-    let mut rows: Vec<(&str, &str, usize, bool)> = Vec::new();
-    let mut met: Vec<(&str, usize)> = Vec::new();
-    for (job, deps) in edges {
-        rows.extend(
-            deps.iter()
-                .enumerate()
-                .map(|(i, d)| (*job, d.as_str(), i, done(d))),
-        );
-        let n = deps.iter().filter(|d| done(d)).count();
-        if n > 0 {
-            met.push((job, n));
-        }
-    }
+    let plan = errand_core::plan_links(edges, &states)?;
+    let rows: Vec<(&str, &str, u32, bool)> = plan
+        .edges
+        .iter()
+        .map(|e| (e.job, e.depends_on, e.position, e.met))
+        .collect();
     let rows = serde_json::to_string(&rows)
         .map_err(|e| Error::storage(format!("encoding dependencies: {e}")))?;
     conn.prepare_cached(LINK_DEPENDENCIES)
@@ -473,25 +452,16 @@ fn link_dependencies(conn: &Connection, edges: &[(&str, &[JobId])], now: Timesta
         .map_err(map_err)?
         .execute(named_params! {":ids": list})
         .map_err(map_err)?;
-    if !met.is_empty() {
-        let met = serde_json::to_string(&met)
+    if !plan.met_at_insert.is_empty() {
+        let met = serde_json::to_string(&plan.met_at_insert)
             .map_err(|e| Error::storage(format!("encoding dependencies: {e}")))?;
         conn.prepare_cached(MET_AT_INSERT)
             .map_err(map_err)?
             .execute(named_params! {":met": met})
             .map_err(map_err)?;
     }
-    let ended: Vec<&str> = wanted
-        .iter()
-        .copied()
-        .filter(|d| {
-            states
-                .get(*d)
-                .is_some_and(|s| matches!(s.as_str(), "dead" | "cancelled"))
-        })
-        .collect();
-    if !ended.is_empty() {
-        release_dependents(conn, &ended, Release::Failed, now)?;
+    if !plan.failed.is_empty() {
+        release_dependents(conn, &plan.failed, Release::Failed, now)?;
     }
     Ok(())
 }
@@ -1449,12 +1419,29 @@ pub(crate) fn prune(
     limit: u32,
     now: Timestamp,
 ) -> Result<u64> {
-    let n = conn
-        .prepare_cached(PRUNE)
-        .map_err(map_err)?
-        .execute(named_params! {":before": now.minus(older_than).as_millis(), ":limit": limit})
+    let mut stmt = conn.prepare_cached(PRUNE).map_err(map_err)?;
+    let mut rows = stmt
+        .query(named_params! {":before": now.minus(older_than).as_millis(), ":limit": limit})
         .map_err(map_err)?;
-    Ok(u64::try_from(n).unwrap_or(0))
+    let mut n = 0u64;
+    let mut sources: Vec<String> = Vec::new();
+    while let Some(r) = rows.next().map_err(map_err)? {
+        n += 1;
+        let state: String = r.get(1).map_err(map_err)?;
+        let has_dependents: bool = r.get(2).map_err(map_err)?;
+        if has_dependents && state == "done" {
+            sources.push(r.get(0).map_err(map_err)?);
+        }
+    }
+    drop(rows);
+    if !sources.is_empty() {
+        let ids = json_list(&sources.iter().map(String::as_str).collect::<Vec<_>>())?;
+        conn.prepare_cached(MARK_PRUNED_EDGES)
+            .map_err(map_err)?
+            .execute(named_params! {":ids": ids})
+            .map_err(map_err)?;
+    }
+    Ok(n)
 }
 
 /// Takes up to `want` tokens from a shared bucket.

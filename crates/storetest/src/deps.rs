@@ -489,3 +489,67 @@ pub async fn failures_recorded_together_release_the_dependents_of_the_dead(
     assert_eq!(state(&*store, "ra").await, JobState::Ready);
     assert_eq!(state(&*store, "rb").await, JobState::Blocked);
 }
+
+/// Retention may prune a dependency that finished long ago while its
+/// dependent stays: the dependent's detail still lists it, without a
+/// state, met if it had succeeded and unmet if it had not (a `run`
+/// dependent went ahead of a cancelled one: that edge is met too).
+pub async fn a_pruned_dependency_still_reads_as_it_ended(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
+    let day = Duration::from_secs(86_400);
+    store.insert(job("ok")).await.unwrap();
+    store.insert(job("dropped")).await.unwrap();
+    store.insert(job("skipped")).await.unwrap();
+    store
+        .insert_many(vec![
+            after("after-ok", &["ok"], DependencyFailure::Wait),
+            after("after-both", &["ok", "skipped"], DependencyFailure::Run),
+            after("after-dropped", &["dropped"], DependencyFailure::Wait),
+        ])
+        .await
+        .unwrap();
+    let cancel = CancelRequest {
+        ids: vec![id("dropped"), id("skipped")],
+        operator: "ops".into(),
+        reason: None,
+    };
+    admin(&store).cancel(&cancel).await.unwrap();
+    let running = claim_all(&*store).await;
+    assert_eq!(names(&running), ["ok"]);
+    store.complete(&running[0].lease).await.unwrap();
+    assert_eq!(state(&*store, "after-dropped").await, JobState::Cancelled);
+    // The dependents run long enough to stay past the dependencies'
+    // retention: they are still running when those are pruned.
+    let dependents = claim_all(&*store).await;
+    assert_eq!(names(&dependents), ["after-both", "after-ok"]);
+    let edges = |d: &errand_core::JobDetail| -> Vec<(String, Option<JobState>, bool)> {
+        d.dependencies
+            .iter()
+            .map(|e| (e.id.to_string(), e.state, e.met))
+            .collect()
+    };
+    let before = edges(&store.detail(&id("after-both")).await.unwrap());
+    assert_eq!(
+        before,
+        [
+            ("ok".to_owned(), Some(JobState::Done), true),
+            ("skipped".to_owned(), Some(JobState::Cancelled), true)
+        ]
+    );
+    clock.advance(8 * day);
+    // Pruned: ok, dropped, skipped, and after-dropped (cancelled with them).
+    assert_eq!(store.prune(7 * day, 100).await.unwrap(), 4);
+    assert_eq!(
+        edges(&store.detail(&id("after-both")).await.unwrap()),
+        [
+            ("ok".to_owned(), None, true),
+            ("skipped".to_owned(), None, true)
+        ]
+    );
+    assert_eq!(
+        edges(&store.detail(&id("after-ok")).await.unwrap()),
+        [("ok".to_owned(), None, true)]
+    );
+}
