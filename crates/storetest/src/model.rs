@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use crate::admin;
 use errand_core::{
-    CancelRequest, ClaimRequest, Error, ErrorClass, Failure, JobFilter, JobId, JobState, KeyLimit,
-    Lease, ManualClock, NewJob, Payload, ReplayRequest, RetryAt, Schedule, Store, Timestamp,
+    CancelRequest, ClaimRequest, DependencyFailure, Error, ErrorClass, Failure, JobFilter, JobId,
+    JobState, KeyLimit, Lease, ManualClock, NewJob, Payload, ReplayRequest, RetryAt, Schedule,
+    Store, Timestamp,
 };
 
 /// One step of a sequence. Indices pick among jobs or handed-out leases
@@ -19,13 +20,17 @@ use errand_core::{
 #[derive(Clone, Debug)]
 pub enum Op {
     /// Insert job `id` (one of a few names, so duplicates happen), with
-    /// concurrency key `key` (see [`key_of`]).
+    /// concurrency key `key` (see [`key_of`]), or, when `deps` names jobs
+    /// (bit n: the n-th name; see [`deps_of`]), depending on them under
+    /// the policy `policy` picks (and then without a key).
     Enqueue {
         id: u8,
         max_attempts: u8,
         max_lost: u8,
         delay_ms: u16,
         key: u8,
+        deps: u8,
+        policy: u8,
     },
     /// Claim up to `limit` jobs with a lease.
     Claim { limit: u8, lease_ms: u16 },
@@ -63,6 +68,17 @@ struct MJob {
     owner: Option<usize>,
     created_seq: usize,
     key: Option<(&'static str, KeyLimit)>,
+    /// The jobs it depends on, its policy, and the dependencies counted
+    /// met so far (it waits for the others).
+    deps: Vec<String>,
+    policy: DependencyFailure,
+    met: BTreeSet<String>,
+}
+
+impl MJob {
+    fn waiting_on(&self) -> u32 {
+        u32::try_from(self.deps.len() - self.met.len()).unwrap_or(u32::MAX)
+    }
 }
 
 /// The reference model.
@@ -81,6 +97,7 @@ enum Res {
     Claimed(Vec<(String, u32)>),
     LeaseLost,
     Refused,
+    Invalid,
     NotFound,
     Swept(Vec<String>),
     Skip,
@@ -88,6 +105,18 @@ enum Res {
 
 fn name(id: u8) -> String {
     format!("job-{}", id % 6)
+}
+
+/// The dependencies a generated job names: the names whose bit is set.
+fn deps_of(deps: u8) -> Vec<String> {
+    (0..6u8)
+        .filter(|n| deps & (1 << n) != 0)
+        .map(name)
+        .collect()
+}
+
+fn policy_of(policy: u8) -> DependencyFailure {
+    DependencyFailure::ALL[usize::from(policy) % DependencyFailure::ALL.len()]
 }
 
 /// The concurrency key of a generated job: none (half the time), key `a`
@@ -101,6 +130,24 @@ fn key_of(key: u8) -> Option<(&'static str, KeyLimit)> {
 }
 
 impl Model {
+    /// The operation as both sides apply it: an enqueue's dependencies are
+    /// narrowed to jobs that exist, other than the job itself, so most
+    /// generated dependents are valid (the refusals of unknown ids and of a
+    /// self-dependency are conformance cases of their own).
+    fn resolve(&self, op: &Op) -> Op {
+        let mut op = op.clone();
+        if let Op::Enqueue { id, deps, .. } = &mut op {
+            let own = name(*id);
+            for n in 0..6u8 {
+                let d = name(n);
+                if d == own || !self.jobs.contains_key(&d) {
+                    *deps &= !(1 << n);
+                }
+            }
+        }
+        op
+    }
+
     fn live(&self, lease: usize, now: i64) -> Option<&str> {
         let (id, _) = self.leases.get(lease)?;
         let j = self.jobs.get(id)?;
@@ -110,7 +157,45 @@ impl Model {
         .then_some(id.as_str())
     }
 
+    /// Releases the dependents of `sources` (jobs that just ended, with
+    /// the state they ended in), by the rule: an edge out of a done job, or
+    /// into a `run` dependent, is met (a blocked dependent that waits for
+    /// nothing more is ready, due at its own time or now); a blocked
+    /// `cancel` dependent of a dead or cancelled job, or `wait` dependent of
+    /// a cancelled one, is cancelled, and its own dependents follow.
+    fn release(&mut self, sources: &[(String, JobState)], now: i64) {
+        let mut work: Vec<(String, JobState)> = sources.to_vec();
+        while let Some((src, ended)) = work.pop() {
+            for (id, j) in self.jobs.iter_mut() {
+                if !j.deps.contains(&src) || j.met.contains(&src) {
+                    continue;
+                }
+                if ended == JobState::Done || j.policy == DependencyFailure::Run {
+                    j.met.insert(src.clone());
+                    if j.state == JobState::Blocked && j.waiting_on() == 0 {
+                        j.state = JobState::Ready;
+                        j.available_at = j.available_at.max(now);
+                    }
+                } else if j.state == JobState::Blocked
+                    && (j.policy == DependencyFailure::Cancel
+                        || (j.policy == DependencyFailure::Wait && ended == JobState::Cancelled))
+                {
+                    j.state = JobState::Cancelled;
+                    work.push((id.clone(), JobState::Cancelled));
+                }
+            }
+        }
+    }
+
     fn expire_final(&mut self, now: i64) -> Vec<String> {
+        let dead = self.expire_final_only(now);
+        let sources: Vec<(String, JobState)> =
+            dead.iter().map(|id| (id.clone(), JobState::Dead)).collect();
+        self.release(&sources, now);
+        dead
+    }
+
+    fn expire_final_only(&mut self, now: i64) -> Vec<String> {
         let mut dead = Vec::new();
         for (id, j) in self.jobs.iter_mut() {
             if j.state == JobState::Running
@@ -248,27 +333,58 @@ impl Model {
                 max_lost,
                 delay_ms,
                 key,
+                deps,
+                policy,
             } => {
                 let id = name(id);
-                if !self.jobs.contains_key(&id) {
-                    self.created += 1;
-                    self.jobs.insert(
-                        id,
-                        MJob {
-                            state: JobState::Ready,
-                            attempts: 0,
-                            max_attempts: u32::from(max_attempts % 3 + 1),
-                            replays: 0,
-                            lease_expiries: 0,
-                            max_lease_expiries: u32::from(max_lost % 3 + 1),
-                            available_at: now + i64::from(delay_ms),
-                            lease_until: None,
-                            owner: None,
-                            created_seq: self.created,
-                            key: key_of(key),
-                        },
-                    );
+                let deps = deps_of(deps);
+                if deps.contains(&id) {
+                    return Res::Invalid;
                 }
+                if self.jobs.contains_key(&id) {
+                    return Res::Ok;
+                }
+                if deps.iter().any(|d| !self.jobs.contains_key(d)) {
+                    return Res::Invalid;
+                }
+                let state = |d: &String| self.jobs.get(d).map(|j| j.state);
+                let met: BTreeSet<String> = deps
+                    .iter()
+                    .filter(|d| state(d) == Some(JobState::Done))
+                    .cloned()
+                    .collect();
+                let failed: Vec<(String, JobState)> = deps
+                    .iter()
+                    .filter_map(|d| match state(d) {
+                        Some(s @ (JobState::Dead | JobState::Cancelled)) => Some((d.clone(), s)),
+                        _ => None,
+                    })
+                    .collect();
+                self.created += 1;
+                self.jobs.insert(
+                    id,
+                    MJob {
+                        state: if met.len() == deps.len() {
+                            JobState::Ready
+                        } else {
+                            JobState::Blocked
+                        },
+                        attempts: 0,
+                        max_attempts: u32::from(max_attempts % 3 + 1),
+                        replays: 0,
+                        lease_expiries: 0,
+                        max_lease_expiries: u32::from(max_lost % 3 + 1),
+                        available_at: now + i64::from(delay_ms),
+                        lease_until: None,
+                        owner: None,
+                        created_seq: self.created,
+                        key: if deps.is_empty() { key_of(key) } else { None },
+                        policy: policy_of(policy),
+                        deps,
+                        met,
+                    },
+                );
+                self.release(&failed, now);
                 Res::Ok
             }
             Op::Claim { .. } => unreachable!("claims go through Model::claim"),
@@ -316,6 +432,10 @@ impl Model {
                 }
                 j.lease_until = None;
                 j.owner = None;
+                let ended = j.state;
+                if matches!(ended, JobState::Done | JobState::Dead) {
+                    self.release(&[(id, ended)], now);
+                }
                 Res::Ok
             }
             Op::Advance { .. } => Res::Ok,
@@ -327,7 +447,11 @@ impl Model {
                 if !matches!(j.state, JobState::Dead | JobState::Cancelled) {
                     return Res::Refused;
                 }
-                j.state = JobState::Ready;
+                j.state = if j.waiting_on() > 0 {
+                    JobState::Blocked
+                } else {
+                    JobState::Ready
+                };
                 j.attempts = 0;
                 j.lease_expiries = 0;
                 j.replays += 1;
@@ -335,15 +459,20 @@ impl Model {
                 Res::Ok
             }
             Op::Cancel { id } => {
-                let Some(j) = self.jobs.get_mut(&name(id)) else {
+                let id = name(id);
+                let Some(j) = self.jobs.get_mut(&id) else {
                     return Res::NotFound;
                 };
-                if !matches!(j.state, JobState::Ready | JobState::Running) {
+                if !matches!(
+                    j.state,
+                    JobState::Blocked | JobState::Ready | JobState::Running
+                ) {
                     return Res::Refused;
                 }
                 j.state = JobState::Cancelled;
                 j.lease_until = None;
                 j.owner = None;
+                self.release(&[(id, JobState::Cancelled)], now);
                 Res::Ok
             }
         }
@@ -356,6 +485,7 @@ fn reduce<T>(r: errand_core::Result<T>) -> Res {
         Err(Error::LeaseLost { .. }) => Res::LeaseLost,
         Err(Error::InvalidState { .. }) => Res::Refused,
         Err(Error::NotFound(_)) => Res::NotFound,
+        Err(Error::Invalid(_)) => Res::Invalid,
         Err(e) => panic!("unexpected store error: {e}"),
     }
 }
@@ -374,15 +504,30 @@ async fn apply_store(store: &Arc<dyn Store>, leases: &mut Vec<Lease>, op: &Op) -
             max_lost,
             delay_ms,
             key,
+            deps,
+            policy,
         } => {
+            let deps = deps_of(deps);
+            let keyed = if deps.is_empty() { key_of(key) } else { None };
             let job = NewJob::new("model", Payload::default())
                 .and_then(|j| j.with_max_attempts(u32::from(max_attempts % 3 + 1)))
                 .and_then(|j| j.with_max_lease_expiries(u32::from(max_lost % 3 + 1)))
                 .map(|j| j.with_id(JobId::new(name(id)).unwrap_or_else(|_| JobId::generate())))
                 .map(|j| j.scheduled(Schedule::After(ms(delay_ms))))
-                .and_then(|j| match key_of(key) {
+                .and_then(|j| match keyed {
                     Some((k, limit)) => j.with_key(k, limit),
                     None => Ok(j),
+                })
+                .map(|j| {
+                    let with_deps = deps
+                        .iter()
+                        .filter_map(|d| JobId::new(d.as_str()).ok())
+                        .fold(j, NewJob::depends_on);
+                    if deps.is_empty() {
+                        with_deps
+                    } else {
+                        with_deps.on_dependency_failure(policy_of(policy))
+                    }
                 });
             match job {
                 Ok(job) => reduce(store.insert(job).await),
@@ -482,6 +627,7 @@ pub async fn check(store: Arc<dyn Store>, clock: ManualClock, ops: Vec<Op>) {
     let mut model = Model::default();
     let mut leases = Vec::new();
     for (step, op) in ops.iter().enumerate() {
+        let op = &model.resolve(op);
         if let Op::Advance { ms: n } = op {
             clock.advance(ms(*n));
         }
@@ -510,6 +656,7 @@ pub async fn check(store: Arc<dyn Store>, clock: ManualClock, ops: Vec<Op>) {
                 .unwrap_or_else(|| panic!("step {step}: unexpected job {}", j.id));
             let seen = (
                 j.state,
+                j.waiting_on,
                 j.attempts,
                 j.max_attempts,
                 j.replays,
@@ -518,6 +665,7 @@ pub async fn check(store: Arc<dyn Store>, clock: ManualClock, ops: Vec<Op>) {
             );
             let want = (
                 m.state,
+                m.waiting_on(),
                 m.attempts,
                 m.max_attempts,
                 m.replays,
@@ -541,7 +689,7 @@ pub async fn check(store: Arc<dyn Store>, clock: ManualClock, ops: Vec<Op>) {
 pub fn op_strategy() -> impl proptest::strategy::Strategy<Value = Op> {
     use proptest::prelude::*;
     prop_oneof![
-        3 => (any::<u8>(), any::<u8>(), any::<u8>(), prop_oneof![Just(0u16), 0u16..3000], any::<u8>()).prop_map(|(id, max_attempts, max_lost, delay_ms, key)| Op::Enqueue { id, max_attempts, max_lost, delay_ms, key }),
+        3 => (any::<u8>(), any::<u8>(), any::<u8>(), prop_oneof![Just(0u16), 0u16..3000], any::<u8>(), prop_oneof![Just(0u8), any::<u8>()], any::<u8>()).prop_map(|(id, max_attempts, max_lost, delay_ms, key, deps, policy)| Op::Enqueue { id, max_attempts, max_lost, delay_ms, key, deps, policy }),
         4 => (any::<u8>(), 1u16..2000).prop_map(|(limit, lease_ms)| Op::Claim { limit, lease_ms }),
         2 => any::<u8>().prop_map(|lease| Op::Complete { lease }),
         2 => (any::<u8>(), proptest::option::of(0u16..3000)).prop_map(|(lease, retry_ms)| Op::Fail { lease, retry_ms }),
