@@ -137,14 +137,10 @@ impl JobSpec {
         if let Some(tp) = self.traceparent {
             job = job.with_traceparent(TraceParent::parse(tp)?);
         }
+        // Pushed as given (the builder would drop a repeat silently), so
+        // that `validate` below refuses a repeated dependency by name.
         for dep in self.depends_on {
-            let dep = JobId::new(dep)?;
-            if job.depends_on.contains(&dep) {
-                return Err(Error::invalid(format!(
-                    "the dependencies name job {dep} twice; name each once"
-                )));
-            }
-            job = job.depends_on(dep);
+            job.depends_on.push(JobId::new(dep)?);
         }
         match self.on_dependency_failure {
             Some(_) if job.depends_on.is_empty() => {
@@ -200,6 +196,24 @@ mod tests {
         assert_eq!(job.schedule, Schedule::Now);
         assert_eq!(job.max_attempts, errand_core::DEFAULT_MAX_ATTEMPTS);
         assert!(job.id.is_none() && job.key.is_none());
+    }
+
+    #[test]
+    fn a_dependency_named_twice_is_refused_by_name() {
+        let spec = JobSpec {
+            depends_on: vec!["a".into(), "b".into(), "a".into()],
+            ..JobSpec::new("k")
+        };
+        let err = spec.build().unwrap_err().to_string();
+        assert!(err.contains("name job a twice"), "{err}");
+        let spec = JobSpec {
+            depends_on: vec!["a".into(), "b".into()],
+            on_dependency_failure: Some("run".into()),
+            ..JobSpec::new("k")
+        };
+        let job = spec.build().unwrap();
+        assert_eq!(job.depends_on.len(), 2);
+        assert_eq!(job.on_dependency_failure, DependencyFailure::Run);
     }
 
     #[test]

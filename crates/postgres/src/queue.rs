@@ -1448,9 +1448,7 @@ pub(crate) async fn settle(
     lease: &Lease,
     extra: &[Param<'_>],
 ) -> Result<Job> {
-    let mut params = extra.to_vec();
-    params.push(&false);
-    match fenced(&*client, sql, now, lease, &params).await {
+    match fenced(&*client, sql, now, lease, &with_flag(extra, &false)).await {
         Err(Error::LeaseLost { .. }) => settle_releasing(client, q, now, sql, lease, extra).await,
         other => other,
     }
@@ -1482,13 +1480,19 @@ pub(crate) async fn settled_in<C: Conn>(
     lease: &Lease,
     extra: &[Param<'_>],
 ) -> Result<Job> {
-    let mut params = extra.to_vec();
-    params.push(&true);
-    let job = fenced(client, sql, now, lease, &params).await?;
+    let job = fenced(client, sql, now, lease, &with_flag(extra, &true)).await?;
     if job.has_dependents && job.finished_at.is_some() {
         release_dependents(client, q, now, &[job.id.as_str()]).await?;
     }
     Ok(job)
+}
+
+/// A settlement's parameters: `extra`, then whether the caller releases
+/// dependents (the statement's last parameter).
+fn with_flag<'a>(extra: &[Param<'a>], releasing: &'a bool) -> Vec<Param<'a>> {
+    let mut params = extra.to_vec();
+    params.push(releasing);
+    params
 }
 
 /// Takes up to `want` tokens from a shared bucket.
