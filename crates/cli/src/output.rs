@@ -222,6 +222,9 @@ pub fn detail(d: &JobDetail) {
             .unwrap_or_default()
     );
     outln!("payload:      {}", j.payload.as_str());
+    if let Some(output) = &j.output {
+        outln!("output:       {}", output.as_str());
+    }
     if !d.dependencies.is_empty() {
         let policy = j
             .on_dependency_failure

@@ -502,12 +502,31 @@ fn a_remote_worker_leases_heartbeats_and_settles_over_http() {
             "a forged token changed nothing"
         );
 
+        let too_big = "x".repeat(errand::MAX_OUTPUT_BYTES);
+        let refused = server.post(
+            "/v1/leases/remote-1/complete",
+            &json!({"token": token, "attempt": attempt, "output": too_big}),
+        );
+        assert_eq!(
+            (refused.status, &refused.body["code"]),
+            (400, &json!("invalid")),
+            "{refused:?}"
+        );
+        assert!(
+            refused.body["detail"]
+                .as_str()
+                .unwrap()
+                .contains("the limit is 65536 bytes"),
+            "{refused:?}"
+        );
         let done = server.post(
             "/v1/leases/remote-1/complete",
-            &json!({"token": token, "attempt": attempt}),
+            &json!({"token": token, "attempt": attempt, "output": {"rows": 7}}),
         );
         assert_eq!(done.status, 200, "{done:?}");
         assert_eq!(done.body["outcome"], "acknowledged");
+        let shown = server.get("/v1/jobs/remote-1");
+        assert_eq!(shown.body["output"], json!({"rows": 7}), "{shown:?}");
         let again = server.post("/v1/leases/remote-1/complete", &json!({"token": token}));
         assert_eq!(
             (again.status, &again.body["code"]),

@@ -24,6 +24,10 @@ pub const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
 /// JSON is valid but no database stores it (SQLite's JSON functions stop at
 /// 1,000 levels, PostgreSQL at its stack depth), and no real payload needs it.
 pub const MAX_PAYLOAD_DEPTH: usize = 128;
+
+/// The largest output a job may record (JSON text, in bytes): what its
+/// dependents read, not a place for bulk results.
+pub const MAX_OUTPUT_BYTES: usize = 64 * 1024;
 const MAX_ID_BYTES: usize = 200;
 const MAX_NAME_BYTES: usize = 100;
 
@@ -198,16 +202,39 @@ impl Payload {
 
     /// Validates JSON text against `limit` bytes.
     pub fn from_json_text_limited(text: impl Into<String>, limit: usize) -> Result<Self, Error> {
-        let text = text.into();
+        Self::checked("payload", text.into(), limit)
+    }
+
+    /// Validates a job's output: JSON text of at most
+    /// [`MAX_OUTPUT_BYTES`].
+    ///
+    /// # Errors
+    /// [`Error::Invalid`], saying what is wrong with the output.
+    pub fn output(text: impl Into<String>) -> Result<Self, Error> {
+        Self::checked("output", text.into(), MAX_OUTPUT_BYTES)
+    }
+
+    /// Serializes a value as a job's output ([`Payload::output`]).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] if it cannot be serialized or is too large.
+    pub fn output_from_value<T: Serialize + ?Sized>(value: &T) -> Result<Self, Error> {
+        let text = serde_json::to_string(value)
+            .map_err(|e| Error::invalid(format!("the output cannot be serialized: {e}")))?;
+        Self::output(text)
+    }
+
+    /// JSON text checked as `what` (a payload, an output) against `limit`.
+    fn checked(what: &str, text: String, limit: usize) -> Result<Self, Error> {
         if text.len() > limit {
             return Err(Error::invalid(format!(
-                "the payload is {} bytes; the limit is {limit} bytes — store large data elsewhere and pass a reference",
+                "the {what} is {} bytes; the limit is {limit} bytes — store large data elsewhere and pass a reference",
                 text.len()
             )));
         }
         if nesting_depth(&text) > MAX_PAYLOAD_DEPTH {
             return Err(Error::invalid(format!(
-                "the payload is nested more than {MAX_PAYLOAD_DEPTH} levels deep; flatten it"
+                "the {what} is nested more than {MAX_PAYLOAD_DEPTH} levels deep; flatten it"
             )));
         }
         if let Err(e) = check_storable(&text) {
@@ -215,10 +242,10 @@ impl Payload {
             // value is JSON no store can hold.
             let syntax = serde_json::from_str::<serde::de::IgnoredAny>(&text).err();
             return Err(Error::invalid(if let Some(e) = syntax {
-                format!("the payload is not valid JSON: {e}")
+                format!("the {what} is not valid JSON: {e}")
             } else {
                 format!(
-                    "the payload cannot be stored: {e}; send JSON whose strings are valid Unicode \
+                    "the {what} cannot be stored: {e}; send JSON whose strings are valid Unicode \
                      without NUL characters and whose numbers fit a 64-bit float (pass larger \
                      numbers as strings)"
                 )
@@ -794,7 +821,7 @@ impl NewJob {
 /// The columns of the job table that make a [`Job`] (with `lease_token`),
 /// in the order of SQLite's table, which reads them by position; the
 /// PostgreSQL store looks each up by name.
-pub const JOB_COLUMNS: [&str; 29] = [
+pub const JOB_COLUMNS: [&str; 30] = [
     "id",
     "queue",
     "kind",
@@ -824,6 +851,7 @@ pub const JOB_COLUMNS: [&str; 29] = [
     "waiting_on",
     "on_dependency_failure",
     "has_dependents",
+    "output",
 ];
 
 /// A W3C trace context (`traceparent` header, version 00):
@@ -959,6 +987,9 @@ pub struct Job {
     /// Whether some job depends on this one.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub has_dependents: bool,
+    /// What the job's handler recorded when it succeeded (JSON), if it did:
+    /// its dependents read it.
+    pub output: Option<Payload>,
 }
 
 /// The fencing pair a worker presents to settle an attempt.

@@ -71,6 +71,13 @@ impl fmt::Display for ErrorClass {
 pub enum Outcome {
     /// The work is done: acknowledge.
     Success,
+    /// The work is done, with a result: acknowledge and record `output`
+    /// with the job (at most [`crate::MAX_OUTPUT_BYTES`]), where its
+    /// dependents read it. Made by [`Outcome::success_with`].
+    Output {
+        /// The result, as JSON.
+        output: crate::job::Payload,
+    },
     /// A failure that may succeed later: retry on the job's policy while
     /// attempts remain, otherwise `dead`.
     Retry {
@@ -120,6 +127,19 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Success with a result: `output` serialized as JSON and recorded with
+    /// the job. An output that cannot be serialized, or is larger than
+    /// [`crate::MAX_OUTPUT_BYTES`], makes the attempt a permanent failure
+    /// that says so (retrying would produce it again).
+    pub fn success_with<T: Serialize + ?Sized>(output: &T) -> Self {
+        match crate::job::Payload::output_from_value(output) {
+            Ok(output) => Outcome::Output { output },
+            Err(e) => {
+                Outcome::permanent(format!("the handler's output was refused: {}", plain(&e)))
+            }
+        }
+    }
+
     /// A retryable failure.
     pub fn retry(error: impl fmt::Display) -> Self {
         Outcome::Retry {
@@ -177,8 +197,24 @@ impl Outcome {
             Outcome::Cancel { reason } => Outcome::Cancel {
                 reason: storable_text(reason),
             },
+            // An output made any other way than `success_with` is checked
+            // here, so an oversized one fails the attempt the same way.
+            Outcome::Output { output } => match crate::job::Payload::output(output.as_str()) {
+                Ok(output) => Outcome::Output { output },
+                Err(e) => {
+                    Outcome::permanent(format!("the handler's output was refused: {}", plain(&e)))
+                }
+            },
             other @ (Outcome::Success | Outcome::Timeout | Outcome::Completed) => other,
         }
+    }
+}
+
+/// An error's message without the kind prefix its display adds.
+fn plain(e: &Error) -> String {
+    match e {
+        Error::Invalid(m) => m.clone(),
+        other => other.to_string(),
     }
 }
 

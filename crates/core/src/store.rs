@@ -9,7 +9,7 @@ use crate::admin::{AuditEntry, AuditFilter, PausedQueue, Stats, StatsRequest, Wo
 use crate::clock::Timestamp;
 use crate::error::Result;
 use crate::job::{
-    ClaimedJob, Job, JobDetail, JobId, JobKey, JobState, Lease, Name, NewJob, Schedule,
+    ClaimedJob, Job, JobDetail, JobId, JobKey, JobState, Lease, Name, NewJob, Payload, Schedule,
 };
 use crate::outcome::ErrorClass;
 
@@ -340,6 +340,15 @@ pub trait JobStore: Send + Sync + fmt::Debug {
 
     /// Acknowledges success: `running` → `done`.
     async fn complete(&self, lease: &Lease) -> Result<Job>;
+
+    /// Acknowledges success like [`JobStore::complete`] and records
+    /// `output` (checked by [`Payload::output`]) with the job, in the same
+    /// statement: the job is done with its output or not at all.
+    async fn complete_with_output(&self, lease: &Lease, output: &Payload) -> Result<Job>;
+
+    /// The outputs of the jobs `id` depends on, in the order they were
+    /// named: `None` for one that recorded none (or that was pruned).
+    async fn dependency_outputs(&self, id: &JobId) -> Result<Vec<(JobId, Option<Payload>)>>;
 
     /// Acknowledges many jobs in one transaction, each fenced by its own
     /// token and lease exactly like [`JobStore::complete`]. Returns, in input

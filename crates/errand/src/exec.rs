@@ -6,6 +6,15 @@
 //! job carries a W3C trace context) and `ERRAND_WORKER_PID` (the process
 //! that claimed the job) in its environment.
 //!
+//! Results: the command may write its result, one JSON value, to the file
+//! named by `ERRAND_OUTPUT`; on success (exit 0) it is recorded as the
+//! job's output, where its dependents read it (at most 64 KiB; a larger or
+//! malformed one fails the attempt permanently, saying why; no file or an
+//! empty one records none). A job with dependencies also gets
+//! `ERRAND_INPUTS`: a file holding one JSON object, keyed by dependency id,
+//! of each dependency's output (`null` for one that recorded none). Both
+//! files live in the temporary directory and are removed after the attempt.
+//!
 //! Output: its stdout is the worker's stderr itself (the worker's own
 //! stdout stays machine-readable; nothing passes through the worker's
 //! memory). Its stderr is read as it comes and only the last few KB are
@@ -38,8 +47,11 @@ use std::pin::pin;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
 use async_trait::async_trait;
-use errand_core::Outcome;
+use errand_core::{MAX_OUTPUT_BYTES, Outcome, Payload};
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -336,10 +348,132 @@ fn live_member(pgid: i32) -> Option<bool> {
     Some(false)
 }
 
+/// The files one attempt exchanges with its command, removed when the
+/// attempt is over.
+struct Exchange {
+    output: PathBuf,
+    inputs: Option<PathBuf>,
+}
+
+impl Exchange {
+    /// Names the output file and, for a job with dependencies, writes the
+    /// inputs file.
+    async fn prepare(ctx: &JobContext) -> Result<Self, Outcome> {
+        let dir = std::env::temp_dir();
+        // The lease token is random and new per attempt: a name no other
+        // attempt uses (kept to letters and digits, whatever it holds).
+        let token: String = ctx
+            .lease
+            .token
+            .as_str()
+            .chars()
+            .filter(char::is_ascii_alphanumeric)
+            .take(64)
+            .collect();
+        let stem = format!("errand-{}-{token}", std::process::id());
+        let mut exchange = Exchange {
+            output: dir.join(format!("{stem}-output.json")),
+            inputs: None,
+        };
+        if ctx.job.on_dependency_failure.is_some() {
+            let outputs = ctx.dependency_outputs().await.map_err(|e| {
+                Outcome::retry(format!(
+                    "cannot read the outputs of the job's dependencies: {e}"
+                ))
+            })?;
+            let by_id: BTreeMap<String, Option<Payload>> = outputs
+                .into_iter()
+                .map(|(id, output)| (id.to_string(), output))
+                .collect();
+            let text = serde_json::to_vec(&by_id).map_err(|e| {
+                Outcome::retry(format!("cannot encode the dependencies' outputs: {e}"))
+            })?;
+            let path = dir.join(format!("{stem}-inputs.json"));
+            tokio::fs::write(&path, text).await.map_err(|e| {
+                Outcome::retry(format!(
+                    "cannot write the dependencies' outputs to {}: {e}",
+                    path.display()
+                ))
+            })?;
+            exchange.inputs = Some(path);
+        }
+        Ok(exchange)
+    }
+
+    /// What a successful command recorded: nothing (no file, or only
+    /// whitespace), its output, or a failure saying why it cannot be kept.
+    async fn result(&self) -> Outcome {
+        read_output(&self.output).await
+    }
+}
+
+impl Drop for Exchange {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.output);
+        if let Some(inputs) = &self.inputs {
+            let _ = std::fs::remove_file(inputs);
+        }
+    }
+}
+
+/// Reads the output a command left at `path` after it succeeded.
+async fn read_output(path: &Path) -> Outcome {
+    let refused = |why: String| {
+        Outcome::permanent(format!(
+            "the command succeeded but its output was refused: {why}; write one JSON value \
+             of at most {MAX_OUTPUT_BYTES} bytes to $ERRAND_OUTPUT"
+        ))
+    };
+    match tokio::fs::metadata(path).await {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Outcome::Success,
+        Err(e) => {
+            return Outcome::retry(format!(
+                "cannot read the command's output file {}: {e}",
+                path.display()
+            ));
+        }
+        // Room for surrounding whitespace, which is not kept.
+        Ok(meta) if meta.len() > 2 * MAX_OUTPUT_BYTES as u64 => {
+            return refused(format!("the file holds {} bytes", meta.len()));
+        }
+        Ok(_) => {}
+    }
+    let bytes = match tokio::fs::read(path).await {
+        Ok(b) => b,
+        Err(e) => {
+            return Outcome::retry(format!(
+                "cannot read the command's output file {}: {e}",
+                path.display()
+            ));
+        }
+    };
+    let Ok(text) = String::from_utf8(bytes) else {
+        return refused("the file is not UTF-8 text".to_owned());
+    };
+    let text = text.trim();
+    if text.is_empty() {
+        return Outcome::Success;
+    }
+    match Payload::output(text) {
+        Ok(output) => Outcome::Output { output },
+        Err(errand_core::Error::Invalid(why)) => refused(why),
+        Err(e) => refused(e.to_string()),
+    }
+}
+
 #[async_trait]
 impl Handler for ExecHandler {
     async fn handle(&self, ctx: JobContext) -> Outcome {
+        let exchange = match Exchange::prepare(&ctx).await {
+            Ok(x) => x,
+            Err(outcome) => return outcome,
+        };
         let mut command = Command::new("sh");
+        command.env("ERRAND_OUTPUT", &exchange.output);
+        command.env_remove("ERRAND_INPUTS");
+        if let Some(inputs) = &exchange.inputs {
+            command.env("ERRAND_INPUTS", inputs);
+        }
         // The trace context travels as the W3C environment carrier does;
         // one inherited from this worker's own environment is not the job's.
         command.env_remove("TRACEPARENT");
@@ -422,7 +556,10 @@ impl Handler for ExecHandler {
             }
         })
         .await;
-        outcome(status, lease_lost, &stderr.tail.text())
+        match outcome(status, lease_lost, &stderr.tail.text()) {
+            Outcome::Success => exchange.result().await,
+            other => other,
+        }
     }
 }
 

@@ -67,9 +67,9 @@ use std::sync::Arc;
 pub use errand_core::{
     self as core, AttemptRecord, AuditRecord, CancelRequest, ClaimRate, ClaimRequest, ClaimedJob,
     Clock, Error, ErrorClass, Failure, Inserted, IntoNewJob, Job, JobArgs, JobDetail, JobFilter,
-    JobId, JobKey, JobOptions, JobState, KeyLimit, Lease, ManualClock, Name, NewJob, Outcome,
-    Payload, RateBucket, RateLimit, ReplayRequest, Result, RetryAt, RetryPolicy, Schedule,
-    SchemaStatus, Store, SweepReport, SystemClock, Timestamp, bounds,
+    JobId, JobKey, JobOptions, JobState, KeyLimit, Lease, MAX_OUTPUT_BYTES, ManualClock, Name,
+    NewJob, Outcome, Payload, RateBucket, RateLimit, ReplayRequest, Result, RetryAt, RetryPolicy,
+    Schedule, SchemaStatus, Store, SweepReport, SystemClock, Timestamp, bounds,
 };
 pub use errand_core::{
     Admin, AdminStore, AuditEntry, AuditFilter, AuditStamp, Copied, CopyRequest, Counts, Histogram,

@@ -1238,6 +1238,15 @@ mod tests {
         async fn complete_many(&self, _: &[Lease]) -> Result<Vec<bool>> {
             full()
         }
+        async fn complete_with_output(&self, _: &Lease, _: &errand_core::Payload) -> Result<Job> {
+            full()
+        }
+        async fn dependency_outputs(
+            &self,
+            _: &JobId,
+        ) -> Result<Vec<(JobId, Option<errand_core::Payload>)>> {
+            full()
+        }
         async fn fail(&self, _: &Lease, _: Failure) -> Result<Job> {
             full()
         }

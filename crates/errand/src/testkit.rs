@@ -175,6 +175,7 @@ impl TestQueue {
             waiting_on: 0,
             on_dependency_failure: None,
             has_dependents: false,
+            output: None,
         };
         let lease = Lease {
             id,
@@ -186,6 +187,7 @@ impl TestQueue {
             job: claimed.job,
             lease: claimed.lease,
             lease_lost: tokio_util::sync::CancellationToken::new(),
+            reader: crate::worker::OutputReader::default(),
         };
         Ok(handler.handle(ctx).await)
     }

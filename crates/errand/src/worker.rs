@@ -67,6 +67,23 @@ pub struct JobContext {
     /// Fired when a lease renewal is refused: another worker or the sweep
     /// owns the job now, and this attempt's settlement will be refused.
     pub lease_lost: CancellationToken,
+    /// Where the dependencies' outputs are read from.
+    pub(crate) reader: OutputReader,
+}
+
+/// The store a context reads dependencies' outputs from (none in a
+/// handler's unit test, whose job has no dependencies).
+#[derive(Clone, Default)]
+pub(crate) struct OutputReader(pub(crate) Option<Arc<dyn Store>>);
+
+impl fmt::Debug for OutputReader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "OutputReader(store)"
+        } else {
+            "OutputReader(none)"
+        })
+    }
 }
 
 impl JobContext {
@@ -96,6 +113,26 @@ impl JobContext {
     /// Whether this attempt's lease is known to be lost.
     pub fn is_lease_lost(&self) -> bool {
         self.lease_lost.is_cancelled()
+    }
+
+    /// The outputs of this job's dependencies, in the order they were
+    /// named: each the JSON its handler recorded on success
+    /// ([`Outcome::success_with`]), or `None` if it recorded none (or was
+    /// pruned since, or ended in a way this job's `run` policy let pass).
+    /// Empty for a job without dependencies (no read).
+    ///
+    /// # Errors
+    /// The store cannot be read.
+    pub async fn dependency_outputs(&self) -> Result<Vec<(JobId, Option<errand_core::Payload>)>> {
+        if self.job.on_dependency_failure.is_none() {
+            return Ok(Vec::new());
+        }
+        match &self.reader.0 {
+            Some(store) => store.dependency_outputs(&self.job.id).await,
+            None => Err(Error::invalid(
+                "this context has no store to read the dependencies' outputs from",
+            )),
+        }
     }
 
     /// Decodes the payload.
@@ -448,6 +485,7 @@ impl Execution {
             job: claimed.job,
             lease: lease.clone(),
             lease_lost: lost.clone(),
+            reader: OutputReader(Some(self.store.clone())),
         };
         let task = tokio::spawn(async move { handler.handle(ctx).await });
         let abort_handle = task.abort_handle();
@@ -564,6 +602,9 @@ pub(crate) async fn settle(
     };
     let result = match outcome.into_storable() {
         Outcome::Success => store.complete(lease).await.map(|_| {
+            report.acknowledged = true;
+        }),
+        Outcome::Output { output } => store.complete_with_output(lease, &output).await.map(|_| {
             report.acknowledged = true;
         }),
         Outcome::Completed => {

@@ -845,6 +845,19 @@ impl errand::JobStore for Intercepting {
     async fn complete(&self, lease: &errand::Lease) -> errand::Result<errand::Job> {
         self.inner.complete(lease).await
     }
+    async fn complete_with_output(
+        &self,
+        lease: &errand::Lease,
+        output: &errand::Payload,
+    ) -> errand::Result<errand::Job> {
+        self.inner.complete_with_output(lease, output).await
+    }
+    async fn dependency_outputs(
+        &self,
+        id: &errand::JobId,
+    ) -> errand::Result<Vec<(errand::JobId, Option<errand::Payload>)>> {
+        self.inner.dependency_outputs(id).await
+    }
     async fn complete_many(&self, leases: &[errand::Lease]) -> errand::Result<Vec<bool>> {
         let failure = self.first_failure.notified();
         tokio::pin!(failure);

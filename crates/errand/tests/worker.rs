@@ -304,3 +304,146 @@ async fn exec_hands_the_trace_context_to_the_command() {
     let seen = std::fs::read_to_string(&out).unwrap();
     assert_eq!(seen, format!("a-traced={tp}\nb-plain=none\n"));
 }
+
+/// Inserts `id`, waiting for `deps`.
+async fn insert_after(store: &Arc<dyn Store>, id: &str, deps: &[&str]) {
+    let job = deps.iter().fold(
+        NewJob::new("step", Payload::default())
+            .unwrap()
+            .with_id(JobId::new(id).unwrap()),
+        |j, d| j.depends_on(JobId::new(*d).unwrap()),
+    );
+    store.insert(job).await.unwrap();
+}
+
+fn output_of(job: &errand::Job) -> Option<serde_json::Value> {
+    job.output
+        .as_ref()
+        .map(|p| p.decode::<serde_json::Value>().unwrap())
+}
+
+/// A handler's result (`Outcome::success_with`) is kept with its job, and
+/// the job that depends on it reads it through its context; a result over
+/// the limit fails the attempt for good, saying why.
+#[tokio::test]
+async fn a_handler_output_reaches_the_dependent_and_an_oversized_one_is_refused() {
+    let (_f, store) = setup(3).await;
+    insert_after(&store, "job-2", &["job-1"]).await;
+    let w = Worker::new(store.clone(), config(0.5));
+    let produce: Arc<dyn Handler> = Arc::new(handler_fn(|_ctx| async {
+        Outcome::success_with(&serde_json::json!({"rows": 120}))
+    }));
+    let r = w.run_once(produce).await.unwrap();
+    assert_eq!(
+        (r.outcome, r.job_id.unwrap().as_str()),
+        (WorkOutcome::Acknowledged, "job-1")
+    );
+    assert_eq!(
+        output_of(&job(&store).await),
+        Some(serde_json::json!({"rows": 120}))
+    );
+    let echo: Arc<dyn Handler> = Arc::new(handler_fn(|ctx: errand::JobContext| async move {
+        match ctx.dependency_outputs().await {
+            Ok(read) => {
+                let seen: Vec<(String, Option<serde_json::Value>)> = read
+                    .into_iter()
+                    .map(|(id, out)| (id.to_string(), out.map(|p| p.decode().unwrap())))
+                    .collect();
+                Outcome::success_with(&seen)
+            }
+            Err(e) => Outcome::retry(e),
+        }
+    }));
+    let r = w.run_once(echo).await.unwrap();
+    assert_eq!(r.outcome, WorkOutcome::Acknowledged);
+    let j2 = store.get(&JobId::new("job-2").unwrap()).await.unwrap();
+    assert_eq!(
+        output_of(&j2),
+        Some(serde_json::json!([["job-1", {"rows": 120}]]))
+    );
+
+    insert_after(&store, "job-3", &[]).await;
+    let huge: Arc<dyn Handler> = Arc::new(handler_fn(|_ctx| async {
+        Outcome::success_with(&"x".repeat(errand::MAX_OUTPUT_BYTES))
+    }));
+    let r = w.run_once(huge).await.unwrap();
+    assert_eq!(r.outcome, WorkOutcome::Dead);
+    let j3 = store.get(&JobId::new("job-3").unwrap()).await.unwrap();
+    assert_eq!((j3.state, j3.output), (JobState::Dead, None));
+    let error = j3.last_error.unwrap();
+    assert!(
+        error.starts_with(
+            "the handler's output was refused: the output is 65538 bytes; the limit is 65536 bytes"
+        ),
+        "{error}"
+    );
+}
+
+/// An `--exec` command writes its result to `$ERRAND_OUTPUT`; a dependent
+/// command finds its dependencies' results in `$ERRAND_INPUTS` (an object
+/// keyed by job id). Both files are gone after the attempt. Output that is
+/// not JSON fails the attempt for good, saying so; no file records none.
+#[tokio::test]
+async fn exec_commands_exchange_outputs_through_files() {
+    let (f, store) = setup(3).await;
+    insert_after(&store, "job-2", &["job-1"]).await;
+    let w = Worker::new(store.clone(), config(0.5));
+    let names = f.path.with_file_name("files.txt");
+    let cmd = format!(
+        "printf '{{\"rows\": 3}}\\n' > \"$ERRAND_OUTPUT\"; echo \"$ERRAND_OUTPUT ${{ERRAND_INPUTS:-none}}\" >> {}",
+        names.display()
+    );
+    let r = w.run_once(Arc::new(ExecHandler::new(cmd))).await.unwrap();
+    assert_eq!(r.outcome, WorkOutcome::Acknowledged);
+    assert_eq!(
+        output_of(&job(&store).await),
+        Some(serde_json::json!({"rows": 3}))
+    );
+    let cmd = format!(
+        "cat \"$ERRAND_INPUTS\" > \"$ERRAND_OUTPUT\"; echo \"$ERRAND_OUTPUT $ERRAND_INPUTS\" >> {}",
+        names.display()
+    );
+    let r = w.run_once(Arc::new(ExecHandler::new(cmd))).await.unwrap();
+    assert_eq!(r.outcome, WorkOutcome::Acknowledged);
+    let j2 = store.get(&JobId::new("job-2").unwrap()).await.unwrap();
+    assert_eq!(
+        output_of(&j2),
+        Some(serde_json::json!({"job-1": {"rows": 3}}))
+    );
+    let seen = std::fs::read_to_string(&names).unwrap();
+    let lines: Vec<Vec<&str>> = seen.lines().map(|l| l.split(' ').collect()).collect();
+    assert_eq!(lines.len(), 2, "{seen}");
+    assert_eq!(
+        lines[0][1], "none",
+        "no inputs file for a job without dependencies"
+    );
+    for path in lines.iter().flatten().filter(|p| **p != "none") {
+        assert!(
+            !std::path::Path::new(path).exists(),
+            "{path} was left behind"
+        );
+    }
+
+    insert_after(&store, "job-3", &[]).await;
+    let r = w
+        .run_once(Arc::new(ExecHandler::new("echo nope > \"$ERRAND_OUTPUT\"")))
+        .await
+        .unwrap();
+    assert_eq!(r.outcome, WorkOutcome::Dead);
+    let j3 = store.get(&JobId::new("job-3").unwrap()).await.unwrap();
+    let error = j3.last_error.unwrap();
+    assert!(
+        error.starts_with(
+            "the command succeeded but its output was refused: the output is not valid JSON"
+        ),
+        "{error}"
+    );
+    insert_after(&store, "job-4", &[]).await;
+    let r = w
+        .run_once(Arc::new(ExecHandler::new("true")))
+        .await
+        .unwrap();
+    assert_eq!(r.outcome, WorkOutcome::Acknowledged);
+    let j4 = store.get(&JobId::new("job-4").unwrap()).await.unwrap();
+    assert_eq!(j4.output, None);
+}

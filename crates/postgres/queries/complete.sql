@@ -1,4 +1,5 @@
--- Fenced acknowledgment. $1 now, $2 id, $3 token, $4 whether the caller
+-- Fenced acknowledgment. $1 now, $2 id, $3 token, $4 the handler's output
+-- (JSON text, checked) or NULL, $5 whether the caller
 -- releases dependents: true, its transaction releases the job's
 -- dependents after this statement; false, a job with dependents is left
 -- for such a transaction, so an autocommitted settlement never strands
@@ -7,10 +8,11 @@ WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now),
 done AS (
     UPDATE __SCHEMA__.errand_jobs j
     SET state = 'done', lease_token = NULL, lease_until = NULL,
-        last_error = NULL, last_error_class = NULL, finished_at = t.now, updated_at = t.now
+        last_error = NULL, last_error_class = NULL, finished_at = t.now, updated_at = t.now,
+        output = $4::text::jsonb
     FROM t
     WHERE j.id = $2::text AND j.state = 'running' AND j.lease_token = $3 AND j.lease_until > t.now
-      AND (NOT j.has_dependents OR $4::boolean)
+      AND (NOT j.has_dependents OR $5::boolean)
     RETURNING j.*
 )
 SELECT * FROM done

@@ -43,7 +43,8 @@ use errand_core::{
 };
 use errand_core::{
     ClaimRequest, ClaimedJob, Clock, Error, Failure, Inserted, Job, JobDetail, JobFilter, JobId,
-    Lease, NewJob, RateBucket, RateLimit, Result, SchemaStatus, SweepReport, Timestamp, WorkSignal,
+    Lease, NewJob, Payload, RateBucket, RateLimit, Result, SchemaStatus, SweepReport, Timestamp,
+    WorkSignal,
 };
 use errand_core::{IntoNewJob, bounds, check_recorded_text};
 use tokio_postgres::NoTls;
@@ -55,7 +56,7 @@ pub use queue::{Conn, Param, Queries};
 const INSERT_CHUNK: usize = 1_000;
 
 /// The schema version this build expects.
-pub const SCHEMA_VERSION: i64 = 13;
+pub const SCHEMA_VERSION: i64 = 14;
 const MIGRATIONS: &[(&str, &str)] = &[
     ("V1__jobs", include_str!("../migrations/V1__jobs.sql")),
     (
@@ -105,6 +106,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     (
         "V13__dependency_edges_collate_c",
         include_str!("../migrations/V13__dependency_edges_collate_c.sql"),
+    ),
+    (
+        "V14__outputs",
+        include_str!("../migrations/V14__outputs.sql"),
     ),
 ];
 
@@ -382,7 +387,7 @@ impl PgStore {
             self.now(),
             &self.queries.complete,
             lease,
-            &[],
+            &[&None::<&str>],
         )
         .await
     }
@@ -673,7 +678,28 @@ impl JobStore for PgStore {
     async fn complete(&self, lease: &Lease) -> Result<Job> {
         let mut client = self.client().await?;
         let q = &self.queries;
-        queue::settle(&mut client, q, self.now(), &q.complete, lease, &[]).await
+        let no_output: Option<&str> = None;
+        queue::settle(
+            &mut client,
+            q,
+            self.now(),
+            &q.complete,
+            lease,
+            &[&no_output],
+        )
+        .await
+    }
+
+    async fn complete_with_output(&self, lease: &Lease, output: &Payload) -> Result<Job> {
+        let mut client = self.client().await?;
+        let q = &self.queries;
+        let output = Some(output.as_str());
+        queue::settle(&mut client, q, self.now(), &q.complete, lease, &[&output]).await
+    }
+
+    async fn dependency_outputs(&self, id: &JobId) -> Result<Vec<(JobId, Option<Payload>)>> {
+        let client = self.client().await?;
+        queue::dependency_outputs(&client, &self.queries, id).await
     }
 
     async fn complete_many(&self, leases: &[Lease]) -> Result<Vec<bool>> {

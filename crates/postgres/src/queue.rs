@@ -56,6 +56,7 @@ pub struct Queries {
     pub(crate) lock_dependencies: String,
     pub(crate) link_dependencies: String,
     pub(crate) met_at_insert: String,
+    pub(crate) dependency_outputs: String,
     pub(crate) dependencies_of: String,
     pub(crate) dependents_of: String,
 }
@@ -101,6 +102,7 @@ impl Queries {
             lock_dependencies: q(include_str!("../queries/lock_dependencies.sql")),
             link_dependencies: q(include_str!("../queries/link_dependencies.sql")),
             met_at_insert: q(include_str!("../queries/met_at_insert.sql")),
+            dependency_outputs: q(include_str!("../queries/dependency_outputs.sql")),
             dependencies_of: q(include_str!("../queries/dependencies_of.sql")),
             dependents_of: q(include_str!("../queries/dependents_of.sql")),
         }
@@ -145,6 +147,7 @@ impl Queries {
             ("lock_dependencies", &self.lock_dependencies),
             ("link_dependencies", &self.link_dependencies),
             ("met_at_insert", &self.met_at_insert),
+            ("dependency_outputs", &self.dependency_outputs),
             ("dependencies_of", &self.dependencies_of),
             ("dependents_of", &self.dependents_of),
         ]
@@ -264,6 +267,7 @@ fn job_at(row: &Row, cols: &JobCols) -> Result<Job> {
         waiting_on,
         on_dependency_failure,
         has_dependents,
+        output,
     ] = cols.0;
     let get_ts = |i: usize| -> Result<Timestamp> {
         row.try_get::<_, OffsetDateTime>(i)
@@ -329,7 +333,28 @@ fn job_at(row: &Row, cols: &JobCols) -> Result<Job> {
             .transpose()
             .map_err(bad_row)?,
         has_dependents: row.try_get(has_dependents).map_err(map_err)?,
+        output: row
+            .try_get::<_, Option<JsonText>>(output)
+            .map_err(map_err)?
+            .map(|t| Payload::from_stored(t.0)),
     })
+}
+
+/// The outputs of the jobs `id` depends on, in the order they were named.
+pub(crate) async fn dependency_outputs<C: Conn>(
+    client: &C,
+    q: &Queries,
+    id: &JobId,
+) -> Result<Vec<(JobId, Option<Payload>)>> {
+    query(client, &q.dependency_outputs, &[&id.as_str()])
+        .await?
+        .iter()
+        .map(|r| {
+            let dep: String = r.try_get(0).map_err(map_err)?;
+            let output: Option<String> = r.try_get(1).map_err(map_err)?;
+            Ok((JobId::new(dep)?, output.map(Payload::from_stored)))
+        })
+        .collect()
 }
 
 /// One statement parameter.

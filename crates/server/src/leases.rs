@@ -53,6 +53,8 @@ const MAX_ATTEMPT: u32 = 1000;
 
 const LEASE_EXAMPLE: &str = r#"{"queues": ["email"], "limit": 10, "lease": "30s", "wait": "20s"}"#;
 const HELD_EXAMPLE: &str = r#"{"token": "<lease.token>", "attempt": 1}"#;
+const COMPLETE_EXAMPLE: &str =
+    r#"{"token": "<lease.token>", "attempt": 1, "output": {"rows": 120}}"#;
 const HEARTBEAT_EXAMPLE: &str = r#"{"token": "<lease.token>", "attempt": 1, "extend": "30s"}"#;
 const FAIL_EXAMPLE: &str =
     r#"{"token": "<lease.token>", "attempt": 1, "error": "SMTP timeout", "class": "retryable"}"#;
@@ -314,15 +316,31 @@ pub(crate) async fn heartbeat(
     json(StatusCode::OK, &Renewed { lease_until })
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CompleteBody {
+    token: String,
+    attempt: Option<u32>,
+    /// The job's result, kept with it for its dependents.
+    output: Option<errand::Payload>,
+}
+
 pub(crate) async fn complete(
     State(app): State<App>,
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Body,
 ) -> Answer {
-    let req: HeldBody = body_json(&app, &headers, body, HELD_EXAMPLE).await?;
+    let req: CompleteBody = body_json(&app, &headers, body, COMPLETE_EXAMPLE).await?;
     let lease = held(path, req.token, req.attempt)?;
-    let job = fenced(&lease, app.store.complete(&lease).await)?;
+    let done = match req.output {
+        None => app.store.complete(&lease).await,
+        Some(output) => {
+            let output = errand::Payload::output(output.as_str()).map_err(Problem::from)?;
+            app.store.complete_with_output(&lease, &output).await
+        }
+    };
+    let job = fenced(&lease, done)?;
     settled(WorkOutcome::Acknowledged, &job)
 }
 

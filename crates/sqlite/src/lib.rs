@@ -41,8 +41,8 @@ use errand_core::{
 };
 use errand_core::{
     ClaimRequest, ClaimedJob, Clock, Error, Failure, Inserted, IntoNewJob, Job, JobDetail,
-    JobFilter, JobId, Lease, NewJob, RateBucket, RateLimit, Result, StepGuard, SweepReport,
-    SystemClock, Timestamp, WorkSignal,
+    JobFilter, JobId, Lease, NewJob, Payload, RateBucket, RateLimit, Result, StepGuard,
+    SweepReport, SystemClock, Timestamp, WorkSignal,
 };
 use errand_core::{bounds, check_recorded_text};
 use rusqlite::{Connection, OpenFlags};
@@ -292,7 +292,7 @@ impl SqliteStore {
         } else {
             self.inner.steps.leases_now(at, std::time::Instant::now())
         };
-        queue::complete_at(conn, lease, Now { at, leases })
+        queue::complete_at(conn, lease, None, Now { at, leases })
     }
 
     /// Runs `f` on the writer thread inside the shared write transaction
@@ -441,8 +441,19 @@ impl JobStore for SqliteStore {
 
     async fn complete(&self, lease: &Lease) -> Result<Job> {
         let lease = lease.clone();
-        self.op(move |c, now| queue::complete_at(c, &lease, now))
+        self.op(move |c, now| queue::complete_at(c, &lease, None, now))
             .await
+    }
+
+    async fn complete_with_output(&self, lease: &Lease, output: &Payload) -> Result<Job> {
+        let (lease, output) = (lease.clone(), output.clone());
+        self.op(move |c, now| queue::complete_at(c, &lease, Some(&output), now))
+            .await
+    }
+
+    async fn dependency_outputs(&self, id: &JobId) -> Result<Vec<(JobId, Option<Payload>)>> {
+        let id = id.clone();
+        self.read(move |c| queue::dependency_outputs(c, &id)).await
     }
 
     async fn complete_many(&self, leases: &[Lease]) -> Result<Vec<bool>> {

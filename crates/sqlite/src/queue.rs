@@ -42,6 +42,7 @@ const CLAIM: &str = include_str!("../queries/claim.sql");
 const CLAIM_MANY: &str = include_str!("../queries/claim_many.sql");
 const COMPLETE_MANY: &str = include_str!("../queries/complete_many.sql");
 const COMPLETE: &str = include_str!("../queries/complete.sql");
+const DEPENDENCY_OUTPUTS: &str = include_str!("../queries/dependency_outputs.sql");
 const FAIL: &str = include_str!("../queries/fail.sql");
 const SNOOZE: &str = include_str!("../queries/snooze.sql");
 const CANCEL_RUNNING: &str = include_str!("../queries/cancel_running.sql");
@@ -138,6 +139,7 @@ mod col {
     pub const WAITING_ON: usize = 26;
     pub const ON_DEPENDENCY_FAILURE: usize = 27;
     pub const HAS_DEPENDENTS: usize = 28;
+    pub const OUTPUT: usize = 29;
 }
 
 /// Maps a row of `errand_jobs` (`SELECT *` or `RETURNING *`) to a [`Job`].
@@ -205,6 +207,9 @@ pub(crate) fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Job> {
             .transpose()
             .map_err(|e| conversion(col::ON_DEPENDENCY_FAILURE, e.to_string()))?,
         has_dependents: row.get(col::HAS_DEPENDENTS)?,
+        output: row
+            .get::<_, Option<String>>(col::OUTPUT)?
+            .map(Payload::from_stored),
     })
 }
 
@@ -637,6 +642,7 @@ fn new_row(job: &NewJob, id: JobId, now: Timestamp) -> Job {
         waiting_on: 0,
         on_dependency_failure: None,
         has_dependents: false,
+        output: None,
     }
 }
 
@@ -1082,7 +1088,7 @@ pub(crate) fn complete_many(conn: &Connection, leases: &[Lease], now: Now) -> Re
         // won; settle them one by one, in order.
         return leases
             .iter()
-            .map(|l| match complete_at(conn, l, now) {
+            .map(|l| match complete_at(conn, l, None, now) {
                 Ok(_) => Ok(true),
                 Err(Error::LeaseLost { .. }) => Ok(false),
                 Err(e) => Err(e),
@@ -1160,6 +1166,7 @@ pub fn complete(conn: &Connection, lease: &Lease, now: Timestamp) -> Result<Job>
     complete_at(
         conn,
         lease,
+        None,
         Now {
             at: now,
             leases: now,
@@ -1167,11 +1174,35 @@ pub fn complete(conn: &Connection, lease: &Lease, now: Timestamp) -> Result<Job>
     )
 }
 
-/// Fenced acknowledgment.
-pub(crate) fn complete_at(conn: &Connection, lease: &Lease, now: Now) -> Result<Job> {
+/// Fenced acknowledgment, recording `output` with the job if given.
+pub(crate) fn complete_at(
+    conn: &Connection,
+    lease: &Lease,
+    output: Option<&Payload>,
+    now: Now,
+) -> Result<Job> {
     // The succeeding attempt stays on the job row (history.sql reads it).
-    let job = fenced(conn, COMPLETE, lease, now, &[])?;
+    let output = output.map(Payload::as_str);
+    let job = fenced(conn, COMPLETE, lease, now, &[(":output", &output)])?;
     released(conn, job, now.at)
+}
+
+/// The outputs of the jobs `id` depends on, in the order they were named.
+pub(crate) fn dependency_outputs(
+    conn: &Connection,
+    id: &JobId,
+) -> Result<Vec<(JobId, Option<Payload>)>> {
+    let mut stmt = conn.prepare_cached(DEPENDENCY_OUTPUTS).map_err(map_err)?;
+    let rows = stmt
+        .query_map(named_params! {":id": id.as_str()}, |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?))
+        })
+        .map_err(map_err)?;
+    rows.map(|row| {
+        let (dep, output) = row.map_err(map_err)?;
+        Ok((JobId::new(dep)?, output.map(Payload::from_stored)))
+    })
+    .collect()
 }
 
 /// `job` as a settlement left it, after releasing its dependents if it

@@ -553,3 +553,53 @@ pub async fn a_pruned_dependency_still_reads_as_it_ended(
         [("ok".to_owned(), None, true)]
     );
 }
+
+/// A job acknowledged with an output keeps it (and only a done job has
+/// one); its dependents read their dependencies' outputs in the order they
+/// named them, `None` for one that recorded none. The output is fenced
+/// with the acknowledgment: a lost lease records nothing.
+pub async fn an_output_is_kept_with_its_job_and_read_by_its_dependents(
+    store: Arc<dyn Store>,
+    _clock: ManualClock,
+) {
+    store.insert(job("a")).await.unwrap();
+    store.insert(job("b")).await.unwrap();
+    store
+        .insert(after("c", &["b", "a"], DependencyFailure::Wait))
+        .await
+        .unwrap();
+    let running = claim_all(&*store).await;
+    assert_eq!(names(&running), ["a", "b"]);
+    let output = errand_core::Payload::output(r#"{"rows":120,"note":"ünïcode"}"#).unwrap();
+    let a = store
+        .complete_with_output(&running[0].lease, &output)
+        .await
+        .unwrap();
+    // Compared as JSON values: PostgreSQL keeps jsonb in its own layout.
+    let json =
+        |p: Option<&errand_core::Payload>| p.map(|p| p.decode::<serde_json::Value>().unwrap());
+    assert_eq!(a.state, JobState::Done);
+    assert_eq!(json(a.output.as_ref()), json(Some(&output)));
+    let again = store.complete_with_output(&running[0].lease, &output).await;
+    assert!(matches!(again, Err(Error::LeaseLost { .. })), "{again:?}");
+    store.complete(&running[1].lease).await.unwrap();
+    assert_eq!(
+        json(get(&*store, "a").await.output.as_ref()),
+        json(Some(&output))
+    );
+    assert_eq!(get(&*store, "b").await.output, None);
+    let read: Vec<(JobId, Option<serde_json::Value>)> = store
+        .dependency_outputs(&id("c"))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(dep, out)| (dep, json(out.as_ref())))
+        .collect();
+    assert_eq!(read, [(id("b"), None), (id("a"), json(Some(&output)))]);
+    assert!(store.dependency_outputs(&id("a")).await.unwrap().is_empty());
+    // The detail carries it too (what `show` and the API render).
+    let detail = store.detail(&id("a")).await.unwrap();
+    assert_eq!(json(detail.job.output.as_ref()), json(Some(&output)));
+    let c = claim_all(&*store).await;
+    assert_eq!(names(&c), ["c"]);
+}

@@ -136,6 +136,7 @@ macro_rules! conformance_tests {
             the_sweep_releases_the_dependents_of_a_job_it_kills,
             failures_recorded_together_release_the_dependents_of_the_dead,
             a_pruned_dependency_still_reads_as_it_ended,
+            an_output_is_kept_with_its_job_and_read_by_its_dependents,
         );
         $crate::conformance_tests!(@in keys $make;
             a_job_keeps_its_concurrency_key,
