@@ -24,6 +24,9 @@ pub struct Work {
     /// The first `fail_first` attempts fail with EXIT_TEMPFAIL.
     #[serde(default)]
     pub fail_first: u32,
+    /// A sink (`--fan-in`): how many dependencies' outputs it must read.
+    #[serde(default)]
+    pub expect: Option<usize>,
 }
 
 pub fn now_ms() -> i64 {
@@ -123,6 +126,20 @@ pub fn handle(dir: &Path) -> Result<i32> {
         )?;
         return Ok(errand::EXIT_TEMPFAIL);
     }
+    if let Some(expect) = work.expect {
+        // The sink reads its dependencies' outputs: each leaf recorded
+        // {"job": its id}. Missing ones mean it ran too early or outputs
+        // were lost: a permanent failure the check reports (the job dead).
+        let seen = inputs_seen()?;
+        append(
+            &dir.join("exec.log"),
+            &format!("inputs {id} {attempt} {seen} of {expect}"),
+        )?;
+        if seen != expect {
+            eprintln!("the sink read {seen} of its {expect} dependencies' outputs");
+            return Ok(errand::EXIT_PERMANENT);
+        }
+    }
     // The idempotent effect: one file per job id, created at most once.
     let applied = match std::fs::OpenOptions::new()
         .write(true)
@@ -146,5 +163,23 @@ pub fn handle(dir: &Path) -> Result<i32> {
         &dir.join("exec.log"),
         &format!("end {id} {attempt} {worker} {me} {} ok", now_ms()),
     )?;
+    // The job's result, for the jobs that depend on it.
+    if let Ok(path) = std::env::var("ERRAND_OUTPUT") {
+        std::fs::write(&path, serde_json::json!({ "job": id }).to_string())
+            .with_context(|| format!("write the output to {path}"))?;
+    }
     Ok(0)
+}
+
+/// How many of the dependencies' outputs in `$ERRAND_INPUTS` name their
+/// own job (each leaf records `{"job": its id}`).
+fn inputs_seen() -> Result<usize> {
+    let path = env("ERRAND_INPUTS")?;
+    let text = std::fs::read_to_string(&path).with_context(|| format!("read {path}"))?;
+    let inputs: std::collections::BTreeMap<String, serde_json::Value> =
+        serde_json::from_str(&text).with_context(|| format!("parse {path}"))?;
+    Ok(inputs
+        .iter()
+        .filter(|(id, output)| output.get("job").and_then(|j| j.as_str()) == Some(id.as_str()))
+        .count())
 }

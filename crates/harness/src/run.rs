@@ -87,6 +87,12 @@ pub struct RunOptions {
     /// Jobs to enqueue.
     #[arg(long, default_value_t = 400)]
     pub jobs: u32,
+    /// Shape the jobs as one fan-out/fan-in: a root, `--jobs` leaves that
+    /// depend on it, each recording an output, and a sink that depends on
+    /// every leaf and fails for good unless it reads every leaf's output
+    /// (so `--jobs` + 2 jobs; `--jobs` at most 10,000).
+    #[arg(long)]
+    pub fan_in: bool,
     /// The longest a job's handler works, in ms (each works 10..this).
     #[arg(long, default_value_t = 150)]
     pub job_ms_max: u64,
@@ -171,6 +177,9 @@ impl RunOptions {
             self.jumps,
             self.server_kills
         );
+        if self.fan_in {
+            line.push_str(" --fan-in");
+        }
         if self.pg_cluster {
             line.push_str(" --pg-cluster");
         } else if self.pg.is_some() {
@@ -652,6 +661,16 @@ fn check_plan(opts: &RunOptions) -> Result<()> {
     if opts.workers == 0 || opts.jobs == 0 {
         bail!("--workers and --jobs must be at least 1");
     }
+    if opts.fan_in && has(Fault::Http) {
+        bail!("--fan-in enqueues through the library (dependencies): drop the http plan");
+    }
+    if opts.fan_in && opts.jobs as usize > errand::core::MAX_DEPENDENCIES {
+        bail!(
+            "--fan-in: the sink depends on every leaf, at most {} (got --jobs {})",
+            errand::core::MAX_DEPENDENCIES,
+            opts.jobs
+        );
+    }
     Ok(())
 }
 
@@ -799,6 +818,9 @@ fn plan_jobs(opts: &RunOptions, rng: &mut StdRng) -> Result<Vec<(String, bool, N
             Payload::from_value(&serde_json::json!({"ms": ms, "fail_first": fail_first}))?;
         let id = format!("j{n:06}");
         let mut job = NewJob::new("work", payload)?.with_id(JobId::new(id.clone())?);
+        if opts.fan_in {
+            job = job.depends_on(JobId::new(FAN_ROOT)?);
+        }
         // The clock plan schedules one job in five up to 1.5 leases ahead:
         // the steps must lose no schedule.
         if has(Fault::Clock) && rng.random_bool(0.2) {
@@ -807,8 +829,35 @@ fn plan_jobs(opts: &RunOptions, rng: &mut StdRng) -> Result<Vec<(String, bool, N
         }
         jobs.push((id, false, job));
     }
+    if opts.fan_in {
+        // The root goes first and the sink last: the load enqueues in
+        // order, so every dependency is stored before its dependents.
+        let at = jobs.iter().position(|(_, poison, _)| !poison).unwrap_or(0);
+        let root = NewJob::new("work", Payload::from_value(&serde_json::json!({"ms": 10}))?)?
+            .with_id(JobId::new(FAN_ROOT)?);
+        jobs.insert(at, (FAN_ROOT.to_owned(), false, root));
+        let leaves: Vec<JobId> = jobs
+            .iter()
+            .filter(|(id, poison, _)| !poison && id != FAN_ROOT)
+            .map(|(id, _, _)| JobId::new(id.clone()))
+            .collect::<errand::Result<_>>()?;
+        let expect = leaves.len();
+        let sink = leaves.into_iter().fold(
+            NewJob::new(
+                "sink",
+                Payload::from_value(&serde_json::json!({"expect": expect}))?,
+            )?
+            .with_id(JobId::new(FAN_SINK)?),
+            NewJob::depends_on,
+        );
+        jobs.push((FAN_SINK.to_owned(), false, sink));
+    }
     Ok(jobs)
 }
+
+/// The fan-out/fan-in's root and sink (`--fan-in`).
+const FAN_ROOT: &str = "root";
+const FAN_SINK: &str = "sink";
 
 /// The nemesis's actions, each at a time within the fault phase.
 fn plan_actions(opts: &RunOptions, rng: &mut StdRng, fault_ms: u64) -> Vec<(u64, Action)> {

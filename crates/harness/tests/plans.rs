@@ -32,9 +32,21 @@ fn is_root() -> bool {
 /// Runs the harness and returns its figures, failing with its whole
 /// output when it reports a violation.
 fn harness(args: &[&str]) -> Value {
+    harness_of(300, args)
+}
+
+/// [`harness`] with `leaves` jobs: `--fan-in` adds its root and sink.
+fn harness_of(leaves: u64, args: &[&str]) -> Value {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let out = Command::new(env!("CARGO_BIN_EXE_errand-harness"))
-        .args(["run", "--json", "--jobs", "300", "--fault-secs", "8"])
+        .args([
+            "run",
+            "--json",
+            "--jobs",
+            &leaves.to_string(),
+            "--fault-secs",
+            "8",
+        ])
         .args(args)
         .output()
         .expect("run errand-harness");
@@ -61,8 +73,45 @@ fn harness(args: &[&str]) -> Value {
     ] {
         assert_eq!(f[name], 0, "{name}: {f}");
     }
-    assert_eq!(f["completed"], 300, "every job done: {f}");
+    let jobs = if args.contains(&"--fan-in") {
+        leaves + 2
+    } else {
+        leaves
+    };
+    assert_eq!(f["completed"], jobs, "every job done: {f}");
     f
+}
+
+/// A fan-out/fan-in of 1 → 1,000 → 1 under SIGKILLs and pauses: every
+/// leaf records an output, and the sink — which fails for good unless it
+/// reads all 1,000, so it cannot have run before they were done — runs to
+/// completion with its effect applied once (the checker's figures).
+fn fan_in(backend: &[&str]) {
+    let mut args = vec![
+        "--fan-in",
+        "--plan",
+        "kill,pause",
+        "--kills",
+        "4",
+        "--pauses",
+        "2",
+    ];
+    args.extend_from_slice(backend);
+    let f = harness_of(1000, &args);
+    assert_eq!(f["dead"], 0, "the sink read every output: {f}");
+    assert!(f["redeliveries"].as_u64().unwrap() > 0, "{f}");
+}
+
+#[test]
+fn sqlite_a_fan_in_of_a_thousand_runs_its_sink_once_after_all_with_every_output() {
+    fan_in(&[]);
+}
+
+#[test]
+fn postgres_a_fan_in_of_a_thousand_runs_its_sink_once_after_all_with_every_output() {
+    if let Some(url) = pg_url() {
+        fan_in(&["--pg", &url]);
+    }
 }
 
 fn kill(backend: &[&str]) {
@@ -232,4 +281,15 @@ fn postgres_crash_restart_mid_run_with_kills_loses_nothing() {
         return;
     }
     harness(&["--plan", "restart,kill", "--kills", "2", "--pg-cluster"]);
+    // The same through a fan-out/fan-in: the sink still reads every
+    // leaf's output after the server's crash and restart.
+    let f = harness(&[
+        "--plan",
+        "restart,kill",
+        "--kills",
+        "2",
+        "--pg-cluster",
+        "--fan-in",
+    ]);
+    assert_eq!(f["dead"], 0, "the sink read every output: {f}");
 }
