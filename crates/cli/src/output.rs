@@ -225,6 +225,17 @@ pub fn detail(d: &JobDetail) {
     if let Some(output) = &j.output {
         outln!("output:       {}", output.as_str());
     }
+    if let Some(p) = &j.progress {
+        outln!(
+            "progress:     {}% (attempt {}){}",
+            p.percent,
+            p.attempt,
+            p.message
+                .as_deref()
+                .map(|m| format!(" {}", m.replace('\n', " ")))
+                .unwrap_or_default()
+        );
+    }
     if !d.dependencies.is_empty() {
         let policy = j
             .on_dependency_failure

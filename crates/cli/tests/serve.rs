@@ -481,9 +481,16 @@ fn a_remote_worker_leases_heartbeats_and_settles_over_http() {
 
         let beat = server.post(
             "/v1/leases/remote-1/heartbeat",
-            &json!({"token": token, "attempt": attempt, "extend": "60s"}),
+            &json!({"token": token, "attempt": attempt, "extend": "60s",
+                    "progress": {"percent": 50, "message": "half sent"}}),
         );
         assert_eq!(beat.status, 200, "{beat:?}");
+        let shown = server.get("/v1/jobs/remote-1");
+        assert_eq!(
+            shown.body["progress"],
+            json!({"percent": 50, "message": "half sent", "attempt": 1}),
+            "{shown:?}"
+        );
         assert!(
             beat.body["lease_until"].as_str().unwrap() > lease["lease_until"].as_str().unwrap()
         );

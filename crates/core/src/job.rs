@@ -821,7 +821,7 @@ impl NewJob {
 /// The columns of the job table that make a [`Job`] (with `lease_token`),
 /// in the order of SQLite's table, which reads them by position; the
 /// PostgreSQL store looks each up by name.
-pub const JOB_COLUMNS: [&str; 30] = [
+pub const JOB_COLUMNS: [&str; 31] = [
     "id",
     "queue",
     "kind",
@@ -852,6 +852,7 @@ pub const JOB_COLUMNS: [&str; 30] = [
     "on_dependency_failure",
     "has_dependents",
     "output",
+    "progress",
 ];
 
 /// A W3C trace context (`traceparent` header, version 00):
@@ -990,6 +991,71 @@ pub struct Job {
     /// What the job's handler recorded when it succeeded (JSON), if it did:
     /// its dependents read it.
     pub output: Option<Payload>,
+    /// The latest progress a handler reported, if any (carried by a lease
+    /// renewal, so it lags the handler by up to a third of the lease).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress: Option<Progress>,
+}
+
+/// How far an attempt has got, as its handler reported it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    /// Done so far, 0–100.
+    pub percent: u8,
+    /// What it is doing, if it said (at most [`Progress::MAX_MESSAGE_BYTES`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The attempt that reported it (a retry starts without a report of
+    /// its own, and the last one's stays until it makes one).
+    pub attempt: u32,
+}
+
+impl Progress {
+    /// The longest message kept (its beginning is kept, `…` after it).
+    pub const MAX_MESSAGE_BYTES: usize = 200;
+
+    /// A report of `percent` (more than 100 counts as 100) and an
+    /// optional message (NUL characters replaced, cut to
+    /// [`Progress::MAX_MESSAGE_BYTES`]), by attempt `attempt`.
+    #[must_use]
+    pub fn new(percent: u8, message: Option<String>, attempt: u32) -> Self {
+        let message = message.map(|m| {
+            let mut m = m.replace('\0', "\u{fffd}");
+            if m.len() > Self::MAX_MESSAGE_BYTES {
+                let mut end = Self::MAX_MESSAGE_BYTES;
+                while !m.is_char_boundary(end) {
+                    end -= 1;
+                }
+                m.truncate(end);
+                m.push('…');
+            }
+            m
+        });
+        Progress {
+            percent: percent.min(100),
+            message,
+            attempt,
+        }
+    }
+
+    /// The report as stored: JSON text.
+    ///
+    /// # Errors
+    /// Never in practice (the fields always serialize).
+    pub fn to_json(&self) -> Result<String, Error> {
+        serde_json::to_string(self)
+            .map_err(|e| Error::storage(format!("cannot encode a progress report: {e}")))
+    }
+
+    /// A stored report.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] if the stored text is not a report.
+    pub fn from_json(text: &str) -> Result<Self, Error> {
+        let p: Progress = serde_json::from_str(text)
+            .map_err(|e| Error::storage(format!("a stored progress report is malformed: {e}")))?;
+        Ok(Progress::new(p.percent, p.message, p.attempt))
+    }
 }
 
 /// The fencing pair a worker presents to settle an attempt.

@@ -60,7 +60,7 @@ pub use job::{
     AttemptRecord, AuditRecord, ClaimedJob, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_LEASE_EXPIRIES,
     DEFAULT_QUEUE, JOB_COLUMNS, Job, JobDetail, JobId, JobKey, JobState, KeyLimit, Lease,
     LeaseToken, MAX_KEY_LIMIT, MAX_OUTPUT_BYTES, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH, Name,
-    NewJob, Payload, Schedule, TraceParent,
+    NewJob, Payload, Progress, Schedule, TraceParent,
 };
 pub use operator::Admin;
 pub use outcome::{ErrorClass, MAX_RECORDED_TEXT_BYTES, Outcome, storable_text};

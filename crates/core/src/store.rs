@@ -9,7 +9,8 @@ use crate::admin::{AuditEntry, AuditFilter, PausedQueue, Stats, StatsRequest, Wo
 use crate::clock::Timestamp;
 use crate::error::Result;
 use crate::job::{
-    ClaimedJob, Job, JobDetail, JobId, JobKey, JobState, Lease, Name, NewJob, Payload, Schedule,
+    ClaimedJob, Job, JobDetail, JobId, JobKey, JobState, Lease, Name, NewJob, Payload, Progress,
+    Schedule,
 };
 use crate::outcome::ErrorClass;
 
@@ -410,6 +411,15 @@ pub trait JobStore: Send + Sync + fmt::Debug {
 
     /// Extends the lease to `now + extend`; returns the new `lease_until`.
     async fn heartbeat(&self, lease: &Lease, extend: Duration) -> Result<Timestamp>;
+
+    /// Extends the lease like [`JobStore::heartbeat`] and records
+    /// `progress` with the job, in the same fenced statement.
+    async fn heartbeat_with_progress(
+        &self,
+        lease: &Lease,
+        extend: Duration,
+        progress: &Progress,
+    ) -> Result<Timestamp>;
 
     /// Gives the job back (`running` → `ready`, due now) without spending
     /// an attempt, as a draining worker does.

@@ -1259,6 +1259,14 @@ mod tests {
         async fn heartbeat(&self, _: &Lease, _: Duration) -> Result<Timestamp> {
             full()
         }
+        async fn heartbeat_with_progress(
+            &self,
+            _: &Lease,
+            _: Duration,
+            _: &errand_core::Progress,
+        ) -> Result<Timestamp> {
+            full()
+        }
         async fn release(&self, _: &Lease) -> Result<Job> {
             full()
         }

@@ -176,6 +176,7 @@ impl TestQueue {
             on_dependency_failure: None,
             has_dependents: false,
             output: None,
+            progress: None,
         };
         let lease = Lease {
             id,
@@ -188,6 +189,7 @@ impl TestQueue {
             lease: claimed.lease,
             lease_lost: tokio_util::sync::CancellationToken::new(),
             reader: crate::worker::OutputReader::default(),
+            progress: crate::worker::ProgressSlot::default(),
         };
         Ok(handler.handle(ctx).await)
     }

@@ -69,6 +69,29 @@ pub struct JobContext {
     pub lease_lost: CancellationToken,
     /// Where the dependencies' outputs are read from.
     pub(crate) reader: OutputReader,
+    /// The latest progress reported and not yet sent.
+    pub(crate) progress: ProgressSlot,
+}
+
+/// The progress a handler reported since the last lease renewal, which
+/// takes it along.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ProgressSlot(Arc<std::sync::Mutex<Option<Reported>>>);
+
+/// A report not yet sent: percent and message.
+type Reported = (u8, Option<String>);
+
+impl ProgressSlot {
+    fn put(&self, percent: u8, message: Option<String>) {
+        if let Ok(mut slot) = self.0.lock() {
+            *slot = Some((percent, message));
+        }
+    }
+
+    fn take(&self, attempt: u32) -> Option<errand_core::Progress> {
+        let (percent, message) = self.0.lock().ok()?.take()?;
+        Some(errand_core::Progress::new(percent, message, attempt))
+    }
 }
 
 /// The store a context reads dependencies' outputs from (none in a
@@ -133,6 +156,15 @@ impl JobContext {
                 "this context has no store to read the dependencies' outputs from",
             )),
         }
+    }
+
+    /// Reports how far this attempt has got: `percent` (0–100; more counts
+    /// as 100) and an optional short message (at most 200 bytes kept). It
+    /// is stored by the next lease renewal (every third of the lease), not
+    /// by a write of its own: call it as often as you like; the latest
+    /// report wins. `errand show`, the API and the dashboard show it.
+    pub fn set_progress(&self, percent: u8, message: Option<&str>) {
+        self.progress.put(percent, message.map(str::to_owned));
     }
 
     /// Decodes the payload.
@@ -455,6 +487,7 @@ impl Execution {
     ) -> Option<Outcome> {
         let lease = claimed.lease.clone();
         let lost = CancellationToken::new();
+        let progress = ProgressSlot::default();
         // The lease is renewed by this task, which waits for the handler;
         // the handler runs in a task of its own, so a handler that holds
         // its thread (blocking work) cannot keep the renewal from running.
@@ -468,7 +501,15 @@ impl Execution {
             loop {
                 tokio::time::sleep(self.lease / 3).await;
                 crate::probe::at(crate::probe::Point::Heartbeat);
-                match self.store.heartbeat(&lease, self.lease).await {
+                let renewed = match progress.take(lease.attempt) {
+                    Some(report) => {
+                        self.store
+                            .heartbeat_with_progress(&lease, self.lease, &report)
+                            .await
+                    }
+                    None => self.store.heartbeat(&lease, self.lease).await,
+                };
+                match renewed {
                     Ok(_) => {}
                     Err(Error::LeaseLost { .. }) => {
                         tracing::warn!(job = %lease.id, attempt = lease.attempt, "lease lost while the handler runs; telling it to stop");
@@ -486,6 +527,7 @@ impl Execution {
             lease: lease.clone(),
             lease_lost: lost.clone(),
             reader: OutputReader(Some(self.store.clone())),
+            progress: progress.clone(),
         };
         let task = tokio::spawn(async move { handler.handle(ctx).await });
         let abort_handle = task.abort_handle();

@@ -858,6 +858,16 @@ impl errand::JobStore for Intercepting {
     ) -> errand::Result<Vec<(errand::JobId, Option<errand::Payload>)>> {
         self.inner.dependency_outputs(id).await
     }
+    async fn heartbeat_with_progress(
+        &self,
+        lease: &errand::Lease,
+        extend: Duration,
+        progress: &errand::core::Progress,
+    ) -> errand::Result<errand::Timestamp> {
+        self.inner
+            .heartbeat_with_progress(lease, extend, progress)
+            .await
+    }
     async fn complete_many(&self, leases: &[errand::Lease]) -> errand::Result<Vec<bool>> {
         let failure = self.first_failure.notified();
         tokio::pin!(failure);

@@ -447,3 +447,43 @@ async fn exec_commands_exchange_outputs_through_files() {
     let j4 = store.get(&JobId::new("job-4").unwrap()).await.unwrap();
     assert_eq!(j4.output, None);
 }
+
+/// A handler's progress reports ride on its lease renewals: the latest one
+/// is stored with the job (under the attempt's number) without a write of
+/// its own.
+#[tokio::test]
+async fn a_handler_reports_progress_through_its_lease_renewals() {
+    let (_f, store) = setup(3).await;
+    let w = Worker::new(
+        store.clone(),
+        WorkerConfig {
+            lease: Duration::from_millis(300),
+            heartbeat: true,
+            ..config(0.5)
+        },
+    );
+    let watched = store.clone();
+    let handler: Arc<dyn Handler> = Arc::new(handler_fn(move |ctx: errand::JobContext| {
+        let store = watched.clone();
+        async move {
+            ctx.set_progress(10, Some("starting"));
+            ctx.set_progress(60, Some("half the rows"));
+            // Wait (bounded) until a renewal has carried the report.
+            for _ in 0..200 {
+                let job = store.get(ctx.id()).await.unwrap();
+                if job.progress.is_some() {
+                    return Outcome::Success;
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            Outcome::retry("no renewal carried the progress within 5 s")
+        }
+    }));
+    let r = w.run_once(handler).await.unwrap();
+    assert_eq!(r.outcome, WorkOutcome::Acknowledged);
+    let p = job(&store).await.progress.unwrap();
+    assert_eq!(
+        (p.percent, p.message.as_deref(), p.attempt),
+        (60, Some("half the rows"), 1)
+    );
+}

@@ -82,20 +82,15 @@ fn harness_of(leaves: u64, args: &[&str]) -> Value {
     f
 }
 
-/// A fan-out/fan-in of 1 → 1,000 → 1 under SIGKILLs and pauses: every
+/// A fan-out/fan-in of 1 → 1,000 → 1 under SIGKILLs: every
 /// leaf records an output, and the sink — which fails for good unless it
 /// reads all 1,000, so it cannot have run before they were done — runs to
 /// completion with its effect applied once (the checker's figures).
 fn fan_in(backend: &[&str]) {
-    let mut args = vec![
-        "--fan-in",
-        "--plan",
-        "kill,pause",
-        "--kills",
-        "4",
-        "--pauses",
-        "2",
-    ];
+    // (Kills alone: with pauses too, a pause may find its worker killed
+    // and be skipped, and the checker then rightly says the pauses proved
+    // nothing — the pause plan has its own runs.)
+    let mut args = vec!["--fan-in", "--plan", "kill", "--kills", "4"];
     args.extend_from_slice(backend);
     let f = harness_of(1000, &args);
     assert_eq!(f["dead"], 0, "the sink read every output: {f}");

@@ -56,7 +56,7 @@ pub use queue::{Conn, Param, Queries};
 const INSERT_CHUNK: usize = 1_000;
 
 /// The schema version this build expects.
-pub const SCHEMA_VERSION: i64 = 14;
+pub const SCHEMA_VERSION: i64 = 15;
 const MIGRATIONS: &[(&str, &str)] = &[
     ("V1__jobs", include_str!("../migrations/V1__jobs.sql")),
     (
@@ -110,6 +110,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     (
         "V14__outputs",
         include_str!("../migrations/V14__outputs.sql"),
+    ),
+    (
+        "V15__progress",
+        include_str!("../migrations/V15__progress.sql"),
     ),
 ];
 
@@ -795,7 +799,27 @@ impl JobStore for PgStore {
     async fn heartbeat(&self, lease: &Lease, extend: Duration) -> Result<Timestamp> {
         bounds::check_lease("a lease renewal", extend)?;
         let client = self.client().await?;
-        queue::heartbeat(&client, &self.queries, self.now(), lease, extend).await
+        queue::heartbeat(&client, &self.queries, self.now(), lease, extend, None).await
+    }
+
+    async fn heartbeat_with_progress(
+        &self,
+        lease: &Lease,
+        extend: Duration,
+        progress: &errand_core::Progress,
+    ) -> Result<Timestamp> {
+        bounds::check_lease("a lease renewal", extend)?;
+        let client = self.client().await?;
+        let progress = progress.to_json()?;
+        queue::heartbeat(
+            &client,
+            &self.queries,
+            self.now(),
+            lease,
+            extend,
+            Some(&progress),
+        )
+        .await
     }
 
     async fn release(&self, lease: &Lease) -> Result<Job> {

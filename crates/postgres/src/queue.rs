@@ -268,6 +268,7 @@ fn job_at(row: &Row, cols: &JobCols) -> Result<Job> {
         on_dependency_failure,
         has_dependents,
         output,
+        progress,
     ] = cols.0;
     let get_ts = |i: usize| -> Result<Timestamp> {
         row.try_get::<_, OffsetDateTime>(i)
@@ -337,6 +338,11 @@ fn job_at(row: &Row, cols: &JobCols) -> Result<Job> {
             .try_get::<_, Option<JsonText>>(output)
             .map_err(map_err)?
             .map(|t| Payload::from_stored(t.0)),
+        progress: row
+            .try_get::<_, Option<String>>(progress)
+            .map_err(map_err)?
+            .map(|p| errand_core::Progress::from_json(&p))
+            .transpose()?,
     })
 }
 
@@ -1193,9 +1199,10 @@ pub(crate) async fn heartbeat<C: Conn>(
     now: Option<OffsetDateTime>,
     lease: &Lease,
     extend: Duration,
+    progress: Option<&str>,
 ) -> Result<Timestamp> {
     let (id, token, ms) = (lease.id.as_str(), lease.token.as_str(), millis(extend));
-    match query_opt(client, &q.heartbeat, &[&now, &id, &token, &ms]).await? {
+    match query_opt(client, &q.heartbeat, &[&now, &id, &token, &ms, &progress]).await? {
         Some(row) => Ok(from_odt(row.try_get(0).map_err(map_err)?)),
         None => Err(Error::LeaseLost {
             id: lease.id.to_string(),

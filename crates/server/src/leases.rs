@@ -296,6 +296,15 @@ struct HeartbeatBody {
     token: String,
     attempt: Option<u32>,
     extend: Option<String>,
+    /// How far the worker has got, stored with the renewal.
+    progress: Option<ProgressBody>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProgressBody {
+    percent: u8,
+    message: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -312,7 +321,22 @@ pub(crate) async fn heartbeat(
     let req: HeartbeatBody = body_json(&app, &headers, body, HEARTBEAT_EXAMPLE).await?;
     let lease = held(path, req.token, req.attempt)?;
     let extend = lease_length("extend", req.extend)?;
-    let lease_until = fenced(&lease, app.store.heartbeat(&lease, extend).await)?;
+    let renewed = match req.progress {
+        None => app.store.heartbeat(&lease, extend).await,
+        Some(p) => {
+            if p.percent > 100 {
+                return Err(Problem::invalid(format!(
+                    "`progress.percent` must be 0 to 100 (got {})",
+                    p.percent
+                )));
+            }
+            let report = errand::core::Progress::new(p.percent, p.message, lease.attempt);
+            app.store
+                .heartbeat_with_progress(&lease, extend, &report)
+                .await
+        }
+    };
+    let lease_until = fenced(&lease, renewed)?;
     json(StatusCode::OK, &Renewed { lease_until })
 }
 

@@ -533,7 +533,20 @@ impl JobStore for SqliteStore {
         bounds::check_lease("a lease renewal", extend)?;
         let lease = lease.clone();
         self.inner.steps.note_lease(extend);
-        self.op(move |c, now| queue::heartbeat(c, &lease, extend, now))
+        self.op(move |c, now| queue::heartbeat(c, &lease, extend, None, now))
+            .await
+    }
+
+    async fn heartbeat_with_progress(
+        &self,
+        lease: &Lease,
+        extend: Duration,
+        progress: &errand_core::Progress,
+    ) -> Result<Timestamp> {
+        bounds::check_lease("a lease renewal", extend)?;
+        let (lease, progress) = (lease.clone(), progress.to_json()?);
+        self.inner.steps.note_lease(extend);
+        self.op(move |c, now| queue::heartbeat(c, &lease, extend, Some(&progress), now))
             .await
     }
 

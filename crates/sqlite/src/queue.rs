@@ -140,6 +140,7 @@ mod col {
     pub const ON_DEPENDENCY_FAILURE: usize = 27;
     pub const HAS_DEPENDENTS: usize = 28;
     pub const OUTPUT: usize = 29;
+    pub const PROGRESS: usize = 30;
 }
 
 /// Maps a row of `errand_jobs` (`SELECT *` or `RETURNING *`) to a [`Job`].
@@ -210,6 +211,11 @@ pub(crate) fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Job> {
         output: row
             .get::<_, Option<String>>(col::OUTPUT)?
             .map(Payload::from_stored),
+        progress: row
+            .get::<_, Option<String>>(col::PROGRESS)?
+            .map(|p| errand_core::Progress::from_json(&p))
+            .transpose()
+            .map_err(|e| conversion(col::PROGRESS, e.to_string()))?,
     })
 }
 
@@ -643,6 +649,7 @@ fn new_row(job: &NewJob, id: JobId, now: Timestamp) -> Job {
         on_dependency_failure: None,
         has_dependents: false,
         output: None,
+        progress: None,
     }
 }
 
@@ -1299,6 +1306,7 @@ pub(crate) fn heartbeat(
     conn: &Connection,
     lease: &Lease,
     extend: Duration,
+    progress: Option<&str>,
     clock: Now,
 ) -> Result<Timestamp> {
     let now = clock.at;
@@ -1312,6 +1320,7 @@ pub(crate) fn heartbeat(
                 ":now": now.as_millis(),
                 ":lease_now": clock.leases.as_millis(),
                 ":lease_until": until,
+                ":progress": progress,
             },
             |r| r.get::<_, i64>(0),
         )

@@ -456,6 +456,43 @@ pub async fn heartbeat_extends_a_live_lease_and_refuses_an_expired_one(
     assert_lease_lost(store.heartbeat(&c.lease, LEASE).await);
 }
 
+/// A lease renewal may carry the handler's progress: stored with the job
+/// under the attempt's own number (whatever the report said), kept by
+/// plain renewals, replaced by the next report (a percentage over 100
+/// counts as 100); a renewal refused by the fence stores nothing.
+pub async fn a_renewal_carries_the_handlers_progress(store: Arc<dyn Store>, _clock: ManualClock) {
+    use errand_core::Progress;
+    store.insert(job("p")).await.unwrap();
+    let c = claim_one(store.as_ref(), LEASE).await;
+    assert_eq!(crate::get(store.as_ref(), "p").await.progress, None);
+    let report = Progress::new(40, Some("copying rows".into()), 99);
+    store
+        .heartbeat_with_progress(&c.lease, LEASE, &report)
+        .await
+        .unwrap();
+    let p = crate::get(store.as_ref(), "p").await.progress.unwrap();
+    assert_eq!(
+        (p.percent, p.message.as_deref(), p.attempt),
+        (40, Some("copying rows"), 1)
+    );
+    store.heartbeat(&c.lease, LEASE).await.unwrap();
+    let kept = crate::get(store.as_ref(), "p").await.progress.unwrap();
+    assert_eq!(kept, p, "a plain renewal keeps the last report");
+    store
+        .heartbeat_with_progress(&c.lease, LEASE, &Progress::new(250, None, 1))
+        .await
+        .unwrap();
+    let p = crate::get(store.as_ref(), "p").await.progress.unwrap();
+    assert_eq!((p.percent, p.message), (100, None));
+    assert_lease_lost(
+        store
+            .heartbeat_with_progress(&forged(&c.lease), LEASE, &Progress::new(5, None, 1))
+            .await,
+    );
+    let p = crate::get(store.as_ref(), "p").await.progress.unwrap();
+    assert_eq!(p.percent, 100, "a refused renewal stores nothing");
+}
+
 /// A running job whose final attempt's lease expired becomes dead (reason:
 /// An expired lease is taken back only by a claim that asks to reclaim:
 /// one that does not claims the ready jobs and leaves the expired one

@@ -55,6 +55,7 @@ macro_rules! conformance_tests {
     ($make:path) => {
         $crate::conformance_tests!(@in cases $make;
             insert_returns_a_ready_job_with_a_stable_id,
+            a_renewal_carries_the_handlers_progress,
             inserting_an_existing_id_returns_the_existing_job_and_creates_nothing,
             insert_many_is_all_or_nothing_per_call,
             insert_many_keeps_each_job_in_input_order,

@@ -238,10 +238,15 @@ async fn show(
 }
 
 fn pretty_payload(job: &Job) -> String {
-    serde_json::from_str::<serde_json::Value>(job.payload.as_str())
+    pretty_json(job.payload.as_str())
+}
+
+/// JSON text indented, or as stored if it does not parse.
+fn pretty_json(text: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(text)
         .ok()
         .and_then(|v| serde_json::to_string_pretty(&v).ok())
-        .unwrap_or_else(|| job.payload.as_str().to_owned())
+        .unwrap_or_else(|| text.to_owned())
 }
 
 /// The job's fields, one per row.
@@ -288,9 +293,20 @@ fn job_view(detail: &JobDetail) -> Markup {
             tr { th { "lease until" } td { (view::opt_time(job.lease_until)) } }
             tr { th { "give up at" } td { (view::opt_time(job.give_up_at)) } }
             tr { th { "finished" } td { (view::opt_time(job.finished_at)) } }
+            @if let Some(p) = &job.progress {
+                tr.progress { th { "progress" } td {
+                    progress value=(p.percent) max="100" { (p.percent) "%" }
+                    " " (p.percent) "% (attempt " (p.attempt) ")"
+                    @if let Some(m) = &p.message { " — " (m) }
+                } }
+            }
         }
         h2 { "Payload" }
         pre.payload { (pretty_payload(job)) }
+        @if let Some(output) = &job.output {
+            h2 { "Output" }
+            pre.payload.output { (pretty_json(output.as_str())) }
+        }
         h2 { "Attempt history" }
         (history(&detail.history))
         h2 { "Audit" }

@@ -1158,3 +1158,50 @@ async fn a_payload_stored_past_the_checks_renders_as_stored() {
         }
     }
 }
+
+/// The job page shows a running job's progress report and a done job's
+/// output, both escaped.
+#[tokio::test]
+async fn the_job_page_shows_progress_and_output() {
+    let mut b = Browser::new();
+    let id = b.insert("prog-1", "{}").await;
+    let claimed = b
+        .store()
+        .claim(&ClaimRequest {
+            queues: vec![],
+            limit: 1,
+            lease: Duration::from_secs(60),
+            rate: None,
+            reclaim: false,
+        })
+        .await
+        .expect("claim");
+    let lease = &claimed[0].lease;
+    let report = errand::core::Progress::new(40, Some("<b>copying</b> rows".into()), 1);
+    b.store()
+        .heartbeat_with_progress(lease, Duration::from_secs(60), &report)
+        .await
+        .expect("renewal");
+    let p = b.get("/dashboard/jobs/prog-1").await;
+    p.html(StatusCode::OK);
+    assert!(
+        p.body.contains(r#"<progress value="40" max="100">"#),
+        "{}",
+        p.body
+    );
+    assert!(
+        p.body
+            .contains("40% (attempt 1) — &lt;b&gt;copying&lt;/b&gt; rows"),
+        "{}",
+        p.body
+    );
+    let output = Payload::output(r#"{"rows":"<i>120</i>"}"#).expect("output");
+    b.store()
+        .complete_with_output(lease, &output)
+        .await
+        .expect("ack");
+    let p = b.get("/dashboard/jobs/prog-1").await;
+    assert!(p.body.contains("<h2>Output</h2>"), "{}", p.body);
+    assert!(p.body.contains("&lt;i&gt;120&lt;/i&gt;") && !p.body.contains("<i>120"));
+    assert_eq!(b.job(&id).await.state, errand::JobState::Done);
+}
