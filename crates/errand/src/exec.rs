@@ -389,13 +389,24 @@ impl Exchange {
                 Outcome::retry(format!("cannot encode the dependencies' outputs: {e}"))
             })?;
             let path = dir.join(format!("{stem}-inputs.json"));
-            tokio::fs::write(&path, text).await.map_err(|e| {
+            // Readable by this user only: the outputs are the jobs' data.
+            let written = tokio::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)
+                .await;
+            let cannot = |e: std::io::Error| {
                 Outcome::retry(format!(
                     "cannot write the dependencies' outputs to {}: {e}",
                     path.display()
                 ))
-            })?;
-            exchange.inputs = Some(path);
+            };
+            let mut file = written.map_err(cannot)?;
+            // Ours now: removed with the exchange whatever happens next.
+            exchange.inputs = Some(path.clone());
+            file.write_all(&text).await.map_err(cannot)?;
+            file.flush().await.map_err(cannot)?;
         }
         Ok(exchange)
     }
@@ -424,29 +435,38 @@ async fn read_output(path: &Path) -> Outcome {
              of at most {MAX_OUTPUT_BYTES} bytes to $ERRAND_OUTPUT"
         ))
     };
+    let cannot = |e: std::io::Error| {
+        Outcome::retry(format!(
+            "cannot read the command's output file {}: {e}",
+            path.display()
+        ))
+    };
+    // Room for surrounding whitespace, which is not kept; past it the file
+    // is refused without being read further.
+    let most = 2 * MAX_OUTPUT_BYTES as u64;
     match tokio::fs::metadata(path).await {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Outcome::Success,
-        Err(e) => {
-            return Outcome::retry(format!(
-                "cannot read the command's output file {}: {e}",
-                path.display()
-            ));
+        Err(e) => return cannot(e),
+        // A pipe or a device is not an output (and could be endless).
+        Ok(meta) if !meta.is_file() => {
+            return refused("it is not a regular file".to_owned());
         }
-        // Room for surrounding whitespace, which is not kept.
-        Ok(meta) if meta.len() > 2 * MAX_OUTPUT_BYTES as u64 => {
+        Ok(meta) if meta.len() > most => {
             return refused(format!("the file holds {} bytes", meta.len()));
         }
         Ok(_) => {}
     }
-    let bytes = match tokio::fs::read(path).await {
-        Ok(b) => b,
-        Err(e) => {
-            return Outcome::retry(format!(
-                "cannot read the command's output file {}: {e}",
-                path.display()
-            ));
-        }
+    let mut bytes = Vec::new();
+    let read = async {
+        let file = tokio::fs::File::open(path).await?;
+        file.take(most + 1).read_to_end(&mut bytes).await
     };
+    if let Err(e) = read.await {
+        return cannot(e);
+    }
+    if bytes.len() as u64 > most {
+        return refused(format!("the file holds more than {most} bytes"));
+    }
     let Ok(text) = String::from_utf8(bytes) else {
         return refused("the file is not UTF-8 text".to_owned());
     };

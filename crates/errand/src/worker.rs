@@ -92,6 +92,16 @@ impl ProgressSlot {
         let (percent, message) = self.0.lock().ok()?.take()?;
         Some(errand_core::Progress::new(percent, message, attempt))
     }
+
+    /// Puts back a report a failed renewal did not store, unless the
+    /// handler has made a newer one since.
+    fn restore(&self, report: errand_core::Progress) {
+        if let Ok(mut slot) = self.0.lock()
+            && slot.is_none()
+        {
+            *slot = Some((report.percent, report.message));
+        }
+    }
 }
 
 /// The store a context reads dependencies' outputs from (none in a
@@ -503,9 +513,14 @@ impl Execution {
                 crate::probe::at(crate::probe::Point::Heartbeat);
                 let renewed = match progress.take(lease.attempt) {
                     Some(report) => {
-                        self.store
+                        let renewed = self
+                            .store
                             .heartbeat_with_progress(&lease, self.lease, &report)
-                            .await
+                            .await;
+                        if renewed.is_err() {
+                            progress.restore(report);
+                        }
+                        renewed
                     }
                     None => self.store.heartbeat(&lease, self.lease).await,
                 };

@@ -487,3 +487,19 @@ async fn a_handler_reports_progress_through_its_lease_renewals() {
         (60, Some("half the rows"), 1)
     );
 }
+
+/// An output "file" that is not a regular file (here a FIFO nobody
+/// writes) is refused without being read: the attempt ends, permanently
+/// failed, instead of waiting forever.
+#[tokio::test]
+async fn an_output_that_is_not_a_regular_file_is_refused_unread() {
+    let (_f, store) = setup(3).await;
+    let w = Worker::new(store.clone(), config(0.5));
+    let r = w
+        .run_once(Arc::new(ExecHandler::new("mkfifo \"$ERRAND_OUTPUT\"")))
+        .await
+        .unwrap();
+    assert_eq!(r.outcome, WorkOutcome::Dead);
+    let error = job(&store).await.last_error.unwrap();
+    assert!(error.contains("it is not a regular file"), "{error}");
+}

@@ -21,7 +21,7 @@ ok AS (
 back AS (
     UPDATE __SCHEMA__.errand_jobs j
     SET state = CASE WHEN j.waiting_on > 0 THEN 'blocked' ELSE 'ready' END, attempts = 0, lease_expiries = 0, replays = j.replays + 1,
-        available_at = t.now, finished_at = NULL, updated_at = t.now
+        available_at = t.now, finished_at = NULL, updated_at = t.now, progress = NULL
     FROM t, ok
     WHERE ok.all_in AND j.id IN (SELECT id FROM locked)
     RETURNING j.*

@@ -338,11 +338,12 @@ fn job_at(row: &Row, cols: &JobCols) -> Result<Job> {
             .try_get::<_, Option<JsonText>>(output)
             .map_err(map_err)?
             .map(|t| Payload::from_stored(t.0)),
+        // Advisory: a report that does not parse is left out rather than
+        // making the job unreadable.
         progress: row
             .try_get::<_, Option<String>>(progress)
             .map_err(map_err)?
-            .map(|p| errand_core::Progress::from_json(&p))
-            .transpose()?,
+            .and_then(|p| errand_core::Progress::from_json(&p).ok()),
     })
 }
 

@@ -9,7 +9,10 @@ SET state          = CASE WHEN waiting_on > 0 THEN 'blocked' ELSE 'ready' END,
     replays        = replays + 1,
     available_at   = :now,
     finished_at    = NULL,
-    updated_at     = :now
+    updated_at     = :now,
+    -- The attempts start again from 1: an old cycle's report would pass
+    -- for the new one's.
+    progress       = NULL
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND state IN ('dead', 'cancelled')
 RETURNING *

@@ -211,11 +211,11 @@ pub(crate) fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Job> {
         output: row
             .get::<_, Option<String>>(col::OUTPUT)?
             .map(Payload::from_stored),
+        // Advisory: a report that does not parse is left out rather than
+        // making the job unreadable.
         progress: row
             .get::<_, Option<String>>(col::PROGRESS)?
-            .map(|p| errand_core::Progress::from_json(&p))
-            .transpose()
-            .map_err(|e| conversion(col::PROGRESS, e.to_string()))?,
+            .and_then(|p| errand_core::Progress::from_json(&p).ok()),
     })
 }
 

@@ -491,6 +491,20 @@ pub async fn a_renewal_carries_the_handlers_progress(store: Arc<dyn Store>, _clo
     );
     let p = crate::get(store.as_ref(), "p").await.progress.unwrap();
     assert_eq!(p.percent, 100, "a refused renewal stores nothing");
+    // A replay starts the attempts again from 1: the old report would
+    // pass for the new cycle's, so it goes.
+    let failure = Failure {
+        error: "gave up".into(),
+        class: ErrorClass::Permanent,
+        retry: None,
+    };
+    store.fail(&c.lease, failure).await.unwrap();
+    assert!(crate::get(store.as_ref(), "p").await.progress.is_some());
+    crate::admin(&store)
+        .replay(&replay_req(&["p"]))
+        .await
+        .unwrap();
+    assert_eq!(crate::get(store.as_ref(), "p").await.progress, None);
 }
 
 /// A running job whose final attempt's lease expired becomes dead (reason:
