@@ -32,6 +32,7 @@ mod output;
 mod select;
 mod serve_loop;
 mod stats;
+mod workflow;
 
 use exit::Failure;
 use output::{errln, outln};
@@ -88,6 +89,9 @@ enum Command {
     Cancel(CancelArgs),
     /// Move waiting jobs to a new due time or priority (audited).
     Reschedule(RescheduleArgs),
+    /// A workflow's steps (show), or an action on all of them (cancel,
+    /// replay), audited.
+    Workflow(workflow::WorkflowArgs),
     /// Run jobs with an external command.
     Work(WorkArgs),
     /// Delete done and cancelled jobs older than an age (dead jobs are kept).
@@ -273,6 +277,16 @@ struct EnqueueArgs {
     /// `run` (run anyway).
     #[arg(long, requires = "depends_on", value_parser = ["wait", "cancel", "run"])]
     on_dependency_failure: Option<String>,
+    /// Make the job a step of this workflow (`errand workflow show ID`).
+    #[arg(long, value_name = "ID")]
+    workflow: Option<String>,
+    /// A tag to find the job by (`errand jobs --tag T`; repeatable, at most
+    /// 20): letters, digits and -_.:/=@+.
+    #[arg(long = "tag", value_name = "T")]
+    tags: Vec<String>,
+    /// Metadata shown with the job, as KEY=VALUE (repeatable, at most 32).
+    #[arg(long = "meta", value_name = "KEY=VALUE")]
+    meta: Vec<String>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -289,6 +303,12 @@ struct JobsArgs {
     /// Only this kind.
     #[arg(long)]
     kind: Option<String>,
+    /// Only jobs carrying this tag.
+    #[arg(long)]
+    tag: Option<String>,
+    /// Only the steps of this workflow.
+    #[arg(long)]
+    workflow: Option<String>,
     /// At most this many (1–10000).
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     limit: u32,
@@ -372,13 +392,13 @@ struct RescheduleArgs {
 
 /// Who acts and why, for the audit log.
 #[derive(Args, Debug)]
-struct OperatorArgs {
+pub(crate) struct OperatorArgs {
     /// Who is acting (recorded in the audit log); default: the OS user.
     #[arg(long)]
-    by: Option<String>,
+    pub(crate) by: Option<String>,
     /// Why (recorded in the audit log).
     #[arg(long)]
-    reason: Option<String>,
+    pub(crate) reason: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -600,6 +620,7 @@ async fn run(cli: Cli, hooks: Hooks) -> Result<ExitCode, Failure> {
         Command::Replay(args) => replay(&admin, args).await,
         Command::Cancel(args) => cancel(&admin, args).await,
         Command::Reschedule(args) => reschedule(&admin, args).await,
+        Command::Workflow(args) => workflow::run(&admin, args).await,
         Command::Work(args) => work(store, args).await,
         Command::Prune(args) => prune(store, args).await,
         Command::Purge(args) => admin::purge(&admin, args).await,
@@ -647,6 +668,9 @@ async fn enqueue(store: Arc<dyn Store>, a: EnqueueArgs) -> Result<ExitCode, Fail
         traceparent: a.traceparent.or_else(traceparent_from_env),
         depends_on: a.depends_on,
         on_dependency_failure: a.on_dependency_failure,
+        workflow: a.workflow,
+        tags: a.tags,
+        meta: meta_pairs(&a.meta)?,
     }
     .build()?;
     let inserted = errand::Client::new(store).enqueue(job).await?;
@@ -666,11 +690,28 @@ async fn enqueue(store: Arc<dyn Store>, a: EnqueueArgs) -> Result<ExitCode, Fail
     Ok(ExitCode::SUCCESS)
 }
 
+/// `--meta KEY=VALUE` flags as a map; a key given twice is refused.
+fn meta_pairs(pairs: &[String]) -> Result<errand::core::Meta, Failure> {
+    let mut meta = errand::core::Meta::new();
+    for pair in pairs {
+        let (key, value) = errand::core::parse_meta_pair(pair)?;
+        if meta.insert(key.clone(), value).is_some() {
+            return Err(Error::invalid(format!("the metadata key {key:?} is given twice")).into());
+        }
+    }
+    Ok(meta)
+}
+
 async fn jobs(admin: &errand::Admin, a: JobsArgs) -> Result<ExitCode, Failure> {
+    if let Some(tag) = &a.tag {
+        errand::core::check_tag(tag)?;
+    }
     let mut filter = JobFilter {
         state: a.state.map(|s| s.parse::<JobState>()).transpose()?,
         queue: name("queue", a.queue)?,
         kind: name("kind", a.kind)?,
+        workflow: a.workflow.map(errand::core::WorkflowId::new).transpose()?,
+        tag: a.tag,
         limit: Some(a.limit),
         after: a.after.map(JobId::new).transpose()?,
         max_bytes: Some(errand::core::DEFAULT_PAGE_BYTES),

@@ -214,6 +214,15 @@ pub fn detail(d: &JobDetail) {
     if let Some(tp) = &j.traceparent {
         outln!("traceparent:  {tp}");
     }
+    if let Some(w) = &j.workflow {
+        outln!("workflow:     {w}");
+    }
+    if !j.tags.is_empty() {
+        outln!("tags:         {}", j.tags.join(", "));
+    }
+    for (key, value) in &j.meta {
+        outln!("meta:         {key}={value}");
+    }
     outln!(
         "last_error:   {}{}",
         j.last_error.as_deref().unwrap_or("-"),

@@ -68,8 +68,7 @@ impl Selection {
                 updated_since: crate::time_arg("since", self.since)?,
                 updated_before: crate::time_arg("until", self.until)?,
                 limit: Some(self.limit),
-                after: None,
-                max_bytes: None,
+                ..JobFilter::default()
             };
             return Ok(admin.list(&filter).await?);
         }

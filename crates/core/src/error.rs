@@ -15,6 +15,12 @@ pub enum Error {
     #[error("no job with id `{0}`")]
     NotFound(String),
 
+    /// No stored job carries this workflow id.
+    #[error(
+        "no workflow with id `{0}`: no stored job carries it (check the id; its steps may have been pruned)"
+    )]
+    NoSuchWorkflow(String),
+
     /// The job exists but its state does not allow the operation.
     #[error("job `{id}` is {state}: {hint}")]
     InvalidState {
@@ -131,7 +137,7 @@ impl Error {
     pub fn code(&self) -> &'static str {
         match self {
             Error::Invalid(_) => "invalid",
-            Error::NotFound(_) => "not_found",
+            Error::NotFound(_) | Error::NoSuchWorkflow(_) => "not_found",
             Error::InvalidState { .. } => "invalid_state",
             Error::LeaseLost { .. } => "lease_lost",
             Error::NotADatabase(_) => "not_a_database",
@@ -154,7 +160,7 @@ impl Error {
     pub fn http_status(&self) -> u16 {
         match self {
             Error::Invalid(_) => 400,
-            Error::NotFound(_) => 404,
+            Error::NotFound(_) | Error::NoSuchWorkflow(_) => 404,
             Error::InvalidState { .. } | Error::LeaseLost { .. } => 409,
             Error::Busy(_)
             | Error::Closed(_)
@@ -179,6 +185,7 @@ mod tests {
         let cases = [
             (Error::invalid("x"), 400),
             (Error::NotFound("j".into()), 404),
+            (Error::NoSuchWorkflow("w".into()), 404),
             (
                 Error::InvalidState {
                     id: "j".into(),

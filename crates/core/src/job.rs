@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::clock::Timestamp;
 use crate::deps::DependencyFailure;
 use crate::error::Error;
+use crate::labels::{Meta, WorkflowId};
 use crate::outcome::ErrorClass;
 
 /// The queue a job goes to when none is named.
@@ -639,6 +640,13 @@ pub struct NewJob {
     pub depends_on: Vec<JobId>,
     /// What the job does when a dependency ends `dead` or `cancelled`.
     pub on_dependency_failure: DependencyFailure,
+    /// The workflow the job is a step of, if any.
+    pub workflow: Option<WorkflowId>,
+    /// Tags to find it by (`errand jobs --tag`): at most 20, each 1–100
+    /// letters, digits and `-_.:/=@+`.
+    pub tags: Vec<String>,
+    /// Metadata shown with it: short text values by key.
+    pub meta: Meta,
 }
 
 impl NewJob {
@@ -659,7 +667,36 @@ impl NewJob {
             traceparent: None,
             depends_on: Vec::new(),
             on_dependency_failure: DependencyFailure::Wait,
+            workflow: None,
+            tags: Vec::new(),
+            meta: Meta::new(),
         })
+    }
+
+    /// Makes the job a step of `workflow` (a [`crate::Workflow`] sets it
+    /// on each of its steps).
+    pub fn in_workflow(mut self, workflow: WorkflowId) -> Self {
+        self.workflow = Some(workflow);
+        self
+    }
+
+    /// Adds a tag (see [`crate::check_tag`]); adding one again changes
+    /// nothing.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a tag that is not valid.
+    pub fn with_tag(mut self, tag: &str) -> Result<Self, Error> {
+        crate::labels::check_tag(tag)?;
+        if !self.tags.iter().any(|t| t == tag) {
+            self.tags.push(tag.to_owned());
+        }
+        Ok(self)
+    }
+
+    /// Sets a metadata entry (checked by [`NewJob::validate`]).
+    pub fn with_meta(mut self, key: &str, value: &str) -> Self {
+        self.meta.insert(key.to_owned(), value.to_owned());
+        self
     }
 
     /// Makes the job wait for `id` to succeed (see [`crate::DependencyFailure`]
@@ -758,8 +795,9 @@ impl NewJob {
     /// A copy of `job` to insert under a new, generated id (the operator's
     /// `replay --new-key`): the same queue, kind, payload, priority, attempt
     /// and lost-lease budgets, elapsed-time budget (its length, counted
-    /// again from the copy's insertion), concurrency key, deadline and
-    /// trace context; due now; nothing of the original's history.
+    /// again from the copy's insertion), concurrency key, deadline, trace
+    /// context, workflow, tags and metadata; due now; nothing of the
+    /// original's history (nor its dependencies).
     pub fn copy_of(job: &Job) -> Result<Self, Error> {
         let copy = NewJob {
             id: None,
@@ -776,6 +814,9 @@ impl NewJob {
             traceparent: job.traceparent.clone(),
             depends_on: Vec::new(),
             on_dependency_failure: DependencyFailure::Wait,
+            workflow: job.workflow.clone(),
+            tags: job.tags.clone(),
+            meta: job.meta.clone(),
         };
         copy.validate()?;
         Ok(copy)
@@ -814,6 +855,8 @@ impl NewJob {
                 ));
             }
         }
+        crate::labels::check_tags(&self.tags)?;
+        crate::labels::check_meta(&self.meta)?;
         crate::deps::check_one(self)
     }
 }
@@ -821,7 +864,7 @@ impl NewJob {
 /// The columns of the job table that make a [`Job`] (with `lease_token`),
 /// in the order of SQLite's table, which reads them by position; the
 /// PostgreSQL store looks each up by name.
-pub const JOB_COLUMNS: [&str; 31] = [
+pub const JOB_COLUMNS: [&str; 34] = [
     "id",
     "queue",
     "kind",
@@ -853,6 +896,9 @@ pub const JOB_COLUMNS: [&str; 31] = [
     "has_dependents",
     "output",
     "progress",
+    "workflow",
+    "tags",
+    "meta",
 ];
 
 /// A W3C trace context (`traceparent` header, version 00):
@@ -995,6 +1041,13 @@ pub struct Job {
     /// renewal, so it lags the handler by up to a third of the lease).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub progress: Option<Progress>,
+    /// The workflow the job is a step of, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<WorkflowId>,
+    /// Its tags, in the order given.
+    pub tags: Vec<String>,
+    /// Its metadata, by key.
+    pub meta: Meta,
 }
 
 /// How far an attempt has got, as its handler reported it.

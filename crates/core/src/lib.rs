@@ -35,12 +35,14 @@ mod clock;
 mod deps;
 mod error;
 mod job;
+mod labels;
 mod operator;
 mod outcome;
 mod retry;
 mod schema;
 mod step;
 mod store;
+mod workflow;
 
 pub use admin::{
     AuditEntry, AuditFilter, CancelRequest, Copied, CopyRequest, Counts, Histogram,
@@ -62,6 +64,11 @@ pub use job::{
     LeaseToken, MAX_KEY_LIMIT, MAX_OUTPUT_BYTES, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH, Name,
     NewJob, Payload, Progress, Schedule, TraceParent,
 };
+pub use labels::{
+    MAX_META_ENTRIES, MAX_META_KEY_BYTES, MAX_META_VALUE_BYTES, MAX_TAG_BYTES, MAX_TAGS, Meta,
+    WorkflowId, check_meta, check_tag, check_tags, meta_from_stored, meta_to_stored,
+    parse_meta_pair, tags_from_stored, tags_to_stored,
+};
 pub use operator::Admin;
 pub use outcome::{ErrorClass, MAX_RECORDED_TEXT_BYTES, Outcome, storable_text};
 pub use retry::RetryPolicy;
@@ -71,4 +78,7 @@ pub use store::{
     AdminStore, AuditStamp, ClaimRate, ClaimRequest, DEFAULT_PAGE_BYTES, FailResult, Failure,
     Inserted, JobFilter, JobStore, Notifier, PageBudget, RateBucket, RateLimit, Reschedule,
     RetryAt, Store, SweepReport, WorkSignal, check_recorded_text, listed_bytes,
+};
+pub use workflow::{
+    StateCount, Workflow, WorkflowActed, WorkflowAction, WorkflowStep, WorkflowView,
 };

@@ -12,7 +12,14 @@ use crate::admin::{
 };
 use crate::error::{Error, Result};
 use crate::job::{Job, JobDetail, JobId, JobState, NewJob};
+use crate::labels::WorkflowId;
 use crate::store::{AuditStamp, JobFilter, Reschedule, Store};
+use crate::workflow::{
+    StateCount, WorkflowActed, WorkflowAction, WorkflowStep, WorkflowView, unknown_workflow,
+};
+
+/// How many jobs one step of a workflow action changes at a time.
+const WORKFLOW_CHUNK: usize = 1000;
 
 /// How many times an action is tried again when the jobs it was refused
 /// for turn out, on a second look, to be in states it accepts (another
@@ -202,6 +209,175 @@ impl Admin {
     /// Jobs matching the filter, oldest first.
     pub async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
         self.store.list(filter).await
+    }
+
+    /// A stored workflow: its counts by state and one page of its steps
+    /// (oldest first, at most `limit`, after the step `after`), each with
+    /// the ids it depends on.
+    ///
+    /// # Errors
+    /// [`Error::NoSuchWorkflow`] when no stored job carries the id.
+    pub async fn workflow(
+        &self,
+        id: &WorkflowId,
+        after: Option<JobId>,
+        limit: u32,
+    ) -> Result<WorkflowView> {
+        let counts = self.store.workflow_counts(id).await?;
+        if counts.is_empty() {
+            return Err(unknown_workflow(id));
+        }
+        let filter = JobFilter {
+            workflow: Some(id.clone()),
+            limit: Some(limit),
+            after,
+            ..JobFilter::default()
+        };
+        let jobs = self.store.list(&filter).await?;
+        let next_after = filter.next_after(&jobs).cloned();
+        let ids: Vec<JobId> = jobs.iter().map(|j| j.id.clone()).collect();
+        let mut edges: std::collections::HashMap<JobId, Vec<JobId>> =
+            std::collections::HashMap::new();
+        for (job, dep) in self.store.dependency_edges(&ids).await? {
+            edges.entry(job).or_default().push(dep);
+        }
+        let steps = jobs
+            .into_iter()
+            .map(|job| {
+                let depends_on = edges.remove(&job.id).unwrap_or_default();
+                WorkflowStep { job, depends_on }
+            })
+            .collect();
+        let mut states: Vec<StateCount> = counts
+            .into_iter()
+            .map(|(state, count)| StateCount { state, count })
+            .collect();
+        states.sort_by_key(|c| c.state as u8);
+        Ok(WorkflowView {
+            id: id.clone(),
+            total: states.iter().map(|c| c.count).sum(),
+            states,
+            steps,
+            next_after,
+        })
+    }
+
+    /// Cancels every unfinished step of a workflow (blocked, ready or
+    /// running), a `cancel` audit entry each whose reason names the
+    /// workflow. Steps that end meanwhile are left as they ended; steps
+    /// cancelled in cascade by a dependency's cancellation follow their
+    /// policy as always. Cancelling a finished workflow changes nothing.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a bad operator or reason;
+    /// [`Error::NoSuchWorkflow`] for an unknown workflow.
+    pub async fn cancel_workflow(&self, action: &WorkflowAction) -> Result<WorkflowActed> {
+        // Dependents before their dependencies: cancelling a dependency
+        // first would cancel its waiting dependents in cascade and make
+        // the next step's all-or-none cancel refuse them.
+        let order = [JobState::Blocked, JobState::Ready, JobState::Running];
+        self.act_on_workflow(action, "cancel", &order, |ids, by| async move {
+            self.store.cancel_jobs(&ids, &by).await
+        })
+        .await
+    }
+
+    /// Replays every dead step of a workflow, a `replay` audit entry each
+    /// whose reason names the workflow; their dependents waiting under the
+    /// `wait` policy run once they succeed.
+    ///
+    /// # Errors
+    /// As [`Admin::cancel_workflow`].
+    pub async fn replay_workflow(&self, action: &WorkflowAction) -> Result<WorkflowActed> {
+        self.act_on_workflow(action, "replay", &[JobState::Dead], |ids, by| async move {
+            self.store.replay_jobs(&ids, &by).await
+        })
+        .await
+    }
+
+    /// Applies `step` (an all-or-none store step) to the workflow's steps
+    /// in `states`, a chunk at a time, until none is left. A chunk refused
+    /// because another process changed one of its jobs is looked up again;
+    /// the action gives up only after [`RACES_TOLERATED`] rounds in a row
+    /// that changed nothing.
+    async fn act_on_workflow<F, Fut>(
+        &self,
+        action: &WorkflowAction,
+        verb: &str,
+        states: &[JobState],
+        step: F,
+    ) -> Result<WorkflowActed>
+    where
+        F: Fn(Vec<JobId>, AuditStamp) -> Fut,
+        Fut: std::future::Future<Output = Result<Vec<Job>>>,
+    {
+        action.validate()?;
+        if self.store.workflow_counts(&action.id).await?.is_empty() {
+            return Err(unknown_workflow(&action.id));
+        }
+        let reason = reason_after(
+            &format!("{verb} workflow {}", action.id),
+            action.reason.as_deref(),
+        )?;
+        let by = stamp(&action.operator, Some(&reason));
+        let mut changed: Vec<Job> = Vec::new();
+        let mut idle_rounds = 0;
+        'rounds: loop {
+            let mut progressed = false;
+            let mut refused = false;
+            for state in states {
+                for chunk in self
+                    .workflow_ids(&action.id, *state)
+                    .await?
+                    .chunks(WORKFLOW_CHUNK)
+                {
+                    let jobs = step(chunk.to_vec(), by.clone()).await?;
+                    if jobs.is_empty() {
+                        refused = true;
+                    } else if jobs.len() == chunk.len() {
+                        progressed = true;
+                        changed.extend(jobs);
+                    } else {
+                        return Err(partial(jobs.len(), chunk.len()));
+                    }
+                }
+            }
+            if !refused {
+                break 'rounds;
+            }
+            idle_rounds = if progressed { 0 } else { idle_rounds + 1 };
+            if idle_rounds >= RACES_TOLERATED {
+                return Err(Error::Busy(format!(
+                    "the steps of workflow {} kept changing while the {verb} ran (other                      processes are working on them); {} step(s) were changed, each with its                      audit entry: run it again",
+                    action.id,
+                    changed.len()
+                )));
+            }
+        }
+        Ok(WorkflowActed {
+            workflow: action.id.clone(),
+            jobs: changed,
+        })
+    }
+
+    /// The ids of every step of `workflow` in `state`, oldest first.
+    async fn workflow_ids(&self, workflow: &WorkflowId, state: JobState) -> Result<Vec<JobId>> {
+        let mut ids = Vec::new();
+        let mut filter = JobFilter {
+            state: Some(state),
+            workflow: Some(workflow.clone()),
+            limit: Some(10_000),
+            ..JobFilter::default()
+        };
+        loop {
+            let page = self.store.list(&filter).await?;
+            let next = filter.next_after(&page).cloned();
+            ids.extend(page.into_iter().map(|j| j.id));
+            match next {
+                Some(after) => filter.after = Some(after),
+                None => return Ok(ids),
+            }
+        }
     }
 
     /// Audit entries, newest first.

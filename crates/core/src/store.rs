@@ -12,6 +12,7 @@ use crate::job::{
     ClaimedJob, Job, JobDetail, JobId, JobKey, JobState, Lease, Name, NewJob, Payload, Progress,
     Schedule,
 };
+use crate::labels::WorkflowId;
 use crate::outcome::ErrorClass;
 
 /// The result of inserting a job.
@@ -149,6 +150,10 @@ pub struct JobFilter {
     pub updated_since: Option<Timestamp>,
     /// Only jobs last changed before this time.
     pub updated_before: Option<Timestamp>,
+    /// Only the steps of this workflow.
+    pub workflow: Option<WorkflowId>,
+    /// Only jobs carrying this tag.
+    pub tag: Option<String>,
     /// At most this many (default 100, at most 10,000).
     pub limit: Option<u32>,
     /// Keyset pagination: only jobs after this one in the listing's order
@@ -511,6 +516,14 @@ pub trait AdminStore: Send + Sync + fmt::Debug {
 
     /// Jobs matching the filter, oldest first.
     async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>>;
+
+    /// How many steps of `workflow` are in each state (states with none
+    /// left out; nothing at all for a workflow no stored job carries).
+    async fn workflow_counts(&self, workflow: &WorkflowId) -> Result<Vec<(JobState, u64)>>;
+
+    /// The dependency edges of the jobs in `ids`: `(job, dependency)`, each
+    /// job's in the order its dependencies were named.
+    async fn dependency_edges(&self, ids: &[JobId]) -> Result<Vec<(JobId, JobId)>>;
 
     /// The paused queues, by name.
     async fn paused_queues(&self) -> Result<Vec<PausedQueue>>;

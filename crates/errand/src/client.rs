@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use errand_core::{Inserted, IntoNewJob, NewJob, Result, Store};
+use errand_core::{Inserted, IntoNewJob, NewJob, Result, Store, Workflow};
 
 /// Enqueues jobs into a store.
 #[derive(Clone, Debug)]
@@ -34,6 +34,15 @@ impl Client {
     /// Inserts many jobs in one transaction.
     pub async fn enqueue_many(&self, jobs: Vec<NewJob>) -> Result<Vec<Inserted>> {
         self.store.insert_many(jobs).await
+    }
+
+    /// Inserts every step of a workflow in one transaction: all or none
+    /// (a cycle, an unknown dependency or a bad step refuses the whole).
+    /// Results follow the order the steps were added. To enqueue it inside
+    /// a transaction the application holds, pass `workflow.into_jobs()` to
+    /// `SqliteStore::enqueue_many_in` or `PgStore::enqueue_many_in`.
+    pub async fn enqueue_workflow(&self, workflow: Workflow) -> Result<Vec<Inserted>> {
+        self.store.insert_many(workflow.into_jobs()).await
     }
 
     /// The underlying store.

@@ -75,7 +75,7 @@ pub use errand_core::{
     Admin, AdminStore, AuditEntry, AuditFilter, AuditStamp, Copied, CopyRequest, Counts, Histogram,
     JobStore, LATENCY_BUCKETS_MS, Notifier, PausedQueue, PurgeRequest, QueueAction, QueueStats,
     Reschedule, RescheduleRequest, Stats, StatsRequest, TraceParent, WorkerMetrics, WorkerReport,
-    WorkerSeen,
+    WorkerSeen, Workflow, WorkflowAction, WorkflowId, WorkflowStep, WorkflowView,
 };
 #[cfg(feature = "postgres")]
 pub use errand_postgres::{self as postgres, PgOptions, PgStore};

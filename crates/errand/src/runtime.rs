@@ -1321,6 +1321,15 @@ mod tests {
         async fn list(&self, _: &JobFilter) -> Result<Vec<Job>> {
             full()
         }
+        async fn workflow_counts(
+            &self,
+            _: &errand_core::WorkflowId,
+        ) -> Result<Vec<(errand_core::JobState, u64)>> {
+            full()
+        }
+        async fn dependency_edges(&self, _: &[JobId]) -> Result<Vec<(JobId, JobId)>> {
+            full()
+        }
         async fn paused_queues(&self) -> Result<Vec<errand_core::PausedQueue>> {
             full()
         }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use errand_core::{
     DependencyFailure, Error, JobId, KeyLimit, NewJob, Payload, Result, Schedule, Timestamp,
-    TraceParent,
+    TraceParent, WorkflowId,
 };
 
 pub use errand_core::MAX_PAYLOAD_DEPTH;
@@ -57,6 +57,12 @@ pub struct JobSpec {
     /// With `depends_on`: `wait` (default), `cancel` or `run` when a
     /// dependency ends dead or cancelled.
     pub on_dependency_failure: Option<String>,
+    /// The workflow the job is a step of.
+    pub workflow: Option<String>,
+    /// Tags to find it by (at most 20).
+    pub tags: Vec<String>,
+    /// Metadata: short text values by key (at most 32).
+    pub meta: errand_core::Meta,
 }
 
 impl JobSpec {
@@ -151,6 +157,12 @@ impl JobSpec {
             Some(policy) => job = job.on_dependency_failure(policy.parse::<DependencyFailure>()?),
             None => {}
         }
+        if let Some(w) = self.workflow {
+            job = job.in_workflow(WorkflowId::new(w)?);
+        }
+        // As given, so that `validate` refuses a repeated tag by name.
+        job.tags = self.tags;
+        job.meta = self.meta;
         job.validate()?;
         Ok(job)
     }

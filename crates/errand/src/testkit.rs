@@ -177,6 +177,9 @@ impl TestQueue {
             has_dependents: false,
             output: None,
             progress: None,
+            workflow: None,
+            tags: Vec::new(),
+            meta: errand_core::Meta::new(),
         };
         let lease = Lease {
             id,

@@ -980,6 +980,18 @@ impl errand::AdminStore for Intercepting {
     async fn list(&self, f: &JobFilter) -> errand::Result<Vec<errand::Job>> {
         self.inner.list(f).await
     }
+    async fn workflow_counts(
+        &self,
+        w: &errand::core::WorkflowId,
+    ) -> errand::Result<Vec<(errand::JobState, u64)>> {
+        self.inner.workflow_counts(w).await
+    }
+    async fn dependency_edges(
+        &self,
+        ids: &[errand::JobId],
+    ) -> errand::Result<Vec<(errand::JobId, errand::JobId)>> {
+        self.inner.dependency_edges(ids).await
+    }
     async fn paused_queues(&self) -> errand::Result<Vec<errand::PausedQueue>> {
         self.inner.paused_queues().await
     }

@@ -56,7 +56,7 @@ pub use queue::{Conn, Param, Queries};
 const INSERT_CHUNK: usize = 1_000;
 
 /// The schema version this build expects.
-pub const SCHEMA_VERSION: i64 = 15;
+pub const SCHEMA_VERSION: i64 = 16;
 const MIGRATIONS: &[(&str, &str)] = &[
     ("V1__jobs", include_str!("../migrations/V1__jobs.sql")),
     (
@@ -114,6 +114,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     (
         "V15__progress",
         include_str!("../migrations/V15__progress.sql"),
+    ),
+    (
+        "V16__workflows_tags_and_metadata",
+        include_str!("../migrations/V16__workflows_tags_and_metadata.sql"),
     ),
 ];
 
@@ -937,6 +941,19 @@ impl AdminStore for PgStore {
             return queue::list_within_budget(&mut client, &self.queries, filter).await;
         }
         queue::list(&client, &self.queries, filter).await
+    }
+
+    async fn workflow_counts(
+        &self,
+        workflow: &errand_core::WorkflowId,
+    ) -> Result<Vec<(errand_core::JobState, u64)>> {
+        let client = self.client().await?;
+        queue::workflow_counts(&client, &self.queries, workflow).await
+    }
+
+    async fn dependency_edges(&self, ids: &[JobId]) -> Result<Vec<(JobId, JobId)>> {
+        let client = self.client().await?;
+        queue::dependency_edges(&client, &self.queries, ids).await
     }
 
     async fn paused_queues(&self) -> Result<Vec<PausedQueue>> {

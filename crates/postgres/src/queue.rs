@@ -8,6 +8,7 @@ use errand_core::{
     AttemptRecord, AuditRecord, ClaimRequest, ClaimedJob, Dependency, DependencyFailure, Error,
     ErrorClass, Failure, Inserted, JOB_COLUMNS, Job, JobDetail, JobFilter, JobId, JobKey, JobState,
     Lease, LeaseToken, Name, NewJob, Payload, Result, RetryAt, Schedule, Timestamp, TraceParent,
+    WorkflowId,
 };
 use std::future::Future;
 use time::OffsetDateTime;
@@ -45,6 +46,10 @@ pub struct Queries {
     pub(crate) history: String,
     pub(crate) audit_of: String,
     pub(crate) list: String,
+    pub(crate) list_workflow: String,
+    pub(crate) list_tag: String,
+    pub(crate) workflow_counts: String,
+    pub(crate) dependency_edges: String,
     pub(crate) prune: String,
     pub(crate) take_tokens: String,
     pub(crate) give_back_tokens: String,
@@ -91,6 +96,10 @@ impl Queries {
             history: q(include_str!("../queries/history.sql")),
             audit_of: q(include_str!("../queries/audit_of.sql")),
             list: q(include_str!("../queries/list.sql")),
+            list_workflow: q(include_str!("../queries/list_workflow.sql")),
+            list_tag: q(include_str!("../queries/list_tag.sql")),
+            workflow_counts: q(include_str!("../queries/workflow_counts.sql")),
+            dependency_edges: q(include_str!("../queries/dependency_edges.sql")),
             prune: q(include_str!("../queries/prune.sql")),
             take_tokens: q(include_str!("../queries/take_tokens.sql")),
             give_back_tokens: q(include_str!("../queries/give_back_tokens.sql")),
@@ -136,6 +145,10 @@ impl Queries {
             ("history", &self.history),
             ("audit_of", &self.audit_of),
             ("list", &self.list),
+            ("list_workflow", &self.list_workflow),
+            ("list_tag", &self.list_tag),
+            ("workflow_counts", &self.workflow_counts),
+            ("dependency_edges", &self.dependency_edges),
             ("prune", &self.prune),
             ("take_tokens", &self.take_tokens),
             ("give_back_tokens", &self.give_back_tokens),
@@ -269,6 +282,9 @@ fn job_at(row: &Row, cols: &JobCols) -> Result<Job> {
         has_dependents,
         output,
         progress,
+        workflow,
+        tags,
+        meta,
     ] = cols.0;
     let get_ts = |i: usize| -> Result<Timestamp> {
         row.try_get::<_, OffsetDateTime>(i)
@@ -344,7 +360,60 @@ fn job_at(row: &Row, cols: &JobCols) -> Result<Job> {
             .try_get::<_, Option<String>>(progress)
             .map_err(map_err)?
             .and_then(|p| errand_core::Progress::from_json(&p).ok()),
+        workflow: row
+            .try_get::<_, Option<String>>(workflow)
+            .map_err(map_err)?
+            .map(WorkflowId::new)
+            .transpose()
+            .map_err(bad_row)?,
+        tags: errand_core::tags_from_stored(
+            row.try_get::<_, Option<JsonText>>(tags)
+                .map_err(map_err)?
+                .as_ref()
+                .map(|t| t.0.as_str()),
+        ),
+        meta: errand_core::meta_from_stored(
+            row.try_get::<_, Option<JsonText>>(meta)
+                .map_err(map_err)?
+                .as_ref()
+                .map(|t| t.0.as_str()),
+        ),
     })
+}
+
+/// How many steps of `workflow` are in each state.
+pub(crate) async fn workflow_counts<C: Conn>(
+    client: &C,
+    q: &Queries,
+    workflow: &WorkflowId,
+) -> Result<Vec<(JobState, u64)>> {
+    let mut counts = Vec::new();
+    for row in query(client, &q.workflow_counts, &[&workflow.as_str()]).await? {
+        let state: &str = row.get(0);
+        let n: i64 = row.get(1);
+        counts.push((
+            state.parse::<JobState>().map_err(bad_row)?,
+            u64::try_from(n).unwrap_or(0),
+        ));
+    }
+    Ok(counts)
+}
+
+/// The dependency edges of the jobs in `ids`.
+pub(crate) async fn dependency_edges<C: Conn>(
+    client: &C,
+    q: &Queries,
+    ids: &[JobId],
+) -> Result<Vec<(JobId, JobId)>> {
+    let ids: Vec<&str> = ids.iter().map(JobId::as_str).collect();
+    let mut edges = Vec::new();
+    for row in query(client, &q.dependency_edges, &[&ids]).await? {
+        edges.push((
+            JobId::new(row.get::<_, String>(0)).map_err(bad_row)?,
+            JobId::new(row.get::<_, String>(1)).map_err(bad_row)?,
+        ));
+    }
+    Ok(edges)
 }
 
 /// The outputs of the jobs `id` depends on, in the order they were named.
@@ -451,6 +520,13 @@ pub(crate) async fn insert<C: Conn>(
             .pop()
             .ok_or_else(|| Error::storage("inserting one job answered with none"));
     }
+    if !job.tags.is_empty() {
+        // Its tag rows are written by the bulk statement.
+        return insert_many(client, q, now, std::slice::from_ref(job))
+            .await?
+            .pop()
+            .ok_or_else(|| Error::storage("inserting one job answered with none"));
+    }
     job.validate()?;
     let id = job.id.clone().unwrap_or_else(JobId::generate);
     let (at, delay): (Option<OffsetDateTime>, i64) = match job.schedule {
@@ -483,6 +559,8 @@ pub(crate) async fn insert<C: Conn>(
             &job.key.as_ref().is_some_and(|k| k.ordered),
             &job.deadline.map(to_odt),
             &job.traceparent.as_ref().map(TraceParent::as_str),
+            &job.workflow.as_ref().map(WorkflowId::as_str),
+            &errand_core::meta_to_stored(&job.meta),
         ],
     )
     .await?;
@@ -689,6 +767,9 @@ pub(crate) async fn insert_many<C: Conn>(
     let mut traceparents: Vec<Option<&str>> = Vec::with_capacity(n);
     let mut waiting: Vec<Option<i32>> = Vec::with_capacity(n);
     let mut policies: Vec<Option<&str>> = Vec::with_capacity(n);
+    let mut workflows: Vec<Option<&str>> = Vec::with_capacity(n);
+    let mut tags: Vec<Option<String>> = Vec::with_capacity(n);
+    let mut metas: Vec<Option<String>> = Vec::with_capacity(n);
     for job in jobs {
         job.validate()?;
         ids.push(job.id.clone().unwrap_or_else(JobId::generate).to_string());
@@ -720,6 +801,9 @@ pub(crate) async fn insert_many<C: Conn>(
         let blocked = !job.depends_on.is_empty();
         waiting.push(blocked.then(|| i32::try_from(job.depends_on.len()).unwrap_or(i32::MAX)));
         policies.push(blocked.then(|| job.on_dependency_failure.as_str()));
+        workflows.push(job.workflow.as_ref().map(WorkflowId::as_str));
+        tags.push(errand_core::tags_to_stored(&job.tags));
+        metas.push(errand_core::meta_to_stored(&job.meta));
     }
     let created: Vec<Job> = query(
         client,
@@ -743,6 +827,9 @@ pub(crate) async fn insert_many<C: Conn>(
             &nulls_as_none(traceparents),
             &nulls_as_none(waiting),
             &nulls_as_none(policies),
+            &nulls_as_none(workflows),
+            &nulls_as_none(tags),
+            &nulls_as_none(metas),
         ],
     )
     .await
@@ -1291,7 +1378,7 @@ pub(crate) async fn detail(
 /// Jobs matching a filter.
 pub(crate) async fn list<C: Conn>(client: &C, q: &Queries, f: &JobFilter) -> Result<Vec<Job>> {
     let args = ListArgs::of(f);
-    let page = query(client, &q.list, &args.params())
+    let page = query(client, args.statement(q), &args.params())
         .await
         .and_then(|rows| jobs_from_rows(&rows))?;
     placed(client, q, f, page).await
@@ -1306,8 +1393,11 @@ pub(crate) async fn list_within_budget(
     f: &JobFilter,
 ) -> Result<Vec<Job>> {
     let tx = client.transaction().await.map_err(map_err)?;
-    let stmt = tx.prepare_cached(&q.list).await.map_err(map_err)?;
     let args = ListArgs::of(f);
+    let stmt = tx
+        .prepare_cached(args.statement(q))
+        .await
+        .map_err(map_err)?;
     let portal = tx.bind(&stmt, &args.params()).await.map_err(map_err)?;
     let mut budget = f.page_budget();
     let mut page: Vec<Job> = Vec::new();
@@ -1349,6 +1439,8 @@ struct ListArgs<'a> {
     before: Option<OffsetDateTime>,
     limit: i64,
     after: Option<&'a str>,
+    workflow: Option<&'a str>,
+    tag: Option<&'a str>,
 }
 
 impl<'a> ListArgs<'a> {
@@ -1362,11 +1454,25 @@ impl<'a> ListArgs<'a> {
             before: f.updated_before.map(to_odt),
             limit: i64::from(f.effective_limit()),
             after: f.after.as_ref().map(JobId::as_str),
+            workflow: f.workflow.as_ref().map(WorkflowId::as_str),
+            tag: f.tag.as_deref(),
         }
     }
 
-    fn params(&self) -> [Param<'_>; 8] {
-        [
+    /// The statement: a tag or a workflow is read through its own index
+    /// (the tag's statement filters on the workflow too).
+    fn statement<'q>(&self, q: &'q Queries) -> &'q str {
+        if self.tag.is_some() {
+            &q.list_tag
+        } else if self.workflow.is_some() {
+            &q.list_workflow
+        } else {
+            &q.list
+        }
+    }
+
+    fn params(&self) -> Vec<Param<'_>> {
+        let mut params: Vec<Param<'_>> = vec![
             &self.state,
             &self.queue,
             &self.kind,
@@ -1375,7 +1481,14 @@ impl<'a> ListArgs<'a> {
             &self.before,
             &self.limit,
             &self.after,
-        ]
+        ];
+        if self.tag.is_some() {
+            params.push(&self.workflow);
+            params.push(&self.tag);
+        } else if self.workflow.is_some() {
+            params.push(&self.workflow);
+        }
+        params
     }
 }
 

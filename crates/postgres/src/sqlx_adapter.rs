@@ -58,6 +58,12 @@ pub async fn enqueue_in(
              PgStore::enqueue_in on a tokio-postgres transaction, or through the store",
         ));
     }
+    if !job.tags.is_empty() {
+        return Err(Error::invalid(
+            "this adapter does not enqueue jobs with tags yet: enqueue them with \
+             PgStore::enqueue_in on a tokio-postgres transaction, or through the store",
+        ));
+    }
     let queries = Queries::new(&crate::quote_schema(schema)?);
     let id = job.id.clone().unwrap_or_else(JobId::generate);
     let (at, delay): (Option<String>, i64) = match job.schedule {
@@ -95,6 +101,8 @@ pub async fn enqueue_in(
                 .as_ref()
                 .map(errand_core::TraceParent::as_str),
         )
+        .bind(job.workflow.as_ref().map(errand_core::WorkflowId::as_str))
+        .bind(errand_core::meta_to_stored(&job.meta))
         .fetch_optional(&mut *conn)
         .await
         .map_err(map_sqlx)?;

@@ -86,6 +86,7 @@ mod request;
 mod routes;
 #[cfg(test)]
 mod tests;
+mod workflows;
 
 use std::fmt;
 use std::future::Future;

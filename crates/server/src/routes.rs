@@ -25,6 +25,7 @@ use crate::problem::Problem;
 use crate::request::{
     Answer, App, body_json, detail_of, duration_field, given, job_id, json, page_limit, who_and_why,
 };
+use crate::workflows;
 
 /// Where the OpenAPI description is served.
 pub(crate) const OPENAPI_PATH: &str = "/v1/openapi.json";
@@ -90,6 +91,9 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
         endpoint("/v1/jobs/{id}/cancel", Post, cancel),
         endpoint("/v1/jobs/{id}/reschedule", Post, reschedule),
         endpoint("/v1/jobs/{id}/purge", Post, operator::purge),
+        endpoint("/v1/workflows/{id}", Get, workflows::show),
+        endpoint("/v1/workflows/{id}/cancel", Post, workflows::cancel),
+        endpoint("/v1/workflows/{id}/replay", Post, workflows::replay),
         endpoint("/v1/stats", Get, operator::stats),
         endpoint("/v1/queues/paused", Get, operator::paused),
         endpoint("/v1/queues/{queue}/pause", Post, operator::pause),
@@ -185,6 +189,11 @@ struct EnqueueBody {
     #[serde(default)]
     depends_on: Vec<String>,
     on_dependency_failure: Option<String>,
+    workflow: Option<String>,
+    #[serde(default)]
+    tags: Vec<String>,
+    #[serde(default)]
+    meta: errand::core::Meta,
 }
 
 const ENQUEUE_EXAMPLE: &str =
@@ -232,6 +241,9 @@ async fn enqueue(State(app): State<App>, headers: HeaderMap, body: Body) -> Answ
         traceparent: req.traceparent.or_else(|| header_traceparent(&headers)),
         depends_on: req.depends_on,
         on_dependency_failure: req.on_dependency_failure,
+        workflow: req.workflow,
+        tags: req.tags,
+        meta: req.meta,
     };
     let job = spec.build_limited(app.max_payload)?;
     let inserted = app.client.enqueue(job).await?;
@@ -279,6 +291,8 @@ struct ListQuery {
     state: Option<String>,
     queue: Option<String>,
     kind: Option<String>,
+    tag: Option<String>,
+    workflow: Option<String>,
     limit: Option<String>,
     after: Option<String>,
 }
@@ -286,12 +300,20 @@ struct ListQuery {
 async fn list(State(app): State<App>, query: Result<Query<ListQuery>, QueryRejection>) -> Answer {
     let Query(q) = query.map_err(|r| {
         Problem::malformed_json(format!(
-            "{}; the parameters are state, queue, kind, limit and after",
+            "{}; the parameters are state, queue, kind, tag, workflow, limit and after",
             r.body_text()
         ))
     })?;
     let limit = page_limit(q.limit)?;
+    let tag = given(q.tag);
+    if let Some(tag) = &tag {
+        errand::core::check_tag(tag)?;
+    }
     let filter = JobFilter {
+        tag,
+        workflow: given(q.workflow)
+            .map(errand::core::WorkflowId::new)
+            .transpose()?,
         state: given(q.state).map(|s| s.parse::<JobState>()).transpose()?,
         queue: given(q.queue)
             .map(|s| Name::parse("queue", s))

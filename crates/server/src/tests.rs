@@ -19,6 +19,7 @@ mod leases;
 mod openapi;
 mod operator;
 mod slow;
+mod workflows;
 
 const TOKEN: &str = "test-token-0123456789abcdef";
 

@@ -4,12 +4,13 @@
 -- (insert_many_sql in queue.rs): ?1 is the time, then per job its id, queue,
 -- kind, payload, priority, max_attempts, max_lease_expiries, give_up_at,
 -- available_at, key_name, key_limit, key_ordered, deadline, traceparent,
--- state (blocked when it has dependencies), waiting_on and
--- on_dependency_failure.
+-- state (blocked when it has dependencies), waiting_on,
+-- on_dependency_failure, workflow, tags and meta.
 INSERT INTO errand_jobs
     (id, queue, kind, state, payload, priority, attempts, max_attempts, replays,
      max_lease_expiries, give_up_at, available_at, created_at, updated_at,
-     key_name, key_limit, key_ordered, deadline, traceparent, waiting_on, on_dependency_failure)
+     key_name, key_limit, key_ordered, deadline, traceparent, waiting_on, on_dependency_failure,
+     workflow, tags, meta)
 VALUES
     __VALUES__
 ON CONFLICT (id) DO NOTHING

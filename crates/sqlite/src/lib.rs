@@ -669,6 +669,20 @@ impl AdminStore for SqliteStore {
         self.read(move |c| queue::list(c, &filter)).await
     }
 
+    async fn workflow_counts(
+        &self,
+        workflow: &errand_core::WorkflowId,
+    ) -> Result<Vec<(errand_core::JobState, u64)>> {
+        let workflow = workflow.clone();
+        self.read(move |c| queue::workflow_counts(c, &workflow))
+            .await
+    }
+
+    async fn dependency_edges(&self, ids: &[JobId]) -> Result<Vec<(JobId, JobId)>> {
+        let ids = ids.to_vec();
+        self.read(move |c| queue::dependency_edges(c, &ids)).await
+    }
+
     async fn paused_queues(&self) -> Result<Vec<PausedQueue>> {
         self.read(admin::paused).await
     }

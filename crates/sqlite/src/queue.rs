@@ -13,6 +13,7 @@ use errand_core::{
     AttemptRecord, AuditRecord, ClaimRequest, ClaimedJob, Dependency, DependencyFailure, Error,
     ErrorClass, Failure, Inserted, Job, JobDetail, JobFilter, JobId, JobKey, JobState, Lease,
     LeaseToken, Name, NewJob, Payload, Result, RetryAt, Schedule, Timestamp, TraceParent,
+    WorkflowId,
 };
 use rusqlite::{Connection, OptionalExtension, Row, RowIndex, named_params};
 
@@ -53,6 +54,11 @@ const AUDIT: &str = include_str!("../queries/audit.sql");
 const HISTORY: &str = include_str!("../queries/history.sql");
 const AUDIT_OF: &str = include_str!("../queries/audit_of.sql");
 const LIST: &str = include_str!("../queries/list.sql");
+const LIST_WORKFLOW: &str = include_str!("../queries/list_workflow.sql");
+const LIST_TAG: &str = include_str!("../queries/list_tag.sql");
+const WORKFLOW_COUNTS: &str = include_str!("../queries/workflow_counts.sql");
+const DEPENDENCY_EDGES: &str = include_str!("../queries/dependency_edges.sql");
+const INSERT_TAGS: &str = include_str!("../queries/insert_tags.sql");
 const PRUNE: &str = include_str!("../queries/prune.sql");
 const MARK_PRUNED_EDGES: &str = include_str!("../queries/mark_pruned_edges.sql");
 const TAKE_TOKENS: &str = include_str!("../queries/take_tokens.sql");
@@ -141,6 +147,9 @@ mod col {
     pub const HAS_DEPENDENTS: usize = 28;
     pub const OUTPUT: usize = 29;
     pub const PROGRESS: usize = 30;
+    pub const WORKFLOW: usize = 31;
+    pub const TAGS: usize = 32;
+    pub const META: usize = 33;
 }
 
 /// Maps a row of `errand_jobs` (`SELECT *` or `RETURNING *`) to a [`Job`].
@@ -216,6 +225,13 @@ pub(crate) fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Job> {
         progress: row
             .get::<_, Option<String>>(col::PROGRESS)?
             .and_then(|p| errand_core::Progress::from_json(&p).ok()),
+        workflow: row
+            .get::<_, Option<String>>(col::WORKFLOW)?
+            .map(WorkflowId::new)
+            .transpose()
+            .map_err(|e| conversion(col::WORKFLOW, e.to_string()))?,
+        tags: errand_core::tags_from_stored(row.get::<_, Option<String>>(col::TAGS)?.as_deref()),
+        meta: errand_core::meta_from_stored(row.get::<_, Option<String>>(col::META)?.as_deref()),
     })
 }
 
@@ -230,7 +246,7 @@ fn due_time(schedule: Schedule, now: Timestamp) -> Timestamp {
 /// Inserts `job` on `conn` (inside whatever transaction the caller has
 /// open), or returns the existing job with the same id.
 pub fn insert(conn: &Connection, job: &NewJob, now: Timestamp) -> Result<Inserted> {
-    if !job.depends_on.is_empty() {
+    if !job.depends_on.is_empty() || !job.tags.is_empty() {
         return insert_many(conn, std::slice::from_ref(job), now)?
             .pop()
             .ok_or_else(|| Error::storage("inserting one job answered with none"));
@@ -257,6 +273,8 @@ pub fn insert(conn: &Connection, job: &NewJob, now: Timestamp) -> Result<Inserte
                 ":key_ordered": job.key.as_ref().is_some_and(|k| k.ordered),
                 ":deadline": job.deadline.map(Timestamp::as_millis),
                 ":traceparent": job.traceparent.as_ref().map(TraceParent::as_str),
+                ":workflow": job.workflow.as_ref().map(WorkflowId::as_str),
+                ":meta": errand_core::meta_to_stored(&job.meta),
             },
             job_from_row,
         )
@@ -271,12 +289,12 @@ pub fn insert(conn: &Connection, job: &NewJob, now: Timestamp) -> Result<Inserte
     }
 }
 
-/// Jobs per multi-row insert statement (17 parameters each, far under
+/// Jobs per multi-row insert statement (20 parameters each, far under
 /// SQLite's 32,766).
 const INSERT_CHUNK: usize = 256;
 
 /// Parameters per job in a multi-row insert.
-const PER_JOB: usize = 17;
+const PER_JOB: usize = 20;
 
 /// The multi-row insert for `rows` jobs: `?1` is the time, then
 /// [`PER_JOB`] parameters per job (see insert_many.sql).
@@ -285,7 +303,7 @@ fn insert_many_sql(rows: usize) -> String {
     for r in 0..rows {
         let p = |k: usize| format!("?{}", 2 + r * PER_JOB + k);
         values.push(format!(
-            "({}, {}, {}, {}, {}, {}, 0, {}, 0, {}, {}, {}, ?1, ?1, {}, {}, {}, {}, {}, {}, {})",
+            "({}, {}, {}, {}, {}, {}, 0, {}, 0, {}, {}, {}, ?1, ?1, {}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
             p(0),
             p(1),
             p(2),
@@ -302,7 +320,10 @@ fn insert_many_sql(rows: usize) -> String {
             p(12),
             p(13),
             p(15),
-            p(16)
+            p(16),
+            p(17),
+            p(18),
+            p(19)
         ));
     }
     INSERT_MANY.replace("__VALUES__", &values.join(",\n    "))
@@ -392,6 +413,13 @@ fn insert_many_statements(
                 16,
                 &blocked.then(|| job.on_dependency_failure.as_str()),
             )?;
+            bind(
+                &mut stmt,
+                17,
+                &job.workflow.as_ref().map(WorkflowId::as_str),
+            )?;
+            bind(&mut stmt, 18, &errand_core::tags_to_stored(&job.tags))?;
+            bind(&mut stmt, 19, &errand_core::meta_to_stored(&job.meta))?;
         }
         let mut rows = stmt.raw_query();
         while let Some(row) = rows.next().map_err(map_err)? {
@@ -406,6 +434,20 @@ fn insert_many_statements(
         .collect();
     if !edges.is_empty() {
         link_dependencies(conn, &edges, now)?;
+    }
+    let tag_rows: Vec<(&str, &str)> = jobs
+        .iter()
+        .zip(&ids)
+        .filter(|(_, id)| created.contains(id.as_str()))
+        .flat_map(|(job, id)| job.tags.iter().map(move |t| (id.as_str(), t.as_str())))
+        .collect();
+    if !tag_rows.is_empty() {
+        let rows = serde_json::to_string(&tag_rows)
+            .map_err(|e| Error::storage(format!("encoding tags: {e}")))?;
+        conn.prepare_cached(INSERT_TAGS)
+            .map_err(map_err)?
+            .execute(named_params! {":rows": rows, ":now": now.as_millis()})
+            .map_err(map_err)?;
     }
     jobs.iter()
         .zip(ids)
@@ -650,6 +692,9 @@ fn new_row(job: &NewJob, id: JobId, now: Timestamp) -> Job {
         has_dependents: false,
         output: None,
         progress: None,
+        workflow: job.workflow.clone(),
+        tags: job.tags.clone(),
+        meta: job.meta.clone(),
     }
 }
 
@@ -1407,21 +1452,41 @@ pub(crate) fn history(
 
 /// Jobs matching `filter`.
 pub(crate) fn list(conn: &Connection, filter: &JobFilter) -> Result<Vec<Job>> {
-    let mut stmt = conn.prepare_cached(LIST).map_err(map_err)?;
+    let state = filter.state.map(JobState::as_str);
+    let queue = filter.queue.as_ref().map(Name::as_str);
+    let kind = filter.kind.as_ref().map(Name::as_str);
+    let error = filter.error_contains.as_deref();
+    let since = filter.updated_since.map(Timestamp::as_millis);
+    let before = filter.updated_before.map(Timestamp::as_millis);
+    let limit = filter.effective_limit();
+    let after = filter.after.as_ref().map(JobId::as_str);
+    let workflow = filter.workflow.as_ref().map(WorkflowId::as_str);
+    let tag = filter.tag.as_deref();
+    let mut params: Vec<(&str, &dyn rusqlite::ToSql)> = vec![
+        (":state", &state),
+        (":queue", &queue),
+        (":kind", &kind),
+        (":error", &error),
+        (":since", &since),
+        (":before", &before),
+        (":limit", &limit),
+        (":after", &after),
+    ];
+    // A tag or a workflow is read through its own index; the statement
+    // for a tag filters on the workflow too.
+    let sql = if tag.is_some() {
+        params.push((":tag", &tag));
+        params.push((":workflow", &workflow));
+        LIST_TAG
+    } else if workflow.is_some() {
+        params.push((":workflow", &workflow));
+        LIST_WORKFLOW
+    } else {
+        LIST
+    };
+    let mut stmt = conn.prepare_cached(sql).map_err(map_err)?;
     let rows = stmt
-        .query_map(
-            named_params! {
-                ":state": filter.state.map(JobState::as_str),
-                ":queue": filter.queue.as_ref().map(Name::as_str),
-                ":kind": filter.kind.as_ref().map(Name::as_str),
-                ":error": filter.error_contains.as_deref(),
-                ":since": filter.updated_since.map(Timestamp::as_millis),
-                ":before": filter.updated_before.map(Timestamp::as_millis),
-                ":limit": filter.effective_limit(),
-                ":after": filter.after.as_ref().map(JobId::as_str),
-            },
-            job_from_row,
-        )
+        .query_map(params.as_slice(), job_from_row)
         .map_err(map_err)?;
     // Rows are read one by one; a spent byte budget ends the page there.
     let mut budget = filter.page_budget();
@@ -1444,6 +1509,42 @@ pub(crate) fn list(conn: &Connection, filter: &JobFilter) -> Result<Vec<Job>> {
         }
     }
     Ok(page)
+}
+
+/// How many steps of `workflow` are in each state.
+pub(crate) fn workflow_counts(
+    conn: &Connection,
+    workflow: &WorkflowId,
+) -> Result<Vec<(JobState, u64)>> {
+    let mut stmt = conn.prepare_cached(WORKFLOW_COUNTS).map_err(map_err)?;
+    let rows = stmt
+        .query_map(named_params! {":workflow": workflow.as_str()}, |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+        })
+        .map_err(map_err)?;
+    let mut counts = Vec::new();
+    for row in rows {
+        let (state, n) = row.map_err(map_err)?;
+        counts.push((state.parse::<JobState>()?, u64::try_from(n).unwrap_or(0)));
+    }
+    Ok(counts)
+}
+
+/// The dependency edges of the jobs in `ids`.
+pub(crate) fn dependency_edges(conn: &Connection, ids: &[JobId]) -> Result<Vec<(JobId, JobId)>> {
+    let list = json_list(&ids.iter().map(JobId::as_str).collect::<Vec<_>>())?;
+    let mut stmt = conn.prepare_cached(DEPENDENCY_EDGES).map_err(map_err)?;
+    let rows = stmt
+        .query_map(named_params! {":ids": list}, |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })
+        .map_err(map_err)?;
+    let mut edges = Vec::new();
+    for row in rows {
+        let (job, dep) = row.map_err(map_err)?;
+        edges.push((JobId::new(job)?, JobId::new(dep)?));
+    }
+    Ok(edges)
 }
 
 fn gone_cursor(after: &JobId) -> Error {

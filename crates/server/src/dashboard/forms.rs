@@ -179,11 +179,12 @@ pub(super) struct ListParams {
     pub(super) queue: Option<Name>,
     pub(super) kind: Option<Name>,
     pub(super) error: Option<String>,
+    pub(super) tag: Option<String>,
     pub(super) after: Option<JobId>,
     pub(super) limit: u32,
 }
 
-const LIST_FIELDS: [&str; 6] = ["state", "queue", "kind", "error", "after", "limit"];
+const LIST_FIELDS: [&str; 7] = ["state", "queue", "kind", "error", "tag", "after", "limit"];
 
 impl ListParams {
     /// Reads and checks the query string of a listing, which may also hold
@@ -233,6 +234,13 @@ impl ListParams {
                 .transpose()
                 .map_err(bad)?,
             error,
+            tag: match form.one("tag")? {
+                Some(t) => {
+                    errand::core::check_tag(t).map_err(bad)?;
+                    Some(t.to_owned())
+                }
+                None => None,
+            },
             after: form.one("after")?.map(job_id).transpose()?,
             limit,
         };
@@ -246,6 +254,7 @@ impl ListParams {
             queue: self.queue.clone(),
             kind: self.kind.clone(),
             error_contains: self.error.clone(),
+            tag: self.tag.clone(),
             limit: Some(self.limit),
             after: self.after.clone(),
             max_bytes: Some(errand::core::DEFAULT_PAGE_BYTES),
@@ -269,6 +278,9 @@ impl ListParams {
         if let Some(v) = &self.error {
             q.append_pair("error", v);
         }
+        if let Some(v) = &self.tag {
+            q.append_pair("tag", v);
+        }
         if self.limit != DEFAULT_PAGE {
             q.append_pair("limit", &self.limit.to_string());
         }
@@ -282,9 +294,14 @@ impl ListParams {
 /// A job id as one path segment: everything but unreserved characters
 /// percent-encoded (ids may hold `/`, `+`, `:`, `@`, `=`).
 pub(super) fn id_segment(id: &JobId) -> String {
+    segment(id.as_str())
+}
+
+/// Text as one path segment, encoded like [`id_segment`].
+pub(super) fn segment(text: &str) -> String {
     use std::fmt::Write;
-    let mut out = String::with_capacity(id.as_str().len());
-    for b in id.as_str().bytes() {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
             out.push(char::from(b));
         } else {

@@ -103,6 +103,7 @@ fn filter_form(action: &str, params: &ListParams) -> Markup {
             label { "queue " input type="text" name="queue" value=[params.queue.as_ref().map(|q| q.as_str())] maxlength="200"; }
             label { "kind " input type="text" name="kind" value=[params.kind.as_ref().map(|k| k.as_str())] maxlength="200"; }
             label { "error text " input type="search" name="error" value=[params.error.as_deref()] maxlength="200"; }
+            label { "tag " input type="text" name="tag" value=[params.tag.as_deref()] maxlength="100"; }
             button type="submit" { "Filter" }
             " "
             a href=(action) { "clear" }
@@ -237,6 +238,13 @@ async fn show(
     Ok(view::page(StatusCode::OK, Some(&ctx), &title, None, body))
 }
 
+/// The listing's query for one tag.
+fn tag_query(tag: &str) -> String {
+    form_urlencoded::Serializer::new(String::new())
+        .append_pair("tag", tag)
+        .finish()
+}
+
 fn pretty_payload(job: &Job) -> String {
     pretty_json(job.payload.as_str())
 }
@@ -293,6 +301,19 @@ fn job_view(detail: &JobDetail) -> Markup {
             tr { th { "lease until" } td { (view::opt_time(job.lease_until)) } }
             tr { th { "give up at" } td { (view::opt_time(job.give_up_at)) } }
             tr { th { "finished" } td { (view::opt_time(job.finished_at)) } }
+            @if let Some(w) = &job.workflow {
+                tr { th { "workflow" } td { a href=(super::workflows::workflow_path(w)) { code { (w.as_str()) } } } }
+            }
+            @if !job.tags.is_empty() {
+                tr { th { "tags" } td {
+                    @for tag in &job.tags {
+                        a.tag href=(with_query("/dashboard/jobs", &tag_query(tag))) { (tag) } " "
+                    }
+                } }
+            }
+            @for (key, value) in &job.meta {
+                tr.meta { th { "meta: " (key) } td { (value) } }
+            }
             @if let Some(p) = &job.progress {
                 tr.progress { th { "progress" } td {
                     progress value=(p.percent) max="100" { (p.percent) "%" }

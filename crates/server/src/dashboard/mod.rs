@@ -65,6 +65,7 @@ mod reschedule;
 #[cfg(test)]
 mod tests;
 mod view;
+mod workflows;
 
 use std::sync::Arc;
 
@@ -106,6 +107,7 @@ pub(crate) fn router(store: Arc<dyn Store>, config: &ServerConfig) -> Router {
         .merge(login::routes())
         .merge(queues::routes())
         .merge(audit::routes())
+        .merge(workflows::routes())
         .route("/dashboard/{*rest}", any(not_found))
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(dash.clone(), guard::protect))

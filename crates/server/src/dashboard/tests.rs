@@ -1205,3 +1205,65 @@ async fn the_job_page_shows_progress_and_output() {
     assert!(p.body.contains("&lt;i&gt;120&lt;/i&gt;") && !p.body.contains("<i>120"));
     assert_eq!(b.job(&id).await.state, errand::JobState::Done);
 }
+
+/// A workflow's page lists its steps with their states and dependencies,
+/// linked; the job page links its workflow, tags (to the tag's listing)
+/// and shows its metadata, all escaped; the listing filters by tag.
+#[tokio::test]
+async fn the_workflow_page_and_labels() {
+    let mut b = Browser::new();
+    let mut wf = errand::Workflow::with_id(errand::WorkflowId::new("order-7/fulfil").unwrap());
+    let fetch = wf.step(
+        NewJob::new("fetch", Payload::default())
+            .unwrap()
+            .with_id(JobId::new("wf-a").unwrap())
+            .with_tag("eu")
+            .unwrap()
+            .with_meta("note", "<script>x</script>"),
+    );
+    wf.step_after(
+        NewJob::new("parse", Payload::default())
+            .unwrap()
+            .with_id(JobId::new("wf-b").unwrap()),
+        &[&fetch],
+    );
+    b.store().insert_many(wf.into_jobs()).await.expect("insert");
+    b.insert("other", "{}").await;
+    let p = b.get("/dashboard/workflows/order-7%2Ffulfil").await;
+    p.html(StatusCode::OK);
+    assert!(p.body.contains("2 step(s), unfinished"), "{}", p.body);
+    assert!(
+        p.body
+            .contains(r#"<a href="/dashboard/jobs/wf-a"><code>wf-a</code></a>"#),
+        "{}",
+        p.body
+    );
+    assert!(p.body.contains("state-blocked"), "{}", p.body);
+    let job = b.get("/dashboard/jobs/wf-a").await;
+    assert!(
+        job.body.contains(
+            r#"<a href="/dashboard/workflows/order-7%2Ffulfil"><code>order-7/fulfil</code></a>"#
+        ),
+        "{}",
+        job.body
+    );
+    assert!(
+        job.body.contains(r#"href="/dashboard/jobs?tag=eu""#),
+        "{}",
+        job.body
+    );
+    assert!(
+        job.body.contains("&lt;script&gt;x&lt;/script&gt;") && !job.body.contains("<script>x"),
+        "{}",
+        job.body
+    );
+    let listing = b.get("/dashboard/jobs?tag=eu").await;
+    assert!(listing.body.contains("wf-a") && !listing.body.contains(">other<"));
+    assert!(!listing.body.contains("wf-b"), "{}", listing.body);
+    b.get("/dashboard/workflows/nope")
+        .await
+        .html(StatusCode::NOT_FOUND);
+    b.get("/dashboard/jobs?tag=a%20b")
+        .await
+        .html(StatusCode::BAD_REQUEST);
+}

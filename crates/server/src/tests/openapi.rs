@@ -361,7 +361,7 @@ async fn request_schemas_name_exactly_the_fields_the_server_accepts() {
         }
         checked += 1;
     }
-    assert_eq!(checked, 14, "every operation with a body was checked");
+    assert_eq!(checked, 16, "every operation with a body was checked");
 }
 
 #[tokio::test]
@@ -455,7 +455,10 @@ async fn the_job_schemas_name_every_field_of_a_job() {
                 "deadline": "30m",
                 "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
                 "depends_on": ["first"],
-                "on_dependency_failure": "run"
+                "on_dependency_failure": "run",
+                "workflow": "w-1",
+                "tags": ["eu"],
+                "meta": {"customer": "Ada"}
             }),
         )
         .await;
@@ -479,7 +482,7 @@ async fn the_job_schemas_name_every_field_of_a_job() {
     assert_eq!(
         keys(&plain.body["job"]),
         required,
-        "only `key`, `deadline`, `traceparent`, `progress` and the dependency fields may be absent"
+        "only `key`, `deadline`, `traceparent`, `progress`, `workflow` and the dependency fields may be absent"
     );
     // x2 never ran, so it has no progress report (the HTTP test of the
     // lease API shows one).

@@ -1,0 +1,22 @@
+-- The jobs carrying the tag $10 that match the other filters, oldest first
+-- (created_at, then id), one page after the job $8: a range scan of
+-- errand_job_tags for that tag, each row's job read by key, so the cost
+-- follows the jobs carrying the tag, not the table. $1 state, $2 queue,
+-- $3 kind, $4 error text, $5 since, $6 before, $7 limit, $8 the id the page
+-- starts after, $9 the workflow (NULL: any). As in list.sql, a $8 that
+-- names no job makes the page empty.
+SELECT j.* FROM __SCHEMA__.errand_job_tags t
+JOIN LATERAL (SELECT * FROM __SCHEMA__.errand_jobs WHERE id = t.job_id OFFSET 0) j ON true
+WHERE t.tag = $10::text
+  AND ($9::text IS NULL OR j.workflow = $9::text)
+  AND ($1::text IS NULL OR j.state = $1::text)
+  AND ($2::text IS NULL OR j.queue = $2::text)
+  AND ($3::text IS NULL OR j.kind = $3::text)
+  AND ($4::text IS NULL OR strpos(j.last_error, $4) > 0)
+  AND ($5::timestamptz IS NULL OR j.updated_at >= $5)
+  AND ($6::timestamptz IS NULL OR j.updated_at < $6)
+  AND (t.created_at, t.job_id) > (coalesce((SELECT created_at FROM __SCHEMA__.errand_jobs WHERE id = $8::text),
+                                           CASE WHEN $8::text IS NULL THEN '-infinity'::timestamptz END),
+                                  coalesce($8::text, ''))
+ORDER BY t.created_at, t.job_id
+LIMIT $7

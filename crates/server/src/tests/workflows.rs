@@ -1,0 +1,156 @@
+//! `GET /v1/workflows/{id}`, the workflow actions, and tags and metadata
+//! through the API.
+
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use super::Api;
+use super::openapi::{keys, property_names};
+
+async fn three_steps(api: &Api) {
+    for body in [
+        json!({"kind": "fetch", "id": "a", "workflow": "w/1", "tags": ["eu", "customer:42"], "meta": {"owner": "ada"}}),
+        json!({"kind": "parse", "id": "b", "workflow": "w/1", "depends_on": ["a"], "tags": ["eu"]}),
+        json!({"kind": "report", "id": "c", "workflow": "w/1", "depends_on": ["a", "b"]}),
+        json!({"kind": "other", "id": "d", "tags": ["eu"]}),
+    ] {
+        let r = api.post("/v1/jobs", &body).await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    }
+}
+
+fn ids(jobs: &Value) -> Vec<&str> {
+    jobs.as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_str().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_workflow_shows_its_steps_with_their_dependencies_and_counts() {
+    let api = Api::new();
+    three_steps(&api).await;
+    let r = api.get("/v1/workflows/w%2F1").await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.body["id"], "w/1");
+    assert_eq!(r.body["total"], 3);
+    assert_eq!(
+        r.body["states"],
+        json!([{"state": "blocked", "count": 2}, {"state": "ready", "count": 1}])
+    );
+    assert_eq!(ids(&r.body["steps"]), ["a", "b", "c"]);
+    assert_eq!(r.body["steps"][2]["depends_on"], json!(["a", "b"]));
+    assert_eq!(r.body["steps"][0]["depends_on"], json!([]));
+    assert_eq!(r.body["steps"][0]["meta"], json!({"owner": "ada"}));
+    let doc: Value = serde_json::from_str(crate::routes::OPENAPI).unwrap();
+    let mut documented = property_names(&doc, "Workflow");
+    documented.remove("next_after");
+    assert_eq!(keys(&r.body), documented, "the last page has no next_after");
+    // A page of one step names where the next starts.
+    let page = api.get("/v1/workflows/w%2F1?limit=1").await;
+    assert_eq!(ids(&page.body["steps"]), ["a"]);
+    assert_eq!(page.body["next_after"], "a");
+    assert_eq!(keys(&page.body), property_names(&doc, "Workflow"));
+    let next = api.get("/v1/workflows/w%2F1?limit=1&after=a").await;
+    assert_eq!(ids(&next.body["steps"]), ["b"]);
+    // The step schema is the job's plus its dependencies (c has no
+    // dependents and never ran).
+    let mut step = property_names(&doc, "WorkflowStep");
+    step.retain(|p| p != "has_dependents" && p != "progress" && p != "key");
+    step.retain(|p| p != "deadline" && p != "traceparent");
+    assert_eq!(keys(&r.body["steps"][2]), step);
+    api.get("/v1/workflows/nope")
+        .await
+        .problem(StatusCode::NOT_FOUND, "not_found");
+    api.get("/v1/workflows/a%20b")
+        .await
+        .problem(StatusCode::BAD_REQUEST, "invalid");
+}
+
+#[tokio::test]
+async fn cancelling_a_workflow_cancels_its_unfinished_steps_audited() {
+    let api = Api::new();
+    three_steps(&api).await;
+    let r = api
+        .post(
+            "/v1/workflows/w%2F1/cancel",
+            &json!({"operator": "alice", "reason": "order withdrawn"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.body["workflow"], "w/1");
+    let mut changed = ids(&r.body["jobs"]);
+    changed.sort_unstable();
+    assert_eq!(changed, ["a", "b", "c"]);
+    let doc: Value = serde_json::from_str(crate::routes::OPENAPI).unwrap();
+    assert_eq!(keys(&r.body), property_names(&doc, "WorkflowActed"));
+    let view = api.get("/v1/workflows/w%2F1").await;
+    assert_eq!(
+        view.body["states"],
+        json!([{"state": "cancelled", "count": 3}])
+    );
+    // The job outside the workflow is untouched.
+    assert_eq!(api.get("/v1/jobs/d").await.body["state"], "ready");
+    let audit = api.get("/v1/audit?job=c").await;
+    assert_eq!(
+        audit.body["entries"][0]["action"], "cancel",
+        "{}",
+        audit.body
+    );
+    assert_eq!(
+        audit.body["entries"][0]["reason"],
+        "cancel workflow w/1: order withdrawn"
+    );
+    assert_eq!(audit.body["entries"][0]["operator"], "alice");
+    // Again: nothing is left to cancel.
+    let again = api
+        .post("/v1/workflows/w%2F1/cancel", &json!({"operator": "alice"}))
+        .await;
+    assert_eq!(again.body["jobs"], json!([]));
+    api.post("/v1/workflows/w%2F1/cancel", &json!({"operator": ""}))
+        .await
+        .problem(StatusCode::BAD_REQUEST, "invalid");
+    api.post("/v1/workflows/nope/replay", &json!({"operator": "alice"}))
+        .await
+        .problem(StatusCode::NOT_FOUND, "not_found");
+}
+
+#[tokio::test]
+async fn jobs_are_listed_by_tag_and_by_workflow() {
+    let api = Api::new();
+    three_steps(&api).await;
+    let eu = api.get("/v1/jobs?tag=eu").await;
+    assert_eq!(ids(&eu.body["jobs"]), ["a", "b", "d"], "{}", eu.body);
+    let customer = api.get("/v1/jobs?tag=customer:42").await;
+    assert_eq!(ids(&customer.body["jobs"]), ["a"]);
+    assert_eq!(
+        customer.body["jobs"][0]["tags"],
+        json!(["eu", "customer:42"])
+    );
+    let blocked = api.get("/v1/jobs?workflow=w/1&state=blocked").await;
+    assert_eq!(ids(&blocked.body["jobs"]), ["b", "c"]);
+    let both = api.get("/v1/jobs?workflow=w/1&tag=eu&limit=1").await;
+    assert_eq!(ids(&both.body["jobs"]), ["a"]);
+    assert_eq!(both.body["next"], "a");
+    let rest = api.get("/v1/jobs?workflow=w/1&tag=eu&after=a").await;
+    assert_eq!(ids(&rest.body["jobs"]), ["b"]);
+    api.get("/v1/jobs?tag=a%20b")
+        .await
+        .problem(StatusCode::BAD_REQUEST, "invalid");
+    // Refused labels write nothing.
+    let before = api.count().await;
+    api.post("/v1/jobs", &json!({"kind": "k", "tags": ["x", "x"]}))
+        .await
+        .problem(StatusCode::BAD_REQUEST, "invalid");
+    api.post("/v1/jobs", &json!({"kind": "k", "meta": {"bad key": "v"}}))
+        .await
+        .problem(StatusCode::BAD_REQUEST, "invalid");
+    api.post("/v1/jobs", &json!({"kind": "k", "meta": {"k": 1}}))
+        .await
+        .problem(StatusCode::BAD_REQUEST, "malformed_json");
+    api.post("/v1/jobs", &json!({"kind": "k", "workflow": ""}))
+        .await
+        .problem(StatusCode::BAD_REQUEST, "invalid");
+    assert_eq!(api.count().await, before);
+}

@@ -1,0 +1,19 @@
+-- The jobs carrying the tag :tag that match the other filters, oldest
+-- first (created_at, then id), one page after the job :after: a range scan
+-- of errand_job_tags for that tag, each row's job read by key, so the cost
+-- follows the jobs carrying the tag, not the table. As in list.sql, an
+-- :after that names no job makes the page empty.
+SELECT j.* FROM errand_job_tags t CROSS JOIN errand_jobs j ON j.id = t.job_id
+WHERE t.tag = :tag
+  AND (:workflow IS NULL OR j.workflow = :workflow)
+  AND (:state IS NULL OR j.state = :state)
+  AND (:queue IS NULL OR j.queue = :queue)
+  AND (:kind IS NULL OR j.kind = :kind)
+  AND (:error IS NULL OR instr(j.last_error, :error) > 0)
+  AND (:since IS NULL OR j.updated_at >= :since)
+  AND (:before IS NULL OR j.updated_at < :before)
+  AND (t.created_at, t.job_id) > (coalesce((SELECT created_at FROM errand_jobs WHERE id = :after),
+                                     CASE WHEN :after IS NULL THEN -9223372036854775808 END),
+                            coalesce(:after, ''))
+ORDER BY t.created_at, t.job_id
+LIMIT :limit
