@@ -2048,3 +2048,152 @@ fn work_once_reports_each_run_and_the_counts_add_up() {
     let s = json(&errand(&d.path, &["stats", "--json"]));
     assert_eq!(s["workers"].as_array().unwrap().len(), 2);
 }
+
+/// `errand workflow show|cancel|replay`, and the labels `enqueue` takes
+/// and `jobs` filters by.
+#[test]
+fn workflows_are_shown_replayed_and_cancelled_and_tags_filter_jobs() {
+    let d = db();
+    let enq = |args: &[&str]| {
+        let mut all = vec!["enqueue", "--kind", "k", "--json"];
+        all.extend_from_slice(args);
+        json(&errand(&d.path, &all))
+    };
+    let first = enq(&[
+        "--id",
+        "s1",
+        "--queue",
+        "wf",
+        "--max-attempts",
+        "1",
+        "--workflow",
+        "order-7",
+        "--tag",
+        "eu",
+        "--tag",
+        "customer:42",
+        "--meta",
+        "owner=Ada Lovelace",
+        "--meta",
+        "ticket=T=1",
+    ]);
+    assert_eq!(first["workflow"], "order-7");
+    assert_eq!(first["tags"], serde_json::json!(["eu", "customer:42"]));
+    assert_eq!(
+        first["meta"],
+        serde_json::json!({"owner": "Ada Lovelace", "ticket": "T=1"})
+    );
+    enq(&[
+        "--id",
+        "s2",
+        "--workflow",
+        "order-7",
+        "--depends-on",
+        "s1",
+        "--tag",
+        "eu",
+    ]);
+    enq(&["--id", "other", "--tag", "eu"]);
+
+    let show = stdout(&errand(&d.path, &["workflow", "show", "order-7"]));
+    assert!(
+        show.starts_with("workflow order-7: 2 step(s), unfinished (blocked 1, ready 1)"),
+        "{show}"
+    );
+    assert!(
+        show.lines()
+            .any(|l| l.starts_with("s2 ") && l.ends_with(" s1")),
+        "{show}"
+    );
+    let view = json(&errand(&d.path, &["workflow", "show", "order-7", "--json"]));
+    assert_eq!(view["steps"][1]["depends_on"], serde_json::json!(["s1"]));
+    let detail = stdout(&errand(&d.path, &["show", "s1"]));
+    for line in [
+        "workflow:     order-7",
+        "tags:         eu, customer:42",
+        "meta:         owner=Ada Lovelace",
+    ] {
+        assert!(detail.contains(line), "{line} in {detail}");
+    }
+
+    let eu = json(&errand(&d.path, &["jobs", "--tag", "eu", "--json"]));
+    let ids: Vec<&str> = eu
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["s1", "s2", "other"]);
+    let blocked = json(&errand(
+        &d.path,
+        &[
+            "jobs",
+            "--workflow",
+            "order-7",
+            "--state",
+            "blocked",
+            "--json",
+        ],
+    ));
+    assert_eq!(blocked.as_array().unwrap().len(), 1);
+    assert_eq!(blocked[0]["id"], "s2");
+
+    // s1 dies; replaying the workflow replays it, and the audit says why.
+    let r = json(&errand(
+        &d.path,
+        &[
+            "work", "--once", "--queue", "wf", "--exec", "exit 65", "--json",
+        ],
+    ));
+    assert_eq!(r["outcome"], "dead");
+    let replayed = json(&errand(
+        &d.path,
+        &[
+            "workflow", "replay", "order-7", "--by", "ops", "--reason", "fixed", "--json",
+        ],
+    ));
+    assert_eq!(replayed["jobs"][0]["id"], "s1");
+    assert_eq!(job(&d.path, "s1")["state"], "ready");
+    let cancelled = stdout(&errand(
+        &d.path,
+        &[
+            "workflow",
+            "cancel",
+            "order-7",
+            "--by",
+            "ops",
+            "--reason",
+            "withdrawn",
+        ],
+    ));
+    assert!(
+        cancelled.starts_with("cancelled 2 step(s) of workflow order-7"),
+        "{cancelled}"
+    );
+    let audit = stdout(&errand(&d.path, &["audit", "--job", "s2"]));
+    assert!(
+        audit.contains("cancel workflow order-7: withdrawn"),
+        "{audit}"
+    );
+    assert_eq!(job(&d.path, "other")["state"], "ready");
+
+    // Refusals say what is wrong and change nothing.
+    let missing = errand(&d.path, &["workflow", "show", "nope"]);
+    assert_eq!(missing.status.code(), Some(3), "{}", stderr(&missing));
+    assert!(
+        stderr(&missing).contains("no workflow with id `nope`"),
+        "{}",
+        stderr(&missing)
+    );
+    for bad in [
+        vec!["enqueue", "--kind", "k", "--meta", "novalue"],
+        vec!["enqueue", "--kind", "k", "--meta", "a=1", "--meta", "a=2"],
+        vec!["enqueue", "--kind", "k", "--tag", "has space"],
+        vec!["jobs", "--tag", "has space"],
+    ] {
+        let o = errand(&d.path, &bad);
+        assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", stderr(&o));
+    }
+    let all = json(&errand(&d.path, &["jobs", "--json"]));
+    assert_eq!(all.as_array().unwrap().len(), 3);
+}

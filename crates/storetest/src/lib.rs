@@ -23,6 +23,7 @@ pub mod hostile;
 pub mod keys;
 pub mod model;
 pub mod rates;
+pub mod workflows;
 
 pub use proptest;
 pub use tokio;
@@ -138,6 +139,11 @@ macro_rules! conformance_tests {
             failures_recorded_together_release_the_dependents_of_the_dead,
             a_pruned_dependency_still_reads_as_it_ended,
             an_output_is_kept_with_its_job_and_read_by_its_dependents,
+        );
+        $crate::conformance_tests!(@in workflows $make;
+            a_workflow_is_enqueued_whole_and_shown_step_by_step,
+            cancelling_or_replaying_a_workflow_acts_on_its_steps_with_audit,
+            tags_find_their_jobs_and_go_with_them,
         );
         $crate::conformance_tests!(@in keys $make;
             a_job_keeps_its_concurrency_key,
