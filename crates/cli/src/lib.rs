@@ -78,7 +78,7 @@ enum Command {
     /// Create or upgrade the schema; safe to run repeatedly.
     Migrate(JsonFlag),
     /// Insert a job (an existing --id returns that job and creates nothing).
-    Enqueue(EnqueueArgs),
+    Enqueue(Box<EnqueueArgs>),
     /// List jobs, oldest first.
     Jobs(JobsArgs),
     /// Show one job with its attempt history and audit entries.
@@ -287,6 +287,30 @@ struct EnqueueArgs {
     /// Metadata shown with the job, as KEY=VALUE (repeatable, at most 32).
     #[arg(long = "meta", value_name = "KEY=VALUE")]
     meta: Vec<String>,
+    /// Unique for this period (e.g. 10m): while a job with the same key
+    /// (--unique-key) created within it is stored, this enqueue returns it
+    /// and creates nothing.
+    #[arg(long, value_parser = parse_duration, conflicts_with_all = ["unique_while", "debounce"])]
+    unique_for: Option<Duration>,
+    /// Unique while a job with the same key is in one of these states
+    /// (comma-separated, e.g. ready,running): this enqueue then returns it
+    /// and creates nothing.
+    #[arg(
+        long,
+        value_name = "STATES",
+        value_delimiter = ',',
+        conflicts_with = "debounce"
+    )]
+    unique_while: Vec<String>,
+    /// Debounce (e.g. 30s): while a job with the same key waits to start,
+    /// push it to run this long from now with this payload instead of
+    /// adding a second; otherwise enqueue it, due after the delay.
+    #[arg(long, value_parser = parse_duration, conflicts_with_all = ["delay", "run_at"])]
+    debounce: Option<Duration>,
+    /// The key --unique-for, --unique-while and --debounce judge by
+    /// (default: the kind and a hash of the canonical payload).
+    #[arg(long)]
+    unique_key: Option<String>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -614,7 +638,7 @@ async fn run(cli: Cli, hooks: Hooks) -> Result<ExitCode, Failure> {
     let admin = errand::Admin::new(store.clone());
     match cli.command {
         Command::Migrate(_) => Ok(ExitCode::SUCCESS),
-        Command::Enqueue(args) => enqueue(store, args).await,
+        Command::Enqueue(args) => enqueue(store, *args).await,
         Command::Jobs(args) => jobs(&admin, args).await,
         Command::Show(args) => show(&admin, args).await,
         Command::Replay(args) => replay(&admin, args).await,
@@ -671,6 +695,10 @@ async fn enqueue(store: Arc<dyn Store>, a: EnqueueArgs) -> Result<ExitCode, Fail
         workflow: a.workflow,
         tags: a.tags,
         meta: meta_pairs(&a.meta)?,
+        unique_for: a.unique_for,
+        unique_while: a.unique_while,
+        debounce: a.debounce,
+        unique_key: a.unique_key,
     }
     .build()?;
     let inserted = errand::Client::new(store).enqueue(job).await?;

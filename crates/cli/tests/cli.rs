@@ -2197,3 +2197,86 @@ fn workflows_are_shown_replayed_and_cancelled_and_tags_filter_jobs() {
     let all = json(&errand(&d.path, &["jobs", "--json"]));
     assert_eq!(all.as_array().unwrap().len(), 3);
 }
+
+/// Twenty `errand enqueue --unique-for` processes started at once on one
+/// key create one job on SQLite; `--debounce` pushes its waiting twin.
+#[test]
+fn twenty_concurrent_unique_enqueuers_create_one_job_and_debounce_pushes() {
+    let d = db();
+    let children: Vec<std::process::Child> = (0..20)
+        .map(|_| {
+            Command::new(env!("CARGO_BIN_EXE_errand"))
+                .arg("--db")
+                .arg(&d.path)
+                .args(["enqueue", "--kind", "sync", "--payload", r#"{"account":9}"#])
+                .args(["--unique-for", "1h", "--json"])
+                .env_remove("ERRAND_DB")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn errand")
+        })
+        .collect();
+    let mut created = 0;
+    let mut ids = std::collections::BTreeSet::new();
+    for child in children {
+        let v = json(&child.wait_with_output().expect("wait"));
+        created += usize::from(v["created"] == true);
+        ids.insert(v["id"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(created, 1, "exactly one process created the job");
+    assert_eq!(ids.len(), 1, "every process answered with that job");
+
+    let bounce = |v: &str| {
+        json(&errand(
+            &d.path,
+            &[
+                "enqueue",
+                "--kind",
+                "reindex",
+                "--payload",
+                v,
+                "--debounce",
+                "1h",
+                "--unique-key",
+                "user:7",
+                "--json",
+            ],
+        ))
+    };
+    let first = bounce(r#"{"v":1}"#);
+    let second = bounce(r#"{"v":2}"#);
+    assert_eq!(
+        (first["created"].as_bool(), second["created"].as_bool()),
+        (Some(true), Some(false))
+    );
+    assert_eq!(second["id"], first["id"]);
+    assert_eq!(second["payload"], serde_json::json!({"v": 2}));
+    let all = json(&errand(&d.path, &["jobs", "--json"]));
+    assert_eq!(all.as_array().unwrap().len(), 2);
+    for bad in [
+        vec!["enqueue", "--kind", "k", "--unique-key", "x"],
+        vec![
+            "enqueue",
+            "--kind",
+            "k",
+            "--unique-for",
+            "1h",
+            "--debounce",
+            "1s",
+        ],
+        vec![
+            "enqueue",
+            "--kind",
+            "k",
+            "--debounce",
+            "1s",
+            "--delay",
+            "1s",
+        ],
+        vec!["enqueue", "--kind", "k", "--unique-while", "ready,nowhere"],
+    ] {
+        let o = errand(&d.path, &bad);
+        assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", stderr(&o));
+    }
+}

@@ -356,3 +356,43 @@ fn pause_purge_and_stats_check_work_on_postgres() {
     let out = s.errand(&["stats", "--check", "--max-dead", "0"]);
     assert_eq!(out.status.code(), Some(0), "{}", out_of(&out));
 }
+
+/// Twenty `errand enqueue --unique-for` processes started at once on one
+/// key create one job; each prints it (created once, existing 19 times).
+#[test]
+fn twenty_concurrent_unique_enqueuers_create_one_job_on_postgres() {
+    if url().is_none() {
+        return;
+    }
+    let s = Schema::new("unique20");
+    assert!(s.errand(&["migrate"]).status.success());
+    let children: Vec<std::process::Child> = (0..20)
+        .map(|_| {
+            Command::new(env!("CARGO_BIN_EXE_errand"))
+                .args(["--db", &s.0.url, "--schema", &s.0.name])
+                .args(["enqueue", "--kind", "sync", "--payload", r#"{"account":9}"#])
+                .args(["--unique-for", "1h", "--json"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn errand")
+        })
+        .collect();
+    let mut created = 0;
+    let mut ids = std::collections::BTreeSet::new();
+    for child in children {
+        let out = child.wait_with_output().expect("wait");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).expect("JSON output");
+        created += usize::from(v["created"] == true);
+        ids.insert(v["id"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(created, 1, "exactly one process created the job");
+    assert_eq!(ids.len(), 1, "every process answered with that job");
+    let jobs = s.json(&["jobs", "--json"]);
+    assert_eq!(jobs.as_array().unwrap().len(), 1);
+}

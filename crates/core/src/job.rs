@@ -647,6 +647,10 @@ pub struct NewJob {
     pub tags: Vec<String>,
     /// Metadata shown with it: short text values by key.
     pub meta: Meta,
+    /// Whether a recent or live job with the same key stands in for it
+    /// ([`NewJob::unique_for`], [`NewJob::unique_while`],
+    /// [`NewJob::debounce`]).
+    pub unique: Option<crate::unique::Unique>,
 }
 
 impl NewJob {
@@ -670,6 +674,7 @@ impl NewJob {
             workflow: None,
             tags: Vec::new(),
             meta: Meta::new(),
+            unique: None,
         })
     }
 
@@ -817,6 +822,7 @@ impl NewJob {
             workflow: job.workflow.clone(),
             tags: job.tags.clone(),
             meta: job.meta.clone(),
+            unique: None,
         };
         copy.validate()?;
         Ok(copy)
@@ -857,6 +863,7 @@ impl NewJob {
         }
         crate::labels::check_tags(&self.tags)?;
         crate::labels::check_meta(&self.meta)?;
+        self.check_unique()?;
         crate::deps::check_one(self)
     }
 }
@@ -864,7 +871,7 @@ impl NewJob {
 /// The columns of the job table that make a [`Job`] (with `lease_token`),
 /// in the order of SQLite's table, which reads them by position; the
 /// PostgreSQL store looks each up by name.
-pub const JOB_COLUMNS: [&str; 34] = [
+pub const JOB_COLUMNS: [&str; 35] = [
     "id",
     "queue",
     "kind",
@@ -899,6 +906,7 @@ pub const JOB_COLUMNS: [&str; 34] = [
     "workflow",
     "tags",
     "meta",
+    "unique_key",
 ];
 
 /// A W3C trace context (`traceparent` header, version 00):
@@ -1048,6 +1056,9 @@ pub struct Job {
     pub tags: Vec<String>,
     /// Its metadata, by key.
     pub meta: Meta,
+    /// The key it was made unique or debounced by, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unique_key: Option<String>,
 }
 
 /// How far an attempt has got, as its handler reported it.

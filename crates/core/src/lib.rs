@@ -42,6 +42,7 @@ mod retry;
 mod schema;
 mod step;
 mod store;
+mod unique;
 mod workflow;
 
 pub use admin::{
@@ -79,6 +80,7 @@ pub use store::{
     Inserted, JobFilter, JobStore, Notifier, PageBudget, RateBucket, RateLimit, Reschedule,
     RetryAt, Store, SweepReport, WorkSignal, check_recorded_text, listed_bytes,
 };
+pub use unique::{MAX_UNIQUE_KEY_BYTES, Unique, UniqueProbe, UniqueRule, check_unique_batch};
 pub use workflow::{
     StateCount, Workflow, WorkflowActed, WorkflowAction, WorkflowStep, WorkflowView,
 };

@@ -14,6 +14,12 @@
 //!   purge, reschedule, pause and resume — with one set of rules and
 //!   audit entries, whichever surface (CLI, HTTP API, dashboard, an
 //!   application) asks.
+//! * [`Workflow`] builds a graph of jobs under one id, enqueued whole by
+//!   [`Client::enqueue_workflow`]; [`Admin::workflow`] shows it, and
+//!   [`Admin::cancel_workflow`] and [`Admin::replay_workflow`] act on all
+//!   its steps. Jobs also carry tags and metadata ([`NewJob::with_tag`],
+//!   [`NewJob::with_meta`]) and may be unique or debounced
+//!   ([`NewJob::unique_for`], [`NewJob::unique_while`], [`NewJob::debounce`]).
 //! * [`Client`] enqueues jobs; `enqueue_in(&tx, job)` — the same call on
 //!   `SqliteStore` and `PgStore` — enqueues inside a transaction the
 //!   application already has open (the outbox pattern), and

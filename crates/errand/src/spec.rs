@@ -63,6 +63,18 @@ pub struct JobSpec {
     pub tags: Vec<String>,
     /// Metadata: short text values by key (at most 32).
     pub meta: errand_core::Meta,
+    /// Unique for this period: a job with the same key created within it
+    /// stands in for this one.
+    pub unique_for: Option<Duration>,
+    /// Unique while a job with the same key is in one of these states
+    /// (`ready`, `running`, …).
+    pub unique_while: Vec<String>,
+    /// Debounced: a waiting job with the same key is pushed to run this
+    /// long from now, with this payload, instead of a second being added.
+    pub debounce: Option<Duration>,
+    /// The key `unique_for`, `unique_while` or `debounce` judge by
+    /// (default: the kind and a hash of the canonical payload).
+    pub unique_key: Option<String>,
 }
 
 impl JobSpec {
@@ -163,6 +175,43 @@ impl JobSpec {
         // As given, so that `validate` refuses a repeated tag by name.
         job.tags = self.tags;
         job.meta = self.meta;
+        let rules = usize::from(self.unique_for.is_some())
+            + usize::from(!self.unique_while.is_empty())
+            + usize::from(self.debounce.is_some());
+        if rules > 1 {
+            return Err(Error::invalid(
+                "give one of unique for, unique while and debounce, not more",
+            ));
+        }
+        if let Some(d) = self.unique_for {
+            job = job.unique_for(d);
+        }
+        if !self.unique_while.is_empty() {
+            let states = self
+                .unique_while
+                .iter()
+                .map(|s| s.trim().parse::<errand_core::JobState>())
+                .collect::<Result<Vec<_>>>()?;
+            job = job.unique_while(&states);
+        }
+        if let Some(d) = self.debounce {
+            if job.schedule != Schedule::Now {
+                return Err(Error::invalid(
+                    "a debounced job is due after its debounce delay: give no delay or run-at \
+                     time with it",
+                ));
+            }
+            job = job.debounce(d);
+        }
+        if let Some(key) = self.unique_key {
+            if rules == 0 {
+                return Err(Error::invalid(
+                    "a unique key applies to a unique or debounced job: give unique for, unique \
+                     while or debounce too",
+                ));
+            }
+            job = job.with_unique_key(&key);
+        }
         job.validate()?;
         Ok(job)
     }

@@ -180,6 +180,7 @@ impl TestQueue {
             workflow: None,
             tags: Vec::new(),
             meta: errand_core::Meta::new(),
+            unique_key: None,
         };
         let lease = Lease {
             id,

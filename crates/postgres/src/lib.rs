@@ -116,8 +116,8 @@ const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../migrations/V15__progress.sql"),
     ),
     (
-        "V16__workflows_tags_and_metadata",
-        include_str!("../migrations/V16__workflows_tags_and_metadata.sql"),
+        "V16__workflows_tags_metadata_and_unique_keys",
+        include_str!("../migrations/V16__workflows_tags_metadata_and_unique_keys.sql"),
     ),
 ];
 
@@ -630,7 +630,8 @@ async fn connect_direct(
 impl JobStore for PgStore {
     async fn insert(&self, job: NewJob) -> Result<Inserted> {
         let _written = self.touched();
-        if !job.depends_on.is_empty() {
+        // Dependencies and uniqueness are judged inside a transaction.
+        if !job.depends_on.is_empty() || job.unique.is_some() {
             return self
                 .insert_linked(std::slice::from_ref(&job))
                 .await?
@@ -643,7 +644,10 @@ impl JobStore for PgStore {
 
     async fn insert_many(&self, jobs: Vec<NewJob>) -> Result<Vec<Inserted>> {
         let _written = self.touched();
-        if jobs.iter().any(|j| !j.depends_on.is_empty()) {
+        if jobs
+            .iter()
+            .any(|j| !j.depends_on.is_empty() || j.unique.is_some())
+        {
             return self.insert_linked(&jobs).await;
         }
         let client = self.client().await?;

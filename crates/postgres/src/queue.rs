@@ -50,6 +50,9 @@ pub struct Queries {
     pub(crate) list_tag: String,
     pub(crate) workflow_counts: String,
     pub(crate) dependency_edges: String,
+    pub(crate) find_unique: String,
+    pub(crate) debounce: String,
+    pub(crate) unique_lock: String,
     pub(crate) prune: String,
     pub(crate) take_tokens: String,
     pub(crate) give_back_tokens: String,
@@ -100,6 +103,9 @@ impl Queries {
             list_tag: q(include_str!("../queries/list_tag.sql")),
             workflow_counts: q(include_str!("../queries/workflow_counts.sql")),
             dependency_edges: q(include_str!("../queries/dependency_edges.sql")),
+            find_unique: q(include_str!("../queries/find_unique.sql")),
+            debounce: q(include_str!("../queries/debounce.sql")),
+            unique_lock: q(include_str!("../queries/unique_lock.sql")),
             prune: q(include_str!("../queries/prune.sql")),
             take_tokens: q(include_str!("../queries/take_tokens.sql")),
             give_back_tokens: q(include_str!("../queries/give_back_tokens.sql")),
@@ -149,6 +155,9 @@ impl Queries {
             ("list_tag", &self.list_tag),
             ("workflow_counts", &self.workflow_counts),
             ("dependency_edges", &self.dependency_edges),
+            ("find_unique", &self.find_unique),
+            ("debounce", &self.debounce),
+            ("unique_lock", &self.unique_lock),
             ("prune", &self.prune),
             ("take_tokens", &self.take_tokens),
             ("give_back_tokens", &self.give_back_tokens),
@@ -285,6 +294,7 @@ fn job_at(row: &Row, cols: &JobCols) -> Result<Job> {
         workflow,
         tags,
         meta,
+        unique_key,
     ] = cols.0;
     let get_ts = |i: usize| -> Result<Timestamp> {
         row.try_get::<_, OffsetDateTime>(i)
@@ -378,6 +388,7 @@ fn job_at(row: &Row, cols: &JobCols) -> Result<Job> {
                 .as_ref()
                 .map(|t| t.0.as_str()),
         ),
+        unique_key: row.try_get(unique_key).map_err(map_err)?,
     })
 }
 
@@ -528,6 +539,9 @@ pub(crate) async fn insert<C: Conn>(
             .ok_or_else(|| Error::storage("inserting one job answered with none"));
     }
     job.validate()?;
+    if let Some(found) = stand_in(client, q, now, job).await? {
+        return Ok(found);
+    }
     let id = job.id.clone().unwrap_or_else(JobId::generate);
     let (at, delay): (Option<OffsetDateTime>, i64) = match job.schedule {
         Schedule::Now => (None, 0),
@@ -561,6 +575,7 @@ pub(crate) async fn insert<C: Conn>(
             &job.traceparent.as_ref().map(TraceParent::as_str),
             &job.workflow.as_ref().map(WorkflowId::as_str),
             &errand_core::meta_to_stored(&job.meta),
+            &job.unique_key(),
         ],
     )
     .await?;
@@ -737,6 +752,83 @@ fn nulls_as_none<T>(values: Vec<Option<T>>) -> Option<Vec<Option<T>>> {
     values.iter().any(Option::is_some).then_some(values)
 }
 
+/// The job that stands in for a unique or debounced `job`, if one does (a
+/// debounced twin is pushed later and takes `job`'s payload first). Takes
+/// the key's advisory lock for the rest of the transaction `client` must
+/// hold, so enqueues of one key look and insert one after another.
+async fn stand_in<C: Conn>(
+    client: &C,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    job: &NewJob,
+) -> Result<Option<Inserted>> {
+    let at = now.map_or_else(Timestamp::now, from_odt);
+    let Some(probe) = job.unique_probe(at) else {
+        return Ok(None);
+    };
+    if let Err(e) = client.rows("SAVEPOINT errand_unique", &[]).await {
+        return Err(
+            if e.code() == Some(&tokio_postgres::error::SqlState::NO_ACTIVE_SQL_TRANSACTION) {
+                Error::invalid(
+                    "a unique or debounced job must be enqueued inside a transaction: open one \
+                     on the connection and commit it after the call",
+                )
+            } else {
+                map_err(e)
+            },
+        );
+    }
+    client
+        .rows("RELEASE SAVEPOINT errand_unique", &[])
+        .await
+        .map_err(map_err)?;
+    query(client, &q.unique_lock, &[&probe.key]).await?;
+    let states: Option<Vec<&str>> =
+        (!probe.states.is_empty()).then(|| probe.states.iter().map(|s| s.as_str()).collect());
+    let found = query_opt(
+        client,
+        &q.find_unique,
+        &[
+            &probe.key,
+            &probe.created_after.map(to_odt),
+            &states,
+            &probe.unstarted,
+        ],
+    )
+    .await?;
+    let Some(found) = found else {
+        return Ok(None);
+    };
+    let found = job_from_row(&found)?;
+    let Some(push_to) = probe.push_to else {
+        return Ok(Some(Inserted {
+            job: found,
+            created: false,
+        }));
+    };
+    let pushed = query_opt(
+        client,
+        &q.debounce,
+        &[
+            &found.id.as_str(),
+            &to_odt(push_to),
+            &job.payload.as_str(),
+            &now,
+        ],
+    )
+    .await?
+    .ok_or_else(|| {
+        Error::Busy(format!(
+            "job {} started while it was being debounced; enqueue again",
+            found.id
+        ))
+    })?;
+    Ok(Some(Inserted {
+        job: job_from_row(&pushed)?,
+        created: false,
+    }))
+}
+
 /// Inserts many jobs in one statement; existing ids are returned as they
 /// are, with `created: false`. Results follow the input order.
 pub(crate) async fn insert_many<C: Conn>(
@@ -770,6 +862,14 @@ pub(crate) async fn insert_many<C: Conn>(
     let mut workflows: Vec<Option<&str>> = Vec::with_capacity(n);
     let mut tags: Vec<Option<String>> = Vec::with_capacity(n);
     let mut metas: Vec<Option<String>> = Vec::with_capacity(n);
+    let mut unique_keys: Vec<Option<String>> = Vec::with_capacity(n);
+    if let [job] = jobs {
+        job.validate()?;
+        if let Some(found) = stand_in(client, q, now, job).await? {
+            return Ok(vec![found]);
+        }
+    }
+    errand_core::check_unique_batch(jobs)?;
     for job in jobs {
         job.validate()?;
         ids.push(job.id.clone().unwrap_or_else(JobId::generate).to_string());
@@ -804,6 +904,7 @@ pub(crate) async fn insert_many<C: Conn>(
         workflows.push(job.workflow.as_ref().map(WorkflowId::as_str));
         tags.push(errand_core::tags_to_stored(&job.tags));
         metas.push(errand_core::meta_to_stored(&job.meta));
+        unique_keys.push(job.unique_key());
     }
     let created: Vec<Job> = query(
         client,
@@ -830,6 +931,7 @@ pub(crate) async fn insert_many<C: Conn>(
             &nulls_as_none(workflows),
             &nulls_as_none(tags),
             &nulls_as_none(metas),
+            &nulls_as_none(unique_keys),
         ],
     )
     .await

@@ -58,6 +58,12 @@ pub async fn enqueue_in(
              PgStore::enqueue_in on a tokio-postgres transaction, or through the store",
         ));
     }
+    if job.unique.is_some() {
+        return Err(Error::invalid(
+            "this adapter does not enqueue unique or debounced jobs yet: enqueue them with \
+             PgStore::enqueue_in on a tokio-postgres transaction, or through the store",
+        ));
+    }
     if !job.tags.is_empty() {
         return Err(Error::invalid(
             "this adapter does not enqueue jobs with tags yet: enqueue them with \
@@ -103,6 +109,7 @@ pub async fn enqueue_in(
         )
         .bind(job.workflow.as_ref().map(errand_core::WorkflowId::as_str))
         .bind(errand_core::meta_to_stored(&job.meta))
+        .bind(None::<String>)
         .fetch_optional(&mut *conn)
         .await
         .map_err(map_sqlx)?;

@@ -194,6 +194,11 @@ struct EnqueueBody {
     tags: Vec<String>,
     #[serde(default)]
     meta: errand::core::Meta,
+    unique_for: Option<String>,
+    #[serde(default)]
+    unique_while: Vec<String>,
+    debounce: Option<String>,
+    unique_key: Option<String>,
 }
 
 const ENQUEUE_EXAMPLE: &str =
@@ -244,6 +249,10 @@ async fn enqueue(State(app): State<App>, headers: HeaderMap, body: Body) -> Answ
         workflow: req.workflow,
         tags: req.tags,
         meta: req.meta,
+        unique_for: duration_field("unique_for", req.unique_for)?,
+        unique_while: req.unique_while,
+        debounce: duration_field("debounce", req.debounce)?,
+        unique_key: req.unique_key,
     };
     let job = spec.build_limited(app.max_payload)?;
     let inserted = app.client.enqueue(job).await?;

@@ -59,6 +59,8 @@ const LIST_TAG: &str = include_str!("../queries/list_tag.sql");
 const WORKFLOW_COUNTS: &str = include_str!("../queries/workflow_counts.sql");
 const DEPENDENCY_EDGES: &str = include_str!("../queries/dependency_edges.sql");
 const INSERT_TAGS: &str = include_str!("../queries/insert_tags.sql");
+const FIND_UNIQUE: &str = include_str!("../queries/find_unique.sql");
+const DEBOUNCE: &str = include_str!("../queries/debounce.sql");
 const PRUNE: &str = include_str!("../queries/prune.sql");
 const MARK_PRUNED_EDGES: &str = include_str!("../queries/mark_pruned_edges.sql");
 const TAKE_TOKENS: &str = include_str!("../queries/take_tokens.sql");
@@ -150,6 +152,7 @@ mod col {
     pub const WORKFLOW: usize = 31;
     pub const TAGS: usize = 32;
     pub const META: usize = 33;
+    pub const UNIQUE_KEY: usize = 34;
 }
 
 /// Maps a row of `errand_jobs` (`SELECT *` or `RETURNING *`) to a [`Job`].
@@ -232,6 +235,7 @@ pub(crate) fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Job> {
             .map_err(|e| conversion(col::WORKFLOW, e.to_string()))?,
         tags: errand_core::tags_from_stored(row.get::<_, Option<String>>(col::TAGS)?.as_deref()),
         meta: errand_core::meta_from_stored(row.get::<_, Option<String>>(col::META)?.as_deref()),
+        unique_key: row.get(col::UNIQUE_KEY)?,
     })
 }
 
@@ -252,6 +256,9 @@ pub fn insert(conn: &Connection, job: &NewJob, now: Timestamp) -> Result<Inserte
             .ok_or_else(|| Error::storage("inserting one job answered with none"));
     }
     job.validate()?;
+    if let Some(found) = stand_in(conn, job, now)? {
+        return Ok(found);
+    }
     let id = job.id.clone().unwrap_or_else(JobId::generate);
     let inserted = conn
         .prepare_cached(INSERT)
@@ -275,6 +282,7 @@ pub fn insert(conn: &Connection, job: &NewJob, now: Timestamp) -> Result<Inserte
                 ":traceparent": job.traceparent.as_ref().map(TraceParent::as_str),
                 ":workflow": job.workflow.as_ref().map(WorkflowId::as_str),
                 ":meta": errand_core::meta_to_stored(&job.meta),
+                ":unique_key": job.unique_key(),
             },
             job_from_row,
         )
@@ -289,12 +297,71 @@ pub fn insert(conn: &Connection, job: &NewJob, now: Timestamp) -> Result<Inserte
     }
 }
 
-/// Jobs per multi-row insert statement (20 parameters each, far under
+/// The job that stands in for a unique or debounced `job`, if one does
+/// (a debounced twin is pushed later and takes `job`'s payload first).
+/// The caller holds the write transaction, so no other enqueue of the key
+/// runs between this look and the insert that follows it.
+fn stand_in(conn: &Connection, job: &NewJob, now: Timestamp) -> Result<Option<Inserted>> {
+    let Some(probe) = job.unique_probe(now) else {
+        return Ok(None);
+    };
+    let states = if probe.states.is_empty() {
+        None
+    } else {
+        Some(json_list(
+            &probe.states.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
+        )?)
+    };
+    let found = conn
+        .prepare_cached(FIND_UNIQUE)
+        .map_err(map_err)?
+        .query_row(
+            named_params! {
+                ":key": probe.key,
+                ":after": probe.created_after.map(Timestamp::as_millis),
+                ":states": states,
+                ":unstarted": probe.unstarted,
+            },
+            job_from_row,
+        )
+        .optional()
+        .map_err(map_err)?;
+    let Some(found) = found else {
+        return Ok(None);
+    };
+    let Some(at) = probe.push_to else {
+        return Ok(Some(Inserted {
+            job: found,
+            created: false,
+        }));
+    };
+    let pushed = conn
+        .prepare_cached(DEBOUNCE)
+        .map_err(map_err)?
+        .query_row(
+            named_params! {
+                ":id": found.id.as_str(),
+                ":at": at.as_millis(),
+                ":payload": job.payload.as_str(),
+                ":now": now.as_millis(),
+            },
+            job_from_row,
+        )
+        .optional()
+        .map_err(map_err)?
+        .ok_or_else(|| Error::storage("the debounced job changed while it was pushed"))?;
+    Ok(Some(Inserted {
+        job: pushed,
+        created: false,
+    }))
+}
+
+/// Jobs per multi-row insert statement (21 parameters each, far under
 /// SQLite's 32,766).
 const INSERT_CHUNK: usize = 256;
 
 /// Parameters per job in a multi-row insert.
-const PER_JOB: usize = 20;
+const PER_JOB: usize = 21;
 
 /// The multi-row insert for `rows` jobs: `?1` is the time, then
 /// [`PER_JOB`] parameters per job (see insert_many.sql).
@@ -303,7 +370,7 @@ fn insert_many_sql(rows: usize) -> String {
     for r in 0..rows {
         let p = |k: usize| format!("?{}", 2 + r * PER_JOB + k);
         values.push(format!(
-            "({}, {}, {}, {}, {}, {}, 0, {}, 0, {}, {}, {}, ?1, ?1, {}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
+            "({}, {}, {}, {}, {}, {}, 0, {}, 0, {}, {}, {}, ?1, ?1, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
             p(0),
             p(1),
             p(2),
@@ -323,7 +390,8 @@ fn insert_many_sql(rows: usize) -> String {
             p(16),
             p(17),
             p(18),
-            p(19)
+            p(19),
+            p(20)
         ));
     }
     INSERT_MANY.replace("__VALUES__", &values.join(",\n    "))
@@ -358,6 +426,12 @@ fn insert_many_statements(
         job.validate()?;
         ids.push(job.id.clone().unwrap_or_else(JobId::generate));
     }
+    if let [job] = jobs
+        && let Some(found) = stand_in(conn, job, now)?
+    {
+        return Ok(vec![found]);
+    }
+    errand_core::check_unique_batch(jobs)?;
     errand_core::check_dependencies(jobs)?;
     let full_chunk = FULL_CHUNK_SQL.get_or_init(|| insert_many_sql(INSERT_CHUNK));
     let mut created: HashSet<String> = HashSet::with_capacity(jobs.len());
@@ -420,6 +494,7 @@ fn insert_many_statements(
             )?;
             bind(&mut stmt, 18, &errand_core::tags_to_stored(&job.tags))?;
             bind(&mut stmt, 19, &errand_core::meta_to_stored(&job.meta))?;
+            bind(&mut stmt, 20, &job.unique_key())?;
         }
         let mut rows = stmt.raw_query();
         while let Some(row) = rows.next().map_err(map_err)? {
@@ -695,6 +770,7 @@ fn new_row(job: &NewJob, id: JobId, now: Timestamp) -> Job {
         workflow: job.workflow.clone(),
         tags: job.tags.clone(),
         meta: job.meta.clone(),
+        unique_key: job.unique_key(),
     }
 }
 

@@ -23,6 +23,7 @@ pub mod hostile;
 pub mod keys;
 pub mod model;
 pub mod rates;
+pub mod unique;
 pub mod workflows;
 
 pub use proptest;
@@ -144,6 +145,13 @@ macro_rules! conformance_tests {
             a_workflow_is_enqueued_whole_and_shown_step_by_step,
             cancelling_or_replaying_a_workflow_acts_on_its_steps_with_audit,
             tags_find_their_jobs_and_go_with_them,
+        );
+        $crate::conformance_tests!(@in unique $make;
+            unique_for_returns_the_job_created_within_the_period,
+            unique_while_stands_in_only_in_the_states_named,
+            a_debounced_job_is_pushed_later_with_the_new_payload,
+            concurrent_unique_enqueues_create_one_job,
+            unique_settings_are_checked_and_refusals_write_nothing,
         );
         $crate::conformance_tests!(@in keys $make;
             a_job_keeps_its_concurrency_key,

@@ -58,7 +58,7 @@ async fn a_workflow_shows_its_steps_with_their_dependencies_and_counts() {
     // dependents and never ran).
     let mut step = property_names(&doc, "WorkflowStep");
     step.retain(|p| p != "has_dependents" && p != "progress" && p != "key");
-    step.retain(|p| p != "deadline" && p != "traceparent");
+    step.retain(|p| p != "deadline" && p != "traceparent" && p != "unique_key");
     assert_eq!(keys(&r.body["steps"][2]), step);
     api.get("/v1/workflows/nope")
         .await
@@ -152,5 +152,59 @@ async fn jobs_are_listed_by_tag_and_by_workflow() {
     api.post("/v1/jobs", &json!({"kind": "k", "workflow": ""}))
         .await
         .problem(StatusCode::BAD_REQUEST, "invalid");
+    assert_eq!(api.count().await, before);
+}
+
+#[tokio::test]
+async fn unique_and_debounced_enqueues_answer_with_the_job_that_stands_in() {
+    let api = Api::new();
+    let body = json!({"kind": "sync", "payload": {"account": 9}, "unique_for": "10m"});
+    let first = api.post("/v1/jobs", &body).await;
+    assert_eq!(first.status, StatusCode::CREATED, "{}", first.body);
+    let key = first.body["job"]["unique_key"].as_str().unwrap().to_owned();
+    assert!(key.starts_with("sync:"), "{key}");
+    let again = api.post("/v1/jobs", &body).await;
+    assert_eq!(again.status, StatusCode::OK, "{}", again.body);
+    assert_eq!(again.body["created"], false);
+    assert_eq!(again.body["job"]["id"], first.body["job"]["id"]);
+    let doc: Value = serde_json::from_str(crate::routes::OPENAPI).unwrap();
+    let mut documented = property_names(&doc, "Job");
+    for absent in ["key", "deadline", "traceparent", "progress", "workflow"] {
+        documented.remove(absent);
+    }
+    for absent in ["on_dependency_failure", "has_dependents"] {
+        documented.remove(absent);
+    }
+    assert_eq!(keys(&first.body["job"]), documented);
+
+    let bounce = |v: u32| json!({"kind": "reindex", "payload": {"v": v}, "debounce": "30s", "unique_key": "user:7"});
+    let d1 = api.post("/v1/jobs", &bounce(1)).await;
+    let d2 = api.post("/v1/jobs", &bounce(2)).await;
+    assert_eq!(
+        (d1.status, d2.status),
+        (StatusCode::CREATED, StatusCode::OK)
+    );
+    assert_eq!(d2.body["job"]["id"], d1.body["job"]["id"]);
+    assert_eq!(d2.body["job"]["payload"], json!({"v": 2}));
+
+    let live = json!({"kind": "rebuild", "unique_while": ["ready", "running"]});
+    assert_eq!(
+        api.post("/v1/jobs", &live).await.status,
+        StatusCode::CREATED
+    );
+    assert_eq!(api.post("/v1/jobs", &live).await.status, StatusCode::OK);
+
+    let before = api.count().await;
+    for bad in [
+        json!({"kind": "k", "unique_for": "10m", "debounce": "5s"}),
+        json!({"kind": "k", "unique_key": "x"}),
+        json!({"kind": "k", "unique_while": ["nowhere"]}),
+        json!({"kind": "k", "debounce": "5s", "delay": "1s"}),
+        json!({"kind": "k", "unique_for": "0s"}),
+    ] {
+        api.post("/v1/jobs", &bad)
+            .await
+            .problem(StatusCode::BAD_REQUEST, "invalid");
+    }
     assert_eq!(api.count().await, before);
 }

@@ -1,5 +1,6 @@
 -- Workflows, tags and metadata: what a job carries to be found and read by
--- people. None of them changes how it runs.
+-- people. None of them changes how it runs. And unique keys: a unique or
+-- debounced job records the key it is judged by.
 --
 -- `workflow` is the id of the graph of jobs a step was enqueued with;
 -- `tags` a JSON array of short labels, `meta` a JSON object of short text
@@ -8,7 +9,15 @@ ALTER TABLE __SCHEMA__.errand_jobs
     ADD COLUMN workflow text COLLATE "C"
         CHECK (workflow IS NULL OR length(workflow) BETWEEN 1 AND 200),
     ADD COLUMN tags jsonb CHECK (tags IS NULL OR jsonb_typeof(tags) = 'array'),
-    ADD COLUMN meta jsonb CHECK (meta IS NULL OR jsonb_typeof(meta) = 'object');
+    ADD COLUMN meta jsonb CHECK (meta IS NULL OR jsonb_typeof(meta) = 'object'),
+    ADD COLUMN unique_key text COLLATE "C"
+        CHECK (unique_key IS NULL OR length(unique_key) BETWEEN 1 AND 300);
+
+-- The jobs a unique enqueue compares itself with, newest first. Enqueuers
+-- of one key take a transaction-scoped advisory lock on it first, so two
+-- of them never both find nothing.
+CREATE INDEX errand_jobs_unique ON __SCHEMA__.errand_jobs (unique_key, created_at)
+    WHERE unique_key IS NOT NULL;
 
 -- A workflow's steps, in the listing's order. No settlement changes these
 -- columns, so row updates stay heap-only.

@@ -1,5 +1,6 @@
 -- Workflows, tags and metadata: what a job carries to be found and read by
--- people. None of them changes how it runs.
+-- people. None of them changes how it runs. And unique keys: a unique or
+-- debounced job records the key it is judged by.
 --
 -- `workflow` is the id of the graph of jobs a step was enqueued with;
 -- `tags` a JSON array of short labels, `meta` a JSON object of short text
@@ -11,6 +12,12 @@ ALTER TABLE errand_jobs ADD COLUMN tags TEXT
     CHECK (tags IS NULL OR json_type(tags) = 'array');
 ALTER TABLE errand_jobs ADD COLUMN meta TEXT
     CHECK (meta IS NULL OR json_type(meta) = 'object');
+ALTER TABLE errand_jobs ADD COLUMN unique_key TEXT
+    CHECK (unique_key IS NULL OR length(unique_key) BETWEEN 1 AND 300);
+
+-- The jobs a unique enqueue compares itself with, newest first.
+CREATE INDEX errand_jobs_unique ON errand_jobs (unique_key, created_at)
+    WHERE unique_key IS NOT NULL;
 
 -- A workflow's steps, in the listing's order.
 CREATE INDEX errand_jobs_workflow ON errand_jobs (workflow, created_at, id)
