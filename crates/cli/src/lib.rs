@@ -92,6 +92,8 @@ enum Command {
     /// A workflow's steps (show), or an action on all of them (cancel,
     /// replay), audited.
     Workflow(workflow::WorkflowArgs),
+    /// Seal a batch, enqueueing its callbacks (seal), or show it (show).
+    Batch(workflow::BatchArgs),
     /// Run jobs with an external command.
     Work(WorkArgs),
     /// Delete done and cancelled jobs older than an age (dead jobs are kept).
@@ -284,6 +286,10 @@ struct EnqueueArgs {
     /// 20): letters, digits and -_.:/=@+.
     #[arg(long = "tag", value_name = "T")]
     tags: Vec<String>,
+    /// Add the job to this open batch (`errand batch seal ID` ends it and
+    /// enqueues its callbacks).
+    #[arg(long, value_name = "ID")]
+    batch: Option<String>,
     /// Metadata shown with the job, as KEY=VALUE (repeatable, at most 32).
     #[arg(long = "meta", value_name = "KEY=VALUE")]
     meta: Vec<String>,
@@ -645,6 +651,7 @@ async fn run(cli: Cli, hooks: Hooks) -> Result<ExitCode, Failure> {
         Command::Cancel(args) => cancel(&admin, args).await,
         Command::Reschedule(args) => reschedule(&admin, args).await,
         Command::Workflow(args) => workflow::run(&admin, args).await,
+        Command::Batch(args) => workflow::batch(&admin, args).await,
         Command::Work(args) => work(store, args).await,
         Command::Prune(args) => prune(store, args).await,
         Command::Purge(args) => admin::purge(&admin, args).await,
@@ -699,6 +706,7 @@ async fn enqueue(store: Arc<dyn Store>, a: EnqueueArgs) -> Result<ExitCode, Fail
         unique_while: a.unique_while,
         debounce: a.debounce,
         unique_key: a.unique_key,
+        batch: a.batch,
     }
     .build()?;
     let inserted = errand::Client::new(store).enqueue(job).await?;

@@ -154,3 +154,120 @@ async fn act(admin: &Admin, a: ActionArgs, verb: &str) -> Result<ExitCode, Failu
     }
     Ok(ExitCode::SUCCESS)
 }
+
+#[derive(Args, Debug)]
+pub struct BatchArgs {
+    #[command(subcommand)]
+    command: BatchCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum BatchCommand {
+    /// Seal a batch: no job joins it after (`enqueue --batch`), and its
+    /// callbacks are enqueued, each running once — on success when every
+    /// job is done, on finish when every job has ended.
+    Seal(SealArgs),
+    /// A batch: sealed or open, how many of its jobs are in each state,
+    /// and its callbacks.
+    Show(BatchShowArgs),
+}
+
+#[derive(Args, Debug)]
+struct SealArgs {
+    /// The batch id.
+    id: String,
+    /// The kind of the job to run once every job of the batch is done.
+    #[arg(long, value_name = "KIND")]
+    on_success: Option<String>,
+    /// Its payload (JSON).
+    #[arg(long, requires = "on_success", value_name = "JSON")]
+    on_success_payload: Option<String>,
+    /// The kind of the job to run once every job of the batch has ended
+    /// (done, dead or cancelled).
+    #[arg(long, value_name = "KIND")]
+    on_finish: Option<String>,
+    /// Its payload (JSON).
+    #[arg(long, requires = "on_finish", value_name = "JSON")]
+    on_finish_payload: Option<String>,
+    /// The callbacks' queue.
+    #[arg(long, default_value = errand::core::DEFAULT_QUEUE)]
+    queue: String,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct BatchShowArgs {
+    /// The batch id.
+    id: String,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn callback(
+    kind: Option<String>,
+    payload: Option<String>,
+    queue: &str,
+) -> Result<Option<errand::NewJob>, Failure> {
+    let Some(kind) = kind else { return Ok(None) };
+    let spec = errand::JobSpec {
+        kind,
+        queue: Some(queue.to_owned()),
+        payload,
+        ..errand::JobSpec::default()
+    };
+    Ok(Some(spec.build()?))
+}
+
+pub async fn batch(admin: &Admin, a: BatchArgs) -> Result<ExitCode, Failure> {
+    let (id, json) = match a.command {
+        BatchCommand::Seal(a) => {
+            let seal = errand::BatchSeal {
+                batch: WorkflowId::new(a.id)?,
+                on_success: callback(a.on_success, a.on_success_payload, &a.queue)?,
+                on_finish: callback(a.on_finish, a.on_finish_payload, &a.queue)?,
+            };
+            let sealed = errand::Client::new(admin.store().clone())
+                .seal_batch(&seal)
+                .await?;
+            (sealed.id, a.json)
+        }
+        BatchCommand::Show(a) => (WorkflowId::new(a.id)?, a.json),
+    };
+    let view = admin.batch(&id).await?;
+    if json {
+        output::json(&view)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let b = &view.batch;
+    let counts: Vec<String> = b
+        .states
+        .iter()
+        .map(|c| format!("{} {}", c.state.as_str(), c.count))
+        .collect();
+    outln!(
+        "batch {}: {} job(s){}, {}",
+        b.id,
+        b.total,
+        if counts.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", counts.join(", "))
+        },
+        match b.sealed_at {
+            Some(at) => format!("sealed at {at}"),
+            None => "open".to_owned(),
+        }
+    );
+    for (what, job) in [
+        ("on_success", &view.on_success_job),
+        ("on_finish", &view.on_finish_job),
+    ] {
+        if let Some(job) = job {
+            outln!("{what}: {}", output::job_line(job));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

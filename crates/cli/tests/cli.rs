@@ -2280,3 +2280,87 @@ fn twenty_concurrent_unique_enqueuers_create_one_job_and_debounce_pushes() {
         assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", stderr(&o));
     }
 }
+
+/// `enqueue --batch`, `batch seal` with callbacks, `batch show`; a sealed
+/// batch refuses more jobs.
+#[test]
+fn a_batch_is_filled_sealed_and_its_callback_runs_once() {
+    let d = db();
+    for id in ["m1", "m2"] {
+        json(&errand(
+            &d.path,
+            &[
+                "enqueue",
+                "--kind",
+                "resize",
+                "--id",
+                id,
+                "--batch",
+                "import-42",
+                "--json",
+            ],
+        ));
+    }
+    let open = stdout(&errand(&d.path, &["batch", "show", "import-42"]));
+    assert!(
+        open.starts_with("batch import-42: 2 job(s) (ready 2), open"),
+        "{open}"
+    );
+    let sealed = json(&errand(
+        &d.path,
+        &[
+            "batch",
+            "seal",
+            "import-42",
+            "--on-success",
+            "notify",
+            "--on-success-payload",
+            r#"{"import":42}"#,
+            "--on-finish",
+            "cleanup",
+            "--json",
+        ],
+    ));
+    assert!(sealed["sealed_at"].is_string(), "{sealed}");
+    assert_eq!(sealed["on_success_job"]["state"], "blocked");
+    let late = errand(
+        &d.path,
+        &["enqueue", "--kind", "resize", "--batch", "import-42"],
+    );
+    assert_eq!(late.status.code(), Some(2), "{}", stderr(&late));
+    assert!(stderr(&late).contains("is sealed"), "{}", stderr(&late));
+    // Both jobs run; then each callback runs once.
+    for _ in 0..2 {
+        let r = json(&errand(
+            &d.path,
+            &["work", "--once", "--exec", "true", "--json"],
+        ));
+        assert_eq!(r["outcome"], "acknowledged", "{r}");
+    }
+    let mut kinds = Vec::new();
+    for _ in 0..2 {
+        let r = json(&errand(
+            &d.path,
+            &["work", "--once", "--exec", "true", "--json"],
+        ));
+        assert_eq!(r["outcome"], "acknowledged", "{r}");
+        kinds.push(
+            job(&d.path, r["job_id"].as_str().unwrap())["kind"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    kinds.sort();
+    assert_eq!(kinds, ["cleanup", "notify"]);
+    let idle = errand(&d.path, &["work", "--once", "--exec", "true", "--json"]);
+    assert!(idle.status.success());
+    let shown = stdout(&errand(&d.path, &["batch", "show", "import-42"]));
+    assert!(shown.contains("(done 2), sealed at"), "{shown}");
+    assert!(
+        shown.contains("on_success: ") && shown.contains("state=done"),
+        "{shown}"
+    );
+    let missing = errand(&d.path, &["batch", "show", "nope"]);
+    assert_eq!(missing.status.code(), Some(3), "{}", stderr(&missing));
+}

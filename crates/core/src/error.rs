@@ -21,6 +21,10 @@ pub enum Error {
     )]
     NoSuchWorkflow(String),
 
+    /// No batch has this id.
+    #[error("no batch with id `{0}`: none was started or sealed under it (check the id)")]
+    NoSuchBatch(String),
+
     /// The job exists but its state does not allow the operation.
     #[error("job `{id}` is {state}: {hint}")]
     InvalidState {
@@ -137,7 +141,7 @@ impl Error {
     pub fn code(&self) -> &'static str {
         match self {
             Error::Invalid(_) => "invalid",
-            Error::NotFound(_) | Error::NoSuchWorkflow(_) => "not_found",
+            Error::NotFound(_) | Error::NoSuchWorkflow(_) | Error::NoSuchBatch(_) => "not_found",
             Error::InvalidState { .. } => "invalid_state",
             Error::LeaseLost { .. } => "lease_lost",
             Error::NotADatabase(_) => "not_a_database",
@@ -160,7 +164,7 @@ impl Error {
     pub fn http_status(&self) -> u16 {
         match self {
             Error::Invalid(_) => 400,
-            Error::NotFound(_) | Error::NoSuchWorkflow(_) => 404,
+            Error::NotFound(_) | Error::NoSuchWorkflow(_) | Error::NoSuchBatch(_) => 404,
             Error::InvalidState { .. } | Error::LeaseLost { .. } => 409,
             Error::Busy(_)
             | Error::Closed(_)
@@ -186,6 +190,7 @@ mod tests {
             (Error::invalid("x"), 400),
             (Error::NotFound("j".into()), 404),
             (Error::NoSuchWorkflow("w".into()), 404),
+            (Error::NoSuchBatch("b".into()), 404),
             (
                 Error::InvalidState {
                     id: "j".into(),

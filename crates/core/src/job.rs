@@ -651,6 +651,9 @@ pub struct NewJob {
     /// ([`NewJob::unique_for`], [`NewJob::unique_while`],
     /// [`NewJob::debounce`]).
     pub unique: Option<crate::unique::Unique>,
+    /// The open batch the job joins ([`crate::BatchSeal`]); inserting it
+    /// into a sealed batch is refused.
+    pub batch: Option<WorkflowId>,
 }
 
 impl NewJob {
@@ -675,7 +678,15 @@ impl NewJob {
             tags: Vec::new(),
             meta: Meta::new(),
             unique: None,
+            batch: None,
         })
+    }
+
+    /// Adds the job to the open batch `batch` (created by its first job);
+    /// once the batch is sealed no job joins it.
+    pub fn in_batch(mut self, batch: WorkflowId) -> Self {
+        self.batch = Some(batch);
+        self
     }
 
     /// Makes the job a step of `workflow` (a [`crate::Workflow`] sets it
@@ -823,6 +834,7 @@ impl NewJob {
             tags: job.tags.clone(),
             meta: job.meta.clone(),
             unique: None,
+            batch: None,
         };
         copy.validate()?;
         Ok(copy)
@@ -871,7 +883,7 @@ impl NewJob {
 /// The columns of the job table that make a [`Job`] (with `lease_token`),
 /// in the order of SQLite's table, which reads them by position; the
 /// PostgreSQL store looks each up by name.
-pub const JOB_COLUMNS: [&str; 35] = [
+pub const JOB_COLUMNS: [&str; 36] = [
     "id",
     "queue",
     "kind",
@@ -907,6 +919,7 @@ pub const JOB_COLUMNS: [&str; 35] = [
     "tags",
     "meta",
     "unique_key",
+    "batch",
 ];
 
 /// A W3C trace context (`traceparent` header, version 00):
@@ -1059,6 +1072,9 @@ pub struct Job {
     /// The key it was made unique or debounced by, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unique_key: Option<String>,
+    /// The batch it belongs to, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch: Option<WorkflowId>,
 }
 
 /// How far an attempt has got, as its handler reported it.

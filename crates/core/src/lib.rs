@@ -30,6 +30,7 @@
 
 mod admin;
 mod args;
+mod batch;
 pub mod bounds;
 mod clock;
 mod deps;
@@ -53,6 +54,9 @@ pub use admin::{
     check_reason, is_audit_text,
 };
 pub use args::{IntoNewJob, JobArgs, JobOptions};
+pub use batch::{
+    Batch, BatchId, BatchSeal, BatchView, MAX_BATCH_JOBS, check_batch_size, check_open,
+};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use deps::{
     Dependency, DependencyFailure, Edge, LinkPlan, MAX_DEPENDENCIES, check_dependencies,

@@ -380,6 +380,32 @@ impl Admin {
         }
     }
 
+    /// A batch: whether it is sealed, its counts by state, and its
+    /// callbacks' jobs.
+    ///
+    /// # Errors
+    /// [`Error::NoSuchBatch`] when none has that id.
+    pub async fn batch(&self, id: &WorkflowId) -> Result<crate::BatchView> {
+        let batch = self.store.batch(id).await?;
+        let job = |id: Option<JobId>| async move {
+            match id {
+                None => Ok(None),
+                Some(id) => match self.store.get(&id).await {
+                    Ok(job) => Ok(Some(job)),
+                    Err(Error::NotFound(_)) => Ok(None),
+                    Err(e) => Err(e),
+                },
+            }
+        };
+        let on_success_job = job(batch.on_success.clone()).await?;
+        let on_finish_job = job(batch.on_finish.clone()).await?;
+        Ok(crate::BatchView {
+            batch,
+            on_success_job,
+            on_finish_job,
+        })
+    }
+
     /// Audit entries, newest first.
     pub async fn audit_log(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
         self.store.audit_log(filter).await

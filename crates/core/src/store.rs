@@ -430,6 +430,13 @@ pub trait JobStore: Send + Sync + fmt::Debug {
     /// an attempt, as a draining worker does.
     async fn release(&self, lease: &Lease) -> Result<Job>;
 
+    /// Seals a batch ([`crate::BatchSeal`]): in one transaction, marks it
+    /// sealed (no job joins it after) and inserts its callbacks, each a
+    /// dependent of every job it holds. Sealing a batch no job joined
+    /// creates it sealed, its callbacks due at once; sealing a sealed batch
+    /// changes nothing and answers with it as it is.
+    async fn seal_batch(&self, seal: &crate::BatchSeal) -> Result<crate::Batch>;
+
     /// Moves running jobs whose final attempt's lease expired (or whose
     /// lost-lease budget is spent) to `dead`.
     async fn sweep_expired(&self) -> Result<SweepReport>;
@@ -524,6 +531,10 @@ pub trait AdminStore: Send + Sync + fmt::Debug {
     /// The dependency edges of the jobs in `ids`: `(job, dependency)`, each
     /// job's in the order its dependencies were named.
     async fn dependency_edges(&self, ids: &[JobId]) -> Result<Vec<(JobId, JobId)>>;
+
+    /// A batch with its counts by state; [`crate::Error::NoSuchBatch`]
+    /// when none has that id.
+    async fn batch(&self, id: &WorkflowId) -> Result<crate::Batch>;
 
     /// The paused queues, by name.
     async fn paused_queues(&self) -> Result<Vec<PausedQueue>>;

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use errand_core::{Inserted, IntoNewJob, NewJob, Result, Store, Workflow};
+use errand_core::{Batch, BatchSeal, Inserted, IntoNewJob, NewJob, Result, Store, Workflow};
 
 /// Enqueues jobs into a store.
 #[derive(Clone, Debug)]
@@ -43,6 +43,14 @@ impl Client {
     /// `SqliteStore::enqueue_many_in` or `PgStore::enqueue_many_in`.
     pub async fn enqueue_workflow(&self, workflow: Workflow) -> Result<Vec<Inserted>> {
         self.store.insert_many(workflow.into_jobs()).await
+    }
+
+    /// Seals a batch: no job joins it after ([`NewJob::in_batch`]), and
+    /// its `on_success` / `on_finish` callbacks are enqueued, each
+    /// depending on every job of the batch, so each runs exactly once.
+    /// Sealing it again answers with the batch as it is.
+    pub async fn seal_batch(&self, seal: &BatchSeal) -> Result<Batch> {
+        self.store.seal_batch(seal).await
     }
 
     /// The underlying store.

@@ -20,6 +20,9 @@
 //!   its steps. Jobs also carry tags and metadata ([`NewJob::with_tag`],
 //!   [`NewJob::with_meta`]) and may be unique or debounced
 //!   ([`NewJob::unique_for`], [`NewJob::unique_while`], [`NewJob::debounce`]).
+//!   A batch gathers jobs ([`NewJob::in_batch`]) until
+//!   [`Client::seal_batch`] enqueues its `on_success` and `on_finish`
+//!   callbacks.
 //! * [`Client`] enqueues jobs; `enqueue_in(&tx, job)` — the same call on
 //!   `SqliteStore` and `PgStore` — enqueues inside a transaction the
 //!   application already has open (the outbox pattern), and
@@ -83,6 +86,7 @@ pub use errand_core::{
     Reschedule, RescheduleRequest, Stats, StatsRequest, TraceParent, WorkerMetrics, WorkerReport,
     WorkerSeen, Workflow, WorkflowAction, WorkflowId, WorkflowStep, WorkflowView,
 };
+pub use errand_core::{Batch, BatchId, BatchSeal, BatchView};
 #[cfg(feature = "postgres")]
 pub use errand_postgres::{self as postgres, PgOptions, PgStore};
 #[cfg(feature = "sqlite")]

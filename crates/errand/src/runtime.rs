@@ -1267,6 +1267,9 @@ mod tests {
         ) -> Result<Timestamp> {
             full()
         }
+        async fn seal_batch(&self, _: &errand_core::BatchSeal) -> Result<errand_core::Batch> {
+            full()
+        }
         async fn release(&self, _: &Lease) -> Result<Job> {
             full()
         }
@@ -1319,6 +1322,9 @@ mod tests {
             full()
         }
         async fn list(&self, _: &JobFilter) -> Result<Vec<Job>> {
+            full()
+        }
+        async fn batch(&self, _: &errand_core::WorkflowId) -> Result<errand_core::Batch> {
             full()
         }
         async fn workflow_counts(

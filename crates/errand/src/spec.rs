@@ -75,6 +75,8 @@ pub struct JobSpec {
     /// The key `unique_for`, `unique_while` or `debounce` judge by
     /// (default: the kind and a hash of the canonical payload).
     pub unique_key: Option<String>,
+    /// The open batch the job joins.
+    pub batch: Option<String>,
 }
 
 impl JobSpec {
@@ -171,6 +173,13 @@ impl JobSpec {
         }
         if let Some(w) = self.workflow {
             job = job.in_workflow(WorkflowId::new(w)?);
+        }
+        if let Some(b) = self.batch {
+            job = job.in_batch(WorkflowId::new(b).map_err(|_| {
+                Error::invalid(
+                    "a batch id may hold only letters, digits and -_.:@/+= (1 to 200 bytes)",
+                )
+            })?);
         }
         // As given, so that `validate` refuses a repeated tag by name.
         job.tags = self.tags;

@@ -181,6 +181,7 @@ impl TestQueue {
             tags: Vec::new(),
             meta: errand_core::Meta::new(),
             unique_key: None,
+            batch: None,
         };
         let lease = Lease {
             id,

@@ -2,7 +2,8 @@
 //! Two dependencies of one job, settled at the same moment by two worker
 //! processes, release their dependent exactly once — 200 times over, on
 //! SQLite (one file, two processes) and on PostgreSQL (two connection
-//! pools in two processes).
+//! pools in two processes). The same for a batch of two jobs: its
+//! `on_success` and `on_finish` callbacks are each released once.
 //!
 //! The test starts this test binary twice more as helper processes (the
 //! ignored `settling_process` below). Each opens the database, then
@@ -98,7 +99,16 @@ impl Settler {
     }
 }
 
-async fn run(db: &str, schema: Option<String>) {
+/// What the two settled jobs release.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// A job depending on both.
+    Dependent,
+    /// The callbacks of the batch holding both.
+    Batch,
+}
+
+async fn run(db: &str, schema: Option<String>, shape: Shape) {
     let store: Arc<dyn Store> = errand::connect(db, &options(schema.clone(), true))
         .await
         .unwrap();
@@ -119,13 +129,36 @@ async fn run(db: &str, schema: Option<String>) {
             format!("b-{round}"),
             format!("c-{round}"),
         );
-        let joined = job(&c)
-            .depends_on(JobId::new(&a).unwrap())
-            .depends_on(JobId::new(&b).unwrap());
-        store
-            .insert_many(vec![job(&a), job(&b), joined])
-            .await
-            .unwrap();
+        let finish = format!("f-{round}");
+        let mut released = vec![c.clone()];
+        if shape == Shape::Dependent {
+            let joined = job(&c)
+                .depends_on(JobId::new(&a).unwrap())
+                .depends_on(JobId::new(&b).unwrap());
+            store
+                .insert_many(vec![job(&a), job(&b), joined])
+                .await
+                .unwrap();
+        } else {
+            let batch = errand::BatchId::new(format!("batch-{round}")).unwrap();
+            store
+                .insert_many(vec![
+                    job(&a).in_batch(batch.clone()),
+                    job(&b).in_batch(batch.clone()),
+                ])
+                .await
+                .unwrap();
+            let sealed = store
+                .seal_batch(&errand::BatchSeal {
+                    batch,
+                    on_success: Some(job(&c)),
+                    on_finish: Some(job(&finish)),
+                })
+                .await
+                .unwrap();
+            assert_eq!(sealed.total, 2, "round {round}");
+            released.push(finish.clone());
+        }
         let mut running = store.claim(&claim(10)).await.unwrap();
         running.sort_by(|x, y| x.job.id.cmp(&y.job.id));
         let held: Vec<&str> = running.iter().map(|r| r.job.id.as_str()).collect();
@@ -136,16 +169,23 @@ async fn run(db: &str, schema: Option<String>) {
         for s in &mut settlers {
             assert_eq!(s.answer(), "ok", "round {round}");
         }
-        let joined = store.get(&JobId::new(&c).unwrap()).await.unwrap();
-        assert_eq!(
-            (joined.state, joined.waiting_on),
-            (JobState::Ready, 0),
-            "round {round}: the dependent must be released once both settled"
-        );
-        let next = store.claim(&claim(10)).await.unwrap();
+        for id in &released {
+            let joined = store.get(&JobId::new(id).unwrap()).await.unwrap();
+            assert_eq!(
+                (joined.state, joined.waiting_on),
+                (JobState::Ready, 0),
+                "round {round}: {id} must be released once both settled"
+            );
+        }
+        let mut next = store.claim(&claim(10)).await.unwrap();
+        next.sort_by(|x, y| x.job.id.cmp(&y.job.id));
         let got: Vec<&str> = next.iter().map(|r| r.job.id.as_str()).collect();
-        assert_eq!(got, [c.as_str()], "round {round}: exactly one claim of it");
-        store.complete(&next[0].lease).await.unwrap();
+        let mut want: Vec<&str> = released.iter().map(String::as_str).collect();
+        want.sort_unstable();
+        assert_eq!(got, want, "round {round}: exactly one claim of each");
+        for n in &next {
+            store.complete(&n.lease).await.unwrap();
+        }
         assert!(store.claim(&claim(10)).await.unwrap().is_empty());
     }
 }
@@ -154,7 +194,25 @@ async fn run(db: &str, schema: Option<String>) {
 async fn two_dependencies_settled_at_once_by_two_processes_release_once_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("settling.db");
-    run(db.to_str().unwrap(), None).await;
+    run(db.to_str().unwrap(), None, Shape::Dependent).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_settled_at_once_by_two_processes_runs_each_callback_once_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("batch.db");
+    run(db.to_str().unwrap(), None, Shape::Batch).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_settled_at_once_by_two_processes_runs_each_callback_once_on_postgres() {
+    let Some(url) = postgres_url(
+        "a_batch_settled_at_once_by_two_processes_runs_each_callback_once_on_postgres",
+    ) else {
+        return;
+    };
+    let schema = PgSchema::new(&url, "batch_settling");
+    run(&url, Some(schema.name.clone()), Shape::Batch).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -165,7 +223,7 @@ async fn two_dependencies_settled_at_once_by_two_processes_release_once_on_postg
         return;
     };
     let schema = PgSchema::new(&url, "settling");
-    run(&url, Some(schema.name.clone())).await;
+    run(&url, Some(schema.name.clone()), Shape::Dependent).await;
 }
 
 /// The helper process: acknowledges every lease it is handed (`id token

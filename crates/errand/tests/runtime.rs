@@ -901,6 +901,12 @@ impl errand::JobStore for Intercepting {
     ) -> errand::Result<errand::Timestamp> {
         self.inner.heartbeat(lease, d).await
     }
+    async fn seal_batch(
+        &self,
+        seal: &errand::core::BatchSeal,
+    ) -> errand::Result<errand::core::Batch> {
+        self.inner.seal_batch(seal).await
+    }
     async fn release(&self, lease: &errand::Lease) -> errand::Result<errand::Job> {
         self.inner.release(lease).await
     }
@@ -979,6 +985,9 @@ impl errand::AdminStore for Intercepting {
     }
     async fn list(&self, f: &JobFilter) -> errand::Result<Vec<errand::Job>> {
         self.inner.list(f).await
+    }
+    async fn batch(&self, id: &errand::core::WorkflowId) -> errand::Result<errand::core::Batch> {
+        self.inner.batch(id).await
     }
     async fn workflow_counts(
         &self,

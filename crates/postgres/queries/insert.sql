@@ -4,8 +4,8 @@
 -- $11 elapsed-time budget in milliseconds (NULL: none), $12 concurrency key
 -- (NULL: none), $13 its limit, $14 whether it is ordered, $15 the business
 -- deadline, $16 the W3C trace context, $17 the workflow, $18 the
--- metadata (JSON text), $19 the unique key. (A job with tags or
--- dependencies goes through insert_many.sql.)
+-- metadata (JSON text), $19 the unique key. (A job with tags,
+-- dependencies or a batch goes through insert_many.sql.)
 INSERT INTO __SCHEMA__.errand_jobs
     (id, queue, kind, state, payload, priority, attempts, max_attempts, replays,
      max_lease_expiries, give_up_at, available_at, created_at, updated_at,

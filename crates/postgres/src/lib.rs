@@ -25,6 +25,7 @@
 #![deny(missing_docs)]
 
 mod admin;
+mod batch;
 mod listen;
 mod queue;
 #[cfg(feature = "sqlx")]
@@ -116,8 +117,8 @@ const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../migrations/V15__progress.sql"),
     ),
     (
-        "V16__workflows_tags_metadata_and_unique_keys",
-        include_str!("../migrations/V16__workflows_tags_metadata_and_unique_keys.sql"),
+        "V16__workflows_batches_tags_and_unique_keys",
+        include_str!("../migrations/V16__workflows_batches_tags_and_unique_keys.sql"),
     ),
 ];
 
@@ -631,7 +632,7 @@ impl JobStore for PgStore {
     async fn insert(&self, job: NewJob) -> Result<Inserted> {
         let _written = self.touched();
         // Dependencies and uniqueness are judged inside a transaction.
-        if !job.depends_on.is_empty() || job.unique.is_some() {
+        if !job.depends_on.is_empty() || job.unique.is_some() || job.batch.is_some() {
             return self
                 .insert_linked(std::slice::from_ref(&job))
                 .await?
@@ -646,7 +647,7 @@ impl JobStore for PgStore {
         let _written = self.touched();
         if jobs
             .iter()
-            .any(|j| !j.depends_on.is_empty() || j.unique.is_some())
+            .any(|j| !j.depends_on.is_empty() || j.unique.is_some() || j.batch.is_some())
         {
             return self.insert_linked(&jobs).await;
         }
@@ -680,6 +681,15 @@ impl JobStore for PgStore {
         }
         .await;
         tx.end(result).await
+    }
+
+    async fn seal_batch(&self, seal: &errand_core::BatchSeal) -> Result<errand_core::Batch> {
+        let _written = self.touched();
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(map_err)?;
+        let out = batch::seal(&tx, &self.queries, self.now(), seal).await?;
+        tx.commit().await.map_err(map_err)?;
+        Ok(out)
     }
 
     async fn claim(&self, req: &ClaimRequest) -> Result<Vec<ClaimedJob>> {
@@ -958,6 +968,11 @@ impl AdminStore for PgStore {
     async fn dependency_edges(&self, ids: &[JobId]) -> Result<Vec<(JobId, JobId)>> {
         let client = self.client().await?;
         queue::dependency_edges(&client, &self.queries, ids).await
+    }
+
+    async fn batch(&self, id: &errand_core::WorkflowId) -> Result<errand_core::Batch> {
+        let client = self.client().await?;
+        batch::batch(&client, &self.queries, id).await
     }
 
     async fn paused_queues(&self) -> Result<Vec<PausedQueue>> {

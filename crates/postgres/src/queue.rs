@@ -53,6 +53,12 @@ pub struct Queries {
     pub(crate) find_unique: String,
     pub(crate) debounce: String,
     pub(crate) unique_lock: String,
+    pub(crate) batch_open: String,
+    pub(crate) batch_lock: String,
+    pub(crate) batch_row: String,
+    pub(crate) batch_members: String,
+    pub(crate) batch_counts: String,
+    pub(crate) batch_seal: String,
     pub(crate) prune: String,
     pub(crate) take_tokens: String,
     pub(crate) give_back_tokens: String,
@@ -106,6 +112,12 @@ impl Queries {
             find_unique: q(include_str!("../queries/find_unique.sql")),
             debounce: q(include_str!("../queries/debounce.sql")),
             unique_lock: q(include_str!("../queries/unique_lock.sql")),
+            batch_open: q(include_str!("../queries/batch_open.sql")),
+            batch_lock: q(include_str!("../queries/batch_lock.sql")),
+            batch_row: q(include_str!("../queries/batch_row.sql")),
+            batch_members: q(include_str!("../queries/batch_members.sql")),
+            batch_counts: q(include_str!("../queries/batch_counts.sql")),
+            batch_seal: q(include_str!("../queries/batch_seal.sql")),
             prune: q(include_str!("../queries/prune.sql")),
             take_tokens: q(include_str!("../queries/take_tokens.sql")),
             give_back_tokens: q(include_str!("../queries/give_back_tokens.sql")),
@@ -158,6 +170,12 @@ impl Queries {
             ("find_unique", &self.find_unique),
             ("debounce", &self.debounce),
             ("unique_lock", &self.unique_lock),
+            ("batch_open", &self.batch_open),
+            ("batch_lock", &self.batch_lock),
+            ("batch_row", &self.batch_row),
+            ("batch_members", &self.batch_members),
+            ("batch_counts", &self.batch_counts),
+            ("batch_seal", &self.batch_seal),
             ("prune", &self.prune),
             ("take_tokens", &self.take_tokens),
             ("give_back_tokens", &self.give_back_tokens),
@@ -295,6 +313,7 @@ fn job_at(row: &Row, cols: &JobCols) -> Result<Job> {
         tags,
         meta,
         unique_key,
+        batch,
     ] = cols.0;
     let get_ts = |i: usize| -> Result<Timestamp> {
         row.try_get::<_, OffsetDateTime>(i)
@@ -389,6 +408,12 @@ fn job_at(row: &Row, cols: &JobCols) -> Result<Job> {
                 .map(|t| t.0.as_str()),
         ),
         unique_key: row.try_get(unique_key).map_err(map_err)?,
+        batch: row
+            .try_get::<_, Option<String>>(batch)
+            .map_err(map_err)?
+            .map(WorkflowId::new)
+            .transpose()
+            .map_err(bad_row)?,
     })
 }
 
@@ -531,8 +556,8 @@ pub(crate) async fn insert<C: Conn>(
             .pop()
             .ok_or_else(|| Error::storage("inserting one job answered with none"));
     }
-    if !job.tags.is_empty() {
-        // Its tag rows are written by the bulk statement.
+    if !job.tags.is_empty() || job.batch.is_some() {
+        // Its tag rows, or its batch's check, come with the bulk insert.
         return insert_many(client, q, now, std::slice::from_ref(job))
             .await?
             .pop()
@@ -752,6 +777,28 @@ fn nulls_as_none<T>(values: Vec<Option<T>>) -> Option<Vec<Option<T>>> {
     values.iter().any(Option::is_some).then_some(values)
 }
 
+/// Refuses to go on outside a transaction: `what` needs a lock held until
+/// the caller commits.
+pub(crate) async fn require_transaction<C: Conn>(client: &C, what: &str) -> Result<()> {
+    if let Err(e) = client.rows("SAVEPOINT errand_check", &[]).await {
+        return Err(
+            if e.code() == Some(&tokio_postgres::error::SqlState::NO_ACTIVE_SQL_TRANSACTION) {
+                Error::invalid(format!(
+                    "{what} must be enqueued inside a transaction: open one on the connection \
+                     and commit it after the call"
+                ))
+            } else {
+                map_err(e)
+            },
+        );
+    }
+    client
+        .rows("RELEASE SAVEPOINT errand_check", &[])
+        .await
+        .map_err(map_err)?;
+    Ok(())
+}
+
 /// The job that stands in for a unique or debounced `job`, if one does (a
 /// debounced twin is pushed later and takes `job`'s payload first). Takes
 /// the key's advisory lock for the rest of the transaction `client` must
@@ -766,22 +813,7 @@ async fn stand_in<C: Conn>(
     let Some(probe) = job.unique_probe(at) else {
         return Ok(None);
     };
-    if let Err(e) = client.rows("SAVEPOINT errand_unique", &[]).await {
-        return Err(
-            if e.code() == Some(&tokio_postgres::error::SqlState::NO_ACTIVE_SQL_TRANSACTION) {
-                Error::invalid(
-                    "a unique or debounced job must be enqueued inside a transaction: open one \
-                     on the connection and commit it after the call",
-                )
-            } else {
-                map_err(e)
-            },
-        );
-    }
-    client
-        .rows("RELEASE SAVEPOINT errand_unique", &[])
-        .await
-        .map_err(map_err)?;
+    require_transaction(client, "a unique or debounced job").await?;
     query(client, &q.unique_lock, &[&probe.key]).await?;
     let states: Option<Vec<&str>> =
         (!probe.states.is_empty()).then(|| probe.states.iter().map(|s| s.as_str()).collect());
@@ -863,6 +895,7 @@ pub(crate) async fn insert_many<C: Conn>(
     let mut tags: Vec<Option<String>> = Vec::with_capacity(n);
     let mut metas: Vec<Option<String>> = Vec::with_capacity(n);
     let mut unique_keys: Vec<Option<String>> = Vec::with_capacity(n);
+    let mut batches: Vec<Option<&str>> = Vec::with_capacity(n);
     if let [job] = jobs {
         job.validate()?;
         if let Some(found) = stand_in(client, q, now, job).await? {
@@ -870,6 +903,7 @@ pub(crate) async fn insert_many<C: Conn>(
         }
     }
     errand_core::check_unique_batch(jobs)?;
+    crate::batch::join(client, q, now, jobs).await?;
     for job in jobs {
         job.validate()?;
         ids.push(job.id.clone().unwrap_or_else(JobId::generate).to_string());
@@ -905,6 +939,7 @@ pub(crate) async fn insert_many<C: Conn>(
         tags.push(errand_core::tags_to_stored(&job.tags));
         metas.push(errand_core::meta_to_stored(&job.meta));
         unique_keys.push(job.unique_key());
+        batches.push(job.batch.as_ref().map(WorkflowId::as_str));
     }
     let created: Vec<Job> = query(
         client,
@@ -932,6 +967,7 @@ pub(crate) async fn insert_many<C: Conn>(
             &nulls_as_none(tags),
             &nulls_as_none(metas),
             &nulls_as_none(unique_keys),
+            &nulls_as_none(batches),
         ],
     )
     .await

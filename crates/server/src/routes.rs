@@ -92,6 +92,8 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
         endpoint("/v1/jobs/{id}/reschedule", Post, reschedule),
         endpoint("/v1/jobs/{id}/purge", Post, operator::purge),
         endpoint("/v1/workflows/{id}", Get, workflows::show),
+        endpoint("/v1/batches/{id}", Get, workflows::batch),
+        endpoint("/v1/batches/{id}/seal", Post, workflows::seal),
         endpoint("/v1/workflows/{id}/cancel", Post, workflows::cancel),
         endpoint("/v1/workflows/{id}/replay", Post, workflows::replay),
         endpoint("/v1/stats", Get, operator::stats),
@@ -199,6 +201,7 @@ struct EnqueueBody {
     unique_while: Vec<String>,
     debounce: Option<String>,
     unique_key: Option<String>,
+    batch: Option<String>,
 }
 
 const ENQUEUE_EXAMPLE: &str =
@@ -253,6 +256,7 @@ async fn enqueue(State(app): State<App>, headers: HeaderMap, body: Body) -> Answ
         unique_while: req.unique_while,
         debounce: duration_field("debounce", req.debounce)?,
         unique_key: req.unique_key,
+        batch: req.batch,
     };
     let job = spec.build_limited(app.max_payload)?;
     let inserted = app.client.enqueue(job).await?;

@@ -97,3 +97,78 @@ pub(crate) async fn replay(
     let acted = app.admin.replay_workflow(&action).await?;
     json(StatusCode::OK, &acted)
 }
+
+// ---- batches ---------------------------------------------------------------
+
+/// A callback as the seal's body gives it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CallbackBody {
+    kind: String,
+    queue: Option<String>,
+    id: Option<String>,
+    #[serde(default)]
+    payload: Option<Box<serde_json::value::RawValue>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SealBody {
+    on_success: Option<CallbackBody>,
+    on_finish: Option<CallbackBody>,
+}
+
+const SEAL_EXAMPLE: &str = r#"{"on_success": {"kind": "notify", "payload": {"order": 7}}, "on_finish": {"kind": "cleanup"}}"#;
+
+fn callback(app: &App, body: Option<CallbackBody>) -> Result<Option<errand::NewJob>, Problem> {
+    let Some(body) = body else {
+        return Ok(None);
+    };
+    let spec = errand::JobSpec {
+        kind: body.kind,
+        queue: body.queue,
+        id: body.id,
+        payload: body.payload.map(|raw| String::from(raw.get())),
+        ..errand::JobSpec::default()
+    };
+    Ok(Some(spec.build_limited(app.max_payload)?))
+}
+
+/// `POST /v1/batches/{id}/seal`: no job joins the batch after; its
+/// callbacks are enqueued. Sealing a sealed batch answers with it as it is.
+pub(crate) async fn seal(
+    State(app): State<App>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> Answer {
+    let id = workflow_id(path).map_err(|_| {
+        Problem::invalid(
+            "the batch id in the path is not valid: use 1 to 200 letters, digits and -_.:@/+=",
+        )
+    })?;
+    let req: SealBody = body_json(&app, &headers, body, SEAL_EXAMPLE).await?;
+    let seal = errand::BatchSeal {
+        batch: id,
+        on_success: callback(&app, req.on_success)?,
+        on_finish: callback(&app, req.on_finish)?,
+    };
+    let sealed = app.client.seal_batch(&seal).await?;
+    let view = app.admin.batch(&sealed.id).await?;
+    json(StatusCode::OK, &view)
+}
+
+/// `GET /v1/batches/{id}`: whether it is sealed, its counts by state and
+/// its callbacks.
+pub(crate) async fn batch(
+    State(app): State<App>,
+    path: Result<Path<String>, PathRejection>,
+) -> Answer {
+    let id = workflow_id(path).map_err(|_| {
+        Problem::invalid(
+            "the batch id in the path is not valid: use 1 to 200 letters, digits and -_.:@/+=",
+        )
+    })?;
+    let view = app.admin.batch(&id).await?;
+    json(StatusCode::OK, &view)
+}

@@ -1,5 +1,5 @@
 -- Inserts a job unless one with the same id exists (then nothing changes).
--- (A job with tags or dependencies goes through insert_many.sql.)
+-- (A job with tags, dependencies or a batch goes through insert_many.sql.)
 INSERT INTO errand_jobs
     (id, queue, kind, state, payload, priority, attempts, max_attempts, replays,
      max_lease_expiries, give_up_at, available_at, created_at, updated_at,

@@ -5,12 +5,12 @@
 -- kind, payload, priority, max_attempts, max_lease_expiries, give_up_at,
 -- available_at, key_name, key_limit, key_ordered, deadline, traceparent,
 -- state (blocked when it has dependencies), waiting_on,
--- on_dependency_failure, workflow, tags, meta and unique_key.
+-- on_dependency_failure, workflow, tags, meta, unique_key and batch.
 INSERT INTO errand_jobs
     (id, queue, kind, state, payload, priority, attempts, max_attempts, replays,
      max_lease_expiries, give_up_at, available_at, created_at, updated_at,
      key_name, key_limit, key_ordered, deadline, traceparent, waiting_on, on_dependency_failure,
-     workflow, tags, meta, unique_key)
+     workflow, tags, meta, unique_key, batch)
 VALUES
     __VALUES__
 ON CONFLICT (id) DO NOTHING

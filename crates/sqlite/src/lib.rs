@@ -25,6 +25,7 @@
 #![deny(missing_docs)]
 
 mod admin;
+mod batch;
 mod queue;
 mod schema;
 mod writer;
@@ -550,6 +551,11 @@ impl JobStore for SqliteStore {
             .await
     }
 
+    async fn seal_batch(&self, seal: &errand_core::BatchSeal) -> Result<errand_core::Batch> {
+        let seal = seal.clone();
+        self.write(move |c, now| batch::seal(c, &seal, now)).await
+    }
+
     async fn release(&self, lease: &Lease) -> Result<Job> {
         let lease = lease.clone();
         let out = self
@@ -681,6 +687,11 @@ impl AdminStore for SqliteStore {
     async fn dependency_edges(&self, ids: &[JobId]) -> Result<Vec<(JobId, JobId)>> {
         let ids = ids.to_vec();
         self.read(move |c| queue::dependency_edges(c, &ids)).await
+    }
+
+    async fn batch(&self, id: &errand_core::WorkflowId) -> Result<errand_core::Batch> {
+        let id = id.clone();
+        self.read(move |c| batch::batch(c, &id)).await
     }
 
     async fn paused_queues(&self) -> Result<Vec<PausedQueue>> {

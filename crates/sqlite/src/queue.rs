@@ -153,6 +153,7 @@ mod col {
     pub const TAGS: usize = 32;
     pub const META: usize = 33;
     pub const UNIQUE_KEY: usize = 34;
+    pub const BATCH: usize = 35;
 }
 
 /// Maps a row of `errand_jobs` (`SELECT *` or `RETURNING *`) to a [`Job`].
@@ -236,6 +237,11 @@ pub(crate) fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Job> {
         tags: errand_core::tags_from_stored(row.get::<_, Option<String>>(col::TAGS)?.as_deref()),
         meta: errand_core::meta_from_stored(row.get::<_, Option<String>>(col::META)?.as_deref()),
         unique_key: row.get(col::UNIQUE_KEY)?,
+        batch: row
+            .get::<_, Option<String>>(col::BATCH)?
+            .map(WorkflowId::new)
+            .transpose()
+            .map_err(|e| conversion(col::BATCH, e.to_string()))?,
     })
 }
 
@@ -250,7 +256,7 @@ fn due_time(schedule: Schedule, now: Timestamp) -> Timestamp {
 /// Inserts `job` on `conn` (inside whatever transaction the caller has
 /// open), or returns the existing job with the same id.
 pub fn insert(conn: &Connection, job: &NewJob, now: Timestamp) -> Result<Inserted> {
-    if !job.depends_on.is_empty() || !job.tags.is_empty() {
+    if !job.depends_on.is_empty() || !job.tags.is_empty() || job.batch.is_some() {
         return insert_many(conn, std::slice::from_ref(job), now)?
             .pop()
             .ok_or_else(|| Error::storage("inserting one job answered with none"));
@@ -356,12 +362,12 @@ fn stand_in(conn: &Connection, job: &NewJob, now: Timestamp) -> Result<Option<In
     }))
 }
 
-/// Jobs per multi-row insert statement (21 parameters each, far under
+/// Jobs per multi-row insert statement (22 parameters each, far under
 /// SQLite's 32,766).
 const INSERT_CHUNK: usize = 256;
 
 /// Parameters per job in a multi-row insert.
-const PER_JOB: usize = 21;
+const PER_JOB: usize = 22;
 
 /// The multi-row insert for `rows` jobs: `?1` is the time, then
 /// [`PER_JOB`] parameters per job (see insert_many.sql).
@@ -370,7 +376,7 @@ fn insert_many_sql(rows: usize) -> String {
     for r in 0..rows {
         let p = |k: usize| format!("?{}", 2 + r * PER_JOB + k);
         values.push(format!(
-            "({}, {}, {}, {}, {}, {}, 0, {}, 0, {}, {}, {}, ?1, ?1, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
+            "({}, {}, {}, {}, {}, {}, 0, {}, 0, {}, {}, {}, ?1, ?1, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
             p(0),
             p(1),
             p(2),
@@ -391,7 +397,8 @@ fn insert_many_sql(rows: usize) -> String {
             p(17),
             p(18),
             p(19),
-            p(20)
+            p(20),
+            p(21)
         ));
     }
     INSERT_MANY.replace("__VALUES__", &values.join(",\n    "))
@@ -432,6 +439,7 @@ fn insert_many_statements(
         return Ok(vec![found]);
     }
     errand_core::check_unique_batch(jobs)?;
+    crate::batch::join(conn, jobs, now)?;
     errand_core::check_dependencies(jobs)?;
     let full_chunk = FULL_CHUNK_SQL.get_or_init(|| insert_many_sql(INSERT_CHUNK));
     let mut created: HashSet<String> = HashSet::with_capacity(jobs.len());
@@ -495,6 +503,7 @@ fn insert_many_statements(
             bind(&mut stmt, 18, &errand_core::tags_to_stored(&job.tags))?;
             bind(&mut stmt, 19, &errand_core::meta_to_stored(&job.meta))?;
             bind(&mut stmt, 20, &job.unique_key())?;
+            bind(&mut stmt, 21, &job.batch.as_ref().map(WorkflowId::as_str))?;
         }
         let mut rows = stmt.raw_query();
         while let Some(row) = rows.next().map_err(map_err)? {
@@ -771,6 +780,7 @@ fn new_row(job: &NewJob, id: JobId, now: Timestamp) -> Job {
         tags: job.tags.clone(),
         meta: job.meta.clone(),
         unique_key: job.unique_key(),
+        batch: job.batch.clone(),
     }
 }
 

@@ -145,6 +145,8 @@ macro_rules! conformance_tests {
             a_workflow_is_enqueued_whole_and_shown_step_by_step,
             cancelling_or_replaying_a_workflow_acts_on_its_steps_with_audit,
             tags_find_their_jobs_and_go_with_them,
+            a_batch_runs_its_callbacks_once_its_jobs_have_ended,
+            a_sealed_batch_takes_no_more_jobs,
         );
         $crate::conformance_tests!(@in unique $make;
             unique_for_returns_the_job_created_within_the_period,

@@ -393,3 +393,151 @@ pub async fn tags_find_their_jobs_and_go_with_them(store: Arc<dyn Store>, clock:
         Err(Error::NotFound(_))
     ));
 }
+
+fn bid(s: &str) -> errand_core::BatchId {
+    errand_core::BatchId::new(s).unwrap()
+}
+
+/// A batch's `on_success` runs once every job is done, `on_finish` once
+/// every job has ended: both wait while any job is unfinished, a dead job
+/// holds `on_success` back (until replayed and done) while `on_finish`
+/// runs; jobs done before the seal count at once.
+pub async fn a_batch_runs_its_callbacks_once_its_jobs_have_ended(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
+    let b = bid("nightly");
+    store
+        .insert(job("first").in_batch(b.clone()))
+        .await
+        .unwrap();
+    // One job finishes before the batch is sealed.
+    let c = store.claim(&claim_req(1, LEASE)).await.unwrap();
+    store.complete(&c[0].lease).await.unwrap();
+    clock.advance(Duration::from_millis(1));
+    store
+        .insert_many(vec![
+            job("second").in_batch(b.clone()),
+            job("third")
+                .in_batch(b.clone())
+                .with_max_attempts(1)
+                .unwrap(),
+        ])
+        .await
+        .unwrap();
+    let open = admin(&store).batch(&b).await.unwrap();
+    assert_eq!(open.batch.sealed_at, None);
+    assert_eq!(open.batch.total, 3);
+    let sealed = store
+        .seal_batch(&errand_core::BatchSeal {
+            batch: b.clone(),
+            on_success: Some(job("all-done")),
+            on_finish: Some(job("all-ended")),
+        })
+        .await
+        .unwrap();
+    assert!(sealed.sealed_at.is_some());
+    assert_eq!(sealed.on_success, Some(id("all-done")));
+    assert_eq!(sealed.on_finish, Some(id("all-ended")));
+    for name in ["all-done", "all-ended"] {
+        let cb = get(&*store, name).await;
+        assert_eq!((cb.state, cb.waiting_on), (JobState::Blocked, 2), "{name}");
+    }
+    // `second` succeeds, `third` dies.
+    let running = store.claim(&claim_req(10, LEASE)).await.unwrap();
+    assert_eq!(running.len(), 2);
+    for r in running {
+        if r.job.id.as_str() == "second" {
+            store.complete(&r.lease).await.unwrap();
+        } else {
+            let failure = Failure {
+                error: "no".into(),
+                class: ErrorClass::Permanent,
+                retry: None,
+            };
+            store.fail(&r.lease, failure).await.unwrap();
+        }
+    }
+    assert_eq!(get(&*store, "all-ended").await.state, JobState::Ready);
+    assert_eq!(get(&*store, "all-done").await.state, JobState::Blocked);
+    let view = admin(&store).batch(&b).await.unwrap();
+    assert_eq!(view.batch.states.len(), 2, "{:?}", view.batch.states);
+    assert_eq!(
+        view.on_finish_job.as_ref().map(|j| j.state),
+        Some(JobState::Ready)
+    );
+    // An operator replays the dead job; once it is done, on_success runs.
+    admin(&store)
+        .replay(&errand_core::ReplayRequest {
+            ids: vec![id("third")],
+            operator: "ops".into(),
+            reason: None,
+        })
+        .await
+        .unwrap();
+    let mut running = store.claim(&claim_req(10, LEASE)).await.unwrap();
+    running.sort_by(|x, y| x.job.id.cmp(&y.job.id));
+    let names: Vec<&str> = running.iter().map(|r| r.job.id.as_str()).collect();
+    assert_eq!(
+        names,
+        ["all-ended", "third"],
+        "on_finish ran once, not again"
+    );
+    for r in &running {
+        store.complete(&r.lease).await.unwrap();
+    }
+    let last = store.claim(&claim_req(10, LEASE)).await.unwrap();
+    let names: Vec<&str> = last.iter().map(|r| r.job.id.as_str()).collect();
+    assert_eq!(names, ["all-done"]);
+    store.complete(&last[0].lease).await.unwrap();
+    assert!(store.claim(&claim_req(10, LEASE)).await.unwrap().is_empty());
+}
+
+/// A sealed batch takes no more jobs, and sealing it again changes
+/// nothing; a batch sealed empty has its callbacks due at once; an unknown
+/// batch is not found.
+pub async fn a_sealed_batch_takes_no_more_jobs(store: Arc<dyn Store>, _clock: ManualClock) {
+    let b = bid("closed");
+    store.insert(job("in").in_batch(b.clone())).await.unwrap();
+    let seal = errand_core::BatchSeal {
+        batch: b.clone(),
+        on_success: Some(job("cb")),
+        on_finish: None,
+    };
+    let sealed = store.seal_batch(&seal).await.unwrap();
+    let late = store.insert(job("late").in_batch(b.clone())).await;
+    assert!(
+        matches!(&late, Err(Error::Invalid(m)) if m.contains("is sealed")),
+        "{late:?}"
+    );
+    assert!(matches!(
+        store.get(&id("late")).await,
+        Err(Error::NotFound(_))
+    ));
+    let again = store
+        .seal_batch(&errand_core::BatchSeal {
+            on_finish: Some(job("cb2")),
+            ..seal
+        })
+        .await
+        .unwrap();
+    assert_eq!(again.sealed_at, sealed.sealed_at);
+    assert_eq!(again.on_finish, None);
+    assert!(matches!(
+        store.get(&id("cb2")).await,
+        Err(Error::NotFound(_))
+    ));
+
+    let empty = store
+        .seal_batch(&errand_core::BatchSeal {
+            batch: bid("empty"),
+            on_success: Some(job("empty-cb")),
+            on_finish: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(empty.total, 0);
+    assert_eq!(get(&*store, "empty-cb").await.state, JobState::Ready);
+    let missing = admin(&store).batch(&bid("nowhere")).await;
+    assert!(matches!(missing, Err(Error::NoSuchBatch(_))), "{missing:?}");
+}

@@ -361,7 +361,7 @@ async fn request_schemas_name_exactly_the_fields_the_server_accepts() {
         }
         checked += 1;
     }
-    assert_eq!(checked, 16, "every operation with a body was checked");
+    assert_eq!(checked, 17, "every operation with a body was checked");
 }
 
 #[tokio::test]
@@ -457,6 +457,7 @@ async fn the_job_schemas_name_every_field_of_a_job() {
                 "depends_on": ["first"],
                 "on_dependency_failure": "run",
                 "workflow": "w-1",
+                "batch": "b-1",
                 "tags": ["eu"],
                 "meta": {"customer": "Ada"}
             }),
@@ -482,7 +483,7 @@ async fn the_job_schemas_name_every_field_of_a_job() {
     assert_eq!(
         keys(&plain.body["job"]),
         required,
-        "only `key`, `deadline`, `traceparent`, `progress`, `workflow`, `unique_key` and the dependency fields may be absent"
+        "only `key`, `deadline`, `traceparent`, `progress`, `workflow`, `unique_key`, `batch` and the dependency fields may be absent"
     );
     // x2 never ran, so it has no progress report (the HTTP test of the
     // lease API shows one).

@@ -58,7 +58,7 @@ async fn a_workflow_shows_its_steps_with_their_dependencies_and_counts() {
     // dependents and never ran).
     let mut step = property_names(&doc, "WorkflowStep");
     step.retain(|p| p != "has_dependents" && p != "progress" && p != "key");
-    step.retain(|p| p != "deadline" && p != "traceparent" && p != "unique_key");
+    step.retain(|p| !["deadline", "traceparent", "unique_key", "batch"].contains(&p.as_str()));
     assert_eq!(keys(&r.body["steps"][2]), step);
     api.get("/v1/workflows/nope")
         .await
@@ -169,7 +169,14 @@ async fn unique_and_debounced_enqueues_answer_with_the_job_that_stands_in() {
     assert_eq!(again.body["job"]["id"], first.body["job"]["id"]);
     let doc: Value = serde_json::from_str(crate::routes::OPENAPI).unwrap();
     let mut documented = property_names(&doc, "Job");
-    for absent in ["key", "deadline", "traceparent", "progress", "workflow"] {
+    for absent in [
+        "key",
+        "deadline",
+        "traceparent",
+        "progress",
+        "workflow",
+        "batch",
+    ] {
         documented.remove(absent);
     }
     for absent in ["on_dependency_failure", "has_dependents"] {
@@ -207,4 +214,57 @@ async fn unique_and_debounced_enqueues_answer_with_the_job_that_stands_in() {
             .problem(StatusCode::BAD_REQUEST, "invalid");
     }
     assert_eq!(api.count().await, before);
+}
+
+#[tokio::test]
+async fn a_batch_is_filled_then_sealed_and_shows_its_callbacks() {
+    let api = Api::new();
+    for id in ["m1", "m2"] {
+        let r = api
+            .post(
+                "/v1/jobs",
+                &json!({"kind": "resize", "id": id, "batch": "import-42"}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+        assert_eq!(r.body["job"]["batch"], "import-42");
+    }
+    let open = api.get("/v1/batches/import-42").await;
+    assert_eq!(open.status, StatusCode::OK, "{}", open.body);
+    assert_eq!(open.body["sealed_at"], Value::Null);
+    assert_eq!(open.body["total"], 2);
+    let sealed = api
+        .post(
+            "/v1/batches/import-42/seal",
+            &json!({"on_success": {"kind": "notify", "id": "done-42", "payload": {"n": 1}}, "on_finish": {"kind": "cleanup", "queue": "ops"}}),
+        )
+        .await;
+    assert_eq!(sealed.status, StatusCode::OK, "{}", sealed.body);
+    assert_eq!(sealed.body["on_success"], "done-42");
+    assert_eq!(sealed.body["on_success_job"]["state"], "blocked");
+    assert_eq!(sealed.body["on_success_job"]["waiting_on"], 2);
+    assert_eq!(sealed.body["on_finish_job"]["queue"], "ops");
+    let doc: Value = serde_json::from_str(crate::routes::OPENAPI).unwrap();
+    assert_eq!(keys(&sealed.body), property_names(&doc, "Batch"));
+    // A sealed batch takes no more jobs; nothing is written.
+    let before = api.count().await;
+    api.post("/v1/jobs", &json!({"kind": "resize", "batch": "import-42"}))
+        .await
+        .problem(StatusCode::BAD_REQUEST, "invalid");
+    assert_eq!(api.count().await, before);
+    api.get("/v1/batches/nope")
+        .await
+        .problem(StatusCode::NOT_FOUND, "not_found");
+    api.post(
+        "/v1/batches/x/seal",
+        &json!({"on_success": {"kind": "bad kind"}}),
+    )
+    .await
+    .problem(StatusCode::BAD_REQUEST, "invalid");
+    api.post(
+        "/v1/batches/x/seal",
+        &json!({"on_success": {"kind": "k", "delay": "1s"}}),
+    )
+    .await
+    .problem(StatusCode::BAD_REQUEST, "malformed_json");
 }
