@@ -52,6 +52,10 @@ pub enum Op {
     Replay { id: u8 },
     /// Operator cancel of job `id`.
     Cancel { id: u8 },
+    /// Insert job `id` unique by the key `u0` or `u1` (`key`): `rule` 0
+    /// unique for `ms` + 1, 1 unique while ready or running, 2 debounced by
+    /// `ms` + 1.
+    EnqueueUnique { id: u8, key: u8, rule: u8, ms: u16 },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,6 +77,9 @@ struct MJob {
     deps: Vec<String>,
     policy: DependencyFailure,
     met: BTreeSet<String>,
+    /// When it was created (ms), and the unique key it was enqueued with.
+    created_at: i64,
+    unique_key: Option<String>,
 }
 
 impl MJob {
@@ -382,9 +389,63 @@ impl Model {
                         policy: policy_of(policy),
                         deps,
                         met,
+                        created_at: now,
+                        unique_key: None,
                     },
                 );
                 self.release(&failed, now);
+                Res::Ok
+            }
+            Op::EnqueueUnique { id, key, rule, ms } => {
+                let key = format!("u{}", key % 2);
+                let span = i64::from(ms) + 1;
+                // The newest job with the key (ties: the greatest id) that
+                // stands in under the rule.
+                let stand_in = self
+                    .jobs
+                    .iter()
+                    .filter(|(_, j)| j.unique_key.as_deref() == Some(key.as_str()))
+                    .filter(|(_, j)| match rule % 3 {
+                        0 => j.created_at > now - span,
+                        1 => matches!(j.state, JobState::Ready | JobState::Running),
+                        _ => j.state == JobState::Ready && j.attempts == 0,
+                    })
+                    .max_by(|a, b| (a.1.created_at, a.0).cmp(&(b.1.created_at, b.0)))
+                    .map(|(id, _)| id.clone());
+                if let Some(found) = stand_in {
+                    if rule % 3 == 2
+                        && let Some(j) = self.jobs.get_mut(&found)
+                    {
+                        j.available_at = now + span;
+                    }
+                    return Res::Ok;
+                }
+                let id = name(id);
+                if self.jobs.contains_key(&id) {
+                    return Res::Ok;
+                }
+                self.created += 1;
+                self.jobs.insert(
+                    id,
+                    MJob {
+                        state: JobState::Ready,
+                        attempts: 0,
+                        max_attempts: 2,
+                        replays: 0,
+                        lease_expiries: 0,
+                        max_lease_expiries: 2,
+                        available_at: now + if rule % 3 == 2 { span } else { 0 },
+                        lease_until: None,
+                        owner: None,
+                        created_seq: self.created,
+                        key: None,
+                        policy: DependencyFailure::Wait,
+                        deps: Vec::new(),
+                        met: BTreeSet::new(),
+                        created_at: now,
+                        unique_key: Some(key),
+                    },
+                );
                 Res::Ok
             }
             Op::Claim { .. } => unreachable!("claims go through Model::claim"),
@@ -533,6 +594,31 @@ async fn apply_store(store: &Arc<dyn Store>, leases: &mut Vec<Lease>, op: &Op) -
                 Ok(job) => reduce(store.insert(job).await),
                 Err(e) => panic!("bad generated job: {e}"),
             }
+        }
+        Op::EnqueueUnique {
+            id,
+            key,
+            rule,
+            ms: span,
+        } => {
+            let span = ms(span) + Duration::from_millis(1);
+            let job = NewJob::new("model", Payload::default())
+                .and_then(|j| j.with_max_attempts(2))
+                .and_then(|j| j.with_max_lease_expiries(2))
+                .map(|j| j.with_id(JobId::new(name(id)).unwrap_or_else(|_| JobId::generate())));
+            let job = match job {
+                Ok(j) => match rule % 3 {
+                    0 => j.unique_for(span),
+                    1 => j.unique_while(&[JobState::Ready, JobState::Running]),
+                    _ => j.debounce(span),
+                },
+                Err(e) => panic!("bad generated job: {e}"),
+            };
+            reduce(
+                store
+                    .insert(job.with_unique_key(&format!("u{}", key % 2)))
+                    .await,
+            )
         }
         Op::Claim { limit, lease_ms } => {
             let req = ClaimRequest {
@@ -700,5 +786,6 @@ pub fn op_strategy() -> impl proptest::strategy::Strategy<Value = Op> {
         1 => Just(Op::Sweep),
         1 => any::<u8>().prop_map(|id| Op::Replay { id }),
         1 => any::<u8>().prop_map(|id| Op::Cancel { id }),
+        2 => (any::<u8>(), any::<u8>(), any::<u8>(), prop_oneof![Just(0u16), 0u16..3000]).prop_map(|(id, key, rule, ms)| Op::EnqueueUnique { id, key, rule, ms }),
     ]
 }
