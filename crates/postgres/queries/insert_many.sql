@@ -9,9 +9,8 @@
 -- a dependency fails, $19 workflows, $20 tags (JSON arrays as text),
 -- $21 metadata (JSON objects as text), $22 unique keys, $23 batches.
 --
--- The tag rows of the jobs created go in by the same statement, so a job
--- and its tags are written together in or out of a transaction.
-WITH ins AS (
+-- Jobs with tags go through insert_many_tagged.sql, which writes their
+-- tag rows in the same statement.
 INSERT INTO __SCHEMA__.errand_jobs
     (id, queue, kind, state, payload, priority, attempts, max_attempts, replays,
      max_lease_expiries, give_up_at, available_at, created_at, updated_at,
@@ -37,10 +36,3 @@ FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::int2[], $7::int4
 ORDER BY u.n
 ON CONFLICT (id) DO NOTHING
 RETURNING *
-), tagged AS (
-INSERT INTO __SCHEMA__.errand_job_tags (tag, created_at, job_id)
-SELECT t.tag, ins.created_at, ins.id
-FROM ins, jsonb_array_elements_text(ins.tags) AS t (tag)
-WHERE ins.tags IS NOT NULL
-)
-SELECT * FROM ins

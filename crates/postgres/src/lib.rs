@@ -661,10 +661,18 @@ impl JobStore for PgStore {
         // this side encodes the next and reads the last one's rows. The
         // statement is prepared first, so the chunks are sent — and run —
         // in input order.
+        // (Each chunk picks the statement with tags if one of its jobs has
+        // some: both are prepared when any has.)
         client
             .prepare_cached(&self.queries.insert_many)
             .await
             .map_err(map_err)?;
+        if jobs.iter().any(|j| !j.tags.is_empty()) {
+            client
+                .prepare_cached(&self.queries.insert_many_tagged)
+                .await
+                .map_err(map_err)?;
+        }
         let tx = queue::Pipelined::new(&client);
         let result = async {
             let inserts = futures_util::future::try_join_all(

@@ -24,6 +24,7 @@ pub struct Queries {
     pub(crate) schema: String,
     pub(crate) insert: String,
     pub(crate) insert_many: String,
+    pub(crate) insert_many_tagged: String,
     pub(crate) get_many: String,
     pub(crate) get: String,
     pub(crate) expire_final: String,
@@ -83,6 +84,7 @@ impl Queries {
             schema: quoted_schema.to_owned(),
             insert: q(include_str!("../queries/insert.sql")),
             insert_many: q(include_str!("../queries/insert_many.sql")),
+            insert_many_tagged: q(include_str!("../queries/insert_many_tagged.sql")),
             get_many: q(include_str!("../queries/get_many.sql")),
             get: q(include_str!("../queries/get.sql")),
             expire_final: q(include_str!("../queries/expire_final.sql")),
@@ -141,6 +143,7 @@ impl Queries {
         vec![
             ("insert", &self.insert),
             ("insert_many", &self.insert_many),
+            ("insert_many_tagged", &self.insert_many_tagged),
             ("get_many", &self.get_many),
             ("get", &self.get),
             ("expire_final", &self.expire_final),
@@ -941,9 +944,14 @@ pub(crate) async fn insert_many<C: Conn>(
         unique_keys.push(job.unique_key());
         batches.push(job.batch.as_ref().map(WorkflowId::as_str));
     }
+    let statement = if tags.iter().any(Option::is_some) {
+        &q.insert_many_tagged
+    } else {
+        &q.insert_many
+    };
     let created: Vec<Job> = query(
         client,
-        &q.insert_many,
+        statement,
         &[
             &now,
             &ids,

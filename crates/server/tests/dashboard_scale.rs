@@ -17,7 +17,9 @@
 //! five kinds, then, through the store's own operations, 60% claimed and
 //! completed (`done`), 10% claimed and failed permanently with one of four
 //! errors (`dead`), 2% cancelled (with audit rows), 3% claimed and left
-//! `running`; the remaining 25% stay `ready`.
+//! `running`; the remaining 25% stay `ready`. One job in a hundred carries
+//! the tag `vip`, every job one of 50 tags `t0`…`t49`, and the first 1,000
+//! jobs are the steps of the workflow `wf-scale`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -80,7 +82,7 @@ async fn fill(store: &Arc<dyn Store>, total: usize) -> Marks {
                     r#"{{"n":{i},"to":"user{}@example.com","note":"<b>job {i}</b>"}}"#,
                     i % 9973
                 );
-                NewJob::new(
+                let mut job = NewJob::new(
                     KINDS[i % KINDS.len()],
                     Payload::from_json_text(payload).unwrap(),
                 )
@@ -89,6 +91,15 @@ async fn fill(store: &Arc<dyn Store>, total: usize) -> Marks {
                 .unwrap()
                 .with_max_attempts(1)
                 .unwrap()
+                .with_tag(&format!("t{}", i % 50))
+                .unwrap();
+                if i % 100 == 7 {
+                    job = job.with_tag("vip").unwrap();
+                }
+                if i < 1_000 {
+                    job = job.in_workflow(errand::WorkflowId::new("wf-scale").unwrap());
+                }
+                job
             })
             .collect();
         let rows = store.insert_many(jobs).await.unwrap();
@@ -268,6 +279,26 @@ async fn measure(backend: &str, store: &Arc<dyn Store>, total: usize, marks: &Ma
         (
             "bulk replay confirmation (50 dead jobs)",
             "/dashboard/dead/replay?error=SMTP".to_owned(),
+        ),
+        (
+            "jobs tagged vip (1%), first page",
+            "/dashboard/jobs?tag=vip".to_owned(),
+        ),
+        (
+            "jobs tagged vip, state=dead",
+            "/dashboard/jobs?tag=vip&state=dead".to_owned(),
+        ),
+        (
+            "jobs tagged t7 (2%), first page",
+            "/dashboard/jobs?tag=t7".to_owned(),
+        ),
+        (
+            "jobs of a tag no job carries",
+            "/dashboard/jobs?tag=none".to_owned(),
+        ),
+        (
+            "a workflow of 1,000 steps, first page",
+            "/dashboard/workflows/wf-scale".to_owned(),
         ),
         (
             "queues (per-queue counts, capped)",
