@@ -91,10 +91,10 @@ impl BatchSeal {
             (&self.on_finish, DependencyFailure::Run),
         ] {
             let Some(job) = job else { continue };
-            if !job.depends_on.is_empty() || job.unique.is_some() {
+            if !job.depends_on.is_empty() || job.unique.is_some() || job.batch.is_some() {
                 return Err(Error::invalid(
                     "a batch callback depends on the batch's jobs alone: give it no \
-                     dependencies of its own and no uniqueness",
+                     dependencies of its own, no uniqueness and no batch",
                 ));
             }
             let mut job = job.clone();
@@ -104,6 +104,22 @@ impl BatchSeal {
             out.push(job);
         }
         Ok(out)
+    }
+}
+
+/// Refuses a seal whose callback was not created (its id names a job
+/// already stored, which would not wait for the batch).
+///
+/// # Errors
+/// [`Error::Invalid`] naming the id.
+pub fn check_callbacks_created(inserted: &[crate::store::Inserted]) -> Result<()> {
+    match inserted.iter().find(|i| !i.created) {
+        Some(i) => Err(Error::invalid(format!(
+            "a batch callback's id {} already names a stored job: give the callback a new id, \
+             or none",
+            i.job.id
+        ))),
+        None => Ok(()),
     }
 }
 
@@ -177,6 +193,12 @@ mod tests {
             ..seal
         };
         assert!(own_deps.callbacks(&members).is_err());
+        let in_batch = BatchSeal {
+            on_success: Some(job("x").in_batch(BatchId::new("b").unwrap())),
+            on_finish: None,
+            batch: BatchId::new("b").unwrap(),
+        };
+        assert!(in_batch.callbacks(&members).is_err());
     }
 
     #[test]

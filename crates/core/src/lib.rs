@@ -55,7 +55,8 @@ pub use admin::{
 };
 pub use args::{IntoNewJob, JobArgs, JobOptions};
 pub use batch::{
-    Batch, BatchId, BatchSeal, BatchView, MAX_BATCH_JOBS, check_batch_size, check_open,
+    Batch, BatchId, BatchSeal, BatchView, MAX_BATCH_JOBS, check_batch_size,
+    check_callbacks_created, check_open,
 };
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use deps::{

@@ -322,7 +322,7 @@ impl Admin {
         let by = stamp(&action.operator, Some(&reason));
         let mut changed: Vec<Job> = Vec::new();
         let mut idle_rounds = 0;
-        'rounds: loop {
+        loop {
             let mut progressed = false;
             let mut refused = false;
             for state in states {
@@ -332,23 +332,37 @@ impl Admin {
                     .chunks(WORKFLOW_CHUNK)
                 {
                     let jobs = step(chunk.to_vec(), by.clone()).await?;
-                    if jobs.is_empty() {
-                        refused = true;
-                    } else if jobs.len() == chunk.len() {
+                    if jobs.len() == chunk.len() {
                         progressed = true;
                         changed.extend(jobs);
-                    } else {
+                        continue;
+                    }
+                    if !jobs.is_empty() {
                         return Err(partial(jobs.len(), chunk.len()));
+                    }
+                    // A step of the chunk changed meanwhile (it finished,
+                    // or a cascade reached it): the others go one by one,
+                    // and the ones refused are looked at again next round.
+                    for id in chunk {
+                        let one = step(vec![id.clone()], by.clone()).await?;
+                        if one.is_empty() {
+                            refused = true;
+                        } else {
+                            progressed = true;
+                            changed.extend(one);
+                        }
                     }
                 }
             }
             if !refused {
-                break 'rounds;
+                break;
             }
             idle_rounds = if progressed { 0 } else { idle_rounds + 1 };
             if idle_rounds >= RACES_TOLERATED {
                 return Err(Error::Busy(format!(
-                    "the steps of workflow {} kept changing while the {verb} ran (other                      processes are working on them); {} step(s) were changed, each with its                      audit entry: run it again",
+                    "the steps of workflow {} kept changing while the {verb} ran (other \
+                     processes are working on them); {} step(s) were changed, each with its \
+                     audit entry: run it again",
                     action.id,
                     changed.len()
                 )));

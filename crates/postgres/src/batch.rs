@@ -102,7 +102,9 @@ pub(crate) async fn seal<C: Conn>(
             .and(callbacks.last())
             .and_then(|j| j.id.clone());
         if !callbacks.is_empty() {
-            insert_linked(client, q, now, &callbacks).await?;
+            errand_core::check_callbacks_created(
+                &insert_linked(client, q, now, &callbacks).await?,
+            )?;
         }
         query(
             client,

@@ -799,6 +799,24 @@ pub(crate) async fn require_transaction<C: Conn>(client: &C, what: &str) -> Resu
         .rows("RELEASE SAVEPOINT errand_check", &[])
         .await
         .map_err(map_err)?;
+    // Its look-up after the lock must see what the previous holder
+    // committed: a snapshot taken earlier (repeatable read, serializable)
+    // would not.
+    let rows = client
+        .rows("SELECT current_setting('transaction_isolation')", &[])
+        .await
+        .map_err(map_err)?;
+    let level: String = rows
+        .first()
+        .map(|r| r.get(0))
+        .unwrap_or_else(|| "unknown".to_owned());
+    if level != "read committed" {
+        return Err(Error::invalid(format!(
+            "{what} must be enqueued in a READ COMMITTED transaction (this one is {level}): \
+             its check of the jobs already stored must see what other transactions committed \
+             while it waited for its lock"
+        )));
+    }
     Ok(())
 }
 
@@ -851,17 +869,16 @@ async fn stand_in<C: Conn>(
             &now,
         ],
     )
-    .await?
-    .ok_or_else(|| {
-        Error::Busy(format!(
-            "job {} started while it was being debounced; enqueue again",
-            found.id
-        ))
-    })?;
-    Ok(Some(Inserted {
-        job: job_from_row(&pushed)?,
-        created: false,
-    }))
+    .await?;
+    // A twin that started meanwhile is no longer waiting: the job is
+    // enqueued as if none had been found (the key's lock is still held).
+    match pushed {
+        Some(row) => Ok(Some(Inserted {
+            job: job_from_row(&row)?,
+            created: false,
+        })),
+        None => Ok(None),
+    }
 }
 
 /// Inserts many jobs in one statement; existing ids are returned as they

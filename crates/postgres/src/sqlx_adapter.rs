@@ -58,6 +58,12 @@ pub async fn enqueue_in(
              PgStore::enqueue_in on a tokio-postgres transaction, or through the store",
         ));
     }
+    if job.batch.is_some() {
+        return Err(Error::invalid(
+            "this adapter does not add jobs to batches yet: enqueue them with \
+             PgStore::enqueue_in on a tokio-postgres transaction, or through the store",
+        ));
+    }
     if job.unique.is_some() {
         return Err(Error::invalid(
             "this adapter does not enqueue unique or debounced jobs yet: enqueue them with \

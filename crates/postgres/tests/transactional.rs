@@ -505,3 +505,56 @@ async fn listening(client: &tokio_postgres::Client, schema: &str) -> i64 {
         .expect("pg_stat_activity")
         .get::<_, i64>(0)
 }
+
+/// A unique job, or one joining a batch, is enqueued in the caller's
+/// READ COMMITTED transaction, and refused — writing nothing — outside a
+/// transaction or in a transaction that kept an earlier snapshot.
+#[tokio::test]
+async fn unique_and_batch_enqueues_need_a_read_committed_transaction() {
+    let Some(url) = url() else { return };
+    let schema = format!("errand_tu_{}", std::process::id());
+    let (store, mut client) = setup(&url, &schema).await;
+    let unique = || job("u1").unique_for(std::time::Duration::from_secs(60));
+    let outside = store.enqueue_in(&client, unique()).await;
+    assert!(
+        matches!(&outside, Err(Error::Invalid(m)) if m.contains("inside a transaction")),
+        "{outside:?}"
+    );
+    let tx = client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .start()
+        .await
+        .expect("begin");
+    let repeatable = store.enqueue_in(&tx, unique()).await;
+    assert!(
+        matches!(&repeatable, Err(Error::Invalid(m)) if m.contains("READ COMMITTED")),
+        "{repeatable:?}"
+    );
+    let batch = job("b1").in_batch(errand_core::BatchId::new("b").expect("id"));
+    let joined = store.enqueue_in(&tx, batch).await;
+    assert!(
+        matches!(&joined, Err(Error::Invalid(m)) if m.contains("READ COMMITTED")),
+        "{joined:?}"
+    );
+    tx.rollback().await.expect("rollback");
+    let tx = client.transaction().await.expect("begin");
+    let first = store.enqueue_in(&tx, unique()).await.expect("unique");
+    assert!(first.created);
+    let again = store
+        .enqueue_in(
+            &tx,
+            job("u2").unique_for(std::time::Duration::from_secs(60)),
+        )
+        .await
+        .expect("unique again");
+    assert!(!again.created);
+    assert_eq!(again.job.id.as_str(), "u1");
+    tx.commit().await.expect("commit");
+    let all = store.list(&JobFilter::default()).await.expect("list");
+    assert_eq!(all.len(), 1);
+    client
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .expect("drop");
+}

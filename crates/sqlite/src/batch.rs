@@ -96,7 +96,7 @@ pub(crate) fn seal(conn: &Connection, seal: &BatchSeal, now: Timestamp) -> Resul
             .and(callbacks.last())
             .and_then(|j| j.id.clone());
         if !callbacks.is_empty() {
-            insert_many(conn, &callbacks, now)?;
+            errand_core::check_callbacks_created(&insert_many(conn, &callbacks, now)?)?;
         }
         conn.prepare_cached(SEAL)
             .map_err(map_err)?

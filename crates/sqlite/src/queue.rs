@@ -256,15 +256,18 @@ fn due_time(schedule: Schedule, now: Timestamp) -> Timestamp {
 /// Inserts `job` on `conn` (inside whatever transaction the caller has
 /// open), or returns the existing job with the same id.
 pub fn insert(conn: &Connection, job: &NewJob, now: Timestamp) -> Result<Inserted> {
-    if !job.depends_on.is_empty() || !job.tags.is_empty() || job.batch.is_some() {
+    // These take more than one statement: insert_many runs them under a
+    // savepoint of its own (a transaction when the caller has none).
+    if !job.depends_on.is_empty()
+        || !job.tags.is_empty()
+        || job.batch.is_some()
+        || job.unique.is_some()
+    {
         return insert_many(conn, std::slice::from_ref(job), now)?
             .pop()
             .ok_or_else(|| Error::storage("inserting one job answered with none"));
     }
     job.validate()?;
-    if let Some(found) = stand_in(conn, job, now)? {
-        return Ok(found);
-    }
     let id = job.id.clone().unwrap_or_else(JobId::generate);
     let inserted = conn
         .prepare_cached(INSERT)
@@ -354,10 +357,9 @@ fn stand_in(conn: &Connection, job: &NewJob, now: Timestamp) -> Result<Option<In
             job_from_row,
         )
         .optional()
-        .map_err(map_err)?
-        .ok_or_else(|| Error::storage("the debounced job changed while it was pushed"))?;
-    Ok(Some(Inserted {
-        job: pushed,
+        .map_err(map_err)?;
+    Ok(pushed.map(|job| Inserted {
+        job,
         created: false,
     }))
 }
@@ -519,10 +521,13 @@ fn insert_many_statements(
     if !edges.is_empty() {
         link_dependencies(conn, &edges, now)?;
     }
+    // A repeated id is created from its first occurrence: only that one's
+    // tags are its tags.
+    let mut tagged_once: HashSet<&str> = HashSet::new();
     let tag_rows: Vec<(&str, &str)> = jobs
         .iter()
         .zip(&ids)
-        .filter(|(_, id)| created.contains(id.as_str()))
+        .filter(|(_, id)| created.contains(id.as_str()) && tagged_once.insert(id.as_str()))
         .flat_map(|(job, id)| job.tags.iter().map(move |t| (id.as_str(), t.as_str())))
         .collect();
     if !tag_rows.is_empty() {

@@ -370,6 +370,17 @@ pub async fn tags_find_their_jobs_and_go_with_them(store: Arc<dyn Store>, clock:
     let eu = listed(&store, by_tag("eu")).await;
     assert_eq!(eu, ["t2", copy.id.as_str()]);
     assert!(listed(&store, by_tag("vip")).await.is_empty());
+    // An id given twice in one call is created from its first occurrence,
+    // and carries its tags alone.
+    store
+        .insert_many(vec![
+            tagged("twice", &["first"]),
+            tagged("twice", &["second"]),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(listed(&store, by_tag("first")).await, ["twice"]);
+    assert!(listed(&store, by_tag("second")).await.is_empty());
     // A job re-created under a pruned id is listed once, with its own tags.
     store.insert(tagged("t1", &["vip"])).await.unwrap();
     assert_eq!(listed(&store, by_tag("vip")).await, ["t1"]);
@@ -528,6 +539,24 @@ pub async fn a_sealed_batch_takes_no_more_jobs(store: Arc<dyn Store>, _clock: Ma
         Err(Error::NotFound(_))
     ));
 
+    // A callback whose id names a stored job would not wait for the batch:
+    // the seal is refused and the batch stays open.
+    store.insert(job("taken-b")).await.unwrap();
+    let clash = store
+        .seal_batch(&errand_core::BatchSeal {
+            batch: bid("clash"),
+            on_success: Some(job("taken-b")),
+            on_finish: None,
+        })
+        .await;
+    assert!(
+        matches!(&clash, Err(Error::Invalid(m)) if m.contains("already names")),
+        "{clash:?}"
+    );
+    store
+        .insert(job("joins-later").in_batch(bid("clash")))
+        .await
+        .unwrap();
     let empty = store
         .seal_batch(&errand_core::BatchSeal {
             batch: bid("empty"),
