@@ -259,3 +259,42 @@ async fn a_handler_can_complete_its_job_in_the_same_transaction_as_its_effect() 
         "the stale attempt's effect rolled back with its refused completion"
     );
 }
+
+/// A whole workflow goes in with the caller's rows, inside the caller's
+/// transaction, or not at all.
+#[tokio::test]
+async fn a_workflow_commits_or_rolls_back_with_the_callers_transaction() {
+    let f = common::fixture();
+    let mut conn = sqlite::rusqlite::Connection::open(&f.path).unwrap();
+    app_table(&conn);
+    let build = || {
+        let mut wf = errand::Workflow::with_id(errand::WorkflowId::new("order-9").unwrap());
+        let a = wf.step(receipt("w-a"));
+        wf.step_after(receipt("w-b"), &[&a]);
+        wf
+    };
+    let tx = conn.transaction().unwrap();
+    tx.execute("INSERT INTO orders VALUES ('o9')", []).unwrap();
+    f.store.enqueue_many_in(&tx, &build().into_jobs()).unwrap();
+    tx.rollback().unwrap();
+    let store: Arc<dyn Store> = Arc::new(f.store.clone());
+    let admin = errand::Admin::new(Arc::clone(&store));
+    let gone = admin
+        .workflow(&errand::WorkflowId::new("order-9").unwrap(), None, 10)
+        .await;
+    assert!(matches!(gone, Err(Error::NoSuchWorkflow(_))), "{gone:?}");
+
+    let tx = conn.transaction().unwrap();
+    tx.execute("INSERT INTO orders VALUES ('o9')", []).unwrap();
+    let ins = f.store.enqueue_many_in(&tx, &build().into_jobs()).unwrap();
+    assert!(ins.iter().all(|i| i.created));
+    tx.commit().unwrap();
+    let view = admin
+        .workflow(&errand::WorkflowId::new("order-9").unwrap(), None, 10)
+        .await
+        .unwrap();
+    assert_eq!(view.total, 2);
+    assert_eq!(view.steps[1].depends_on, [JobId::new("w-a").unwrap()]);
+    let all = store.list(&JobFilter::default()).await.unwrap();
+    assert_eq!(all.len(), 2);
+}

@@ -558,3 +558,53 @@ async fn unique_and_batch_enqueues_need_a_read_committed_transaction() {
         .await
         .expect("drop");
 }
+
+/// A workflow enqueued inside the application's transaction commits or
+/// rolls back whole with the application's rows.
+#[tokio::test]
+async fn a_workflow_commits_or_rolls_back_with_the_callers_transaction() {
+    let Some(url) = url() else { return };
+    let schema = format!("errand_tw_{}", std::process::id());
+    let (store, mut client) = setup(&url, &schema).await;
+    let build = || {
+        let mut wf = errand_core::Workflow::with_id(
+            errand_core::WorkflowId::new("order-9").expect("workflow id"),
+        );
+        let a = wf.step(job("w-a"));
+        wf.step_after(job("w-b"), &[&a]);
+        wf
+    };
+    let tx = client.transaction().await.expect("begin");
+    tx.execute(&format!("INSERT INTO {schema}.orders VALUES ('o9')"), &[])
+        .await
+        .expect("app row");
+    store
+        .enqueue_many_in(&tx, &build().into_jobs())
+        .await
+        .expect("workflow");
+    tx.rollback().await.expect("rollback");
+    assert!(
+        store
+            .list(&JobFilter::default())
+            .await
+            .expect("list")
+            .is_empty()
+    );
+
+    let tx = client.transaction().await.expect("begin");
+    let ins = store
+        .enqueue_many_in(&tx, &build().into_jobs())
+        .await
+        .expect("workflow");
+    assert!(ins.iter().all(|i| i.created));
+    tx.commit().await.expect("commit");
+    let counts = store
+        .workflow_counts(&errand_core::WorkflowId::new("order-9").expect("id"))
+        .await
+        .expect("counts");
+    assert_eq!(counts.iter().map(|(_, n)| n).sum::<u64>(), 2);
+    client
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .expect("drop");
+}
