@@ -77,7 +77,18 @@ impl BatchSeal {
     /// # Errors
     /// [`Error::Invalid`] when a callback already has dependencies of its
     /// own, is unique, or the batch holds more than [`MAX_BATCH_JOBS`].
-    pub fn callbacks(&self, members: &[JobId]) -> Result<Vec<NewJob>> {
+    pub fn callbacks(&self, members: &[JobId]) -> Result<Callbacks> {
+        let jobs = self.callback_jobs(members)?;
+        let id_of =
+            |given: bool, job: Option<&NewJob>| job.filter(|_| given).and_then(|j| j.id.clone());
+        Ok(Callbacks {
+            on_success: id_of(self.on_success.is_some(), jobs.first()),
+            on_finish: id_of(self.on_finish.is_some(), jobs.last()),
+            jobs,
+        })
+    }
+
+    fn callback_jobs(&self, members: &[JobId]) -> Result<Vec<NewJob>> {
         if members.len() > MAX_BATCH_JOBS {
             return Err(Error::invalid(format!(
                 "batch {} holds {} jobs; a batch holds at most {MAX_BATCH_JOBS}",
@@ -105,6 +116,17 @@ impl BatchSeal {
         }
         Ok(out)
     }
+}
+
+/// A seal's callbacks: the jobs to insert, and the ids a seal records.
+#[derive(Clone, Debug)]
+pub struct Callbacks {
+    /// The callback jobs, `on_success` first.
+    pub jobs: Vec<NewJob>,
+    /// The `on_success` callback's id, if there is one.
+    pub on_success: Option<JobId>,
+    /// The `on_finish` callback's id, if there is one.
+    pub on_finish: Option<JobId>,
 }
 
 /// Refuses a seal whose callback was not created (its id names a job
@@ -175,7 +197,10 @@ mod tests {
             on_finish: Some(job("cleanup").with_id(JobId::new("c").unwrap())),
         };
         let members = vec![JobId::new("m1").unwrap(), JobId::new("m2").unwrap()];
-        let cbs = seal.callbacks(&members).unwrap();
+        let all = seal.callbacks(&members).unwrap();
+        assert_eq!(all.on_success, all.jobs[0].id);
+        assert_eq!(all.on_finish.as_ref().map(JobId::as_str), Some("c"));
+        let cbs = all.jobs;
         assert_eq!(cbs.len(), 2);
         assert_eq!(cbs[0].depends_on, members);
         assert_eq!(cbs[0].on_dependency_failure, DependencyFailure::Wait);
@@ -187,7 +212,17 @@ mod tests {
             on_finish: None,
             ..seal.clone()
         };
-        assert!(none.callbacks(&members).unwrap().is_empty());
+        let none = none.callbacks(&members).unwrap();
+        assert!(none.jobs.is_empty() && none.on_success.is_none() && none.on_finish.is_none());
+        let finish_only = BatchSeal {
+            batch: BatchId::new("b").unwrap(),
+            on_success: None,
+            on_finish: Some(job("cleanup")),
+        }
+        .callbacks(&members)
+        .unwrap();
+        assert!(finish_only.on_success.is_none());
+        assert_eq!(finish_only.on_finish, finish_only.jobs[0].id);
         let own_deps = BatchSeal {
             on_success: Some(job("x").depends_on(JobId::new("m1").unwrap())),
             ..seal

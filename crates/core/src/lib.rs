@@ -55,7 +55,7 @@ pub use admin::{
 };
 pub use args::{IntoNewJob, JobArgs, JobOptions};
 pub use batch::{
-    Batch, BatchId, BatchSeal, BatchView, MAX_BATCH_JOBS, check_batch_size,
+    Batch, BatchId, BatchSeal, BatchView, Callbacks, MAX_BATCH_JOBS, check_batch_size,
     check_callbacks_created, check_open,
 };
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};

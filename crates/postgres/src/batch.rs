@@ -91,19 +91,9 @@ pub(crate) async fn seal<C: Conn>(
             members.push(JobId::new(r.try_get::<_, String>(0).map_err(map_err)?)?);
         }
         let callbacks = seal.callbacks(&members)?;
-        let on_success = seal
-            .on_success
-            .as_ref()
-            .and(callbacks.first())
-            .and_then(|j| j.id.clone());
-        let on_finish = seal
-            .on_finish
-            .as_ref()
-            .and(callbacks.last())
-            .and_then(|j| j.id.clone());
-        if !callbacks.is_empty() {
+        if !callbacks.jobs.is_empty() {
             errand_core::check_callbacks_created(
-                &insert_linked(client, q, now, &callbacks).await?,
+                &insert_linked(client, q, now, &callbacks.jobs).await?,
             )?;
         }
         query(
@@ -112,8 +102,8 @@ pub(crate) async fn seal<C: Conn>(
             &[
                 &seal.batch.as_str(),
                 &now,
-                &on_success.as_ref().map(JobId::as_str),
-                &on_finish.as_ref().map(JobId::as_str),
+                &callbacks.on_success.as_ref().map(JobId::as_str),
+                &callbacks.on_finish.as_ref().map(JobId::as_str),
             ],
         )
         .await?;

@@ -84,7 +84,11 @@ impl Queries {
             schema: quoted_schema.to_owned(),
             insert: q(include_str!("../queries/insert.sql")),
             insert_many: q(include_str!("../queries/insert_many.sql")),
-            insert_many_tagged: q(include_str!("../queries/insert_many_tagged.sql")),
+            insert_many_tagged: q(&format!(
+                "WITH ins AS (\n{}\n)\n{}",
+                include_str!("../queries/insert_many.sql"),
+                include_str!("../queries/insert_tags.sql")
+            )),
             get_many: q(include_str!("../queries/get_many.sql")),
             get: q(include_str!("../queries/get.sql")),
             expire_final: q(include_str!("../queries/expire_final.sql")),

@@ -85,26 +85,16 @@ pub(crate) fn seal(conn: &Connection, seal: &BatchSeal, now: Timestamp) -> Resul
             }
         }
         let callbacks = seal.callbacks(&members)?;
-        let on_success = seal
-            .on_success
-            .as_ref()
-            .and(callbacks.first())
-            .and_then(|j| j.id.clone());
-        let on_finish = seal
-            .on_finish
-            .as_ref()
-            .and(callbacks.last())
-            .and_then(|j| j.id.clone());
-        if !callbacks.is_empty() {
-            errand_core::check_callbacks_created(&insert_many(conn, &callbacks, now)?)?;
+        if !callbacks.jobs.is_empty() {
+            errand_core::check_callbacks_created(&insert_many(conn, &callbacks.jobs, now)?)?;
         }
         conn.prepare_cached(SEAL)
             .map_err(map_err)?
             .execute(named_params! {
                 ":id": seal.batch.as_str(),
                 ":now": now.as_millis(),
-                ":on_success": on_success.as_ref().map(JobId::as_str),
-                ":on_finish": on_finish.as_ref().map(JobId::as_str),
+                ":on_success": callbacks.on_success.as_ref().map(JobId::as_str),
+                ":on_finish": callbacks.on_finish.as_ref().map(JobId::as_str),
             })
             .map_err(map_err)?;
     }
