@@ -304,6 +304,9 @@ fn job_view(detail: &JobDetail) -> Markup {
             @if let Some(w) = &job.workflow {
                 tr { th { "workflow" } td { a href=(super::workflows::workflow_path(w)) { code { (w.as_str()) } } } }
             }
+            @if let Some(b) = &job.batch {
+                tr { th { "batch" } td { a href=(super::batches::batch_path(b)) { code { (b.as_str()) } } } }
+            }
             @if !job.tags.is_empty() {
                 tr { th { "tags" } td {
                     @for tag in &job.tags {

@@ -55,6 +55,7 @@
 
 mod actions;
 mod audit;
+mod batches;
 mod error;
 mod forms;
 mod guard;
@@ -108,6 +109,7 @@ pub(crate) fn router(store: Arc<dyn Store>, config: &ServerConfig) -> Router {
         .merge(queues::routes())
         .merge(audit::routes())
         .merge(workflows::routes())
+        .merge(batches::routes())
         .route("/dashboard/{*rest}", any(not_found))
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(dash.clone(), guard::protect))

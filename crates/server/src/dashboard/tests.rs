@@ -1263,6 +1263,56 @@ async fn the_workflow_page_and_labels() {
     b.get("/dashboard/workflows/nope")
         .await
         .html(StatusCode::NOT_FOUND);
+    // A batch's page: open, then sealed with its callback linked.
+    let batch = errand::BatchId::new("import/42").unwrap();
+    b.store()
+        .insert(
+            NewJob::new("resize", Payload::default())
+                .unwrap()
+                .with_id(JobId::new("member-1").unwrap())
+                .in_batch(batch.clone()),
+        )
+        .await
+        .unwrap();
+    let open = b.get("/dashboard/batches/import%2F42").await;
+    open.html(StatusCode::OK);
+    assert!(
+        open.body.contains("open: jobs may still join it"),
+        "{}",
+        open.body
+    );
+    let member = b.get("/dashboard/jobs/member-1").await;
+    assert!(
+        member
+            .body
+            .contains(r#"<a href="/dashboard/batches/import%2F42"><code>import/42</code></a>"#),
+        "{}",
+        member.body
+    );
+    b.store()
+        .seal_batch(&errand::BatchSeal {
+            batch,
+            on_success: Some(
+                NewJob::new("notify", Payload::default())
+                    .unwrap()
+                    .with_id(JobId::new("cb-1").unwrap()),
+            ),
+            on_finish: None,
+        })
+        .await
+        .unwrap();
+    let sealed = b.get("/dashboard/batches/import%2F42").await;
+    assert!(sealed.body.contains("sealed at"), "{}", sealed.body);
+    assert!(
+        sealed
+            .body
+            .contains(r#"<a href="/dashboard/jobs/cb-1"><code>cb-1</code></a>"#),
+        "{}",
+        sealed.body
+    );
+    b.get("/dashboard/batches/nope")
+        .await
+        .html(StatusCode::NOT_FOUND);
     b.get("/dashboard/jobs?tag=a%20b")
         .await
         .html(StatusCode::BAD_REQUEST);
