@@ -321,19 +321,22 @@ impl Admin {
         )?;
         let by = stamp(&action.operator, Some(&reason));
         let mut changed: Vec<Job> = Vec::new();
+        // A step acted on once is not acted on again by this action (a
+        // step replayed here that died again before the next round stays
+        // dead).
+        let mut done: std::collections::HashSet<JobId> = std::collections::HashSet::new();
         let mut idle_rounds = 0;
         loop {
             let mut progressed = false;
             let mut refused = false;
             for state in states {
-                for chunk in self
-                    .workflow_ids(&action.id, *state)
-                    .await?
-                    .chunks(WORKFLOW_CHUNK)
-                {
+                let mut ids = self.workflow_ids(&action.id, *state).await?;
+                ids.retain(|id| !done.contains(id));
+                for chunk in ids.chunks(WORKFLOW_CHUNK) {
                     let jobs = step(chunk.to_vec(), by.clone()).await?;
                     if jobs.len() == chunk.len() {
                         progressed = true;
+                        done.extend(chunk.iter().cloned());
                         changed.extend(jobs);
                         continue;
                     }
@@ -349,6 +352,7 @@ impl Admin {
                             refused = true;
                         } else {
                             progressed = true;
+                            done.insert(id.clone());
                             changed.extend(one);
                         }
                     }

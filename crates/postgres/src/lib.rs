@@ -416,7 +416,14 @@ impl PgStore {
     /// Inserts jobs of which some have dependencies, in a transaction.
     async fn insert_linked(&self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
         let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(map_err)?;
+        // READ COMMITTED whatever the server's default: a unique job's
+        // look-up after its lock must see what others committed.
+        let tx = client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::ReadCommitted)
+            .start()
+            .await
+            .map_err(map_err)?;
         let out = queue::insert_linked(&tx, &self.queries, self.now(), jobs).await?;
         tx.commit().await.map_err(map_err)?;
         Ok(out)
@@ -694,7 +701,12 @@ impl JobStore for PgStore {
     async fn seal_batch(&self, seal: &errand_core::BatchSeal) -> Result<errand_core::Batch> {
         let _written = self.touched();
         let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(map_err)?;
+        let tx = client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::ReadCommitted)
+            .start()
+            .await
+            .map_err(map_err)?;
         let out = batch::seal(&tx, &self.queries, self.now(), seal).await?;
         tx.commit().await.map_err(map_err)?;
         Ok(out)

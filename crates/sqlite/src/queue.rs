@@ -412,15 +412,23 @@ fn insert_many_sql(rows: usize) -> String {
 /// when the batch repeats an id: the first occurrence is created).
 pub fn insert_many(conn: &Connection, jobs: &[NewJob], now: Timestamp) -> Result<Vec<Inserted>> {
     // Under a savepoint of its own, so the call is all or nothing however
-    // many statements it takes — in the caller's transaction or in none.
-    conn.execute_batch("SAVEPOINT errand_insert_many")
-        .map_err(map_err)?;
-    let result = insert_many_statements(conn, jobs, now);
-    let end = if result.is_ok() {
-        "RELEASE errand_insert_many"
+    // many statements it takes — in the caller's transaction, or in one of
+    // its own taken for writing at once (a deferred one that read first,
+    // as a unique look-up does, could not then write if another connection
+    // wrote meanwhile, and would fail busy at once).
+    let own = conn.is_autocommit();
+    let (begin, commit, rollback) = if own {
+        ("BEGIN IMMEDIATE", "COMMIT", "ROLLBACK")
     } else {
-        "ROLLBACK TO errand_insert_many; RELEASE errand_insert_many"
+        (
+            "SAVEPOINT errand_insert_many",
+            "RELEASE errand_insert_many",
+            "ROLLBACK TO errand_insert_many; RELEASE errand_insert_many",
+        )
     };
+    conn.execute_batch(begin).map_err(map_err)?;
+    let result = insert_many_statements(conn, jobs, now);
+    let end = if result.is_ok() { commit } else { rollback };
     conn.execute_batch(end).map_err(map_err)?;
     result
 }
@@ -512,23 +520,29 @@ fn insert_many_statements(
             created.insert(row.get(0).map_err(map_err)?);
         }
     }
+    // A repeated id is created from its first occurrence: only that one's
+    // dependencies and tags are its own.
+    let mut seen: HashSet<&str> = HashSet::with_capacity(ids.len());
+    let made: Vec<bool> = ids
+        .iter()
+        .map(|id| seen.insert(id.as_str()) && created.contains(id.as_str()))
+        .collect();
     let edges: Vec<(&str, &[JobId])> = jobs
         .iter()
         .zip(&ids)
-        .filter(|(job, id)| !job.depends_on.is_empty() && created.contains(id.as_str()))
-        .map(|(job, id)| (id.as_str(), job.depends_on.as_slice()))
+        .zip(&made)
+        .filter(|((job, _), made)| **made && !job.depends_on.is_empty())
+        .map(|((job, id), _)| (id.as_str(), job.depends_on.as_slice()))
         .collect();
     if !edges.is_empty() {
         link_dependencies(conn, &edges, now)?;
     }
-    // A repeated id is created from its first occurrence: only that one's
-    // tags are its tags.
-    let mut tagged_once: HashSet<&str> = HashSet::new();
     let tag_rows: Vec<(&str, &str)> = jobs
         .iter()
         .zip(&ids)
-        .filter(|(_, id)| created.contains(id.as_str()) && tagged_once.insert(id.as_str()))
-        .flat_map(|(job, id)| job.tags.iter().map(move |t| (id.as_str(), t.as_str())))
+        .zip(&made)
+        .filter(|(_, made)| **made)
+        .flat_map(|((job, id), _)| job.tags.iter().map(move |t| (id.as_str(), t.as_str())))
         .collect();
     if !tag_rows.is_empty() {
         let rows = serde_json::to_string(&tag_rows)

@@ -123,6 +123,21 @@ pub async fn a_workflow_is_enqueued_whole_and_shown_step_by_step(
     assert_eq!(rest.steps[0].job.id, c);
     assert_eq!(rest.total, 3, "the counts cover the whole workflow");
 
+    // An id given twice in one call is created from its first occurrence,
+    // with that occurrence's dependencies only.
+    let twice = store
+        .insert_many(vec![
+            job("dup").depends_on(id("a")),
+            job("dup").depends_on(id("a")).depends_on(id("b")),
+        ])
+        .await
+        .unwrap();
+    assert!(twice[0].created && !twice[1].created);
+    let dup = get(&*store, "dup").await;
+    assert_eq!((dup.state, dup.waiting_on), (JobState::Blocked, 1));
+    let deps = store.dependency_edges(&[id("dup")]).await.unwrap();
+    assert_eq!(deps, [(id("dup"), id("a"))]);
+
     // A workflow with a cycle is refused whole: none of its steps exists.
     let mut bad = Workflow::with_id(wid("cyclic"));
     bad.step(job("x"));

@@ -42,6 +42,7 @@ impl From<errand::Error> for PageError {
                 "Job not found",
                 format!("{e}. It may have been pruned; look it up in the jobs list."),
             ),
+            E::NoSuchWorkflow(_) | E::NoSuchBatch(_) => ("Not found", format!("{e}.")),
             E::InvalidState { .. } => (
                 "Not possible in this state",
                 format!("{e}. Nothing was changed."),
