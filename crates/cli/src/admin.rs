@@ -58,6 +58,9 @@ pub struct AuditArgs {
     /// Only entries about this queue or its jobs.
     #[arg(long)]
     pub queue: Option<String>,
+    /// Only entries about this stored schedule (`errand schedule`).
+    #[arg(long)]
+    pub schedule: Option<String>,
     /// At most this many entries, newest first.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub limit: u32,
@@ -302,6 +305,7 @@ pub async fn audit(admin: &Admin, a: AuditArgs) -> Result<ExitCode, Failure> {
     let filter = AuditFilter {
         job: a.job.map(JobId::new).transpose()?,
         queue: crate::name("queue", a.queue)?,
+        schedule: crate::name("schedule", a.schedule)?,
         before: a.before,
         limit: Some(a.limit),
     };
@@ -331,9 +335,10 @@ fn audit_table(entries: &[AuditEntry]) {
                 e.seq.to_string(),
                 e.at.to_rfc3339(),
                 e.action.clone(),
-                match (&e.job_id, &e.copy_id) {
-                    (Some(job), Some(copy)) => format!("{job} -> {copy}"),
-                    (job, _) => job.as_ref().map_or("-", JobId::as_str).to_owned(),
+                match (&e.job_id, &e.copy_id, &e.schedule) {
+                    (Some(job), Some(copy), _) => format!("{job} -> {copy}"),
+                    (None, _, Some(schedule)) => format!("schedule {schedule}"),
+                    (job, _, _) => job.as_ref().map_or("-", JobId::as_str).to_owned(),
                 },
                 e.queue.as_ref().map_or("-", Name::as_str).to_owned(),
                 e.operator.clone(),

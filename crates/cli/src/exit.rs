@@ -71,7 +71,10 @@ impl Failure {
 fn code(e: &Error) -> u8 {
     match e {
         Error::Invalid(_) | Error::NotADatabase(_) => INVALID,
-        Error::NotFound(_) | Error::NoSuchWorkflow(_) | Error::NoSuchBatch(_) => NOT_FOUND,
+        Error::NotFound(_)
+        | Error::NoSuchWorkflow(_)
+        | Error::NoSuchBatch(_)
+        | Error::NoSuchSchedule(_) => NOT_FOUND,
         Error::InvalidState { .. } | Error::LeaseLost { .. } => REFUSED,
         Error::NotErrand(_) | Error::SchemaOutdated(_) | Error::SchemaTooNew(_) => SCHEMA,
         _ => RUNTIME,

@@ -20,8 +20,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use errand::{
-    CancelRequest, CopyRequest, Error, ExecHandler, Job, JobFilter, JobId, JobState, Name, NewJob,
-    Payload, ReplayRequest, RetryPolicy, Schedule, Store, Timestamp, Worker, WorkerConfig,
+    CancelRequest, CopyRequest, Error, ExecHandler, Job, JobFilter, JobId, JobState, Name,
+    ReplayRequest, RetryPolicy, Schedule, Store, Timestamp, Worker, WorkerConfig,
 };
 
 mod admin;
@@ -29,6 +29,7 @@ mod admin;
 mod bench;
 mod exit;
 mod output;
+mod schedule;
 mod select;
 mod serve_loop;
 mod stats;
@@ -113,9 +114,11 @@ enum Command {
     Queues(JsonFlag),
     /// The audit log of operator actions, newest first.
     Audit(admin::AuditArgs),
-    /// Enqueue a job on a cron schedule, exactly once per tick however many
-    /// processes run the same schedule.
-    Schedule(ScheduleArgs),
+    /// Periodic jobs: `schedule add|list|remove|pause|resume` keep
+    /// schedules in the database, run by every `errand work` service
+    /// (exactly one job per tick however many run); `schedule --name N
+    /// --cron P --kind K` runs one schedule in this process.
+    Schedule(schedule::ScheduleArgs),
     /// Serve the JSON HTTP API (docs/http-api.md) until SIGTERM/SIGINT.
     Serve(ServeArgs),
     /// Measure throughput, latency, commits per job and peak RSS on a fresh
@@ -158,38 +161,6 @@ struct ServeArgs {
     /// Equal-jitter retry cap for those failures.
     #[arg(long, default_value = "1h", value_parser = parse_duration)]
     retry_max: Duration,
-}
-
-#[derive(Args, Debug)]
-struct ScheduleArgs {
-    /// The schedule's name (part of every job id: cron:NAME:TICK).
-    #[arg(long)]
-    name: String,
-    /// Cron pattern, 5 fields (minute hour day month weekday) or 6 with
-    /// seconds first; UTC.
-    #[arg(long)]
-    cron: String,
-    /// Job kind.
-    #[arg(long)]
-    kind: String,
-    /// Queue name.
-    #[arg(long, default_value = errand::core::DEFAULT_QUEUE)]
-    queue: String,
-    /// Payload as JSON text.
-    #[arg(long, default_value = "{}")]
-    payload: String,
-    /// Attempt budget of each job.
-    #[arg(long, default_value_t = errand::core::DEFAULT_MAX_ATTEMPTS)]
-    max_attempts: u32,
-    /// Missed ticks: skip, once (the latest), or backfill:N.
-    #[arg(long, default_value = "skip")]
-    misfire: errand::Misfire,
-    /// Run one pass and exit.
-    #[arg(long)]
-    once: bool,
-    /// Print JSON (one object per job created).
-    #[arg(long)]
-    json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -660,7 +631,7 @@ async fn run(cli: Cli, hooks: Hooks) -> Result<ExitCode, Failure> {
         Command::Resume(args) => admin::resume(&admin, args).await,
         Command::Queues(args) => admin::queues(&admin, args.json).await,
         Command::Audit(args) => admin::audit(&admin, args).await,
-        Command::Schedule(args) => schedule(store, args).await,
+        Command::Schedule(args) => schedule::run(store, args).await,
         #[cfg(feature = "bench")]
         Command::Bench(_) => Err(anyhow::anyhow!("errand bench opens its own database").into()),
         Command::Serve(_) => match serve_config {
@@ -950,52 +921,6 @@ async fn prune(store: Arc<dyn Store>, a: PruneArgs) -> Result<ExitCode, Failure>
         );
     }
     Ok(ExitCode::SUCCESS)
-}
-
-async fn schedule(store: Arc<dyn Store>, a: ScheduleArgs) -> Result<ExitCode, Failure> {
-    let template = NewJob::new(&a.kind, Payload::from_json_text(a.payload)?)?
-        .on_queue(&a.queue)?
-        .with_max_attempts(a.max_attempts)?;
-    let sched = errand::CronSchedule::new(&a.name, &a.cron, template, a.misfire)?;
-    let enqueuer = errand::CronEnqueuer::new(store, vec![sched]);
-    let report = |inserted: Vec<errand::Inserted>| -> anyhow::Result<()> {
-        for i in inserted.iter().filter(|i| i.created) {
-            if a.json {
-                output::json(
-                    &serde_json::json!({"created": true, "id": i.job.id, "available_at": i.job.available_at}),
-                )?;
-            } else {
-                outln!("enqueued {}", output::job_line(&i.job));
-            }
-        }
-        Ok(())
-    };
-    if a.once {
-        report(enqueuer.run_once(Timestamp::now()).await?)?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("installing the SIGTERM handler")?;
-    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-        .context("installing the SIGINT handler")?;
-    loop {
-        match enqueuer.run_once(Timestamp::now()).await {
-            Ok(inserted) => report(inserted)?,
-            Err(e) => {
-                tracing::warn!(error = %e, "enqueueing the due ticks failed; retrying at the next tick")
-            }
-        }
-        let now = Timestamp::now();
-        let wait = enqueuer
-            .next_wake(now)
-            .map_or(Duration::from_secs(60), |t| t.since(now))
-            .min(Duration::from_secs(60));
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
-            _ = term.recv() => return Ok(ExitCode::SUCCESS),
-            _ = int.recv() => return Ok(ExitCode::SUCCESS),
-        }
-    }
 }
 
 async fn work(store: Arc<dyn Store>, a: WorkArgs) -> Result<ExitCode, Failure> {

@@ -295,6 +295,8 @@ pub struct AuditFilter {
     pub job: Option<JobId>,
     /// Only entries about jobs of, or actions on, this queue.
     pub queue: Option<Name>,
+    /// Only entries about this stored schedule.
+    pub schedule: Option<Name>,
     /// Keyset pagination: only entries older than this sequence number.
     pub before: Option<u64>,
     /// At most this many (default 100, at most 10,000).
@@ -315,13 +317,19 @@ pub struct AuditEntry {
     pub seq: u64,
     /// When it happened.
     pub at: Timestamp,
-    /// `replay`, `copy`, `cancel`, `purge`, `pause` or `resume`.
+    /// `replay`, `copy`, `cancel`, `purge`, `reschedule`, `pause`,
+    /// `resume`, or a change to a stored schedule: `schedule_add`,
+    /// `schedule_replace`, `schedule_remove`, `schedule_pause`,
+    /// `schedule_resume`.
     pub action: String,
-    /// The job acted on (none for a queue's pause and resume).
+    /// The job acted on (none for a queue's or a schedule's action).
     pub job_id: Option<JobId>,
+    /// For a schedule's action: the schedule.
+    pub schedule: Option<Name>,
     /// For a `copy`: the new job.
     pub copy_id: Option<JobId>,
-    /// The queue of the job, or the queue paused or resumed.
+    /// The queue of the job, the queue paused or resumed, or the queue of
+    /// the schedule's jobs.
     pub queue: Option<Name>,
     /// Who did it.
     pub operator: String,

@@ -25,6 +25,10 @@ pub enum Error {
     #[error("no batch with id `{0}`: none was started or sealed under it (check the id)")]
     NoSuchBatch(String),
 
+    /// No stored schedule has this name.
+    #[error("no schedule named `{0}` is stored (check the name against the stored schedules)")]
+    NoSuchSchedule(String),
+
     /// The job exists but its state does not allow the operation.
     #[error("job `{id}` is {state}: {hint}")]
     InvalidState {
@@ -141,7 +145,10 @@ impl Error {
     pub fn code(&self) -> &'static str {
         match self {
             Error::Invalid(_) => "invalid",
-            Error::NotFound(_) | Error::NoSuchWorkflow(_) | Error::NoSuchBatch(_) => "not_found",
+            Error::NotFound(_)
+            | Error::NoSuchWorkflow(_)
+            | Error::NoSuchBatch(_)
+            | Error::NoSuchSchedule(_) => "not_found",
             Error::InvalidState { .. } => "invalid_state",
             Error::LeaseLost { .. } => "lease_lost",
             Error::NotADatabase(_) => "not_a_database",
@@ -164,7 +171,10 @@ impl Error {
     pub fn http_status(&self) -> u16 {
         match self {
             Error::Invalid(_) => 400,
-            Error::NotFound(_) | Error::NoSuchWorkflow(_) | Error::NoSuchBatch(_) => 404,
+            Error::NotFound(_)
+            | Error::NoSuchWorkflow(_)
+            | Error::NoSuchBatch(_)
+            | Error::NoSuchSchedule(_) => 404,
             Error::InvalidState { .. } | Error::LeaseLost { .. } => 409,
             Error::Busy(_)
             | Error::Closed(_)
@@ -191,6 +201,7 @@ mod tests {
             (Error::NotFound("j".into()), 404),
             (Error::NoSuchWorkflow("w".into()), 404),
             (Error::NoSuchBatch("b".into()), 404),
+            (Error::NoSuchSchedule("s".into()), 404),
             (
                 Error::InvalidState {
                     id: "j".into(),

@@ -33,6 +33,7 @@ mod args;
 mod batch;
 pub mod bounds;
 mod clock;
+mod cron;
 mod deps;
 mod error;
 mod job;
@@ -59,6 +60,11 @@ pub use batch::{
     check_callbacks_created, check_open,
 };
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
+pub use cron::{
+    CronSchedule, MAX_CRON_BYTES, Misfire, ScheduleActed, ScheduleAction, ScheduleAdd,
+    ScheduleAddOutcome, ScheduleAdded, ScheduleChange, ScheduleDefinition, SchedulePause,
+    ScheduleRow, StoredSchedule,
+};
 pub use deps::{
     Dependency, DependencyFailure, Edge, LinkPlan, MAX_DEPENDENCIES, check_dependencies,
     plan_links, wanted_dependencies,

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 
 use crate::admin::{AuditEntry, AuditFilter, PausedQueue, Stats, StatsRequest, WorkerReport};
 use crate::clock::Timestamp;
+use crate::cron::{ScheduleChange, StoredSchedule};
 use crate::error::Result;
 use crate::job::{
     ClaimedJob, Job, JobDetail, JobId, JobKey, JobState, Lease, Name, NewJob, Payload, Progress,
@@ -538,6 +539,21 @@ pub trait AdminStore: Send + Sync + fmt::Debug {
 
     /// The paused queues, by name.
     async fn paused_queues(&self) -> Result<Vec<PausedQueue>>;
+
+    /// Applies one change to the stored schedules if its condition holds
+    /// (see [`ScheduleChange`]), writing in the same transaction its audit
+    /// entry ([`ScheduleChange::action`], stamped with `by`, naming the
+    /// schedule and its queue). Returns the schedule as changed (as it was,
+    /// for a removal), or `None` when the condition did not hold and
+    /// nothing was written.
+    async fn change_schedule(
+        &self,
+        change: &ScheduleChange,
+        by: &AuditStamp,
+    ) -> Result<Option<StoredSchedule>>;
+
+    /// The stored schedules, by name.
+    async fn schedules(&self) -> Result<Vec<StoredSchedule>>;
 
     /// Audit entries, newest first.
     async fn audit_log(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>>;

@@ -93,7 +93,11 @@ pub use errand_postgres::{self as postgres, PgOptions, PgStore};
 pub use errand_sqlite::{self as sqlite, SqliteOptions, SqliteStore, Synchronous};
 
 pub use client::Client;
-pub use cron::{CronEnqueuer, CronSchedule, Misfire};
+pub use cron::CronEnqueuer;
+pub use errand_core::{
+    CronSchedule, Misfire, ScheduleActed, ScheduleAction, ScheduleAdd, ScheduleAddOutcome,
+    ScheduleAdded, ScheduleDefinition, SchedulePause, StoredSchedule,
+};
 pub use exec::{EXIT_PERMANENT, EXIT_TEMPFAIL, ExecHandler};
 pub use maintenance::{Pruner, Sweeper};
 pub use runtime::{KindOptions, ReportHook, RunStats, Runtime, RuntimeBuilder};

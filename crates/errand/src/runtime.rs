@@ -37,12 +37,13 @@ use tokio::sync::{Notify, Semaphore, oneshot, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::cron::{CronEnqueuer, CronSchedule};
+use crate::cron::CronEnqueuer;
 use crate::maintenance::{Pruner, Sweeper};
 use crate::worker::{
     Execution, FailureSink, Handler, JobContext, WorkOutcome, WorkReport, handler_fn, release,
     settle,
 };
+use errand_core::CronSchedule;
 
 /// Called with the report of every settled attempt.
 pub type ReportHook = Arc<dyn Fn(&WorkReport) + Send + Sync>;
@@ -95,6 +96,7 @@ struct Settings {
     sweep_every: Duration,
     retention: Option<Duration>,
     schedules: Vec<CronSchedule>,
+    stored_schedules: bool,
     rates: HashMap<Name, RateLimit>,
     key_rates: HashMap<Name, RateLimit>,
     retry: RetryPolicy,
@@ -294,6 +296,14 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Whether the runtime also enqueues the schedules stored in the
+    /// database (`errand schedule add`, [`crate::Admin::add_schedule`]),
+    /// read again at every pass and at least every 10 s (default on).
+    pub fn stored_schedules(mut self, on: bool) -> Self {
+        self.settings.stored_schedules = on;
+        self
+    }
+
     /// The default retry policy and its jitter source.
     pub fn retry(mut self, policy: RetryPolicy, sampler: crate::Sampler) -> Self {
         self.settings.retry = policy;
@@ -439,6 +449,7 @@ impl Runtime {
                 sweep_every: Duration::from_secs(30),
                 retention: Some(Duration::from_secs(7 * 86_400)),
                 schedules: Vec::new(),
+                stored_schedules: true,
                 rates: HashMap::new(),
                 key_rates: HashMap::new(),
                 retry: RetryPolicy::default(),
@@ -481,12 +492,16 @@ impl Runtime {
                     p.keep = keep;
                     p
                 });
-                let cron = (!inner.settings.schedules.is_empty()).then(|| {
-                    CronEnqueuer::new(
+                let cron = {
+                    let mut c = CronEnqueuer::new(
                         inner.settings.store.clone(),
                         inner.settings.schedules.clone(),
-                    )
-                });
+                    );
+                    if inner.settings.stored_schedules {
+                        c = c.with_stored_schedules();
+                    }
+                    (!c.is_empty()).then_some(c)
+                };
                 let next_cron = |cron: &Option<CronEnqueuer>| {
                     let now = errand_core::Timestamp::now();
                     cron.as_ref()
@@ -1337,6 +1352,16 @@ mod tests {
             full()
         }
         async fn paused_queues(&self) -> Result<Vec<errand_core::PausedQueue>> {
+            full()
+        }
+        async fn change_schedule(
+            &self,
+            _: &errand_core::ScheduleChange,
+            _: &AuditStamp,
+        ) -> Result<Option<errand_core::StoredSchedule>> {
+            full()
+        }
+        async fn schedules(&self) -> Result<Vec<errand_core::StoredSchedule>> {
             full()
         }
         async fn audit_log(

@@ -1004,6 +1004,16 @@ impl errand::AdminStore for Intercepting {
     async fn paused_queues(&self) -> errand::Result<Vec<errand::PausedQueue>> {
         self.inner.paused_queues().await
     }
+    async fn change_schedule(
+        &self,
+        change: &errand::core::ScheduleChange,
+        by: &errand::core::AuditStamp,
+    ) -> errand::Result<Option<errand::StoredSchedule>> {
+        self.inner.change_schedule(change, by).await
+    }
+    async fn schedules(&self) -> errand::Result<Vec<errand::StoredSchedule>> {
+        self.inner.schedules().await
+    }
     async fn audit_log(&self, f: &errand::AuditFilter) -> errand::Result<Vec<errand::AuditEntry>> {
         self.inner.audit_log(f).await
     }

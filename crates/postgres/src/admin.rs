@@ -26,18 +26,20 @@ fn count(row: &Row, col: &str) -> Result<u64> {
 }
 
 /// One audit entry (`audit.sql`).
-struct Entry<'a> {
+pub(crate) struct Entry<'a> {
     /// The job acted on; none for a queue's pause and resume.
-    job: Option<&'a str>,
-    queue: &'a str,
-    action: &'a str,
-    operator: &'a str,
-    reason: Option<&'a str>,
+    pub(crate) job: Option<&'a str>,
+    pub(crate) queue: &'a str,
+    pub(crate) action: &'a str,
+    pub(crate) operator: &'a str,
+    pub(crate) reason: Option<&'a str>,
     /// For a copy: the new job.
-    copy: Option<&'a str>,
+    pub(crate) copy: Option<&'a str>,
+    /// For a schedule's action: the schedule.
+    pub(crate) schedule: Option<&'a str>,
 }
 
-async fn audit<C: Conn>(
+pub(crate) async fn audit<C: Conn>(
     client: &C,
     q: &Queries,
     now: Option<OffsetDateTime>,
@@ -54,6 +56,7 @@ async fn audit<C: Conn>(
             &e.operator,
             &e.reason,
             &e.copy,
+            &e.schedule,
         ],
     )
     .await
@@ -75,6 +78,7 @@ async fn queue_audit<C: Conn>(
         operator: &by.operator,
         reason: by.reason.as_deref(),
         copy: None,
+        schedule: None,
     };
     audit(client, q, now, entry).await
 }
@@ -262,9 +266,10 @@ pub(crate) async fn audit_log<C: Conn>(
     f: &AuditFilter,
 ) -> Result<Vec<AuditEntry>> {
     let sql = format!(
-        "SELECT seq, at, action, job_id, queue, operator, reason, copy_id FROM {}.errand_audit
+        "SELECT seq, at, action, job_id, queue, operator, reason, copy_id, schedule
+         FROM {}.errand_audit
          WHERE ($1::text IS NULL OR job_id = $1::text OR copy_id = $1::text) AND ($2::text IS NULL OR queue = $2::text)
-           AND ($3::bigint IS NULL OR seq < $3)
+           AND ($3::bigint IS NULL OR seq < $3) AND ($5::text IS NULL OR schedule = $5::text)
          ORDER BY seq DESC LIMIT $4",
         q.schema
     );
@@ -272,7 +277,8 @@ pub(crate) async fn audit_log<C: Conn>(
     let job = f.job.as_ref().map(JobId::as_str);
     let queue = f.queue.as_ref().map(Name::as_str);
     let limit = i64::from(f.effective_limit());
-    query(client, &sql, &[&job, &queue, &before, &limit])
+    let schedule = f.schedule.as_ref().map(Name::as_str);
+    query(client, &sql, &[&job, &queue, &before, &limit, &schedule])
         .await?
         .iter()
         .map(|r| {
@@ -294,6 +300,11 @@ pub(crate) async fn audit_log<C: Conn>(
                     .try_get::<_, Option<String>>("queue")
                     .map_err(map_err)?
                     .map(name_of)
+                    .transpose()?,
+                schedule: r
+                    .try_get::<_, Option<String>>("schedule")
+                    .map_err(map_err)?
+                    .map(|s| Name::parse("schedule", s))
                     .transpose()?,
                 operator: r.try_get("operator").map_err(map_err)?,
                 reason: r.try_get("reason").map_err(map_err)?,

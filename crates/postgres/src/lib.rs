@@ -28,6 +28,7 @@ mod admin;
 mod batch;
 mod listen;
 mod queue;
+mod schedules;
 #[cfg(feature = "sqlx")]
 pub mod sqlx_adapter;
 
@@ -57,7 +58,7 @@ pub use queue::{Conn, Param, Queries};
 const INSERT_CHUNK: usize = 1_000;
 
 /// The schema version this build expects.
-pub const SCHEMA_VERSION: i64 = 16;
+pub const SCHEMA_VERSION: i64 = 17;
 const MIGRATIONS: &[(&str, &str)] = &[
     ("V1__jobs", include_str!("../migrations/V1__jobs.sql")),
     (
@@ -119,6 +120,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     (
         "V16__workflows_batches_tags_and_unique_keys",
         include_str!("../migrations/V16__workflows_batches_tags_and_unique_keys.sql"),
+    ),
+    (
+        "V17__stored_schedules",
+        include_str!("../migrations/V17__stored_schedules.sql"),
     ),
 ];
 
@@ -1000,6 +1005,20 @@ impl AdminStore for PgStore {
     async fn paused_queues(&self) -> Result<Vec<PausedQueue>> {
         let client = self.client().await?;
         admin::paused(&client, &self.queries).await
+    }
+
+    async fn change_schedule(
+        &self,
+        change: &errand_core::ScheduleChange,
+        by: &AuditStamp,
+    ) -> Result<Option<errand_core::StoredSchedule>> {
+        let mut client = self.client().await?;
+        schedules::change(&mut client, &self.queries, self.now(), change, by).await
+    }
+
+    async fn schedules(&self) -> Result<Vec<errand_core::StoredSchedule>> {
+        let client = self.client().await?;
+        schedules::list(&client, &self.queries).await
     }
 
     async fn audit_log(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {

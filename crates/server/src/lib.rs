@@ -52,6 +52,12 @@
 //! open at once. Other programs that serve HTTP (Field Notes) use the same
 //! [`http::serve`] and the same loopback check ([`http::check_loopback`]).
 //!
+//! **Stored schedules.** `/v1/schedules` lists, adds (or replaces), pauses,
+//! resumes and removes the periodic schedules kept in the database, which
+//! every running service enqueues exactly once per tick; each change goes
+//! through [`errand::Admin`] and leaves an audit entry, as `errand schedule`
+//! does.
+//!
 //! **The routes are one table** (`routes::endpoints`), which builds the
 //! router and which the tests hold against the OpenAPI description served
 //! at `GET /v1/openapi.json`, in both directions.
@@ -84,6 +90,7 @@ mod operator;
 mod problem;
 mod request;
 mod routes;
+mod schedules;
 #[cfg(test)]
 mod tests;
 mod workflows;

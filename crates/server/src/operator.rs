@@ -1,5 +1,6 @@
 //! The operator's routes: statistics, pausing and resuming queues, the
-//! audited purge of dead jobs, the audit log, and `/metrics`.
+//! audited purge of dead jobs, the audit log, and `/metrics` (the stored
+//! schedules are in `schedules.rs`).
 
 use std::time::Duration;
 
@@ -163,18 +164,19 @@ pub(crate) async fn purge(
 pub(crate) struct AuditQuery {
     job: Option<String>,
     queue: Option<String>,
+    schedule: Option<String>,
     before: Option<String>,
     limit: Option<String>,
 }
 
-/// `GET /v1/audit?job=&queue=&before=&limit=`
+/// `GET /v1/audit?job=&queue=&schedule=&before=&limit=`
 pub(crate) async fn audit(
     State(app): State<App>,
     query: Result<Query<AuditQuery>, QueryRejection>,
 ) -> Answer {
     let Query(q) = query.map_err(|r| {
         Problem::malformed_json(format!(
-            "{}; the parameters are job, queue, before and limit",
+            "{}; the parameters are job, queue, schedule, before and limit",
             r.body_text()
         ))
     })?;
@@ -191,6 +193,9 @@ pub(crate) async fn audit(
         job: given(q.job).map(JobId::new).transpose()?,
         queue: given(q.queue)
             .map(|s| Name::parse("queue", s))
+            .transpose()?,
+        schedule: given(q.schedule)
+            .map(|s| Name::parse("schedule", s))
             .transpose()?,
         before,
         limit: Some(limit),

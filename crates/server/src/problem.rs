@@ -13,7 +13,7 @@ pub(crate) const PROBLEM_JSON: &str = "application/problem+json";
 pub(crate) struct Problem {
     pub(crate) status: StatusCode,
     pub(crate) code: &'static str,
-    title: &'static str,
+    pub(crate) title: &'static str,
     pub(crate) detail: String,
     retry_after: bool,
     challenge: bool,
@@ -203,7 +203,9 @@ impl From<errand::Error> for Problem {
         let status = status_of(&e);
         let title = match &e {
             E::Invalid(_) => "Invalid input",
-            E::NotFound(_) => "Not found",
+            E::NotFound(_) | E::NoSuchWorkflow(_) | E::NoSuchBatch(_) | E::NoSuchSchedule(_) => {
+                "Not found"
+            }
             E::InvalidState { .. } => "Refused in this state",
             E::LeaseLost { .. } => "Lease lost",
             E::Busy(_) => "Database busy",
@@ -217,6 +219,9 @@ impl From<errand::Error> for Problem {
             // The library's own messages say what to change.
             E::Invalid(m) => m.clone(),
             E::NotFound(_)
+            | E::NoSuchWorkflow(_)
+            | E::NoSuchBatch(_)
+            | E::NoSuchSchedule(_)
             | E::InvalidState { .. }
             | E::LeaseLost { .. }
             | E::Busy(_)

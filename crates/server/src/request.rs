@@ -2,7 +2,8 @@
 //! answer type, reading a JSON body, and checking the fields and path
 //! parameters several routes take. The route table (`routes.rs`) and the
 //! handlers of each group of routes (`routes.rs`, `leases.rs`,
-//! `operator.rs`) import from here, never from each other.
+//! `operator.rs`, `workflows.rs`, `schedules.rs`) import from here, never
+//! from each other.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,8 +15,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use errand::{Admin, Client, JobId, RetryPolicy, Store};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::value::RawValue;
 use tokio::sync::watch;
 
 use crate::http::BodyTimeout;
@@ -114,6 +116,12 @@ pub(crate) async fn body_json<T: DeserializeOwned>(
         };
         Problem::malformed_json(format!("{what}: {e}; send a JSON object like {example}"))
     })
+}
+
+/// A present field keeps its raw JSON, `null` included (with
+/// `#[serde(default, deserialize_with = "raw_json")]`).
+pub(crate) fn raw_json<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Box<RawValue>>, D::Error> {
+    Box::<RawValue>::deserialize(d).map(Some)
 }
 
 pub(crate) fn job_id(path: Result<Path<String>, PathRejection>) -> Result<JobId, Problem> {

@@ -13,7 +13,7 @@ use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, MethodRouter, on};
 use errand::{CancelRequest, JobFilter, JobId, JobSpec, JobState, Name, ReplayRequest, Store};
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use tokio::sync::watch;
 
@@ -23,8 +23,10 @@ use crate::leases;
 use crate::operator;
 use crate::problem::Problem;
 use crate::request::{
-    Answer, App, body_json, detail_of, duration_field, given, job_id, json, page_limit, who_and_why,
+    Answer, App, body_json, detail_of, duration_field, given, job_id, json, page_limit, raw_json,
+    who_and_why,
 };
+use crate::schedules;
 use crate::workflows;
 
 /// Where the OpenAPI description is served.
@@ -101,6 +103,12 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
         endpoint("/v1/queues/{queue}/pause", Post, operator::pause),
         endpoint("/v1/queues/{queue}/resume", Post, operator::resume),
         endpoint("/v1/audit", Get, operator::audit),
+        endpoint("/v1/schedules", Get, schedules::list),
+        endpoint("/v1/schedules", Post, schedules::add),
+        endpoint("/v1/schedules/{name}", Get, schedules::show),
+        endpoint("/v1/schedules/{name}/pause", Post, schedules::pause),
+        endpoint("/v1/schedules/{name}/resume", Post, schedules::resume),
+        endpoint("/v1/schedules/{name}/remove", Post, schedules::remove),
         endpoint("/metrics", Get, operator::metrics),
         endpoint("/v1/leases", Post, leases::lease),
         endpoint("/v1/leases/{id}/heartbeat", Post, leases::heartbeat),
@@ -159,11 +167,6 @@ async fn no_route(uri: Uri) -> Problem {
 
 async fn method_not_allowed() -> Problem {
     Problem::method_not_allowed()
-}
-
-/// A present field keeps its raw JSON, `null` included.
-fn raw_json<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Box<RawValue>>, D::Error> {
-    Box::<RawValue>::deserialize(d).map(Some)
 }
 
 // ---- POST /v1/jobs --------------------------------------------------------

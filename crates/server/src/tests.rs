@@ -18,6 +18,7 @@ use crate::{AccessToken, ServeError, Server, ServerConfig, router};
 mod leases;
 mod openapi;
 mod operator;
+mod schedules;
 mod slow;
 mod workflows;
 
@@ -1003,6 +1004,9 @@ fn library_errors_map_one_to_one_onto_status_codes() {
     let cases = [
         (E::invalid("bad"), 400, "invalid"),
         (E::NotFound("x".into()), 404, "not_found"),
+        (E::NoSuchWorkflow("w".into()), 404, "not_found"),
+        (E::NoSuchBatch("b".into()), 404, "not_found"),
+        (E::NoSuchSchedule("s".into()), 404, "not_found"),
         (
             E::InvalidState {
                 id: "x".into(),
@@ -1036,6 +1040,16 @@ fn library_errors_map_one_to_one_onto_status_codes() {
             !p.detail.contains("SELECT"),
             "storage internals stay in the log"
         );
+    }
+    // A missing workflow, batch or schedule is named, not a storage error.
+    for e in [
+        E::NoSuchWorkflow("w-1".into()),
+        E::NoSuchBatch("b-1".into()),
+        E::NoSuchSchedule("nightly".into()),
+    ] {
+        let name = e.to_string();
+        let p = Problem::from(e);
+        assert_eq!((p.title, p.detail.as_str()), ("Not found", name.as_str()));
     }
     let busy = axum::response::IntoResponse::into_response(Problem::from(E::Busy("x".into())));
     assert_eq!(busy.headers()[header::RETRY_AFTER], "1");

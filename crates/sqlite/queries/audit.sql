@@ -1,2 +1,2 @@
-INSERT INTO errand_audit (job_id, queue, action, operator, reason, at, copy_id)
-VALUES (:id, :queue, :action, :operator, :reason, :now, :copy)
+INSERT INTO errand_audit (job_id, queue, action, operator, reason, at, copy_id, schedule)
+VALUES (:id, :queue, :action, :operator, :reason, :now, :copy, :schedule)

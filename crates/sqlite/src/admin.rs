@@ -102,6 +102,7 @@ fn queue_audit(
         operator: &by.operator,
         reason: by.reason.as_deref(),
         copy: None,
+        schedule: None,
     };
     audit(conn, &row, now)
 }
@@ -334,10 +335,11 @@ pub(crate) fn copy(
 pub(crate) fn audit_log(conn: &Connection, f: &AuditFilter) -> Result<Vec<AuditEntry>> {
     // Each filter has its index; the statement text is one of a fixed set.
     // A job's entries include the copy that made it (its own index).
-    let (index, cond) = match (&f.job, &f.queue) {
-        (Some(_), _) => ("", "(job_id = :job OR copy_id = :job)"),
-        (None, Some(_)) => ("errand_audit_queue", "queue = :queue"),
-        (None, None) => ("", "1"),
+    let (index, cond) = match (&f.job, &f.schedule, &f.queue) {
+        (Some(_), _, _) => ("", "(job_id = :job OR copy_id = :job)"),
+        (None, Some(_), _) => ("errand_audit_schedule", "schedule = :schedule"),
+        (None, None, Some(_)) => ("errand_audit_queue", "queue = :queue"),
+        (None, None, None) => ("", "1"),
     };
     let indexed = if index.is_empty() {
         String::new()
@@ -345,9 +347,11 @@ pub(crate) fn audit_log(conn: &Connection, f: &AuditFilter) -> Result<Vec<AuditE
         format!(" INDEXED BY {index}")
     };
     let sql = format!(
-        "SELECT seq, at, action, job_id, queue, operator, reason, copy_id FROM errand_audit{indexed}
+        "SELECT seq, at, action, job_id, queue, operator, reason, copy_id, schedule
+         FROM errand_audit{indexed}
          WHERE {cond} AND (:job IS NULL OR job_id = :job OR copy_id = :job)
            AND (:queue IS NULL OR queue = :queue)
+           AND (:schedule IS NULL OR schedule = :schedule)
            AND (:before IS NULL OR seq < :before)
          ORDER BY seq DESC LIMIT :limit"
     );
@@ -358,6 +362,7 @@ pub(crate) fn audit_log(conn: &Connection, f: &AuditFilter) -> Result<Vec<AuditE
             named_params! {
                 ":job": f.job.as_ref().map(JobId::as_str),
                 ":queue": f.queue.as_ref().map(Name::as_str),
+                ":schedule": f.schedule.as_ref().map(Name::as_str),
                 ":before": before,
                 ":limit": f.effective_limit(),
             },
@@ -365,6 +370,7 @@ pub(crate) fn audit_log(conn: &Connection, f: &AuditFilter) -> Result<Vec<AuditE
                 let job: Option<String> = r.get(3)?;
                 let queue: Option<String> = r.get(4)?;
                 let copy: Option<String> = r.get(7)?;
+                let schedule: Option<String> = r.get(8)?;
                 Ok((
                     AuditEntry {
                         seq: u64_col(r, 0)?,
@@ -373,18 +379,21 @@ pub(crate) fn audit_log(conn: &Connection, f: &AuditFilter) -> Result<Vec<AuditE
                         job_id: None,
                         copy_id: None,
                         queue: None,
+                        schedule: None,
                         operator: r.get(5)?,
                         reason: r.get(6)?,
                     },
                     job,
                     queue,
                     copy,
+                    schedule,
                 ))
             },
         )
         .map_err(map_err)?
         .map(|r| {
-            let (mut e, job, queue, copy) = r.map_err(map_err)?;
+            let (mut e, job, queue, copy, schedule) = r.map_err(map_err)?;
+            e.schedule = schedule.map(|s| Name::parse("schedule", s)).transpose()?;
             e.job_id = job.map(JobId::new).transpose()?;
             e.copy_id = copy.map(JobId::new).transpose()?;
             e.queue = queue.map(|q| Name::parse("queue", q)).transpose()?;

@@ -27,6 +27,7 @@
 mod admin;
 mod batch;
 mod queue;
+mod schedules;
 mod schema;
 mod writer;
 
@@ -696,6 +697,20 @@ impl AdminStore for SqliteStore {
 
     async fn paused_queues(&self) -> Result<Vec<PausedQueue>> {
         self.read(admin::paused).await
+    }
+
+    async fn change_schedule(
+        &self,
+        change: &errand_core::ScheduleChange,
+        by: &AuditStamp,
+    ) -> Result<Option<errand_core::StoredSchedule>> {
+        let (change, by) = (change.clone(), by.clone());
+        self.submit(move |c, now| schedules::change(c, &change, &by, now))
+            .await
+    }
+
+    async fn schedules(&self) -> Result<Vec<errand_core::StoredSchedule>> {
+        self.read(schedules::list).await
     }
 
     async fn audit_log(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {

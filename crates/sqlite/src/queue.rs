@@ -1491,6 +1491,8 @@ pub(crate) struct AuditRow<'a> {
     pub(crate) reason: Option<&'a str>,
     /// For a `copy`: the new job.
     pub(crate) copy: Option<&'a JobId>,
+    /// For a schedule's action: the schedule.
+    pub(crate) schedule: Option<&'a Name>,
 }
 
 pub(crate) fn audit(conn: &Connection, row: &AuditRow<'_>, now: Timestamp) -> Result<()> {
@@ -1501,6 +1503,7 @@ pub(crate) fn audit(conn: &Connection, row: &AuditRow<'_>, now: Timestamp) -> Re
             ":action": row.action, ":operator": row.operator,
             ":reason": row.reason, ":now": now.as_millis(),
             ":copy": row.copy.map(JobId::as_str),
+            ":schedule": row.schedule.map(Name::as_str),
         })
         .map_err(map_err)?;
     Ok(())

@@ -23,6 +23,7 @@ pub mod hostile;
 pub mod keys;
 pub mod model;
 pub mod rates;
+pub mod schedules;
 pub mod unique;
 pub mod workflows;
 
@@ -154,6 +155,11 @@ macro_rules! conformance_tests {
             a_debounced_job_is_pushed_later_with_the_new_payload,
             concurrent_unique_enqueues_create_one_job,
             unique_settings_are_checked_and_refusals_write_nothing,
+        );
+        $crate::conformance_tests!(@in schedules $make;
+            a_stored_schedule_is_added_once_and_replaced_only_when_asked,
+            a_stored_schedule_pauses_resumes_and_goes_with_audit,
+            a_schedule_change_that_does_not_apply_writes_nothing,
         );
         $crate::conformance_tests!(@in keys $make;
             a_job_keeps_its_concurrency_key,

@@ -1,5 +1,6 @@
-//! The audit log: every operator action, newest first, filtered by job or
-//! queue, a page at a time (keyset on the entries' sequence numbers).
+//! The audit log: every operator action, newest first, filtered by job,
+//! queue or stored schedule, a page at a time (keyset on the entries'
+//! sequence numbers).
 
 use axum::Router;
 use axum::extract::{Extension, RawQuery, State};
@@ -13,16 +14,17 @@ use super::Dash;
 use super::error::PageError;
 use super::forms::{DEFAULT_PAGE, Form, detail, job_id, job_path, with_query};
 use super::guard::Visitor;
+use super::schedules::audit_path;
 use super::view::{self, Ctx, Section};
 
 pub(super) fn routes() -> Router<Dash> {
     Router::new().route("/dashboard/audit", get(log))
 }
 
-/// The page's query: `job`, `queue`, `before`.
+/// The page's query: `job`, `queue`, `schedule`, `before`.
 fn filter(query: Option<&str>) -> Result<AuditFilter, PageError> {
     let form = Form::parse(query.unwrap_or("").as_bytes());
-    form.only(&["job", "queue", "before"])?;
+    form.only(&["job", "queue", "schedule", "before"])?;
     let before = match form.one("before")? {
         None => None,
         Some(t) => Some(t.parse::<u64>().map_err(|_| {
@@ -37,6 +39,10 @@ fn filter(query: Option<&str>) -> Result<AuditFilter, PageError> {
             .one("queue")?
             .map(|q| Name::parse("queue", q).map_err(|e| PageError::bad_request(detail(e))))
             .transpose()?,
+        schedule: form
+            .one("schedule")?
+            .map(|s| Name::parse("schedule", s).map_err(|e| PageError::bad_request(detail(e))))
+            .transpose()?,
         before,
         limit: Some(DEFAULT_PAGE),
     })
@@ -49,6 +55,9 @@ fn query_of(f: &AuditFilter, before: Option<u64>) -> String {
     }
     if let Some(n) = &f.queue {
         q.append_pair("queue", n.as_str());
+    }
+    if let Some(n) = &f.schedule {
+        q.append_pair("schedule", n.as_str());
     }
     if let Some(b) = before {
         q.append_pair("before", &b.to_string());
@@ -72,6 +81,7 @@ async fn log(
         form.filters method="get" action="/dashboard/audit" {
             label { "job " input type="text" name="job" value=[f.job.as_ref().map(|j| j.as_str())] maxlength="200"; }
             label { "queue " input type="text" name="queue" value=[f.queue.as_ref().map(|q| q.as_str())] maxlength="200"; }
+            label { "schedule " input type="text" name="schedule" value=[f.schedule.as_ref().map(|s| s.as_str())] maxlength="200"; }
             button type="submit" { "Filter" }
             " "
             a href="/dashboard/audit" { "clear" }
@@ -81,7 +91,7 @@ async fn log(
         } @else {
             table.jobs {
                 thead { tr {
-                    th.num { "#" } th { "when" } th { "action" } th { "job" } th { "queue" }
+                    th.num { "#" } th { "when" } th { "action" } th { "job or schedule" } th { "queue" }
                     th { "operator" } th { "reason" }
                 } }
                 tbody {
@@ -96,6 +106,8 @@ async fn log(
                                 @if let Some(c) = &e.copy_id {
                                     " → " a href=(job_path(c)) { code { (c.as_str()) } }
                                 }
+                            } @else if let Some(s) = &e.schedule {
+                                "schedule " a href=(audit_path(s)) { code { (s.as_str()) } }
                             } }
                             td { (view::opt_text(e.queue.as_ref().map(|q| q.as_str()))) }
                             td { (e.operator) }

@@ -42,7 +42,9 @@ impl From<errand::Error> for PageError {
                 "Job not found",
                 format!("{e}. It may have been pruned; look it up in the jobs list."),
             ),
-            E::NoSuchWorkflow(_) | E::NoSuchBatch(_) => ("Not found", format!("{e}.")),
+            E::NoSuchWorkflow(_) | E::NoSuchBatch(_) | E::NoSuchSchedule(_) => {
+                ("Not found", format!("{e}."))
+            }
             E::InvalidState { .. } => (
                 "Not possible in this state",
                 format!("{e}. Nothing was changed."),
@@ -105,6 +107,9 @@ mod tests {
             [
                 E::invalid("x"),
                 E::NotFound("j".into()),
+                E::NoSuchWorkflow("w".into()),
+                E::NoSuchBatch("b".into()),
+                E::NoSuchSchedule("s".into()),
                 E::InvalidState {
                     id: "j".into(),
                     state: "done".into(),
@@ -139,5 +144,11 @@ mod tests {
             PageError::from(E::StorageFull("f".into())).status,
             StatusCode::INSUFFICIENT_STORAGE
         );
+        let missing = PageError::from(E::NoSuchSchedule("nightly".into()));
+        assert_eq!(
+            (missing.status, missing.title),
+            (StatusCode::NOT_FOUND, "Not found")
+        );
+        assert!(missing.message.contains("nightly"), "{}", missing.message);
     }
 }

@@ -1,6 +1,6 @@
 //! The web dashboard under `/dashboard/`: jobs by state, one job with its
-//! history and audit entries, dead letters, and replay and cancel behind a
-//! confirmation page. Everything is rendered on the server (maud templates,
+//! history and audit entries, dead letters, the stored schedules, and
+//! replay, cancel and pausing behind a confirmation page. Everything is rendered on the server (maud templates,
 //! which escape every interpolated value) with one embedded stylesheet and
 //! no script at all. `docs/dashboard.md` describes it for operators.
 //!
@@ -63,6 +63,7 @@ mod jobs;
 mod login;
 mod queues;
 mod reschedule;
+mod schedules;
 #[cfg(test)]
 mod tests;
 mod view;
@@ -108,6 +109,7 @@ pub(crate) fn router(store: Arc<dyn Store>, config: &ServerConfig) -> Router {
         .merge(login::routes())
         .merge(queues::routes())
         .merge(audit::routes())
+        .merge(schedules::routes())
         .merge(workflows::routes())
         .merge(batches::routes())
         .route("/dashboard/{*rest}", any(not_found))

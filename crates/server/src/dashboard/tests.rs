@@ -1317,3 +1317,216 @@ async fn the_workflow_page_and_labels() {
         .await
         .html(StatusCode::BAD_REQUEST);
 }
+
+/// Stores a schedule as `errand schedule add` does.
+async fn add_schedule(b: &Browser, name: &str, payload: &str, operator: &str, reason: &str) {
+    let definition = errand::ScheduleDefinition::new(
+        name,
+        "*/5 * * * *",
+        "report",
+        Payload::from_json_text(payload).expect("json"),
+    )
+    .expect("definition")
+    .on_queue("reports")
+    .expect("queue")
+    .with_max_attempts(7)
+    .expect("attempts")
+    .with_misfire(errand::Misfire::Backfill(3));
+    errand::Admin::new(b.store())
+        .add_schedule(&errand::ScheduleAdd {
+            definition,
+            replace: false,
+            operator: operator.into(),
+            reason: Some(reason.into()),
+        })
+        .await
+        .expect("add");
+}
+
+async fn stored_schedule(b: &Browser, name: &str) -> errand::StoredSchedule {
+    errand::Admin::new(b.store())
+        .schedule(&Name::parse("schedule", name).expect("name"))
+        .await
+        .expect("schedule")
+}
+
+#[tokio::test]
+async fn the_schedules_page_lists_them_escaped_and_a_pause_is_confirmed_then_audited() {
+    let mut b = Browser::new();
+    let empty = b.get("/dashboard/schedules").await;
+    empty.html(StatusCode::OK);
+    assert!(
+        empty.body.contains("No schedule is stored"),
+        "{}",
+        empty.body
+    );
+    assert!(
+        empty
+            .body
+            .contains(r#"class="active" href="/dashboard/schedules""#),
+        "the navigation marks the section: {}",
+        empty.body
+    );
+
+    add_schedule(
+        &b,
+        "nightly",
+        r#"{"note":"<script>alert('payload')</script>","x":"\"><img src=x>"}"#,
+        "<b>eve</b>",
+        "<script>alert('reason')</script>",
+    )
+    .await;
+    let p = b.get("/dashboard/schedules").await;
+    p.html(StatusCode::OK);
+    for words in [
+        "<code>nightly</code>",
+        "<code>*/5 * * * *</code>",
+        "<td>report</td>",
+        r#"href="/dashboard/jobs?queue=reports""#,
+        "<td>backfill:3</td>",
+        r#"<td class="num">7</td>"#,
+        "running",
+        r#"href="/dashboard/schedules/nightly/pause""#,
+        r#"href="/dashboard/audit?schedule=nightly""#,
+        "&lt;script&gt;alert('payload')&lt;/script&gt;",
+    ] {
+        assert!(p.body.contains(words), "missing {words}: {}", p.body);
+    }
+    assert!(!p.body.contains("<script") && !p.body.contains("<img"));
+    assert!(
+        p.body.contains("<time datetime="),
+        "the next tick: {}",
+        p.body
+    );
+
+    let confirm = b.get("/dashboard/schedules/nightly/pause").await;
+    confirm.html(StatusCode::OK);
+    assert!(confirm.body.contains("Pause schedule"), "{}", confirm.body);
+    assert!(
+        confirm.body.contains("misfire backfill:3"),
+        "{}",
+        confirm.body
+    );
+    assert!(
+        stored_schedule(&b, "nightly").await.paused.is_none(),
+        "a GET changes nothing"
+    );
+    let csrf = confirm.csrf();
+    let url = "/dashboard/schedules/nightly/pause";
+    b.post(url, &[("csrf", &csrf), ("operator", "alice")])
+        .await
+        .refused(StatusCode::BAD_REQUEST, "The reason (`reason`) is required");
+    b.post(url, &[("operator", "alice"), ("reason", "freeze")])
+        .await
+        .refused(StatusCode::FORBIDDEN, "security token");
+    b.post(
+        url,
+        &[
+            ("csrf", &csrf),
+            ("operator", "alice"),
+            ("reason", "r"),
+            ("colour", "red"),
+        ],
+    )
+    .await
+    .refused(StatusCode::BAD_REQUEST, "Unknown parameter");
+    assert!(stored_schedule(&b, "nightly").await.paused.is_none());
+    let p = b
+        .post(
+            url,
+            &[
+                ("csrf", &csrf),
+                ("operator", "alice"),
+                ("reason", "<i>month-end</i> freeze"),
+            ],
+        )
+        .await;
+    assert_eq!(
+        (p.status, p.location()),
+        (StatusCode::SEE_OTHER, "/dashboard/schedules")
+    );
+    let paused = stored_schedule(&b, "nightly").await.paused.expect("paused");
+    assert_eq!(paused.operator, "alice");
+    let p = b.get("/dashboard/schedules").await;
+    p.html(StatusCode::OK);
+    assert!(
+        p.body.contains("paused") && p.body.contains(" by alice at "),
+        "{}",
+        p.body
+    );
+    assert!(p.body.contains("&lt;i&gt;month-end&lt;/i&gt; freeze"));
+    assert!(
+        p.body
+            .contains(r#"href="/dashboard/schedules/nightly/resume""#)
+    );
+
+    let confirm = b.get("/dashboard/schedules/nightly/resume").await;
+    confirm.html(StatusCode::OK);
+    let csrf = confirm.csrf();
+    let p = b
+        .post(
+            "/dashboard/schedules/nightly/resume",
+            &[("csrf", &csrf), ("operator", "bob"), ("reason", "over")],
+        )
+        .await;
+    assert_eq!(p.status, StatusCode::SEE_OTHER, "{}", p.body);
+    assert!(stored_schedule(&b, "nightly").await.paused.is_none());
+
+    b.get("/dashboard/schedules/nope/pause")
+        .await
+        .refused(StatusCode::NOT_FOUND, "no schedule named `nope`");
+    b.post(
+        "/dashboard/schedules/nope/pause",
+        &[("csrf", &csrf), ("operator", "alice"), ("reason", "r")],
+    )
+    .await
+    .refused(StatusCode::NOT_FOUND, "Not found");
+    b.get("/dashboard/schedules/no%20such/pause")
+        .await
+        .refused(StatusCode::BAD_REQUEST, "not valid");
+}
+
+#[tokio::test]
+async fn the_audit_log_shows_schedule_entries_and_filters_by_schedule() {
+    let mut b = Browser::new();
+    add_schedule(&b, "nightly", "{}", "alice", "finance asked").await;
+    add_schedule(&b, "hourly", "{}", "bob", "ops asked").await;
+    errand::Admin::new(b.store())
+        .pause_schedule(&errand::ScheduleAction {
+            name: Name::parse("schedule", "nightly").expect("name"),
+            operator: "carol".into(),
+            reason: Some("<script>freeze</script>".into()),
+        })
+        .await
+        .expect("pause");
+
+    let all = b.get("/dashboard/audit").await;
+    all.html(StatusCode::OK);
+    for words in [
+        "schedule_add",
+        "schedule_pause",
+        r#"schedule <a href="/dashboard/audit?schedule=nightly"><code>nightly</code></a>"#,
+        r#"schedule <a href="/dashboard/audit?schedule=hourly"><code>hourly</code></a>"#,
+        "<td>reports</td>",
+        "&lt;script&gt;freeze&lt;/script&gt;",
+    ] {
+        assert!(all.body.contains(words), "missing {words}: {}", all.body);
+    }
+    assert!(!all.body.contains("<script>"));
+
+    let one = b.get("/dashboard/audit?schedule=nightly").await;
+    one.html(StatusCode::OK);
+    assert!(
+        one.body.contains(r#"name="schedule" value="nightly""#),
+        "the filter keeps its value: {}",
+        one.body
+    );
+    assert!(one.body.contains("schedule_pause") && one.body.contains("finance asked"));
+    assert!(!one.body.contains("ops asked"), "{}", one.body);
+    let none = b.get("/dashboard/audit?schedule=weekly").await;
+    none.html(StatusCode::OK);
+    assert!(none.body.contains("No operator action matches."));
+    b.get("/dashboard/audit?schedule=a%20b")
+        .await
+        .refused(StatusCode::BAD_REQUEST, "schedule name");
+}

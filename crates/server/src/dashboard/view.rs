@@ -14,14 +14,16 @@ pub(super) enum Section {
     Queues,
     Jobs,
     DeadLetters,
+    Schedules,
     Audit,
 }
 
 /// The navigation bar, in order: a new page adds its entry here.
-pub(super) const NAV: [(Section, &str, &str); 4] = [
+pub(super) const NAV: [(Section, &str, &str); 5] = [
     (Section::Queues, "Queues", "/dashboard/queues"),
     (Section::Jobs, "Jobs", "/dashboard/jobs"),
     (Section::DeadLetters, "Dead letters", "/dashboard/dead"),
+    (Section::Schedules, "Schedules", "/dashboard/schedules"),
     (Section::Audit, "Audit log", "/dashboard/audit"),
 ];
 

@@ -55,9 +55,12 @@ struct Operation {
 }
 
 impl Operation {
-    /// The path with its `{id}` and `{queue}` filled in.
+    /// The path with its `{id}`, `{queue}` and `{name}` filled in.
     fn uri(&self) -> String {
-        self.path.replace("{id}", "x").replace("{queue}", "q")
+        self.path
+            .replace("{id}", "x")
+            .replace("{queue}", "q")
+            .replace("{name}", "x")
     }
 
     fn body_schema<'a>(&'a self, doc: &'a Value) -> Option<&'a Value> {
@@ -150,14 +153,19 @@ fn the_description_is_openapi_3_1_and_every_reference_resolves() {
             o.path
         );
         // Every path template parameter is declared.
-        if o.path.contains("{id}") {
+        for name in o.path.split('{').skip(1).filter_map(|s| s.split_once('}')) {
+            let name = name.0;
             let declared = o.op["parameters"]
                 .as_array()
                 .into_iter()
                 .flatten()
                 .map(|p| resolve(&doc, p))
-                .any(|p| p["in"] == "path" && p["name"] == "id" && p["required"] == true);
-            assert!(declared, "{} {} does not declare {{id}}", o.method, o.path);
+                .any(|p| p["in"] == "path" && p["name"] == name && p["required"] == true);
+            assert!(
+                declared,
+                "{} {} does not declare {{{name}}}",
+                o.method, o.path
+            );
         }
     }
     fn refs<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
@@ -208,6 +216,8 @@ fn the_router_has_no_route_outside_the_table() {
         ("lib.rs", include_str!("../lib.rs")),
         ("leases.rs", include_str!("../leases.rs")),
         ("operator.rs", include_str!("../operator.rs")),
+        ("workflows.rs", include_str!("../workflows.rs")),
+        ("schedules.rs", include_str!("../schedules.rs")),
         ("guard.rs", include_str!("../guard.rs")),
     ];
     let count =
@@ -243,6 +253,7 @@ fn the_dashboard_routes_stay_under_dashboard() {
         include_str!("../dashboard/login.rs"),
         include_str!("../dashboard/queues.rs"),
         include_str!("../dashboard/audit.rs"),
+        include_str!("../dashboard/schedules.rs"),
     ];
     let mut paths = Vec::new();
     for src in sources {
@@ -361,7 +372,7 @@ async fn request_schemas_name_exactly_the_fields_the_server_accepts() {
         }
         checked += 1;
     }
-    assert_eq!(checked, 17, "every operation with a body was checked");
+    assert_eq!(checked, 21, "every operation with a body was checked");
 }
 
 #[tokio::test]

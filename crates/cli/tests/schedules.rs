@@ -1,0 +1,301 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Stored schedules from the command line, on SQLite and — when
+//! `ERRAND_TEST_POSTGRES_URL` is set — on PostgreSQL: `errand schedule
+//! add|list|remove|pause|resume` with their audit entries, and two real
+//! `errand work` services running one stored schedule: each tick becomes
+//! one job, run once.
+
+use std::collections::HashSet;
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+mod common;
+
+use common::{Backend, both};
+use errand_testsupport::{KillOnDrop, wait_until};
+
+fn stdout(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn stored_schedules_are_added_listed_paused_and_removed_with_audit() {
+    both("sched_cli", |b| {
+        let added = b.ok(&[
+            "schedule",
+            "add",
+            "nightly",
+            "--cron",
+            "0 3 * * *",
+            "--kind",
+            "report",
+            "--payload",
+            r#"{"a":1}"#,
+            "--queue",
+            "reports",
+            "--misfire",
+            "backfill:2",
+            "--by",
+            "ops",
+            "--json",
+        ]);
+        assert_eq!(added["outcome"], "added");
+        assert_eq!(added["schedule"]["misfire"], "backfill:2");
+        assert_eq!(added["schedule"]["payload"]["a"], 1);
+
+        // The same definition, spelled otherwise: nothing changes.
+        let out = b.run(&[
+            "schedule",
+            "add",
+            "nightly",
+            "--cron",
+            "0 3 * * *",
+            "--kind",
+            "report",
+            "--payload",
+            r#"{ "a": 1 }"#,
+            "--queue",
+            "reports",
+            "--misfire",
+            "backfill:2",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(
+            stdout(&out).starts_with("schedule nightly unchanged"),
+            "{}",
+            stdout(&out)
+        );
+
+        // Another definition: refused (exit 2) unless --replace.
+        let args = [
+            "schedule",
+            "add",
+            "nightly",
+            "--cron",
+            "0 4 * * *",
+            "--kind",
+            "report",
+            "--queue",
+            "reports",
+        ];
+        let out = b.run(&args);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(stderr(&out).contains("--replace"), "{}", stderr(&out));
+        let mut replace = args.to_vec();
+        replace.extend(["--replace", "--by", "ops", "--reason", "later", "--json"]);
+        assert_eq!(b.ok(&replace)["outcome"], "replaced");
+
+        // A bad pattern is refused and stores nothing.
+        let out = b.run(&["schedule", "add", "x", "--cron", "often", "--kind", "k"]);
+        assert_eq!(out.status.code(), Some(2));
+        assert!(stderr(&out).contains("cron pattern"), "{}", stderr(&out));
+
+        let list = b.ok(&["schedule", "list", "--json"]);
+        let list = list.as_array().unwrap();
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0]["name"], "nightly");
+        assert_eq!(list[0]["cron"], "0 4 * * *");
+        assert!(
+            list[0]["next_tick"]
+                .as_str()
+                .is_some_and(|t| t.ends_with("T04:00:00.000Z")),
+            "{}",
+            list[0]
+        );
+
+        let paused = b.ok(&[
+            "schedule",
+            "pause",
+            "nightly",
+            "--by",
+            "oncall",
+            "--reason",
+            "quarter end",
+            "--json",
+        ]);
+        assert_eq!(paused["changed"], true);
+        assert_eq!(paused["schedule"]["paused"]["operator"], "oncall");
+        let out = b.run(&["schedule", "pause", "nightly"]);
+        assert!(
+            stdout(&out).contains("was already paused; nothing changed"),
+            "{}",
+            stdout(&out)
+        );
+        let text = stdout(&b.run(&["schedule", "list"]));
+        assert!(
+            text.lines().any(|l| l.starts_with("nightly")
+                && l.contains("paused by oncall")
+                && l.contains("quarter end")),
+            "{text}"
+        );
+        assert_eq!(
+            b.ok(&["schedule", "list", "--json"])[0]["next_tick"],
+            Value::Null,
+            "no next tick while paused"
+        );
+        assert_eq!(
+            b.ok(&["schedule", "resume", "nightly", "--json"])["changed"],
+            true
+        );
+        let removed = b.ok(&["schedule", "remove", "nightly", "--by", "ops", "--json"]);
+        assert_eq!(removed["removed"]["name"], "nightly");
+        let out = b.run(&["schedule", "remove", "nightly"]);
+        assert_eq!(out.status.code(), Some(3), "not found: {}", stderr(&out));
+        assert!(stderr(&out).contains("no schedule named `nightly`"));
+        let out = b.run(&["schedule", "pause", "nightly"]);
+        assert_eq!(out.status.code(), Some(3));
+
+        let log = b.ok(&["audit", "--schedule", "nightly", "--json"]);
+        let actions: Vec<&str> = log
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["action"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            actions,
+            [
+                "schedule_remove",
+                "schedule_resume",
+                "schedule_pause",
+                "schedule_replace",
+                "schedule_add"
+            ]
+        );
+        assert!(
+            log.as_array()
+                .unwrap()
+                .iter()
+                .all(|e| e["schedule"] == "nightly"
+                    && e["queue"] == "reports"
+                    && e["job_id"].is_null())
+        );
+        let text = stdout(&b.run(&["audit", "--schedule", "nightly"]));
+        assert!(text.contains("schedule nightly"), "{text}");
+
+        // The flag form still runs one schedule in this process.
+        let out = b.run(&[
+            "schedule",
+            "--name",
+            "here",
+            "--cron",
+            "* * * * * *",
+            "--kind",
+            "k",
+            "--once",
+            "--json",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(
+            stdout(&out).contains("\"id\":\"cron:here:"),
+            "{}",
+            stdout(&out)
+        );
+    });
+}
+
+impl Backend {
+    fn service(&self, sink: &std::path::Path) -> KillOnDrop {
+        let exec = format!("echo \"$ERRAND_JOB_ID\" >> {}", sink.display());
+        let child: Child = self
+            .command(&[
+                "work",
+                "--poll",
+                "50ms",
+                "--concurrency",
+                "2",
+                "--exec",
+                &exec,
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn worker");
+        KillOnDrop::new(child)
+    }
+
+    fn ticks(&self, name: &str) -> Vec<String> {
+        let prefix = format!("cron:{name}:");
+        self.ok(&["jobs", "--limit", "10000", "--json"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|j| j["id"].as_str())
+            .filter(|id| id.starts_with(&prefix))
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+fn lines(path: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Two services run a stored every-second schedule: each tick is one job,
+/// run once; pausing stops new ticks in both, resuming starts them again.
+#[test]
+fn two_work_services_run_a_stored_schedule_once_per_tick() {
+    both("sched_svc", |b| {
+        b.ok(&[
+            "schedule",
+            "add",
+            "beat",
+            "--cron",
+            "* * * * * *",
+            "--kind",
+            "beat",
+            "--json",
+        ]);
+        let sink = b.dir.join("effects");
+        let services = [b.service(&sink), b.service(&sink)];
+        wait_until(
+            "four ticks run",
+            Duration::from_secs(60),
+            Duration::from_millis(100),
+            || lines(&sink).len() >= 4,
+        );
+
+        b.ok(&["schedule", "pause", "beat", "--json"]);
+        // A pass that read the schedule before the pause may still add its
+        // tick; after that, nothing.
+        std::thread::sleep(Duration::from_millis(1500));
+        let at_pause = b.ticks("beat").len();
+        std::thread::sleep(Duration::from_millis(2500));
+        assert_eq!(b.ticks("beat").len(), at_pause, "no tick while paused");
+
+        b.ok(&["schedule", "resume", "beat", "--json"]);
+        wait_until(
+            "ticks after the resume",
+            Duration::from_secs(60),
+            Duration::from_millis(300),
+            || b.ticks("beat").len() >= at_pause + 2,
+        );
+        b.ok(&["schedule", "remove", "beat", "--json"]);
+        std::thread::sleep(Duration::from_millis(1500));
+        let ticks = b.ticks("beat");
+        wait_until(
+            "every tick run",
+            Duration::from_secs(30),
+            Duration::from_millis(100),
+            || lines(&sink).len() >= ticks.len(),
+        );
+        drop(services);
+
+        let ran = lines(&sink);
+        let distinct: HashSet<&String> = ran.iter().collect();
+        assert_eq!(distinct.len(), ran.len(), "a tick ran twice: {ran:?}");
+        let ticks: HashSet<&String> = ticks.iter().collect();
+        assert_eq!(distinct, ticks, "each tick's job ran, and only those");
+        assert!(ran.iter().all(|id| id.starts_with("cron:beat:")));
+    });
+}
