@@ -506,6 +506,8 @@ fn bench_runtime(
         .handler_dyn(KIND, bench_handler(c.clone(), r.job_time, fail_first))?
         .all_queues(r.concurrency)?
         .batch(u32::try_from(r.concurrency).unwrap_or(u32::MAX))
+        // Nothing is stored; no reads of schedules among the measured work.
+        .stored_schedules(false)
         .on_report(report_hook(c.clone()));
     if fail_first {
         // Failed jobs come back at once.

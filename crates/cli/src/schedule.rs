@@ -11,7 +11,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use errand::{
     Admin, Misfire, Name, NewJob, Payload, ScheduleAction, ScheduleAdd, ScheduleAddOutcome,
-    ScheduleDefinition, Store, StoredSchedule, Timestamp,
+    ScheduleDefinition, ScheduleView, Store, Timestamp,
 };
 
 use crate::OperatorArgs;
@@ -150,9 +150,7 @@ async fn add(admin: &Admin, a: AddArgs) -> Result<ExitCode, Failure> {
         &a.kind,
         Payload::from_json_text(a.payload)?,
     )?
-    .on_queue(&a.queue)?
-    .with_max_attempts(a.max_attempts)?
-    .with_misfire(a.misfire);
+    .with_options(Some(&a.queue), Some(a.max_attempts), Some(a.misfire))?;
     let req = ScheduleAdd {
         definition,
         replace: a.replace,
@@ -188,26 +186,11 @@ async fn add(admin: &Admin, a: AddArgs) -> Result<ExitCode, Failure> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A stored schedule as `list --json` shows it: as stored, with its next
-/// tick (none while paused).
-#[derive(serde::Serialize)]
-struct Listed<'a> {
-    #[serde(flatten)]
-    schedule: &'a StoredSchedule,
-    next_tick: Option<Timestamp>,
-}
-
 async fn list(admin: &Admin, a: ListArgs) -> Result<ExitCode, Failure> {
     let schedules = admin.schedules().await?;
     let now = Timestamp::now();
     if a.json {
-        let listed: Vec<Listed<'_>> = schedules
-            .iter()
-            .map(|s| Listed {
-                schedule: s,
-                next_tick: s.next_tick(now),
-            })
-            .collect();
+        let listed: Vec<ScheduleView> = schedules.into_iter().map(|s| s.view(now)).collect();
         output::json(&listed)?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -269,6 +252,11 @@ async fn remove(admin: &Admin, a: ActionArgs) -> Result<ExitCode, Failure> {
     let action = action(&a)?;
     let removed = admin.remove_schedule(&action).await?;
     if a.json {
+        // As the API answers: no next tick once removed.
+        let removed = ScheduleView {
+            schedule: removed,
+            next_tick: None,
+        };
         output::json(&serde_json::json!({ "removed": removed }))?;
     } else {
         outln!(

@@ -39,6 +39,10 @@ use crate::job::{DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobId, Name, NewJob, Paylo
 /// The longest cron pattern accepted, in bytes.
 pub const MAX_CRON_BYTES: usize = 200;
 
+/// The largest payload a stored schedule keeps, in bytes: every service
+/// reads every stored schedule at each pass.
+pub const MAX_SCHEDULE_PAYLOAD_BYTES: usize = 64 * 1024;
+
 /// What to do with ticks missed while no enqueuer ran.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Misfire {
@@ -286,7 +290,43 @@ impl ScheduleDefinition {
     /// # Errors
     /// [`Error::Invalid`], saying what to change.
     pub fn validate(&self) -> Result<()> {
-        self.schedule().map(drop)
+        let len = self.payload.as_str().len();
+        if len > MAX_SCHEDULE_PAYLOAD_BYTES {
+            return Err(Error::invalid(format!(
+                "the schedule's payload is {len} bytes; a stored schedule keeps at most \
+                 {MAX_SCHEDULE_PAYLOAD_BYTES} — pass a reference to larger data"
+            )));
+        }
+        if self.schedule()?.next_tick(Timestamp::now()).is_none() {
+            return Err(Error::invalid(format!(
+                "cron pattern {:?} never matches (a day that no month has?); fix the pattern",
+                self.cron
+            )));
+        }
+        Ok(())
+    }
+
+    /// With the options a request may leave out: `queue`, `max_attempts`
+    /// and `misfire` (each keeps its default when `None`).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a bad queue name or attempt budget.
+    pub fn with_options(
+        mut self,
+        queue: Option<&str>,
+        max_attempts: Option<u32>,
+        misfire: Option<Misfire>,
+    ) -> Result<Self> {
+        if let Some(queue) = queue {
+            self = self.on_queue(queue)?;
+        }
+        if let Some(n) = max_attempts {
+            self = self.with_max_attempts(n)?;
+        }
+        if let Some(misfire) = misfire {
+            self = self.with_misfire(misfire);
+        }
+        Ok(self)
     }
 
     /// The job every tick enqueues (its id and due time set per tick).
@@ -452,6 +492,25 @@ impl StoredSchedule {
         }
         self.definition.schedule().ok()?.next_tick(now)
     }
+
+    /// As the CLI and the API show it: with its next tick after `now`.
+    pub fn view(self, now: Timestamp) -> ScheduleView {
+        ScheduleView {
+            next_tick: self.next_tick(now),
+            schedule: self,
+        }
+    }
+}
+
+/// A stored schedule as shown: as stored, with `next_tick` (none while
+/// paused, or once removed).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ScheduleView {
+    /// The schedule.
+    #[serde(flatten)]
+    pub schedule: StoredSchedule,
+    /// When it next enqueues a job.
+    pub next_tick: Option<Timestamp>,
 }
 
 /// One change to the stored schedules, applied by
@@ -463,8 +522,9 @@ pub enum ScheduleChange {
     /// Replace the definition of the schedule with its name, if there is
     /// one (a paused schedule stays paused); ticks before now are dropped.
     Replace(ScheduleDefinition),
-    /// Delete the schedule, if there is one.
-    Remove(Name),
+    /// Delete the schedule, if it is stored with this very definition (the
+    /// one its audit entry records).
+    Remove(ScheduleDefinition),
     /// Pause the schedule, if it runs.
     Pause(Name),
     /// Resume the schedule, if it is paused; ticks before now are dropped.
@@ -475,8 +535,10 @@ impl ScheduleChange {
     /// The schedule changed.
     pub fn name(&self) -> &Name {
         match self {
-            ScheduleChange::Add(d) | ScheduleChange::Replace(d) => &d.name,
-            ScheduleChange::Remove(n) | ScheduleChange::Pause(n) | ScheduleChange::Resume(n) => n,
+            ScheduleChange::Add(d) | ScheduleChange::Replace(d) | ScheduleChange::Remove(d) => {
+                &d.name
+            }
+            ScheduleChange::Pause(n) | ScheduleChange::Resume(n) => n,
         }
     }
 
@@ -702,6 +764,20 @@ mod tests {
         let e = ScheduleDefinition::new("nightly", &long, "report", p("{}")).unwrap_err();
         assert!(e.to_string().contains("the limit is 200"), "{e}");
         assert!(d.clone().with_max_attempts(0).is_err());
+        let e = ScheduleDefinition::new("feb", "0 0 30 2 *", "report", p("{}")).unwrap_err();
+        assert!(e.to_string().contains("never matches"), "{e}");
+        let big = format!(r#"{{"x":"{}"}}"#, "a".repeat(MAX_SCHEDULE_PAYLOAD_BYTES));
+        let e = ScheduleDefinition::new("big", "* * * * *", "report", p(&big)).unwrap_err();
+        assert!(e.to_string().contains("at most 65536"), "{e}");
+        let d2 = d
+            .clone()
+            .with_options(Some("mail"), Some(3), Some(Misfire::RunOnce))
+            .unwrap();
+        assert_eq!(
+            (d2.queue.as_str(), d2.max_attempts, d2.misfire),
+            ("mail", 3, Misfire::RunOnce)
+        );
+        assert_eq!(d.clone().with_options(None, None, None).unwrap(), d);
         assert!(ScheduleDefinition::new("bad name", "* * * * *", "k", p("{}")).is_err());
         assert_eq!(
             d.describe(),

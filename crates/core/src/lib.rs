@@ -61,9 +61,9 @@ pub use batch::{
 };
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use cron::{
-    CronSchedule, MAX_CRON_BYTES, Misfire, ScheduleActed, ScheduleAction, ScheduleAdd,
-    ScheduleAddOutcome, ScheduleAdded, ScheduleChange, ScheduleDefinition, SchedulePause,
-    ScheduleRow, StoredSchedule,
+    CronSchedule, MAX_CRON_BYTES, MAX_SCHEDULE_PAYLOAD_BYTES, Misfire, ScheduleActed,
+    ScheduleAction, ScheduleAdd, ScheduleAddOutcome, ScheduleAdded, ScheduleChange,
+    ScheduleDefinition, SchedulePause, ScheduleRow, ScheduleView, StoredSchedule,
 };
 pub use deps::{
     Dependency, DependencyFailure, Edge, LinkPlan, MAX_DEPENDENCIES, check_dependencies,

@@ -269,16 +269,27 @@ impl Admin {
     /// reason.
     pub async fn remove_schedule(&self, action: &ScheduleAction) -> Result<StoredSchedule> {
         action.validate()?;
-        let Some(stored) = self.find_schedule(&action.name).await? else {
-            return Err(Error::NoSuchSchedule(action.name.to_string()));
-        };
-        let change = format!("removed {}", stored.definition.describe());
-        let reason = reason_after(&change, action.reason.as_deref())?;
-        let by = stamp(&action.operator, Some(&reason));
-        self.store
-            .change_schedule(&ScheduleChange::Remove(action.name.clone()), &by)
-            .await?
-            .ok_or_else(|| Error::NoSuchSchedule(action.name.to_string()))
+        for _ in 0..RACES_TOLERATED {
+            let Some(stored) = self.find_schedule(&action.name).await? else {
+                return Err(Error::NoSuchSchedule(action.name.to_string()));
+            };
+            let change = format!("removed {}", stored.definition.describe());
+            let reason = reason_after(&change, action.reason.as_deref())?;
+            let by = stamp(&action.operator, Some(&reason));
+            // Removed only while it still has the definition the entry
+            // records; replaced meanwhile, it is read again.
+            let removed = self
+                .store
+                .change_schedule(&ScheduleChange::Remove(stored.definition), &by)
+                .await?;
+            if let Some(removed) = removed {
+                return Ok(removed);
+            }
+        }
+        Err(Error::Busy(format!(
+            "the schedule `{}` kept changing under another operator",
+            action.name
+        )))
     }
 
     /// Pauses a stored schedule: no service enqueues its ticks until it is

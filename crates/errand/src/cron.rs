@@ -33,7 +33,7 @@ pub struct CronEnqueuer {
     /// [`errand_core::Misfire::Skip`] (default 1 min).
     pub grace: Duration,
     /// With stored schedules: the longest wait between two passes, so a
-    /// schedule added meanwhile is noticed (default 10 s).
+    /// schedule added meanwhile is noticed (default 10 s, at least 1 s).
     pub refresh: Duration,
 }
 
@@ -68,15 +68,30 @@ impl CronEnqueuer {
     /// nothing). Returns what was inserted or found.
     ///
     /// A stored schedule that no longer makes valid jobs is left out with a
-    /// warning; the others run.
+    /// warning; the others run. When the stored schedules cannot be read,
+    /// the schedules given in code still run and the error is returned
+    /// after them.
     pub async fn run_once(&self, now: Timestamp) -> Result<Vec<Inserted>> {
         let mut jobs = Vec::new();
         for s in &self.schedules {
             self.push_due(s, now, None, &mut jobs);
         }
-        if self.stored {
+        let stored = if self.stored {
+            match self.store.schedules().await {
+                Ok(stored) => Some(stored),
+                Err(e) => {
+                    if !jobs.is_empty() {
+                        self.store.insert_many(jobs).await?;
+                    }
+                    return Err(e);
+                }
+            }
+        } else {
+            None
+        };
+        if let Some(stored) = stored {
             let mut running = Vec::new();
-            for stored in self.store.schedules().await? {
+            for stored in stored {
                 if stored.paused.is_some() {
                     continue;
                 }
@@ -132,7 +147,9 @@ impl CronEnqueuer {
             .chain(stored.iter())
             .filter_map(|s| s.next_tick(now))
             .min();
-        let refresh = self.stored.then(|| now.plus(self.refresh));
+        let refresh = self
+            .stored
+            .then(|| now.plus(self.refresh.max(Duration::from_secs(1))));
         match (tick, refresh) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

@@ -96,7 +96,7 @@ pub use client::Client;
 pub use cron::CronEnqueuer;
 pub use errand_core::{
     CronSchedule, Misfire, ScheduleActed, ScheduleAction, ScheduleAdd, ScheduleAddOutcome,
-    ScheduleAdded, ScheduleDefinition, SchedulePause, StoredSchedule,
+    ScheduleAdded, ScheduleDefinition, SchedulePause, ScheduleView, StoredSchedule,
 };
 pub use exec::{EXIT_PERMANENT, EXIT_TEMPFAIL, ExecHandler};
 pub use maintenance::{Pruner, Sweeper};

@@ -782,6 +782,8 @@ struct Intercepting {
     /// Failures recorded one by one, and the size of each batch of them.
     single_failures: AtomicUsize,
     failure_batches: std::sync::Mutex<Vec<usize>>,
+    /// Whether reading the stored schedules fails.
+    fail_schedules: bool,
 }
 
 impl Intercepting {
@@ -794,6 +796,7 @@ impl Intercepting {
             reclaims: std::sync::Mutex::new(Vec::new()),
             single_failures: AtomicUsize::new(0),
             failure_batches: std::sync::Mutex::new(Vec::new()),
+            fail_schedules: false,
         }
     }
 
@@ -1012,6 +1015,9 @@ impl errand::AdminStore for Intercepting {
         self.inner.change_schedule(change, by).await
     }
     async fn schedules(&self) -> errand::Result<Vec<errand::StoredSchedule>> {
+        if self.fail_schedules {
+            return Err(errand::Error::Busy("the schedules are locked".into()));
+        }
         self.inner.schedules().await
     }
     async fn audit_log(&self, f: &errand::AuditFilter) -> errand::Result<Vec<errand::AuditEntry>> {
@@ -1390,4 +1396,25 @@ async fn a_worker_busy_with_a_long_job_keeps_reporting() {
         .await
         .unwrap();
     assert_eq!(job(&store, "l1").await.state, JobState::Done);
+}
+
+/// When the stored schedules cannot be read, the schedules given in code
+/// still enqueue their ticks; the error is reported after them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schedules_in_code_run_when_the_stored_ones_cannot_be_read() {
+    let (_d, sqlite) = store();
+    let mut failing = Intercepting::new(sqlite.clone(), false);
+    failing.fail_schedules = true;
+    let template = NewJob::new("tick", Payload::default()).unwrap();
+    let schedule =
+        errand::CronSchedule::new("in-code", "* * * * * *", template, errand::Misfire::Skip)
+            .unwrap();
+    let enqueuer =
+        errand::CronEnqueuer::new(Arc::new(failing), vec![schedule]).with_stored_schedules();
+    let now = errand::core::Timestamp::now();
+    let err = enqueuer.run_once(now).await.unwrap_err();
+    assert!(err.to_string().contains("locked"), "{err}");
+    let jobs = sqlite.list(&JobFilter::default()).await.unwrap();
+    assert_eq!(jobs.len(), 1, "the tick given in code was enqueued");
+    assert!(jobs[0].id.as_str().starts_with("cron:in-code:"));
 }

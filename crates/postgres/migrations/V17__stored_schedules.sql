@@ -2,15 +2,21 @@
 -- them and enqueues one job per tick (`cron:NAME:TICK`), so adding one
 -- needs no deploy. Each change is audited, which needs two more things of
 -- the audit log: the schedule actions, and a column naming the schedule.
+-- Every row reads back as a schedule: the names follow the library's rule
+-- (1-100 letters, digits and -_.: starting with a letter or digit), the
+-- payload is JSON (kept as the text given), the misfire policy one the
+-- library knows.
 CREATE TABLE __SCHEMA__.errand_schedules (
-    name          text        NOT NULL PRIMARY KEY CHECK (length(name) BETWEEN 1 AND 100),
+    name          text        NOT NULL PRIMARY KEY
+        CHECK (name ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$'),
     cron          text        NOT NULL CHECK (length(cron) BETWEEN 1 AND 200),
-    kind          text        NOT NULL CHECK (length(kind) BETWEEN 1 AND 100),
-    queue         text        NOT NULL CHECK (length(queue) BETWEEN 1 AND 100),
-    payload       text        NOT NULL,
+    kind          text        NOT NULL CHECK (kind ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$'),
+    queue         text        NOT NULL CHECK (queue ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$'),
+    payload       text        NOT NULL CHECK (payload::jsonb IS NOT NULL),
     max_attempts  integer     NOT NULL CHECK (max_attempts BETWEEN 1 AND 1000),
-    misfire       text        NOT NULL
-        CHECK (misfire IN ('skip', 'once') OR misfire ~ '^backfill:[1-9][0-9]*$'),
+    misfire       text        NOT NULL CHECK (CASE
+        WHEN misfire ~ '^backfill:[1-9][0-9]{0,3}$' THEN substr(misfire, 10)::integer <= 1000
+        ELSE misfire IN ('skip', 'once') END),
     created_at    timestamptz NOT NULL,
     updated_at    timestamptz NOT NULL,
     -- Ticks before this are never enqueued: when the schedule was added,

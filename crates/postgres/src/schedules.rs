@@ -8,7 +8,7 @@ use tokio_postgres::Row;
 
 use crate::admin::{Entry, audit};
 use crate::map_err;
-use crate::queue::{Conn, Queries, from_odt, query, query_opt};
+use crate::queue::{Conn, Param, Queries, from_odt, query, query_opt};
 
 const COLUMNS: &str = "name, cron, kind, queue, payload, max_attempts, misfire, created_at, \
                        updated_at, active_since, paused_at, paused_by, paused_reason";
@@ -51,9 +51,9 @@ pub(crate) async fn change(
     let name = change.name().as_str();
     let tx = client.transaction().await.map_err(map_err)?;
     let changed = match change {
-        ScheduleChange::Add(d) | ScheduleChange::Replace(d) => {
-            let sql = if matches!(change, ScheduleChange::Add(_)) {
-                format!(
+        ScheduleChange::Add(d) | ScheduleChange::Replace(d) | ScheduleChange::Remove(d) => {
+            let sql = match change {
+                ScheduleChange::Add(_) => format!(
                     "INSERT INTO {s}.errand_schedules
                        (name, cron, kind, queue, payload, max_attempts, misfire,
                         created_at, updated_at, active_since)
@@ -61,38 +61,43 @@ pub(crate) async fn change(
                      FROM (SELECT coalesce($1::timestamptz, now()) AS t) AS now
                      ON CONFLICT (name) DO NOTHING
                      RETURNING {COLUMNS}"
-                )
-            } else {
-                format!(
+                ),
+                ScheduleChange::Replace(_) => format!(
                     "UPDATE {s}.errand_schedules
                      SET cron = $3, kind = $4, queue = $5, payload = $6, max_attempts = $7,
                          misfire = $8, updated_at = coalesce($1::timestamptz, now()),
                          active_since = coalesce($1::timestamptz, now())
                      WHERE name = $2
                      RETURNING {COLUMNS}"
-                )
+                ),
+                // Removed only with the definition its audit entry records
+                // (the same parameters without the time).
+                _ => format!(
+                    "DELETE FROM {s}.errand_schedules
+                     WHERE name = $1 AND cron = $2 AND kind = $3 AND queue = $4
+                       AND payload = $5 AND max_attempts = $6 AND misfire = $7
+                     RETURNING {COLUMNS}"
+                ),
             };
             let max_attempts = i32::try_from(d.max_attempts).unwrap_or(i32::MAX);
-            query_opt(
-                &tx,
-                &sql,
-                &[
-                    &now,
-                    &name,
-                    &d.cron,
-                    &d.kind.as_str(),
-                    &d.queue.as_str(),
-                    &d.payload.as_str(),
-                    &max_attempts,
-                    &d.misfire.to_string(),
-                ],
-            )
-            .await?
-        }
-        ScheduleChange::Remove(_) => {
-            let sql =
-                format!("DELETE FROM {s}.errand_schedules WHERE name = $1 RETURNING {COLUMNS}");
-            query_opt(&tx, &sql, &[&name]).await?
+            let (kind, queue, payload) = (d.kind.as_str(), d.queue.as_str(), d.payload.as_str());
+            let misfire = d.misfire.to_string();
+            let params: [Param<'_>; 8] = [
+                &now,
+                &name,
+                &d.cron,
+                &kind,
+                &queue,
+                &payload,
+                &max_attempts,
+                &misfire,
+            ];
+            let params = if matches!(change, ScheduleChange::Remove(_)) {
+                &params[1..]
+            } else {
+                &params[..]
+            };
+            query_opt(&tx, &sql, params).await?
         }
         ScheduleChange::Pause(_) => {
             let sql = format!(

@@ -8,7 +8,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use errand::{
     Misfire, Name, Payload, ScheduleAction, ScheduleAdd, ScheduleAddOutcome, ScheduleDefinition,
-    StoredSchedule, Timestamp,
+    ScheduleView, StoredSchedule, Timestamp,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -16,53 +16,33 @@ use serde_json::value::RawValue;
 use crate::problem::Problem;
 use crate::request::{Answer, App, body_json, json, raw_json, who_and_why};
 
-/// A stored schedule as the API shows it: as stored, with its next tick.
-#[derive(Serialize)]
-struct Shown<'a> {
-    #[serde(flatten)]
-    schedule: &'a StoredSchedule,
-    next_tick: Option<Timestamp>,
-}
-
-impl<'a> Shown<'a> {
-    /// `next_tick` is the next tick after now (this host's clock, as
-    /// `errand schedule list` computes it); none while paused.
-    fn of(schedule: &'a StoredSchedule) -> Self {
-        Shown {
-            schedule,
-            next_tick: schedule.next_tick(Timestamp::now()),
-        }
-    }
-
-    /// A schedule that no longer ticks (removed): no next tick.
-    fn gone(schedule: &'a StoredSchedule) -> Self {
-        Shown {
-            schedule,
-            next_tick: None,
-        }
-    }
+/// A stored schedule as the API shows it: as stored, with its next tick
+/// (after now, on this host's clock, as `errand schedule list` shows it;
+/// none while paused).
+fn shown(schedule: StoredSchedule) -> ScheduleView {
+    schedule.view(Timestamp::now())
 }
 
 #[derive(Serialize)]
-struct Listed<'a> {
-    schedules: Vec<Shown<'a>>,
+struct Listed {
+    schedules: Vec<ScheduleView>,
 }
 
 #[derive(Serialize)]
-struct Added<'a> {
+struct Added {
     outcome: ScheduleAddOutcome,
-    schedule: Shown<'a>,
+    schedule: ScheduleView,
 }
 
 #[derive(Serialize)]
-struct Acted<'a> {
+struct Acted {
     changed: bool,
-    schedule: Shown<'a>,
+    schedule: ScheduleView,
 }
 
 #[derive(Serialize)]
-struct Removed<'a> {
-    removed: Shown<'a>,
+struct Removed {
+    removed: ScheduleView,
 }
 
 fn schedule_name(path: Result<Path<String>, PathRejection>) -> Result<Name, Problem> {
@@ -81,7 +61,7 @@ pub(crate) async fn list(State(app): State<App>) -> Answer {
     json(
         StatusCode::OK,
         &Listed {
-            schedules: schedules.iter().map(Shown::of).collect(),
+            schedules: schedules.into_iter().map(shown).collect(),
         },
     )
 }
@@ -93,7 +73,7 @@ pub(crate) async fn show(
 ) -> Answer {
     let name = schedule_name(path)?;
     let schedule = app.admin.schedule(&name).await?;
-    json(StatusCode::OK, &Shown::of(&schedule))
+    json(StatusCode::OK, &shown(schedule))
 }
 
 #[derive(Debug, Deserialize)]
@@ -126,17 +106,18 @@ fn definition(app: &App, req: &AddBody) -> Result<ScheduleDefinition, Problem> {
         Some(raw) => Payload::from_json_text_limited(raw.get(), app.max_payload)?,
         None => Payload::default(),
     };
-    let mut definition = ScheduleDefinition::new(&req.name, &req.cron, &req.kind, payload)?;
-    if let Some(queue) = &req.queue {
-        definition = definition.on_queue(queue)?;
-    }
-    if let Some(n) = req.max_attempts {
-        definition = definition.with_max_attempts(n)?;
-    }
-    if let Some(misfire) = &req.misfire {
-        definition = definition.with_misfire(misfire.parse::<Misfire>()?);
-    }
-    Ok(definition)
+    let misfire = req
+        .misfire
+        .as_deref()
+        .map(str::parse::<Misfire>)
+        .transpose()?;
+    Ok(
+        ScheduleDefinition::new(&req.name, &req.cron, &req.kind, payload)?.with_options(
+            req.queue.as_deref(),
+            req.max_attempts,
+            misfire,
+        )?,
+    )
 }
 
 /// `POST /v1/schedules`: stores a schedule (201), finds the same
@@ -163,7 +144,7 @@ pub(crate) async fn add(State(app): State<App>, headers: HeaderMap, body: Body) 
         status,
         &Added {
             outcome: added.outcome,
-            schedule: Shown::of(&added.schedule),
+            schedule: shown(added.schedule),
         },
     )
 }
@@ -207,7 +188,7 @@ pub(crate) async fn pause(
         StatusCode::OK,
         &Acted {
             changed: acted.changed,
-            schedule: Shown::of(&acted.schedule),
+            schedule: shown(acted.schedule),
         },
     )
 }
@@ -227,7 +208,7 @@ pub(crate) async fn resume(
         StatusCode::OK,
         &Acted {
             changed: acted.changed,
-            schedule: Shown::of(&acted.schedule),
+            schedule: shown(acted.schedule),
         },
     )
 }
@@ -245,7 +226,11 @@ pub(crate) async fn remove(
     json(
         StatusCode::OK,
         &Removed {
-            removed: Shown::gone(&removed),
+            // No next tick once removed.
+            removed: ScheduleView {
+                schedule: removed,
+                next_tick: None,
+            },
         },
     )
 }

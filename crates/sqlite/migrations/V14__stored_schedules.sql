@@ -2,15 +2,22 @@
 -- them and enqueues one job per tick (`cron:NAME:TICK`), so adding one
 -- needs no deploy. Each change is audited, which needs two more things of
 -- the audit log: the schedule actions, and a column naming the schedule.
+-- Every row reads back as a schedule: the names follow the library's rule
+-- (1-100 letters, digits and -_.: starting with a letter or digit), the
+-- payload is JSON, the misfire policy one the library knows.
 CREATE TABLE errand_schedules (
-    name          TEXT    PRIMARY KEY CHECK (length(name) BETWEEN 1 AND 100),
+    name          TEXT    PRIMARY KEY CHECK (length(name) BETWEEN 1 AND 100
+        AND name GLOB '[A-Za-z0-9]*' AND name NOT GLOB '*[^A-Za-z0-9_.:-]*'),
     cron          TEXT    NOT NULL CHECK (length(cron) BETWEEN 1 AND 200),
-    kind          TEXT    NOT NULL CHECK (length(kind) BETWEEN 1 AND 100),
-    queue         TEXT    NOT NULL CHECK (length(queue) BETWEEN 1 AND 100),
+    kind          TEXT    NOT NULL CHECK (length(kind) BETWEEN 1 AND 100
+        AND kind GLOB '[A-Za-z0-9]*' AND kind NOT GLOB '*[^A-Za-z0-9_.:-]*'),
+    queue         TEXT    NOT NULL CHECK (length(queue) BETWEEN 1 AND 100
+        AND queue GLOB '[A-Za-z0-9]*' AND queue NOT GLOB '*[^A-Za-z0-9_.:-]*'),
     payload       TEXT    NOT NULL CHECK (json_valid(payload)),
     max_attempts  INTEGER NOT NULL CHECK (max_attempts BETWEEN 1 AND 1000),
-    misfire       TEXT    NOT NULL
-        CHECK (misfire IN ('skip', 'once') OR misfire GLOB 'backfill:[1-9]*'),
+    misfire       TEXT    NOT NULL CHECK (misfire IN ('skip', 'once')
+        OR (misfire GLOB 'backfill:[1-9]*' AND misfire NOT GLOB 'backfill:*[^0-9]*'
+            AND length(misfire) <= 13 AND CAST(substr(misfire, 10) AS INTEGER) <= 1000)),
     created_at    INTEGER NOT NULL,
     updated_at    INTEGER NOT NULL,
     -- Ticks before this are never enqueued: when the schedule was added,

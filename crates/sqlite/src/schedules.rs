@@ -89,12 +89,23 @@ pub(crate) fn change(
             d,
             now,
         )?,
-        ScheduleChange::Remove(_) => conn
+        ScheduleChange::Remove(d) => conn
             .prepare_cached(&format!(
-                "DELETE FROM errand_schedules WHERE name = :name RETURNING {COLUMNS}"
+                "DELETE FROM errand_schedules
+                 WHERE name = :name AND cron = :cron AND kind = :kind AND queue = :queue
+                   AND payload = :payload AND max_attempts = :max_attempts
+                   AND misfire = :misfire
+                 RETURNING {COLUMNS}"
             ))
             .map_err(map_err)?
-            .query_row(named_params! {":name": name}, row)
+            .query_row(
+                named_params! {
+                    ":name": name, ":cron": d.cron, ":kind": d.kind.as_str(),
+                    ":queue": d.queue.as_str(), ":payload": d.payload.as_str(),
+                    ":max_attempts": d.max_attempts, ":misfire": d.misfire.to_string(),
+                },
+                row,
+            )
             .optional()
             .map_err(map_err)?,
         ScheduleChange::Pause(_) => conn

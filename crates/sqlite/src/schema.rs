@@ -402,6 +402,83 @@ mod tests {
         assert_eq!(copy.audit.len(), 1, "the copy's history shows its origin");
     }
 
+    /// V14 rebuilds the audit table for the schedule actions: every entry
+    /// is kept with its sequence number and fields, and new entries follow.
+    #[tokio::test]
+    async fn v14_keeps_the_audit_log_and_records_schedule_changes() {
+        let (dir, conn) = at_version(13);
+        conn.execute_batch(
+            "INSERT INTO errand_audit (seq, job_id, queue, action, operator, reason, at, copy_id)
+             VALUES (3, 'a', 'mail', 'copy', 'alice', 'again', 100, 'b'),
+                    (5, NULL, 'mail', 'pause', 'bob', NULL, 200, NULL),
+                    (8, 'c', 'mail', 'reschedule', 'carol', 'run now', 300, NULL);",
+        )
+        .unwrap();
+        let store = upgrade(&dir, conn);
+        let summary = |log: &[errand_core::AuditEntry]| -> Vec<String> {
+            log.iter()
+                .map(|e| {
+                    format!(
+                        "{} {} {:?} {:?} {:?} {} {:?} {}",
+                        e.seq,
+                        e.action,
+                        e.job_id.as_ref().map(JobId::as_str),
+                        e.copy_id.as_ref().map(JobId::as_str),
+                        e.schedule.as_ref().map(errand_core::Name::as_str),
+                        e.operator,
+                        e.reason,
+                        e.at.as_millis(),
+                    )
+                })
+                .collect()
+        };
+        let log = store
+            .audit_log(&errand_core::AuditFilter::default())
+            .await
+            .unwrap();
+        assert_eq!(
+            summary(&log),
+            [
+                r#"8 reschedule Some("c") None None carol Some("run now") 300"#,
+                r#"5 pause None None None bob None 200"#,
+                r#"3 copy Some("a") Some("b") None alice Some("again") 100"#,
+            ]
+        );
+        let def = errand_core::ScheduleDefinition::new(
+            "nightly",
+            "0 3 * * *",
+            "report",
+            errand_core::Payload::default(),
+        )
+        .unwrap();
+        let admin = errand_core::Admin::new(std::sync::Arc::new(store.clone()));
+        admin
+            .add_schedule(&errand_core::ScheduleAdd {
+                definition: def,
+                replace: false,
+                operator: "dan".into(),
+                reason: None,
+            })
+            .await
+            .unwrap();
+        let log = store
+            .audit_log(&errand_core::AuditFilter::default())
+            .await
+            .unwrap();
+        assert_eq!(log.len(), 4);
+        assert_eq!(log[0].action, "schedule_add");
+        assert!(log[0].seq > 8, "new entries follow the kept ones");
+        // The copy index still finds the entry that made a copy.
+        let of_copy = store
+            .audit_log(&errand_core::AuditFilter {
+                job: Some(JobId::new("b").unwrap()),
+                ..errand_core::AuditFilter::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(of_copy.len(), 1);
+    }
+
     /// A database at V7 with a job in each state upgrades to V8: the
     /// listing still finds every job by state (running ones through the
     /// lease index), the running job settles, and retention still prunes

@@ -292,7 +292,7 @@ pub async fn a_schedule_change_that_does_not_apply_writes_nothing(
     let name = def.name.clone();
     let none = [
         ScheduleChange::Replace(def.clone()),
-        ScheduleChange::Remove(name.clone()),
+        ScheduleChange::Remove(def.clone()),
         ScheduleChange::Pause(name.clone()),
         ScheduleChange::Resume(name.clone()),
     ];
@@ -308,7 +308,7 @@ pub async fn a_schedule_change_that_does_not_apply_writes_nothing(
     );
     assert!(
         store
-            .change_schedule(&ScheduleChange::Add(def), &by)
+            .change_schedule(&ScheduleChange::Add(def.clone()), &by)
             .await
             .unwrap()
             .is_none()
@@ -320,5 +320,27 @@ pub async fn a_schedule_change_that_does_not_apply_writes_nothing(
             .unwrap()
             .is_none()
     );
+    // A removal names the definition it removes: another one under the
+    // name (replaced meanwhile) stays.
+    let stale = ScheduleDefinition {
+        cron: "0 * * * *".into(),
+        ..def.clone()
+    };
+    assert!(
+        store
+            .change_schedule(&ScheduleChange::Remove(stale), &by)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(store.schedules().await.unwrap().len(), 1);
     assert_eq!(log_of(&*store, "s").await.len(), 1, "only the add wrote");
+    assert!(
+        store
+            .change_schedule(&ScheduleChange::Remove(def), &by)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(store.schedules().await.unwrap().is_empty());
 }
