@@ -435,6 +435,11 @@ struct WorkArgs {
     /// for processes it left running when it exited.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     stop_grace: Duration,
+    /// Stop an attempt still running after this long (SIGTERM to its
+    /// process group, SIGKILL after --stop-grace) and fail it with class
+    /// `timeout`; by default an attempt runs as long as its lease is renewed.
+    #[arg(long, value_parser = parse_duration)]
+    timeout: Option<Duration>,
     /// Service mode: start at most this many jobs per second per --queue,
     /// across every worker process sharing the database.
     #[arg(long)]
@@ -933,7 +938,11 @@ async fn work(store: Arc<dyn Store>, a: WorkArgs) -> Result<ExitCode, Failure> {
         base: a.retry_base,
         max: a.retry_max,
     };
-    let handler = Arc::new(ExecHandler::new(a.exec).stop_grace(a.stop_grace));
+    let handler = Arc::new(
+        ExecHandler::new(a.exec)
+            .stop_grace(a.stop_grace)
+            .timeout(a.timeout),
+    );
     if a.once {
         let config = WorkerConfig {
             queues,

@@ -2,9 +2,11 @@
 //!
 //! The command runs under `sh -c`, as the leader of a process group of its
 //! own. It gets the job's payload on stdin and `ERRAND_JOB_ID`,
-//! `ERRAND_ATTEMPT`, `ERRAND_KIND`, `ERRAND_QUEUE`, `TRACEPARENT` (when the
-//! job carries a W3C trace context) and `ERRAND_WORKER_PID` (the process
-//! that claimed the job) in its environment.
+//! `ERRAND_ATTEMPT`, `ERRAND_KIND`, `ERRAND_QUEUE`, `ERRAND_DEADLINE` (the
+//! job's deadline in RFC 3339, when it has one), `TRACEPARENT` (when the
+//! job carries a W3C trace context), `ERRAND_WORKER_PID` (the process that
+//! claimed the job), and `ERRAND_OUTPUT` and `ERRAND_OUTCOME` (below) in
+//! its environment.
 //!
 //! Results: the command may write its result, one JSON value, to the file
 //! named by `ERRAND_OUTPUT`; on success (exit 0) it is recorded as the
@@ -22,7 +24,12 @@
 //! tail (up to 2,000 bytes) becomes the recorded error of a failure.
 //!
 //! Outcome: decided when the shell exits — exit 0 is success, exit 65 a
-//! permanent failure, any other exit or a signal a retryable failure.
+//! permanent failure, any other exit or a signal a retryable failure —
+//! unless the command wrote an outcome to the file named by
+//! `ERRAND_OUTCOME`, which then decides (cancel, snooze, retry at a time, a
+//! failure of a class; see `exec_outcome.rs`). With
+//! [`ExecHandler::timeout`], an attempt still running after it is stopped
+//! like a cancelled one and fails with class `timeout`.
 //! Processes the command left running (a `cmd &` in the background) do not
 //! keep the job running: once the shell has exited, whatever is left of its
 //! process group gets SIGTERM, then SIGKILL when it is still there after
@@ -86,6 +93,7 @@ const GROUP_POLL_MAX: Duration = Duration::from_millis(250);
 pub struct ExecHandler {
     command: String,
     stop_grace: Duration,
+    timeout: Option<Duration>,
 }
 
 impl ExecHandler {
@@ -98,6 +106,7 @@ impl ExecHandler {
         ExecHandler {
             command: command.into(),
             stop_grace: Self::DEFAULT_STOP_GRACE,
+            timeout: None,
         }
     }
 
@@ -108,6 +117,15 @@ impl ExecHandler {
     /// sends SIGKILL right after SIGTERM.
     pub fn stop_grace(mut self, grace: Duration) -> Self {
         self.stop_grace = grace;
+        self
+    }
+
+    /// Stops an attempt still running after `timeout` (SIGTERM to its
+    /// process group, SIGKILL after the stop grace) and fails it with class
+    /// `timeout`; `None` (the default) lets it run as long as its lease is
+    /// renewed.
+    pub fn timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.timeout = timeout;
         self
     }
 }
@@ -352,6 +370,7 @@ fn live_member(pgid: i32) -> Option<bool> {
 /// attempt is over.
 struct Exchange {
     output: PathBuf,
+    outcome: PathBuf,
     inputs: Option<PathBuf>,
 }
 
@@ -373,6 +392,7 @@ impl Exchange {
         let stem = format!("errand-{}-{token}", std::process::id());
         let mut exchange = Exchange {
             output: dir.join(format!("{stem}-output.json")),
+            outcome: dir.join(format!("{stem}-outcome.json")),
             inputs: None,
         };
         if ctx.job.on_dependency_failure.is_some() {
@@ -421,6 +441,7 @@ impl Exchange {
 impl Drop for Exchange {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.output);
+        let _ = std::fs::remove_file(&self.outcome);
         if let Some(inputs) = &self.inputs {
             let _ = std::fs::remove_file(inputs);
         }
@@ -490,6 +511,11 @@ impl Handler for ExecHandler {
         };
         let mut command = Command::new("sh");
         command.env("ERRAND_OUTPUT", &exchange.output);
+        command.env("ERRAND_OUTCOME", &exchange.outcome);
+        command.env_remove("ERRAND_DEADLINE");
+        if let Some(deadline) = ctx.job.deadline {
+            command.env("ERRAND_DEADLINE", deadline.to_rfc3339());
+        }
         command.env_remove("ERRAND_INPUTS");
         if let Some(inputs) = &exchange.inputs {
             command.env("ERRAND_INPUTS", inputs);
@@ -535,15 +561,34 @@ impl Handler for ExecHandler {
         let payload = ctx.job.payload.as_str().as_bytes().to_vec();
         let stdin = child.stdin.take();
         let mut lease_lost = false;
+        let mut timed_out = false;
+        let timeout = self.timeout;
         let status = {
             let mut feeding = pin!(feed(stdin, payload));
             let mut fed = false;
             let mut exited = pin!(child.wait());
+            let mut expiry = pin!(async {
+                match timeout {
+                    Some(t) => tokio::time::sleep(t).await,
+                    None => std::future::pending().await,
+                }
+            });
             loop {
                 tokio::select! {
                     status = &mut exited => break status,
                     () = &mut feeding, if !fed => fed = true,
                     () = stderr.pump() => {}
+                    () = &mut expiry, if !timed_out && !lease_lost => {
+                        timed_out = true;
+                        tracing::warn!(
+                            job = %ctx.job.id,
+                            attempt = ctx.attempt(),
+                            timeout = ?timeout,
+                            grace = ?self.stop_grace,
+                            "stopping the command: it ran past its timeout (SIGTERM to its process group, SIGKILL after the grace)"
+                        );
+                        group.terminate(self.stop_grace);
+                    }
                     () = ctx.lease_lost(), if !lease_lost => {
                         lease_lost = true;
                         tracing::warn!(
@@ -576,6 +621,20 @@ impl Handler for ExecHandler {
             }
         })
         .await;
+        if timed_out && !lease_lost {
+            return Outcome::timed_out(format!(
+                "the command ran past its timeout of {}; its process group was stopped \
+                 (SIGTERM, then SIGKILL after {})",
+                humantime::format_duration(timeout.unwrap_or_default()),
+                humantime::format_duration(self.stop_grace)
+            ));
+        }
+        if !lease_lost
+            && let Some(said) =
+                crate::exec_outcome::read(&exchange.outcome, errand_core::Timestamp::now()).await
+        {
+            return said;
+        }
         match outcome(status, lease_lost, &stderr.tail.text()) {
             Outcome::Success => exchange.result().await,
             other => other,

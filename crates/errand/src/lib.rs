@@ -62,6 +62,7 @@
 mod client;
 mod cron;
 mod exec;
+mod exec_outcome;
 mod maintenance;
 pub mod probe;
 mod runtime;

@@ -1,0 +1,236 @@
+//! The outcome file of `errand work --exec`: a command says more than its
+//! exit status can by writing one JSON object to the file named by
+//! `$ERRAND_OUTCOME`:
+//!
+//! * `{"cancel": "REASON"}` — the work is no longer wanted (`cancelled`);
+//! * `{"snooze": "DUR"}` — run again after DUR, spending no attempt;
+//! * `{"retry_at": "RFC3339"}` or `{"retry_in": "DUR"}` — a failure to try
+//!   again at that time, optionally with `"error"`;
+//! * `{"error": "TEXT", "class": "retryable|permanent|timeout"}` — a
+//!   failure of that class (`retryable` when left out).
+//!
+//! A file holding an outcome decides the attempt, whatever the exit status.
+//! A file that cannot be used (not JSON, unknown fields, two outcomes at
+//! once, a bad duration or time) is a retryable failure saying why; no file,
+//! or one holding only whitespace, leaves the decision to the exit status.
+
+use std::path::Path;
+use std::time::Duration;
+
+use errand_core::bounds::{check_delay, check_time};
+use errand_core::{Outcome, Timestamp};
+use serde::Deserialize;
+use tokio::io::AsyncReadExt;
+
+/// The most bytes of an outcome file read.
+const MAX_OUTCOME_BYTES: u64 = 64 * 1024;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OutcomeFile {
+    cancel: Option<String>,
+    snooze: Option<String>,
+    retry_at: Option<String>,
+    retry_in: Option<String>,
+    error: Option<String>,
+    class: Option<String>,
+}
+
+/// What the command's outcome file at `path` says at `now`: `None` when it
+/// wrote none.
+pub(crate) async fn read(path: &Path, now: Timestamp) -> Option<Outcome> {
+    let unusable = |why: String| {
+        Some(Outcome::retry(format!(
+            "the command's outcome file cannot be used: {why}; write one JSON object such as \
+             {{\"snooze\": \"30s\"}} or {{\"error\": \"…\", \"class\": \"permanent\"}} to \
+             $ERRAND_OUTCOME"
+        )))
+    };
+    match tokio::fs::metadata(path).await {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => return unusable(format!("{}: {e}", path.display())),
+        Ok(meta) if !meta.is_file() => return unusable("it is not a regular file".to_owned()),
+        Ok(meta) if meta.len() > MAX_OUTCOME_BYTES => {
+            return unusable(format!(
+                "it holds {} bytes; the limit is {MAX_OUTCOME_BYTES}",
+                meta.len()
+            ));
+        }
+        Ok(_) => {}
+    }
+    let mut bytes = Vec::new();
+    let read = async {
+        let file = tokio::fs::File::open(path).await?;
+        file.take(MAX_OUTCOME_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .await
+    };
+    if let Err(e) = read.await {
+        return unusable(format!("{}: {e}", path.display()));
+    }
+    let Ok(text) = std::str::from_utf8(&bytes) else {
+        return unusable("it is not UTF-8 text".to_owned());
+    };
+    if text.trim().is_empty() {
+        return None;
+    }
+    match parse(text, now) {
+        Ok(outcome) => Some(outcome),
+        Err(why) => unusable(why),
+    }
+}
+
+/// The outcome `text` names, or why it names none that can be used.
+fn parse(text: &str, now: Timestamp) -> Result<Outcome, String> {
+    let file: OutcomeFile = serde_json::from_str(text).map_err(|e| {
+        format!(
+            "it is not a JSON object of cancel, snooze, retry_at, retry_in, error and class ({e})"
+        )
+    })?;
+    let named = [
+        file.cancel.is_some(),
+        file.snooze.is_some(),
+        file.retry_at.is_some(),
+        file.retry_in.is_some(),
+    ]
+    .iter()
+    .filter(|x| **x)
+    .count();
+    if named > 1 {
+        return Err("it names more than one of cancel, snooze, retry_at and retry_in".to_owned());
+    }
+    let duration = |field: &str, text: &str| -> Result<Duration, String> {
+        let d = crate::parse_duration(text).map_err(|e| format!("{field}: {e}"))?;
+        check_delay(field, d).map_err(|e| e.to_string())?;
+        Ok(d)
+    };
+    let alone = |what: &str| -> Result<(), String> {
+        if file.error.is_some() || file.class.is_some() {
+            return Err(format!("{what} takes no error or class"));
+        }
+        Ok(())
+    };
+    if let Some(reason) = &file.cancel {
+        alone("cancel")?;
+        let reason = if reason.trim().is_empty() {
+            "the command cancelled the job".to_owned()
+        } else {
+            reason.clone()
+        };
+        return Ok(Outcome::Cancel { reason });
+    }
+    if let Some(text) = &file.snooze {
+        alone("snooze")?;
+        return Ok(Outcome::Snooze {
+            delay: duration("snooze", text)?,
+        });
+    }
+    let at = match (&file.retry_at, &file.retry_in) {
+        (Some(text), _) => Some(
+            Timestamp::parse_rfc3339(text)
+                .map_err(|e| format!("retry_at: {e}"))
+                .and_then(|t| {
+                    check_time("retry_at", t)
+                        .map(|()| t)
+                        .map_err(|e| e.to_string())
+                })?,
+        ),
+        (None, Some(text)) => Some(now.plus(duration("retry_in", text)?)),
+        (None, None) => None,
+    };
+    if let Some(at) = at {
+        if file.class.as_deref().is_some_and(|c| c != "retryable") {
+            return Err("retry_at and retry_in take no class but retryable".to_owned());
+        }
+        let error = file
+            .error
+            .clone()
+            .unwrap_or_else(|| format!("the command asked to be tried again at {at}"));
+        return Ok(Outcome::RetryAt { error, at });
+    }
+    let Some(class) = file
+        .class
+        .as_deref()
+        .or(file.error.as_ref().map(|_| "retryable"))
+    else {
+        return Err("it names no outcome".to_owned());
+    };
+    let error = |default: &str| file.error.clone().unwrap_or_else(|| default.to_owned());
+    match class {
+        "retryable" => Ok(Outcome::Retry {
+            error: error("the command reported a failure"),
+        }),
+        "permanent" => Ok(Outcome::Permanent {
+            error: error("the command reported a permanent failure"),
+        }),
+        "timeout" => Ok(Outcome::TimedOut {
+            error: error("the command reported a timeout"),
+        }),
+        other => Err(format!(
+            "class {other:?} is not one of retryable, permanent and timeout"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn now() -> Timestamp {
+        Timestamp::parse_rfc3339("2026-12-02T10:00:00Z").unwrap_or(Timestamp::EPOCH)
+    }
+
+    fn ok(text: &str) -> Outcome {
+        parse(text, now()).unwrap_or_else(|e| panic!("{text}: {e}"))
+    }
+
+    fn refused(text: &str) -> String {
+        match parse(text, now()) {
+            Err(why) => why,
+            Ok(o) => panic!("{text} was taken as {o:?}"),
+        }
+    }
+
+    #[test]
+    fn each_form_names_its_outcome() {
+        assert!(matches!(ok(r#"{"cancel": "order withdrawn"}"#),
+            Outcome::Cancel { reason } if reason == "order withdrawn"));
+        assert!(matches!(ok(r#"{"snooze": "90s"}"#),
+            Outcome::Snooze { delay } if delay == Duration::from_secs(90)));
+        assert!(
+            matches!(ok(r#"{"retry_in": "5m", "error": "rate limited"}"#),
+            Outcome::RetryAt { error, at } if error == "rate limited"
+                && at == now().plus(Duration::from_secs(300)))
+        );
+        assert!(matches!(ok(r#"{"retry_at": "2026-12-02T11:00:00Z"}"#),
+            Outcome::RetryAt { at, .. } if at == now().plus(Duration::from_secs(3600))));
+        assert!(
+            matches!(ok(r#"{"error": "no such user", "class": "permanent"}"#),
+            Outcome::Permanent { error } if error == "no such user")
+        );
+        assert!(matches!(ok(r#"{"error": "db slow", "class": "timeout"}"#),
+            Outcome::TimedOut { error } if error == "db slow"));
+        assert!(matches!(ok(r#"{"error": "flaky"}"#),
+            Outcome::Retry { error } if error == "flaky"));
+        assert!(matches!(
+            ok(r#"{"class": "permanent"}"#),
+            Outcome::Permanent { .. }
+        ));
+    }
+
+    #[test]
+    fn an_unusable_file_says_why() {
+        assert!(refused("snooze 30s").contains("not a JSON object"));
+        assert!(refused(r#"{"snoze": "30s"}"#).contains("unknown field"));
+        assert!(refused(r#"{"snooze": "30s", "cancel": "x"}"#).contains("more than one"));
+        assert!(refused(r#"{"snooze": "soon"}"#).contains("snooze"));
+        assert!(refused(r#"{"snooze": "0s"}"#).contains("longer than zero"));
+        assert!(refused(r#"{"retry_in": "500000d"}"#).contains("too long"));
+        assert!(refused(r#"{"retry_at": "tomorrow"}"#).contains("retry_at"));
+        assert!(refused(r#"{"cancel": "x", "class": "permanent"}"#).contains("no error or class"));
+        assert!(refused(r#"{"retry_in": "1m", "class": "permanent"}"#).contains("no class"));
+        assert!(refused(r#"{"error": "x", "class": "fatal"}"#).contains("not one of"));
+        assert!(refused("{}").contains("no outcome"));
+        assert!(refused("[1]").contains("not a JSON object"));
+    }
+}
