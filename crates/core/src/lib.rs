@@ -95,3 +95,9 @@ pub use unique::{MAX_UNIQUE_KEY_BYTES, Unique, UniqueProbe, UniqueRule, check_un
 pub use workflow::{
     StateCount, Workflow, WorkflowActed, WorkflowAction, WorkflowStep, WorkflowView,
 };
+
+/// The examples of this crate's README, compiled and run as doctests so
+/// that the README stays true.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

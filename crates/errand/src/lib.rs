@@ -297,3 +297,9 @@ mod tests {
         assert!(DbTarget::parse("  ").is_err());
     }
 }
+
+/// The examples of this crate's README, compiled and run as doctests so
+/// that the README stays true.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

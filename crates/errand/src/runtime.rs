@@ -2,13 +2,32 @@
 //! concurrency, batch claims, lease renewal, deadlines, graceful draining and
 //! the expired-lease sweep.
 //!
-//! ```ignore
+//! ```
+//! # use std::time::Duration;
+//! # use errand::{JobContext, KindOptions, Outcome, Runtime};
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let dir = tempfile::tempdir()?;
+//! # let db = dir.path().join("jobs.db").display().to_string();
+//! # let options = errand::ConnectOptions { create_and_migrate: true, ..Default::default() };
+//! # let store = errand::connect(&db, &options).await?;
+//! #[derive(serde::Deserialize)]
+//! struct Receipt {
+//!     order: u64,
+//! }
+//!
 //! let runtime = Runtime::builder(store)
-//!     .handler("receipt", |p: Receipt, ctx| async move { send(p, ctx.id()).await })?
+//!     .handler("receipt", |p: Receipt, ctx: JobContext| async move {
+//!         println!("the receipt of order {} (job {})", p.order, ctx.id());
+//!         Outcome::Success
+//!     })?
 //!     .kind_options("receipt", KindOptions { deadline: Some(Duration::from_secs(30)), ..Default::default() })?
 //!     .queue("default", 8)?
 //!     .build()?;
-//! runtime.run_until(shutdown_signal()).await?;
+//! // Runs until the future given completes: a shutdown signal, in a service.
+//! runtime.run_until(tokio::time::sleep(Duration::from_millis(50))).await?;
+//! # Ok(())
+//! # }
 //! ```
 //!
 //! Each queue has one claimer. It waits for a free slot, claims as many

@@ -1,12 +1,26 @@
 //! A test kit for applications: an embedded queue on a controllable clock.
 //!
-//! ```ignore
+//! ```
+//! # use std::sync::Arc;
+//! # use std::time::Duration;
+//! # use errand::testkit::TestQueue;
+//! # use errand::{Client, Handler, NewJob, Outcome, Payload};
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let q = TestQueue::new()?;
-//! app.place_order(q.sqlite()).await?;                      // enqueues inside its transaction
+//! // The application enqueues (here through a client; `q.sqlite()` for
+//! // code that enqueues inside its own transaction).
+//! let order = Payload::from_json_text(r#"{"order": 7}"#)?;
+//! Client::new(q.store()).enqueue(NewJob::new("receipt", order)?).await?;
 //! assert_eq!(q.enqueued("receipt").await?.len(), 1);       // what was enqueued
+//! let handler: Arc<dyn Handler> = Arc::new(errand::handler_fn(|_ctx| async { Outcome::Success }));
 //! let reports = q.run_due(handler.clone()).await?;         // run everything due, inline
+//! assert_eq!(reports.len(), 1);
 //! q.advance(Duration::from_secs(60));                      // fast-forward backoff and schedules
-//! let outcome = TestQueue::perform(&handler, "receipt", json!({"order": 7})).await?; // one call, no queue
+//! let outcome = TestQueue::perform(&handler, "receipt", &serde_json::json!({"order": 7})).await?; // one call, no queue
+//! assert_eq!(outcome, Outcome::Success);
+//! # Ok(())
+//! # }
 //! ```
 //!
 //! The queue is a SQLite file in a fresh temporary directory (removed on

@@ -388,7 +388,7 @@ impl PgStore {
 
     /// Acknowledges a claimed job on `conn` — the handler's own open
     /// transaction — so the job is done exactly when the handler's writes
-    /// commit (transactional completion). Fenced like [`JobStore::complete`](errand_core::JobStore::complete):
+    /// commit (transactional completion). Fenced like [`errand_core::JobStore::complete`]:
     /// a lost lease returns [`Error::LeaseLost`], and the caller must roll
     /// its transaction back. The handler then returns `Outcome::Completed`.
     ///
@@ -1669,3 +1669,9 @@ mod upgrade_tests {
         old.drop_schema().await;
     }
 }
+
+/// The examples of this crate's README, compiled and run as doctests so
+/// that the README stays true.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -6,12 +6,18 @@
 //! [`crate::PgStore::enqueue_in`], with the same validation, and the same
 //! insert trigger wakes idle workers at commit.
 //!
-//! ```ignore
+//! ```no_run
+//! # async fn pay(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
+//! # let job = errand_core::NewJob::new("receipt", errand_core::Payload::default())?;
 //! let mut tx = pool.begin().await?;
 //! sqlx::query("UPDATE wallet SET cents = cents - 500").execute(&mut *tx).await?;
-//! errand_postgres::sqlx_adapter::enqueue_in(&mut tx, "errand", &job).await?;
+//! errand_postgres::sqlx_adapter::enqueue_in(&mut tx, "errand", job).await?;
 //! tx.commit().await?;
+//! # Ok(())
+//! # }
 //! ```
+//!
+//! (Compiled, not run, as a test: it needs a server.)
 
 use errand_core::{Error, IntoNewJob, JobId, Result, Schedule};
 use sqlx::Row;
@@ -42,7 +48,7 @@ fn map_sqlx(e: sqlx::Error) -> Error {
     }
 }
 
-/// Inserts `job` (a [`NewJob`] or a typed job's arguments) on `conn`
+/// Inserts `job` (a [`errand_core::NewJob`] or a typed job's arguments) on `conn`
 /// (typically `&mut *tx` of an open transaction), in Errand's tables under
 /// `schema`. An existing id creates nothing.
 pub async fn enqueue_in(

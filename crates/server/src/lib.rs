@@ -30,7 +30,7 @@
 //! handler; bodies are read under the size limit (413 past it) and parsed
 //! with `deny_unknown_fields`; the job is built by [`errand::JobSpec`], the
 //! same validation `errand enqueue` uses, and only a fully valid job reaches
-//! [`errand::Store::insert`].
+//! [`errand::JobStore::insert`].
 //!
 //! **Workers in any language.** `POST /v1/leases` claims due jobs for a
 //! remote worker and hands it each job's lease (id, token, attempt,
@@ -377,3 +377,9 @@ pub async fn serve(
     tracing::info!(addr = %server.local_addr(), "listening");
     server.run(shutdown).await
 }
+
+/// The examples of this crate's README, compiled and run as doctests so
+/// that the README stays true.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -1018,3 +1018,9 @@ mod tests {
         assert!(err.to_string().contains("errand migrate"));
     }
 }
+
+/// The examples of this crate's README, compiled and run as doctests so
+/// that the README stays true.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
