@@ -43,6 +43,18 @@ fn each_library_crate_is_described_for_publishing() {
         for key in ["license", "rust-version", "repository", "edition"] {
             assert!(p.contains_key(key), "{name}: {key}");
         }
+        // Both licences' texts ship with it (`license` names both).
+        assert_eq!(
+            manifest(&repo())["workspace"]["package"]["license"].as_str(),
+            Some("MIT OR Apache-2.0")
+        );
+        let mit = std::fs::read_to_string(path.join("LICENSE-MIT")).unwrap();
+        assert!(mit.starts_with("MIT License"), "{name}: LICENSE-MIT");
+        let apache = std::fs::read_to_string(path.join("LICENSE-APACHE")).unwrap();
+        assert!(
+            apache.contains("Apache License") && apache.contains("Version 2.0"),
+            "{name}: LICENSE-APACHE"
+        );
         let readme = std::fs::read_to_string(path.join("README.md")).unwrap();
         assert!(
             readme.starts_with(&format!("# {name}\n")),
@@ -64,9 +76,8 @@ fn each_library_crate_is_described_for_publishing() {
         // Its path dependencies on the workspace carry a version.
         let ws = manifest(&repo());
         let deps = ws["workspace"]["dependencies"].as_table().unwrap();
-        for (dep, spec) in p
+        for (dep, spec) in m
             .get("dependencies")
-            .or_else(|| m.get("dependencies"))
             .and_then(|d| d.as_table())
             .into_iter()
             .flatten()

@@ -80,13 +80,29 @@ pub(crate) async fn read(path: &Path, now: Timestamp) -> Option<Outcome> {
     }
 }
 
+/// At most the first 40 characters of a value the command wrote, for a
+/// message that must keep its advice after it.
+fn clip(value: &str) -> String {
+    let mut chars = value.chars();
+    let head: String = chars.by_ref().take(40).collect();
+    if chars.next().is_some() {
+        format!("{head:?}…")
+    } else {
+        format!("{head:?}")
+    }
+}
+
 /// The outcome `text` names, or why it names none that can be used.
 fn parse(text: &str, now: Timestamp) -> Result<Outcome, String> {
-    let file: OutcomeFile = serde_json::from_str(text).map_err(|e| {
+    let mut file: OutcomeFile = serde_json::from_str(text).map_err(|e| {
         format!(
             "it is not a JSON object of cancel, snooze, retry_at, retry_in, error and class ({e})"
         )
     })?;
+    // An empty error says nothing: as if none were given.
+    if file.error.as_deref().is_some_and(|e| e.trim().is_empty()) {
+        file.error = None;
+    }
     let named = [
         file.cancel.is_some(),
         file.snooze.is_some(),
@@ -100,7 +116,12 @@ fn parse(text: &str, now: Timestamp) -> Result<Outcome, String> {
         return Err("it names more than one of cancel, snooze, retry_at and retry_in".to_owned());
     }
     let duration = |field: &str, text: &str| -> Result<Duration, String> {
-        let d = crate::parse_duration(text).map_err(|e| format!("{field}: {e}"))?;
+        let d = crate::parse_duration(text).map_err(|_| {
+            format!(
+                "{field}: {} is not a duration longer than zero (write it like 30s, 5m or 2h)",
+                clip(text)
+            )
+        })?;
         check_delay(field, d).map_err(|e| e.to_string())?;
         Ok(d)
     };
@@ -128,7 +149,12 @@ fn parse(text: &str, now: Timestamp) -> Result<Outcome, String> {
     let at = match (&file.retry_at, &file.retry_in) {
         (Some(text), _) => Some(
             Timestamp::parse_rfc3339(text)
-                .map_err(|e| format!("retry_at: {e}"))
+                .map_err(|_| {
+                    format!(
+                        "retry_at: {} is not an RFC 3339 time (write it like 2026-12-02T10:00:00Z)",
+                        clip(text)
+                    )
+                })
                 .and_then(|t| {
                     check_time("retry_at", t)
                         .map(|()| t)
@@ -140,7 +166,11 @@ fn parse(text: &str, now: Timestamp) -> Result<Outcome, String> {
     };
     if let Some(at) = at {
         if file.class.as_deref().is_some_and(|c| c != "retryable") {
-            return Err("retry_at and retry_in take no class but retryable".to_owned());
+            return Err(
+                "retry_at and retry_in are retryable failures: leave out class (or give \
+                 \"retryable\"); for a permanent failure or a timeout give error and class alone"
+                    .to_owned(),
+            );
         }
         let error = file
             .error
@@ -167,7 +197,8 @@ fn parse(text: &str, now: Timestamp) -> Result<Outcome, String> {
             error: error("the command reported a timeout"),
         }),
         other => Err(format!(
-            "class {other:?} is not one of retryable, permanent and timeout"
+            "class {} is not one of retryable, permanent and timeout",
+            clip(other)
         )),
     }
 }
@@ -225,10 +256,18 @@ mod tests {
         assert!(refused(r#"{"snooze": "30s", "cancel": "x"}"#).contains("more than one"));
         assert!(refused(r#"{"snooze": "soon"}"#).contains("snooze"));
         assert!(refused(r#"{"snooze": "0s"}"#).contains("longer than zero"));
+        let long = format!(r#"{{"snooze": "{}"}}"#, "x".repeat(5000));
+        let why = refused(&long);
+        assert!(
+            why.len() < 200 && why.contains("…"),
+            "the value is clipped: {why}"
+        );
+        assert!(matches!(ok(r#"{"error": " ", "class": "permanent"}"#),
+            Outcome::Permanent { error } if error == "the command reported a permanent failure"));
         assert!(refused(r#"{"retry_in": "500000d"}"#).contains("too long"));
         assert!(refused(r#"{"retry_at": "tomorrow"}"#).contains("retry_at"));
         assert!(refused(r#"{"cancel": "x", "class": "permanent"}"#).contains("no error or class"));
-        assert!(refused(r#"{"retry_in": "1m", "class": "permanent"}"#).contains("no class"));
+        assert!(refused(r#"{"retry_in": "1m", "class": "permanent"}"#).contains("leave out class"));
         assert!(refused(r#"{"error": "x", "class": "fatal"}"#).contains("not one of"));
         assert!(refused("{}").contains("no outcome"));
         assert!(refused("[1]").contains("not a JSON object"));
