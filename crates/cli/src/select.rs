@@ -2,7 +2,7 @@
 //! or filters with a bound — resolved to jobs the same way for every command.
 
 use clap::Args;
-use errand::{Admin, Error, Job, JobFilter, JobState};
+use errand::{Admin, BulkFilter, Error, Job, JobState};
 
 use crate::exit::Failure;
 
@@ -60,17 +60,16 @@ impl Selection {
             .into());
         }
         if has_filter {
-            let filter = JobFilter {
-                state: Some(state),
+            let filter = BulkFilter {
+                state,
                 queue: crate::name("queue", self.queue)?,
                 kind: crate::name("kind", self.kind)?,
                 error_contains: self.error,
-                updated_since: crate::time_arg("since", self.since)?,
-                updated_before: crate::time_arg("until", self.until)?,
-                limit: Some(self.limit),
-                ..JobFilter::default()
+                since: crate::time_arg("since", self.since)?,
+                until: crate::time_arg("until", self.until)?,
+                limit: self.limit,
             };
-            return Ok(admin.list(&filter).await?);
+            return Ok(admin.matching(&filter).await?);
         }
         let mut jobs = Vec::with_capacity(self.ids.len());
         for id in crate::ids(self.ids)? {

@@ -287,6 +287,69 @@ pub struct Copied {
     pub job: Job,
 }
 
+/// The jobs a bulk replay or purge takes by filter: those in `state` that
+/// match every filter given, oldest first, at most `limit`.
+#[derive(Clone, Debug)]
+pub struct BulkFilter {
+    /// `dead` (replay, purge) or `cancelled` (replay).
+    pub state: JobState,
+    /// Only this queue.
+    pub queue: Option<Name>,
+    /// Only this kind.
+    pub kind: Option<Name>,
+    /// Only jobs whose last error contains this text.
+    pub error_contains: Option<String>,
+    /// Only jobs that ended at or after this time.
+    pub since: Option<Timestamp>,
+    /// Only jobs that ended before this time.
+    pub until: Option<Timestamp>,
+    /// At most this many (1 to 10,000).
+    pub limit: u32,
+}
+
+impl BulkFilter {
+    /// The most jobs one bulk action takes.
+    pub const MAX_LIMIT: u32 = 10_000;
+
+    /// Whether any filter is given beyond the state.
+    pub fn narrows(&self) -> bool {
+        self.queue.is_some()
+            || self.kind.is_some()
+            || self.error_contains.is_some()
+            || self.since.is_some()
+            || self.until.is_some()
+    }
+
+    /// Checks the bound.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a limit outside 1–10,000.
+    pub fn validate(&self) -> Result<()> {
+        if !(1..=Self::MAX_LIMIT).contains(&self.limit) {
+            return Err(Error::invalid(format!(
+                "the limit of a bulk action must be between 1 and {} (got {})",
+                Self::MAX_LIMIT,
+                self.limit
+            )));
+        }
+        Ok(())
+    }
+
+    /// As a listing filter.
+    pub fn to_job_filter(&self) -> crate::store::JobFilter {
+        crate::store::JobFilter {
+            state: Some(self.state),
+            queue: self.queue.clone(),
+            kind: self.kind.clone(),
+            error_contains: self.error_contains.clone(),
+            updated_since: self.since,
+            updated_before: self.until,
+            limit: Some(self.limit),
+            ..crate::store::JobFilter::default()
+        }
+    }
+}
+
 /// Which audit entries to read.
 #[derive(Clone, Debug, Default)]
 pub struct AuditFilter {

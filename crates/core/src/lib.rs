@@ -48,7 +48,7 @@ mod unique;
 mod workflow;
 
 pub use admin::{
-    AuditEntry, AuditFilter, CancelRequest, Copied, CopyRequest, Counts, Histogram,
+    AuditEntry, AuditFilter, BulkFilter, CancelRequest, Copied, CopyRequest, Counts, Histogram,
     LATENCY_BUCKETS_MS, MAX_OPERATOR_BYTES, MAX_REASON_BYTES, PausedQueue, PurgeRequest,
     QueueAction, QueueSample, QueueStats, ReplayRequest, RescheduleRequest, Stats, StatsRequest,
     WindowRow, WorkerMetrics, WorkerReport, WorkerSeen, assemble_stats, check_operator,

@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use crate::admin::{
-    AuditEntry, AuditFilter, CancelRequest, Copied, CopyRequest, MAX_REASON_BYTES, PausedQueue,
-    PurgeRequest, QueueAction, ReplayRequest, RescheduleRequest, Stats, StatsRequest,
+    AuditEntry, AuditFilter, BulkFilter, CancelRequest, Copied, CopyRequest, MAX_REASON_BYTES,
+    PausedQueue, PurgeRequest, QueueAction, ReplayRequest, RescheduleRequest, Stats, StatsRequest,
 };
 use crate::cron::{
     ScheduleActed, ScheduleAction, ScheduleAdd, ScheduleAddOutcome, ScheduleAdded, ScheduleChange,
@@ -378,6 +378,18 @@ impl Admin {
     /// One job with its attempt history and audit entries.
     pub async fn detail(&self, id: &JobId) -> Result<JobDetail> {
         self.store.detail(id).await
+    }
+
+    /// What a bulk replay or purge by filter acts on: the jobs in the
+    /// filter's state matching every filter given, oldest first, at most
+    /// its limit. The action itself (all or none) is [`Admin::replay`],
+    /// [`Admin::copy`] or [`Admin::purge`] on their ids.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a limit out of range.
+    pub async fn matching(&self, filter: &BulkFilter) -> Result<Vec<Job>> {
+        filter.validate()?;
+        self.store.list(&filter.to_job_filter()).await
     }
 
     /// Jobs matching the filter, oldest first.

@@ -82,10 +82,11 @@ pub use errand_core::{
     Schedule, SchemaStatus, Store, SweepReport, SystemClock, Timestamp, bounds,
 };
 pub use errand_core::{
-    Admin, AdminStore, AuditEntry, AuditFilter, AuditStamp, Copied, CopyRequest, Counts, Histogram,
-    JobStore, LATENCY_BUCKETS_MS, Notifier, PausedQueue, PurgeRequest, QueueAction, QueueStats,
-    Reschedule, RescheduleRequest, Stats, StatsRequest, TraceParent, WorkerMetrics, WorkerReport,
-    WorkerSeen, Workflow, WorkflowAction, WorkflowId, WorkflowStep, WorkflowView,
+    Admin, AdminStore, AuditEntry, AuditFilter, AuditStamp, BulkFilter, Copied, CopyRequest,
+    Counts, Histogram, JobStore, LATENCY_BUCKETS_MS, Notifier, PausedQueue, PurgeRequest,
+    QueueAction, QueueStats, Reschedule, RescheduleRequest, Stats, StatsRequest, TraceParent,
+    WorkerMetrics, WorkerReport, WorkerSeen, Workflow, WorkflowAction, WorkflowId, WorkflowStep,
+    WorkflowView,
 };
 pub use errand_core::{Batch, BatchId, BatchSeal, BatchView};
 #[cfg(feature = "postgres")]

@@ -82,6 +82,7 @@
 //! after [`ServerConfig::drain`].
 #![deny(missing_docs)]
 
+mod bulk;
 mod dashboard;
 mod guard;
 pub mod http;

@@ -93,6 +93,7 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
         endpoint("/v1/jobs/{id}/cancel", Post, cancel),
         endpoint("/v1/jobs/{id}/reschedule", Post, reschedule),
         endpoint("/v1/jobs/{id}/purge", Post, operator::purge),
+        endpoint("/v1/bulk/replay", Post, crate::bulk::replay),
         endpoint("/v1/workflows/{id}", Get, workflows::show),
         endpoint("/v1/batches/{id}", Get, workflows::batch),
         endpoint("/v1/batches/{id}/seal", Post, workflows::seal),

@@ -378,3 +378,109 @@ async fn metrics_drop_the_series_of_a_worker_silent_past_the_window() {
         .collect();
     assert_eq!(ids, ["alive", "gone"]);
 }
+
+/// `POST /v1/bulk/replay` matches `errand replay`: by filter with a bound
+/// or by ids, a dry run that changes nothing, all or none, `new_key`
+/// copies, every job audited; a request naming neither or both is refused.
+#[tokio::test]
+async fn bulk_replay_by_filter_or_ids_with_a_dry_run_and_copies() {
+    let api = Api::new();
+    seed(&api, "m1", "mail", true).await;
+    seed(&api, "m2", "mail", true).await;
+    seed(&api, "s1", "sms", true).await;
+    seed(&api, "live", "mail", false).await;
+
+    let dry = api
+        .post(
+            "/v1/bulk/replay",
+            &json!({"filter": {"queue": "mail"}, "dry_run": true, "operator": "alice"}),
+        )
+        .await;
+    assert_eq!(dry.status, StatusCode::OK, "{}", dry.body);
+    assert_eq!(dry.body["dry_run"], true);
+    let ids: Vec<&str> = dry.body["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["m1", "m2"], "dead jobs of the queue only");
+    assert_eq!(
+        api.get("/v1/jobs/m1").await.body["state"],
+        "dead",
+        "a dry run changes nothing"
+    );
+
+    let limited = api
+        .post(
+            "/v1/bulk/replay",
+            &json!({"filter": {"queue": "mail", "limit": 1}, "operator": "alice", "reason": "relay fixed"}),
+        )
+        .await;
+    assert_eq!(limited.status, StatusCode::OK, "{}", limited.body);
+    assert_eq!(limited.body["jobs"].as_array().unwrap().len(), 1);
+    assert_eq!(limited.body["jobs"][0]["id"], "m1");
+    assert_eq!(limited.body["jobs"][0]["state"], "ready");
+    assert_eq!(
+        api.get("/v1/jobs/m2").await.body["state"],
+        "dead",
+        "the bound held"
+    );
+
+    // By ids, all or none: a live job refuses the whole request.
+    let refused = api
+        .post(
+            "/v1/bulk/replay",
+            &json!({"ids": ["m2", "live"], "operator": "alice"}),
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::CONFLICT, "{}", refused.body);
+    assert_eq!(api.get("/v1/jobs/m2").await.body["state"], "dead");
+
+    // new_key copies under new ids; the original stays dead.
+    let copied = api
+        .post(
+            "/v1/bulk/replay",
+            &json!({"ids": ["s1"], "new_key": true, "operator": "alice", "reason": "fresh id"}),
+        )
+        .await;
+    assert_eq!(copied.status, StatusCode::OK, "{}", copied.body);
+    assert_eq!(copied.body["copies"][0]["from"], "s1");
+    let new_id = copied.body["copies"][0]["job"]["id"].as_str().unwrap();
+    assert_ne!(new_id, "s1");
+    assert_eq!(api.get("/v1/jobs/s1").await.body["state"], "dead");
+    assert_eq!(
+        api.get(&format!("/v1/jobs/{new_id}")).await.body["state"],
+        "ready"
+    );
+
+    let audit = api.get("/v1/audit?queue=mail").await;
+    let actions: Vec<(&str, &str)> = audit.body["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap(),
+                e["job_id"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(actions, [("replay", "m1")]);
+
+    for body in [
+        json!({"operator": "alice"}),
+        json!({"ids": ["m2"], "filter": {"queue": "mail"}, "operator": "alice"}),
+        json!({"ids": [], "operator": "alice"}),
+    ] {
+        api.post("/v1/bulk/replay", &body)
+            .await
+            .problem(StatusCode::BAD_REQUEST, "invalid");
+    }
+    api.post(
+        "/v1/bulk/replay",
+        &json!({"filter": {"limit": 0}, "operator": "alice"}),
+    )
+    .await
+    .problem(StatusCode::BAD_REQUEST, "invalid");
+}

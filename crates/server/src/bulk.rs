@@ -1,0 +1,149 @@
+//! `POST /v1/bulk/replay`: `errand replay` over HTTP — dead (or cancelled)
+//! jobs named by id or chosen by filter with a bound, all or none, each
+//! audited; `dry_run` shows what would be acted on, `new_key` copies them
+//! under new ids instead of replaying them in place.
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use errand::{BulkFilter, Copied, CopyRequest, Job, JobId, JobState, Name, ReplayRequest};
+use serde::{Deserialize, Serialize};
+
+use crate::problem::Problem;
+use crate::request::{Answer, App, body_json, detail_of, json, who_and_why};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FilterBody {
+    queue: Option<String>,
+    kind: Option<String>,
+    error: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+    #[serde(default)]
+    cancelled: bool,
+    limit: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ReplayBody {
+    ids: Option<Vec<String>>,
+    filter: Option<FilterBody>,
+    #[serde(default)]
+    dry_run: bool,
+    #[serde(default)]
+    new_key: bool,
+    operator: String,
+    reason: Option<String>,
+}
+
+const EXAMPLE: &str = r#"{"filter": {"queue": "mail", "error": "SMTP 451", "limit": 500}, "dry_run": true, "operator": "alice", "reason": "relay fixed"}"#;
+
+#[derive(Serialize)]
+struct Jobs<'a> {
+    dry_run: bool,
+    jobs: &'a [Job],
+}
+
+#[derive(Serialize)]
+struct Copies<'a> {
+    dry_run: bool,
+    copies: &'a [Copied],
+}
+
+fn time(field: &str, text: Option<String>) -> Result<Option<errand::Timestamp>, Problem> {
+    text.map(|t| {
+        errand::Timestamp::parse_rfc3339(&t)
+            .map_err(|e| Problem::invalid(format!("`filter.{field}`: {}", detail_of(e))))
+    })
+    .transpose()
+}
+
+/// The jobs the body names: by id (each must exist), or by filter.
+async fn targets(
+    app: &App,
+    ids: Option<Vec<String>>,
+    filter: Option<FilterBody>,
+) -> Result<Vec<Job>, Problem> {
+    match (ids, filter) {
+        (Some(ids), None) if !ids.is_empty() => {
+            let mut jobs = Vec::with_capacity(ids.len());
+            for id in ids {
+                jobs.push(app.admin.job(&JobId::new(id)?).await?);
+            }
+            Ok(jobs)
+        }
+        (None, Some(f)) => {
+            let filter = BulkFilter {
+                state: if f.cancelled {
+                    JobState::Cancelled
+                } else {
+                    JobState::Dead
+                },
+                queue: f.queue.map(|q| Name::parse("queue", q)).transpose()?,
+                kind: f.kind.map(|k| Name::parse("kind", k)).transpose()?,
+                error_contains: f.error,
+                since: time("since", f.since)?,
+                until: time("until", f.until)?,
+                limit: f.limit.unwrap_or(100),
+            };
+            Ok(app.admin.matching(&filter).await?)
+        }
+        _ => Err(Problem::invalid(
+            "name the jobs either by `ids` (a non-empty list) or by `filter` (queue, kind, \
+             error, since, until, cancelled, limit), not both and not neither",
+        )),
+    }
+}
+
+/// `POST /v1/bulk/replay`: replays (or, with `new_key`, copies) the jobs
+/// named, all or none; with `dry_run`, answers with them and changes
+/// nothing.
+pub(crate) async fn replay(State(app): State<App>, headers: HeaderMap, body: Body) -> Answer {
+    let req: ReplayBody = body_json(&app, &headers, body, EXAMPLE).await?;
+    who_and_why(&req.operator, req.reason.as_deref())?;
+    let jobs = targets(&app, req.ids, req.filter).await?;
+    if req.dry_run || jobs.is_empty() {
+        return json(
+            StatusCode::OK,
+            &Jobs {
+                dry_run: req.dry_run,
+                jobs: &jobs,
+            },
+        );
+    }
+    let ids: Vec<JobId> = jobs.into_iter().map(|j| j.id).collect();
+    if req.new_key {
+        let copied = app
+            .admin
+            .copy(&CopyRequest {
+                ids,
+                operator: req.operator,
+                reason: req.reason,
+            })
+            .await?;
+        return json(
+            StatusCode::OK,
+            &Copies {
+                dry_run: false,
+                copies: &copied,
+            },
+        );
+    }
+    let replayed = app
+        .admin
+        .replay(&ReplayRequest {
+            ids,
+            operator: req.operator,
+            reason: req.reason,
+        })
+        .await?;
+    json(
+        StatusCode::OK,
+        &Jobs {
+            dry_run: false,
+            jobs: &replayed,
+        },
+    )
+}
