@@ -174,6 +174,30 @@ async fn action(
     })
 }
 
+/// Pauses or resumes, and answers with whether it changed and the
+/// schedule as it is now.
+async fn toggle(
+    app: App,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+    pause: bool,
+) -> Answer {
+    let action = action(&app, path, &headers, body).await?;
+    let acted = if pause {
+        app.admin.pause_schedule(&action).await?
+    } else {
+        app.admin.resume_schedule(&action).await?
+    };
+    json(
+        StatusCode::OK,
+        &Acted {
+            changed: acted.changed,
+            schedule: shown(acted.schedule),
+        },
+    )
+}
+
 /// `POST /v1/schedules/{name}/pause`: no tick is enqueued until it is
 /// resumed; `changed` is false when it was paused already.
 pub(crate) async fn pause(
@@ -182,15 +206,7 @@ pub(crate) async fn pause(
     headers: HeaderMap,
     body: Body,
 ) -> Answer {
-    let action = action(&app, path, &headers, body).await?;
-    let acted = app.admin.pause_schedule(&action).await?;
-    json(
-        StatusCode::OK,
-        &Acted {
-            changed: acted.changed,
-            schedule: shown(acted.schedule),
-        },
-    )
+    toggle(app, path, headers, body, true).await
 }
 
 /// `POST /v1/schedules/{name}/resume`: ticks from now on are enqueued
@@ -202,15 +218,7 @@ pub(crate) async fn resume(
     headers: HeaderMap,
     body: Body,
 ) -> Answer {
-    let action = action(&app, path, &headers, body).await?;
-    let acted = app.admin.resume_schedule(&action).await?;
-    json(
-        StatusCode::OK,
-        &Acted {
-            changed: acted.changed,
-            schedule: shown(acted.schedule),
-        },
-    )
+    toggle(app, path, headers, body, false).await
 }
 
 /// `POST /v1/schedules/{name}/remove`: deletes it (the jobs it enqueued
