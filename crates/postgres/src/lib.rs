@@ -58,7 +58,7 @@ pub use queue::{Conn, Param, Queries};
 const INSERT_CHUNK: usize = 1_000;
 
 /// The schema version this build expects.
-pub const SCHEMA_VERSION: i64 = 17;
+pub const SCHEMA_VERSION: i64 = 18;
 const MIGRATIONS: &[(&str, &str)] = &[
     ("V1__jobs", include_str!("../migrations/V1__jobs.sql")),
     (
@@ -124,6 +124,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     (
         "V17__stored_schedules",
         include_str!("../migrations/V17__stored_schedules.sql"),
+    ),
+    (
+        "V18__enqueue_function_parameters",
+        include_str!("../migrations/V18__enqueue_function_parameters.sql"),
     ),
 ];
 

@@ -1,10 +1,13 @@
-//! Enqueue inside a `sqlx` PostgreSQL transaction (feature `sqlx`).
+//! Enqueue and complete inside a `sqlx` PostgreSQL transaction (feature
+//! `sqlx`).
 //!
 //! Many Rust web services hold their transactions in `sqlx`; this adapter
 //! lets them add a job to the same transaction, so the job commits with the
 //! business rows or not at all. It runs the same statement as
 //! [`crate::PgStore::enqueue_in`], with the same validation, and the same
-//! insert trigger wakes idle workers at commit.
+//! insert trigger wakes idle workers at commit. A handler can likewise
+//! acknowledge its job in the transaction that writes its effect
+//! ([`complete_in`]), so the job is done exactly when the effect commits.
 //!
 //! ```no_run
 //! # async fn pay(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
@@ -19,7 +22,7 @@
 //!
 //! (Compiled, not run, as a test: it needs a server.)
 
-use errand_core::{Error, IntoNewJob, JobId, Result, Schedule};
+use errand_core::{Error, IntoNewJob, JobId, Lease, Result, Schedule};
 use sqlx::Row;
 
 use crate::queue::Queries;
@@ -31,6 +34,17 @@ pub struct Enqueued {
     pub id: JobId,
     /// `false` when a job with this id already existed (nothing was created).
     pub created: bool,
+}
+
+/// What a completion did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Completed {
+    /// The job, now `done` (once the transaction commits).
+    pub id: JobId,
+    /// The attempt that completed it.
+    pub attempt: u32,
+    /// Whether the job had dependents, released by the same transaction.
+    pub released_dependents: bool,
 }
 
 fn map_sqlx(e: sqlx::Error) -> Error {
@@ -133,4 +147,72 @@ pub async fn enqueue_in(
         None => false,
     };
     Ok(Enqueued { id, created })
+}
+
+/// Acknowledges a claimed job on `conn` — typically `&mut *tx` of the
+/// handler's own open transaction — so the job is `done` exactly when the
+/// handler's writes commit (transactional completion), the same statements
+/// as [`crate::PgStore::complete_in`]. Fenced: when the lease is no longer
+/// the job's (it expired and another worker claimed the job, or it was
+/// cancelled) nothing is written and [`Error::LeaseLost`] comes back; roll
+/// the transaction back then. The handler returns `Outcome::Completed`
+/// afterwards; the runtime's own acknowledgment finds the job done.
+///
+/// The job's dependents, if it has any, are released by the same
+/// transaction.
+///
+/// ```no_run
+/// # async fn handle(pool: sqlx::PgPool, lease: errand_core::Lease) -> Result<(), Box<dyn std::error::Error>> {
+/// let mut tx = pool.begin().await?;
+/// sqlx::query("INSERT INTO receipts (order_id) VALUES ('o-1')").execute(&mut *tx).await?;
+/// errand_postgres::sqlx_adapter::complete_in(&mut tx, "errand", &lease).await?;
+/// tx.commit().await?;
+/// # Ok(())
+/// # }
+/// ```
+pub async fn complete_in(
+    conn: &mut sqlx::PgConnection,
+    schema: &str,
+    lease: &Lease,
+) -> Result<Completed> {
+    let queries = Queries::new(&crate::quote_schema(schema)?);
+    // $1 now (the server's), $2 id, $3 token, $4 no output, $5 this
+    // transaction releases the dependents.
+    let row = sqlx::query(&queries.complete)
+        .bind(None::<String>)
+        .bind(lease.id.as_str())
+        .bind(lease.token.as_str())
+        .bind(None::<String>)
+        .bind(true)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(map_sqlx)?;
+    let Some(row) = row else {
+        return Err(Error::LeaseLost {
+            id: lease.id.to_string(),
+            attempt: lease.attempt,
+        });
+    };
+    let has_dependents: bool = row.try_get("has_dependents").map_err(map_sqlx)?;
+    let attempts: i32 = row.try_get("attempts").map_err(map_sqlx)?;
+    if has_dependents {
+        // As the store's own release: JIT off for this transaction (its
+        // estimates are loose, its work a few key look-ups), then the
+        // release statement.
+        sqlx::query("SELECT set_config('jit', 'off', true)")
+            .execute(&mut *conn)
+            .await
+            .map_err(map_sqlx)?;
+        sqlx::query(&queries.release)
+            .bind(None::<String>)
+            .bind(vec![lease.id.as_str()])
+            .execute(&mut *conn)
+            .await
+            .map_err(map_sqlx)?;
+    }
+    Ok(Completed {
+        id: lease.id.clone(),
+        attempt: u32::try_from(attempts).unwrap_or(lease.attempt),
+        released_dependents: has_dependents,
+    })
 }

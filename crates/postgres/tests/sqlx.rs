@@ -1,10 +1,10 @@
-//! Enqueue inside a sqlx transaction (feature `sqlx`).
+//! Enqueue and complete inside a sqlx transaction (feature `sqlx`).
 //! Needs `ERRAND_TEST_POSTGRES_URL`; says SKIPPED without it.
 #![cfg(feature = "sqlx")]
 
 use errand_core::JobStore;
-use errand_core::{Error, JobId, NewJob, Payload};
-use errand_postgres::sqlx_adapter::enqueue_in;
+use errand_core::{Error, JobId, JobState, NewJob, Payload};
+use errand_postgres::sqlx_adapter::{complete_in, enqueue_in};
 use errand_postgres::{PgOptions, PgStore};
 use sqlx::Connection;
 
@@ -96,6 +96,127 @@ async fn a_job_enqueued_in_a_sqlx_transaction_commits_or_rolls_back_with_it() {
         .await
         .expect_err("missing schema");
     assert!(matches!(err, Error::SchemaOutdated(_)), "{err}");
+    sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
+        .execute(&mut conn)
+        .await
+        .expect("cleanup");
+}
+
+/// A handler acknowledges its job in its own sqlx transaction: the job is
+/// done, and its dependent released, exactly when that transaction
+/// commits; a lease that is not the job's writes nothing.
+#[tokio::test]
+async fn a_job_completed_in_a_sqlx_transaction_is_done_exactly_when_it_commits() {
+    let Some(url) = errand_testsupport::postgres_url("the sqlx adapter test") else {
+        return;
+    };
+    let schema = format!("errand_sqlxc_{}", std::process::id());
+    let mut conn = sqlx::PgConnection::connect(&url)
+        .await
+        .expect("sqlx connect");
+    sqlx::query(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .execute(&mut conn)
+        .await
+        .expect("drop");
+    let store = PgStore::connect(
+        &url,
+        PgOptions {
+            schema: schema.clone(),
+            migrate: true,
+            ..PgOptions::default()
+        },
+    )
+    .await
+    .expect("store");
+    sqlx::query(&format!(
+        "CREATE TABLE {schema}.receipts (id text PRIMARY KEY)"
+    ))
+    .execute(&mut conn)
+    .await
+    .expect("app table");
+    let id = |s: &str| JobId::new(s).expect("id");
+    let job = |s: &str| {
+        NewJob::new("receipt", Payload::default())
+            .expect("kind")
+            .with_id(id(s))
+    };
+    store.insert(job("c1")).await.expect("insert");
+    store
+        .insert(job("after-c1").depends_on(id("c1")))
+        .await
+        .expect("dependent");
+    store.insert(job("c2")).await.expect("insert");
+    let req = errand_core::ClaimRequest {
+        queues: vec![],
+        limit: 2,
+        lease: std::time::Duration::from_secs(30),
+        rate: None,
+        reclaim: true,
+    };
+    let claimed = store.claim(&req).await.expect("claim");
+    let lease = |s: &str| {
+        claimed
+            .iter()
+            .find(|c| c.lease.id.as_str() == s)
+            .map(|c| c.lease.clone())
+            .expect("claimed")
+    };
+    let (a, b) = (lease("c1"), lease("c2"));
+    let state = |s: &'static str| {
+        let store = &store;
+        async move { store.get(&id(s)).await.expect("job").state }
+    };
+    let effect = format!("INSERT INTO {schema}.receipts VALUES ($1)");
+
+    // Rolled back: neither the effect nor the acknowledgment stays.
+    let mut tx = conn.begin().await.expect("begin");
+    sqlx::query(&effect)
+        .bind("c1")
+        .execute(&mut *tx)
+        .await
+        .expect("effect");
+    let done = complete_in(&mut tx, &schema, &a).await.expect("complete");
+    assert!(done.released_dependents);
+    assert_eq!(state("c1").await, JobState::Running, "not before commit");
+    tx.rollback().await.expect("rollback");
+    assert_eq!(state("c1").await, JobState::Running);
+    assert_eq!(state("after-c1").await, JobState::Blocked);
+
+    // Committed: done, and the dependent released by the same transaction.
+    let mut tx = conn.begin().await.expect("begin");
+    sqlx::query(&effect)
+        .bind("c1")
+        .execute(&mut *tx)
+        .await
+        .expect("effect");
+    let done = complete_in(&mut tx, &schema, &a).await.expect("complete");
+    tx.commit().await.expect("commit");
+    assert_eq!(
+        (done.id.as_str(), done.attempt, done.released_dependents),
+        ("c1", 1, true)
+    );
+    assert_eq!(state("c1").await, JobState::Done);
+    assert_eq!(state("after-c1").await, JobState::Ready);
+    // The same lease again: the job is no longer running under it.
+    let again = complete_in(&mut conn, &schema, &a).await;
+    assert!(matches!(again, Err(Error::LeaseLost { .. })), "{again:?}");
+
+    // A forged token: refused, nothing written.
+    let forged = errand_core::Lease {
+        id: b.id.clone(),
+        token: errand_core::LeaseToken::generate(),
+        attempt: b.attempt,
+    };
+    let refused = complete_in(&mut conn, &schema, &forged).await;
+    assert!(
+        matches!(refused, Err(Error::LeaseLost { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(state("c2").await, JobState::Running);
+    let done = complete_in(&mut conn, &schema, &b).await.expect("complete");
+    assert!(!done.released_dependents);
+    assert_eq!(state("c2").await, JobState::Done);
+
     sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
         .execute(&mut conn)
         .await

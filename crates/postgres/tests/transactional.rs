@@ -608,3 +608,244 @@ async fn a_workflow_commits_or_rolls_back_with_the_callers_transaction() {
         .await
         .expect("drop");
 }
+
+/// The SQL function's newer parameters mean what the library's options
+/// mean: a delay, a deadline, a trace context, an elapsed-time budget,
+/// tags (found by the tag listing) and unique keys — judged together with
+/// the library's own unique enqueues of the same key. Calls that name
+/// none of them keep working (the test above).
+#[tokio::test]
+async fn the_sql_enqueue_function_takes_the_librarys_options() {
+    let Some(url) = url() else { return };
+    let schema = format!("errand_fo_{}", std::process::id());
+    let (store, client) = setup(&url, &schema).await;
+    let one = |sql: String| {
+        let client = &client;
+        async move {
+            let row = client.query_one(&sql, &[]).await;
+            row.map(|r| r.get::<_, String>(0))
+        }
+    };
+    let get = |id: String| {
+        let store = &store;
+        async move { store.get(&JobId::new(&id).expect("id")).await.expect("job") }
+    };
+
+    let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let id = one(format!(
+        "SELECT {schema}.enqueue('mail', delay => interval '1 hour', \
+         deadline => '2031-01-02T03:04:05Z', traceparent => '{tp}', \
+         give_up_after => interval '2 days', tags => ARRAY['tenant:7', 'vip'])"
+    ))
+    .await
+    .expect("enqueue");
+    let job = get(id.clone()).await;
+    let created = job.created_at.as_millis();
+    assert_eq!(job.available_at.as_millis() - created, 3_600_000);
+    assert_eq!(
+        job.give_up_at.map(|t| t.as_millis() - created),
+        Some(2 * 86_400_000)
+    );
+    assert_eq!(
+        job.deadline.map(|t| t.as_millis()),
+        Some(1_925_089_445_000),
+        "2031-01-02T03:04:05Z"
+    );
+    assert_eq!(job.traceparent.as_ref().map(|t| t.as_str()), Some(tp));
+    assert_eq!(job.tags, ["tenant:7", "vip"]);
+    let tagged = store
+        .list(&JobFilter {
+            tag: Some("vip".into()),
+            ..JobFilter::default()
+        })
+        .await
+        .expect("list by tag");
+    assert_eq!(
+        tagged.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
+        [id.as_str()]
+    );
+
+    // Unique for a period: the second call answers with the first job; a
+    // library enqueue of the same key finds it too, and the other way round.
+    let unique = format!(
+        "SELECT {schema}.enqueue('sync', unique_key => 'sync:9', unique_for => interval '10 minutes')"
+    );
+    let first = one(unique.clone()).await.expect("unique");
+    assert_eq!(one(unique.clone()).await.expect("again"), first);
+    let mut tx_client = client;
+    let tx = tx_client.transaction().await.expect("begin");
+    let from_library = store
+        .enqueue_in(
+            &tx,
+            NewJob::new("sync", Payload::default())
+                .expect("kind")
+                .unique_for(std::time::Duration::from_secs(600))
+                .with_unique_key("sync:9"),
+        )
+        .await
+        .expect("library unique");
+    tx.commit().await.expect("commit");
+    assert!(!from_library.created);
+    assert_eq!(from_library.job.id.as_str(), first);
+    let client = tx_client;
+    let one = |sql: String| {
+        let client = &client;
+        async move {
+            let row = client.query_one(&sql, &[]).await;
+            row.map(|r| r.get::<_, String>(0))
+        }
+    };
+
+    // Unique while ready or running: a finished twin does not count.
+    let live = format!(
+        "SELECT {schema}.enqueue('sync', unique_key => 'live:1', \
+         unique_while => ARRAY['ready', 'running'])"
+    );
+    let a = one(live.clone()).await.expect("live");
+    assert_eq!(one(live.clone()).await.expect("live again"), a);
+    let by = errand_core::AuditStamp {
+        operator: "test".into(),
+        reason: None,
+    };
+    store
+        .cancel_jobs(&[JobId::new(&a).expect("id")], &by)
+        .await
+        .expect("cancel");
+    let b = one(live.clone()).await.expect("after cancel");
+    assert_ne!(a, b, "a cancelled twin stands in for nothing");
+
+    // A REPEATABLE READ transaction cannot judge a unique key.
+    let err = client
+        .batch_execute(&format!(
+            "BEGIN ISOLATION LEVEL REPEATABLE READ; {live}; COMMIT"
+        ))
+        .await
+        .expect_err("repeatable read");
+    let msg = err.as_db_error().map(|d| d.message().to_owned());
+    assert!(
+        msg.as_deref().is_some_and(|m| m.contains("READ COMMITTED")),
+        "{msg:?}"
+    );
+    client.batch_execute("ROLLBACK").await.expect("rollback");
+
+    for (args, needle) in [
+        (
+            "run_at => now(), delay => interval '1 s'",
+            "run_at or delay, not both",
+        ),
+        (
+            "delay => interval '-1 s'",
+            "delay -00:00:01 is out of range",
+        ),
+        (
+            "delay => interval '36501 days'",
+            "delay 36501 days is out of range",
+        ),
+        ("give_up_after => interval '-1 day'", "give_up_after"),
+        ("deadline => '10000-01-01T00:00:00Z'", "deadline"),
+        ("traceparent => '00-abc'", "not a W3C trace context"),
+        (
+            "traceparent => '00-00000000000000000000000000000000-00f067aa0ba902b7-01'",
+            "not a W3C trace context",
+        ),
+        ("tags => ARRAY['a b']", "tag 'a b' is not valid"),
+        ("tags => ARRAY['x', 'x']", "the tag 'x' is given twice"),
+        (
+            "tags => ARRAY['1','2','3','4','5','6','7','8','9','10','11','12','13','14','15','16','17','18','19','20','21']",
+            "at most 20 tags (got 21)",
+        ),
+        ("unique_for => interval '1 minute'", "need a unique_key"),
+        ("unique_key => 'k'", "needs unique_for or unique_while"),
+        (
+            "unique_key => 'k', unique_for => interval '0'",
+            "unique_for 00:00:00 is out of range",
+        ),
+        (
+            "unique_key => 'k', unique_while => ARRAY['waiting']",
+            "state 'waiting' is not a job state",
+        ),
+        (
+            "unique_key => 'k', unique_while => ARRAY[]::text[]",
+            "at least one state",
+        ),
+        (
+            "unique_key => 'k', unique_for => interval '1 s', unique_while => ARRAY['ready']",
+            "not both",
+        ),
+    ] {
+        let sql = format!("SELECT {schema}.enqueue('k', {args})");
+        let err = one(sql.clone()).await.expect_err(&sql);
+        let db = err.as_db_error().expect("a database error");
+        assert!(db.message().contains(needle), "{sql}: {}", db.message());
+        assert_eq!(db.code().code(), "22023", "{sql}");
+    }
+    // The example in docs/postgres.md runs as written (in this schema).
+    let page = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/postgres.md"
+    ))
+    .expect("docs/postgres.md");
+    let example = page
+        .split("```sql\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the SQL example");
+    assert!(example.contains("errand.enqueue("), "{example}");
+    let id = one(example.replace("errand.enqueue(", &format!("{schema}.enqueue(")))
+        .await
+        .expect("the documented call");
+    assert_eq!(id, "p-1");
+    let job = get(id).await;
+    assert_eq!((job.kind.as_str(), job.max_attempts), ("receipt", 5));
+    assert_eq!(job.tags, ["tenant:7", "vip"]);
+    client
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .expect("drop");
+}
+
+/// Twenty connections calling the SQL function with one unique key at the
+/// same moment create one job; all twenty answer with its id.
+#[tokio::test]
+async fn twenty_sql_enqueuers_of_one_unique_key_create_one_job() {
+    let Some(url) = url() else { return };
+    let schema = format!("errand_fu_{}", std::process::id());
+    let (store, _client) = setup(&url, &schema).await;
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(20));
+    let mut tasks = Vec::new();
+    for _ in 0..20 {
+        let (url, schema, barrier) = (url.clone(), schema.clone(), barrier.clone());
+        tasks.push(tokio::spawn(async move {
+            let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .expect("connect");
+            tokio::spawn(conn);
+            barrier.wait().await;
+            client
+                .query_one(
+                    &format!(
+                        "SELECT {schema}.enqueue('sync', unique_key => 'one', \
+                         unique_for => interval '1 hour')"
+                    ),
+                    &[],
+                )
+                .await
+                .expect("enqueue")
+                .get::<_, String>(0)
+        }));
+    }
+    let mut ids = Vec::new();
+    for t in tasks {
+        ids.push(t.await.expect("task"));
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    let all = store.list(&JobFilter::default()).await.expect("list");
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0].id.as_str(), ids[0]);
+    _client
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .expect("drop");
+}
