@@ -267,7 +267,11 @@ pub async fn purge(admin: &Admin, a: PurgeArgs) -> Result<ExitCode, Failure> {
         operator: a.by,
         reason: a.reason,
     };
-    let purged = admin.purge(&req).await.map_err(|e| match e {
+    let shown =
+        crate::progress::Progress::spinner(a.json, format!("purging {} jobs", req.ids.len()));
+    let purged = admin.purge(&req).await;
+    shown.finish();
+    let purged = purged.map_err(|e| match e {
         Error::InvalidState { id, state, hint } => Error::InvalidState {
             id,
             state,

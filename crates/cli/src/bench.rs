@@ -107,16 +107,31 @@ pub(crate) async fn bench(cli: &Cli, a: &BenchArgs) -> Result<ExitCode, Failure>
         rows: a.rows,
         stall: a.stall,
     };
-    let progress: Option<errand_bench::Progress> = (!a.json).then(|| {
-        Arc::new(|i: &errand_bench::Interval| {
-            outln!(
-                "  {:>6.1} s  {:>10} done  {:>8} jobs/s",
-                i.at_s,
-                errand_bench::thousands(i.done as f64),
-                errand_bench::thousands(i.jobs_per_sec)
-            );
-        }) as errand_bench::Progress
+    // On a terminal a bar towards the job count; piped, a line per
+    // interval (the figures a log keeps); with --json, nothing.
+    let label = format!(
+        "bench {}: jobs done",
+        errand_bench::Workload::from(a.workload).as_str()
+    );
+    let bar = Arc::new(match a.jobs {
+        Some(total) => crate::progress::Progress::bar(a.json, total, label),
+        None => crate::progress::Progress::counter(a.json, label),
     });
+    let progress: Option<errand_bench::Progress> = if bar.is_shown() {
+        let bar = bar.clone();
+        Some(Arc::new(move |i: &errand_bench::Interval| bar.set(i.done)) as errand_bench::Progress)
+    } else {
+        (!a.json).then(|| {
+            Arc::new(|i: &errand_bench::Interval| {
+                outln!(
+                    "  {:>6.1} s  {:>10} done  {:>8} jobs/s",
+                    i.at_s,
+                    errand_bench::thousands(i.done as f64),
+                    errand_bench::thousands(i.jobs_per_sec)
+                );
+            }) as errand_bench::Progress
+        })
+    };
     let report = errand_bench::run(&config, progress)
         .await
         .map_err(|e| match e {
@@ -124,6 +139,7 @@ pub(crate) async fn bench(cli: &Cli, a: &BenchArgs) -> Result<ExitCode, Failure>
             errand_bench::BenchError::Store(e) => Failure::Errand(e),
             other => Failure::Other(anyhow::anyhow!(other)),
         })?;
+    drop(bar);
     if a.json {
         output::json(&report)?;
     } else {

@@ -29,10 +29,12 @@ mod admin;
 mod bench;
 mod exit;
 mod output;
+mod progress;
 mod schedule;
 mod select;
 mod serve_loop;
 mod stats;
+mod telemetry;
 mod workflow;
 
 use exit::Failure;
@@ -542,16 +544,13 @@ pub fn main_with(hooks: Hooks) -> ExitCode {
 }
 
 fn run_command_line(cli: Cli, hooks: Hooks) -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("ERRAND_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(errand::log_colours())
-        // A program embedding the command may have its own subscriber.
-        .try_init()
-        .ok();
+    let telemetry = telemetry::init();
+    let code = run_with_runtime(cli, hooks);
+    telemetry.shutdown();
+    code
+}
+
+fn run_with_runtime(cli: Cli, hooks: Hooks) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -594,7 +593,10 @@ async fn run(cli: Cli, hooks: Hooks) -> Result<ExitCode, Failure> {
     };
     if let Command::Migrate(args) = &cli.command {
         options.create_and_migrate = true;
-        errand::connect(&cli.db, &options).await?;
+        let shown = progress::Progress::spinner(args.json, "migrating the schema");
+        let connected = errand::connect(&cli.db, &options).await;
+        shown.finish();
+        connected?;
         let version = match errand::DbTarget::parse(&cli.db)? {
             errand::DbTarget::Sqlite(_) => errand::sqlite::SCHEMA_VERSION,
             errand::DbTarget::Postgres(_) => errand::postgres::SCHEMA_VERSION,
@@ -817,7 +819,10 @@ async fn replay(admin: &errand::Admin, a: ReplayArgs) -> Result<ExitCode, Failur
         operator: operator(a.operator.by),
         reason: a.operator.reason,
     };
-    let replayed = admin.replay(&req).await?;
+    let shown = progress::Progress::spinner(a.json, format!("replaying {} jobs", req.ids.len()));
+    let replayed = admin.replay(&req).await;
+    shown.finish();
+    let replayed = replayed?;
     if a.json {
         output::json(&output::JobsDone {
             dry_run: false,
@@ -844,7 +849,10 @@ async fn copy_jobs(
     req: &CopyRequest,
     as_json: bool,
 ) -> Result<ExitCode, Failure> {
-    let copied = admin.copy(req).await?;
+    let shown = progress::Progress::spinner(as_json, format!("copying {} jobs", req.ids.len()));
+    let copied = admin.copy(req).await;
+    shown.finish();
+    let copied = copied?;
     if as_json {
         output::json(&output::Copies {
             dry_run: false,
@@ -916,7 +924,9 @@ async fn reschedule(admin: &errand::Admin, a: RescheduleArgs) -> Result<ExitCode
 async fn prune(store: Arc<dyn Store>, a: PruneArgs) -> Result<ExitCode, Failure> {
     let mut pruner = errand::Pruner::new(store);
     pruner.keep = a.older_than;
-    let deleted = pruner.run_once().await?;
+    let shown = progress::Progress::counter(a.json, "pruning finished jobs: deleted");
+    let deleted = pruner.run_once_with(|n| shown.set(n)).await?;
+    shown.finish();
     if a.json {
         output::json(&serde_json::json!({ "deleted": deleted }))?;
     } else {

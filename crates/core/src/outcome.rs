@@ -127,6 +127,21 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// The class a failure is recorded under; `None` for outcomes that are
+    /// not failures (success, snooze, cancel, transactional completion).
+    pub fn error_class(&self) -> Option<ErrorClass> {
+        match self {
+            Outcome::Retry { .. } | Outcome::RetryAt { .. } => Some(ErrorClass::Retryable),
+            Outcome::Permanent { .. } => Some(ErrorClass::Permanent),
+            Outcome::Timeout | Outcome::TimedOut { .. } => Some(ErrorClass::Timeout),
+            Outcome::Success
+            | Outcome::Output { .. }
+            | Outcome::Snooze { .. }
+            | Outcome::Cancel { .. }
+            | Outcome::Completed => None,
+        }
+    }
+
     /// Success with a result: `output` serialized as JSON and recorded with
     /// the job. An output that cannot be serialized, or is larger than
     /// [`crate::MAX_OUTPUT_BYTES`], makes the attempt a permanent failure

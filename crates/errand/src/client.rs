@@ -3,6 +3,9 @@
 use std::sync::Arc;
 
 use errand_core::{Batch, BatchSeal, Inserted, IntoNewJob, NewJob, Result, Store, Workflow};
+use tracing::Instrument;
+
+use crate::spans;
 
 /// Enqueues jobs into a store.
 #[derive(Clone, Debug)]
@@ -27,13 +30,26 @@ impl Client {
     /// ([`crate::RuntimeBuilder::retention`]), or `errand prune
     /// --older-than`. After that, enqueueing the same id creates a new job.
     /// Keep retention longer than the longest time an id may be sent again.
+    ///
+    /// The call runs in an `enqueue` span (see the crate's `otel` feature).
     pub async fn enqueue(&self, job: impl IntoNewJob) -> Result<Inserted> {
-        self.store.insert(job.into_new_job()?).await
+        let mut jobs = [job.into_new_job()?];
+        let span = spans::enqueue_span(jobs[0].queue.as_str(), 1);
+        spans::link_jobs(&span, &mut jobs);
+        let [job] = jobs;
+        let result = self.store.insert(job).instrument(span.clone()).await;
+        spans::record_enqueued(&span, result.as_ref().map(Some));
+        result
     }
 
-    /// Inserts many jobs in one transaction.
-    pub async fn enqueue_many(&self, jobs: Vec<NewJob>) -> Result<Vec<Inserted>> {
-        self.store.insert_many(jobs).await
+    /// Inserts many jobs in one transaction (in one `enqueue` span).
+    pub async fn enqueue_many(&self, mut jobs: Vec<NewJob>) -> Result<Vec<Inserted>> {
+        let queue = jobs.first().map_or("", |j| j.queue.as_str()).to_owned();
+        let span = spans::enqueue_span(&queue, jobs.len());
+        spans::link_jobs(&span, &mut jobs);
+        let result = self.store.insert_many(jobs).instrument(span.clone()).await;
+        spans::record_enqueued(&span, result.as_ref().map(|v| v.first()));
+        result
     }
 
     /// Inserts every step of a workflow in one transaction: all or none
@@ -42,7 +58,7 @@ impl Client {
     /// a transaction the application holds, pass `workflow.into_jobs()` to
     /// `SqliteStore::enqueue_many_in` or `PgStore::enqueue_many_in`.
     pub async fn enqueue_workflow(&self, workflow: Workflow) -> Result<Vec<Inserted>> {
-        self.store.insert_many(workflow.into_jobs()).await
+        self.enqueue_many(workflow.into_jobs()).await
     }
 
     /// Seals a batch: no job joins it after ([`NewJob::in_batch`]), and

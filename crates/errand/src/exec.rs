@@ -523,7 +523,10 @@ impl Handler for ExecHandler {
         // The trace context travels as the W3C environment carrier does;
         // one inherited from this worker's own environment is not the job's.
         command.env_remove("TRACEPARENT");
-        if let Some(tp) = ctx.traceparent() {
+        // With spans exported, the command's own spans belong under this
+        // attempt's span; otherwise under the context the job carries.
+        let attempt = crate::spans::current_traceparent();
+        if let Some(tp) = attempt.as_ref().or(ctx.traceparent()) {
             command.env("TRACEPARENT", tp.as_str());
         }
         let mut child = match command

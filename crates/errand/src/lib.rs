@@ -66,6 +66,7 @@ mod exec_outcome;
 mod maintenance;
 pub mod probe;
 mod runtime;
+mod spans;
 mod spec;
 mod term;
 #[cfg(feature = "sqlite")]

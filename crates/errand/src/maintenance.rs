@@ -57,10 +57,17 @@ impl Pruner {
 
     /// One pass: deletes batches until none is full; returns how many rows.
     pub async fn run_once(&self) -> Result<u64> {
+        self.run_once_with(|_| {}).await
+    }
+
+    /// One pass, telling `deleted` the running total after each batch (a
+    /// command's progress display).
+    pub async fn run_once_with(&self, mut deleted: impl FnMut(u64)) -> Result<u64> {
         let mut total = 0;
         loop {
             let n = self.store.prune(self.keep, self.batch).await?;
             total += n;
+            deleted(total);
             if n < u64::from(self.batch) {
                 return Ok(total);
             }

@@ -1146,16 +1146,11 @@ impl Inner {
         // payload on every run).
         let deadline = claimed.job.deadline;
         let job = &claimed.job;
-        let span = tracing::info_span!(
-            "attempt",
-            job = %lease.id,
-            kind = %job.kind,
-            attempt = lease.attempt,
-            trace_id = job.traceparent.as_ref().map(|t| t.trace_id()),
-            traceparent = job.traceparent.as_ref().map(|t| t.as_str()),
-        );
+        let span = crate::spans::attempt_span(job, lease.attempt);
         let outcome =
-            tracing::Instrument::instrument(run.execute(handler, claimed, token), span).await;
+            tracing::Instrument::instrument(run.execute(handler, claimed, token), span.clone())
+                .await;
+        let class = outcome.as_ref().and_then(errand_core::Outcome::error_class);
         // The slot is for running handlers: settling waits for the next
         // claim's transaction (or the batcher's), and holding the slot
         // through it would keep the next claim small.
@@ -1179,6 +1174,8 @@ impl Inner {
             }
             None => release(self.settings.store.as_ref(), &lease).await,
         };
+        crate::spans::record_attempt(&span, class, &report);
+        drop(span);
         lock(&self.in_flight).remove(&lease.id);
         match report {
             Ok(r) => {

@@ -133,6 +133,9 @@ impl JobContext {
     /// The W3C trace context of the request that enqueued the job, if it
     /// carried one: a handler continues that trace (as the parent of its
     /// own spans), so the request and every attempt share one trace id.
+    /// With the `otel` feature and an OpenTelemetry layer, the handler
+    /// already runs inside the attempt's span, a child of this context:
+    /// its own `tracing` spans nest under the attempt without this.
     pub fn traceparent(&self) -> Option<&errand_core::TraceParent> {
         self.job.traceparent.as_ref()
     }
@@ -544,7 +547,12 @@ impl Execution {
             reader: OutputReader(Some(self.store.clone())),
             progress: progress.clone(),
         };
-        let task = tokio::spawn(async move { handler.handle(ctx).await });
+        // The handler runs in the attempt's span (the caller's current
+        // one): its logs, and its own spans, belong to the attempt.
+        let task = tokio::spawn(tracing::Instrument::instrument(
+            async move { handler.handle(ctx).await },
+            tracing::Span::current(),
+        ));
         let abort_handle = task.abort_handle();
         let joined = async {
             match task.await {

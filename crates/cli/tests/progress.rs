@@ -1,0 +1,114 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Progress on long commands as a user meets it: on a terminal (a real
+//! pseudo-terminal, made by util-linux's `script`) `bench`, `prune`,
+//! `replay`, `purge` and `migrate` draw a bar or a spinner on stderr; piped
+//! or with `--json` they print exactly their answer and nothing else.
+
+use std::process::Command;
+
+mod common;
+
+use common::Backend;
+
+/// Runs `errand` with `args` on a pseudo-terminal; what the terminal
+/// received (stdout and stderr together), or `None` without `script`.
+fn on_terminal(b: &Backend, args: &[&str]) -> Option<String> {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: no `script` (util-linux) to make a terminal with");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have util-linux's script"
+        );
+        return None;
+    }
+    let mut line = vec![env!("CARGO_BIN_EXE_errand").to_owned()];
+    line.extend(b.args.iter().cloned());
+    line.extend(args.iter().map(|a| (*a).to_owned()));
+    let quoted: Vec<String> = line.iter().map(|a| format!("'{a}'")).collect();
+    let out = Command::new("script")
+        .args(["-qec", &quoted.join(" "), "/dev/null"])
+        .env("ERRAND_LOG", "error")
+        .env("TERM", "xterm")
+        .env_remove("ERRAND_NO_PROGRESS")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{args:?}: {out:?}");
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Runs `errand` with `args` piped: its stdout, after checking stderr is
+/// empty.
+fn piped(b: &Backend, args: &[&str]) -> String {
+    let out = b.run(args);
+    assert!(out.status.success(), "{args:?}: {out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "", "{args:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn long_commands_draw_progress_on_a_terminal_only() {
+    let b = Backend::sqlite();
+    let Some(bench) = on_terminal(&b, &["bench", "burn-down", "--jobs", "2000"]) else {
+        return;
+    };
+    assert!(bench.contains("bench burn-down: jobs done"), "{bench}");
+    assert!(bench.contains("/2,000"), "{bench}");
+    // The bar is cleared (erase-line) before the report is printed.
+    assert!(bench.contains("\u{1b}[2K"), "{bench}");
+
+    let prune = on_terminal(&b, &["prune", "--older-than", "1ms"]).unwrap();
+    assert!(prune.contains("pruning finished jobs: deleted"), "{prune}");
+    assert!(
+        prune.contains("deleted 2000 finished jobs older than 1ms"),
+        "{prune}"
+    );
+
+    // Piped, and with --json on a terminal: the answer only.
+    b.ok(&[
+        "enqueue",
+        "--kind",
+        "k",
+        "--id",
+        "d1",
+        "--max-attempts",
+        "1",
+    ]);
+    b.ok(&[
+        "enqueue",
+        "--kind",
+        "k",
+        "--id",
+        "d2",
+        "--max-attempts",
+        "1",
+    ]);
+    for _ in 0..2 {
+        b.ok(&["work", "--once", "--exec", "exit 65"]);
+    }
+    assert_eq!(
+        piped(&b, &["replay", "d1", "--by", "ops"]),
+        "replayed d1 (replays=1) by ops\n"
+    );
+    let json = on_terminal(
+        &b,
+        &["purge", "d2", "--by", "ops", "--reason", "test", "--json"],
+    )
+    .unwrap();
+    assert!(!json.contains("purging"), "{json}");
+    assert!(json.trim_start().starts_with('{'), "{json}");
+
+    // On a terminal: replay's spinner names how many.
+    b.ok(&["cancel", "d1"]);
+    let replay = on_terminal(&b, &["replay", "d1", "--by", "ops"]).unwrap();
+    assert!(replay.contains("replaying 1 jobs"), "{replay}");
+    assert!(replay.contains("replayed d1 (replays=2)"), "{replay}");
+
+    let fresh = Backend::sqlite();
+    let migrate = on_terminal(&fresh, &["migrate"]).unwrap();
+    assert!(migrate.contains("migrating the schema"), "{migrate}");
+    assert!(migrate.contains("schema is at version"), "{migrate}");
+    assert_eq!(
+        piped(&fresh, &["migrate"]),
+        format!("schema is at version {}\n", errand::sqlite::SCHEMA_VERSION)
+    );
+}
