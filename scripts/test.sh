@@ -10,4 +10,10 @@ if [ -z "${ERRAND_TEST_POSTGRES_URL:-}" ] && command -v pg_isready >/dev/null \
     export ERRAND_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/postgres
 fi
 echo "PostgreSQL tests: ${ERRAND_TEST_POSTGRES_URL:-not configured, they will be SKIPPED}"
+# Span export is tested by its own test against a receiver of its own; the
+# developer's collector must not change what the other tests see.
+unset OTEL_EXPORTER_OTLP_ENDPOINT OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
 cargo test --workspace --locked --features errand-postgres/sqlx "$@"
+# In the workspace the command turns on the library's `otel` feature for
+# every crate; the library as most services build it (without) must build.
+cargo check -p errand --lib --locked

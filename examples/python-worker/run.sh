@@ -33,6 +33,9 @@ cleanup() {
     local status=$?
     if [ -n "$serve_pid" ]; then
         kill -TERM "$serve_pid" 2>/dev/null || true
+        local n=0
+        while kill -0 "$serve_pid" 2>/dev/null && [ "$n" -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
+        kill -KILL "$serve_pid" 2>/dev/null || true
         wait "$serve_pid" 2>/dev/null || true
     fi
     if [ "$status" -ne 0 ] && [ -s "$work/serve.log" ]; then

@@ -1,6 +1,7 @@
 //! `errand bench` (the `bench` feature, on by default): the benchmark
 //! workloads of `errand-bench` from the command line.
 
+use std::io::IsTerminal as _;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -107,15 +108,28 @@ pub(crate) async fn bench(cli: &Cli, a: &BenchArgs) -> Result<ExitCode, Failure>
         rows: a.rows,
         stall: a.stall,
     };
-    // On a terminal a bar towards the job count; piped, a line per
-    // interval (the figures a log keeps); with --json, nothing.
-    let label = format!(
-        "bench {}: jobs done",
-        errand_bench::Workload::from(a.workload).as_str()
-    );
-    let bar = Arc::new(match a.jobs {
-        Some(total) => crate::progress::Progress::bar(a.json, total, label),
-        None => crate::progress::Progress::counter(a.json, label),
+    // On a terminal (stdout and stderr both) the drains draw a bar towards
+    // the job count (a count without --jobs), the others a spinner; with
+    // stdout redirected, a line per interval (the figures a log keeps);
+    // with --json, nothing.
+    let workload = errand_bench::Workload::from(a.workload);
+    let quiet = a.json || !std::io::stdout().is_terminal();
+    let label = format!("bench {}", workload.as_str());
+    let bar = Arc::new(match (workload, a.jobs) {
+        (
+            errand_bench::Workload::BurnDown
+            | errand_bench::Workload::RetryHeavy
+            | errand_bench::Workload::Workflow,
+            Some(total),
+        ) => crate::progress::Progress::bar(quiet, total, format!("{label}: jobs done")),
+        (
+            errand_bench::Workload::BurnDown
+            | errand_bench::Workload::RetryHeavy
+            | errand_bench::Workload::Workflow
+            | errand_bench::Workload::Continuous,
+            _,
+        ) => crate::progress::Progress::counter(quiet, format!("{label}: jobs done")),
+        _ => crate::progress::Progress::spinner(quiet, format!("{label}: running")),
     });
     let progress: Option<errand_bench::Progress> = if bar.is_shown() {
         let bar = bar.clone();

@@ -1,34 +1,37 @@
 //! Progress on a terminal: a bar or a spinner on stderr while long work
 //! runs (indicatif), cleared when it ends. Nothing is drawn when stderr is
-//! not a terminal, when `TERM` is `dumb`, with `--json`, or with
-//! `ERRAND_NO_PROGRESS` set: piped output stays exactly the command's
+//! not a terminal, when `TERM` is `dumb`, with `--json` (the callers pass
+//! `quiet`), with `ERRAND_NO_PROGRESS` set, or with `ERRAND_LOG` set (log
+//! lines would tear the bar): piped output stays exactly the command's
 //! answer, and scripts see no control characters.
 
 use std::io::IsTerminal as _;
 use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressStyle};
 
 /// A progress display, or nothing.
 #[derive(Debug)]
 pub(crate) struct Progress(Option<ProgressBar>);
 
-/// Whether progress is drawn for a command answering in JSON or not.
-pub(crate) fn shown(json: bool) -> bool {
-    !json
+/// Whether progress is drawn, unless the caller asks for quiet (`--json`).
+pub(crate) fn shown(quiet: bool) -> bool {
+    !quiet
         && std::io::stderr().is_terminal()
         && std::env::var("TERM").map_or(true, |t| t != "dumb")
         && std::env::var_os("ERRAND_NO_PROGRESS").is_none()
+        && std::env::var_os("ERRAND_LOG").is_none()
 }
 
-/// Draws `bar` on stderr with `template` and `message`, ticking so a
-/// spinner turns and the elapsed time counts while a call waits.
+/// Draws `bar` with `template` and `message`, ticking so a spinner turns
+/// and the elapsed time counts while a call waits. (A new bar draws on
+/// stderr; its target is never replaced, or the clearing at the end would
+/// miss what the first target drew.)
 fn styled(bar: ProgressBar, template: &str, message: String) -> Progress {
     if let Ok(style) = ProgressStyle::with_template(template) {
         bar.set_style(style);
     }
     bar.set_message(message);
-    bar.set_draw_target(ProgressDrawTarget::stderr());
     bar.enable_steady_tick(Duration::from_millis(120));
     Progress(Some(bar))
 }
@@ -41,8 +44,8 @@ impl Progress {
 
     /// A spinner saying `message` while one long call runs (its work is
     /// one statement: there is nothing to count).
-    pub(crate) fn spinner(json: bool, message: impl Into<String>) -> Progress {
-        if !shown(json) {
+    pub(crate) fn spinner(quiet: bool, message: impl Into<String>) -> Progress {
+        if !shown(quiet) {
             return Progress::none();
         }
         styled(
@@ -53,8 +56,8 @@ impl Progress {
     }
 
     /// A count with no known end: `message` and how many so far.
-    pub(crate) fn counter(json: bool, message: impl Into<String>) -> Progress {
-        if !shown(json) {
+    pub(crate) fn counter(quiet: bool, message: impl Into<String>) -> Progress {
+        if !shown(quiet) {
             return Progress::none();
         }
         styled(
@@ -65,8 +68,8 @@ impl Progress {
     }
 
     /// A bar towards `total`.
-    pub(crate) fn bar(json: bool, total: u64, message: impl Into<String>) -> Progress {
-        if !shown(json) {
+    pub(crate) fn bar(quiet: bool, total: u64, message: impl Into<String>) -> Progress {
+        if !shown(quiet) {
             return Progress::none();
         }
         styled(

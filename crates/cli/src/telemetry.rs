@@ -6,10 +6,12 @@
 //! set (and `OTEL_SDK_DISABLED` is not `true`, `OTEL_TRACES_EXPORTER` not
 //! `none`), the library's enqueue and attempt spans are also exported:
 //! OTLP over HTTP with protobuf bodies (opentelemetry-otlp), batched on the
-//! SDK's own thread, flushed when the command ends. The exporter reads the
-//! rest of the standard variables itself (headers, timeout, the batch
-//! processor's delays); the service name is `OTEL_SERVICE_NAME`, else
-//! `errand`.
+//! SDK's own thread, flushed when the command ends; plain `http://`
+//! endpoints only. The exporter reads the rest of the standard variables
+//! itself (headers, timeout, the batch processor's delays); the service
+//! name is the environment's (`OTEL_SERVICE_NAME`, or `service.name` in
+//! `OTEL_RESOURCE_ATTRIBUTES`), else `errand`. The SDK's own warnings (an
+//! export that failed, say) are logged like the command's.
 
 use opentelemetry::trace::TracerProvider as _;
 
@@ -60,15 +62,33 @@ fn provider() -> Result<SdkTracerProvider, String> {
              collector's HTTP port (usually 4318)"
         ));
     }
+    let endpoint = set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .or_else(|| set("OTEL_EXPORTER_OTLP_ENDPOINT"))
+        .unwrap_or_default();
+    if !endpoint.starts_with("http://") {
+        return Err(format!(
+            "the OTLP endpoint {endpoint:?} is not an http:// address: this errand exports over \
+             plain HTTP only; send to a collector next to it (for example \
+             http://127.0.0.1:4318) and let that one forward over TLS"
+        ));
+    }
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .build()
         .map_err(|e| format!("cannot set up the OTLP exporter: {e}"))?;
-    let resource = match set("OTEL_SERVICE_NAME") {
-        Some(_) => opentelemetry_sdk::Resource::builder().build(),
-        None => opentelemetry_sdk::Resource::builder()
+    // The service name the environment gives (OTEL_SERVICE_NAME or
+    // service.name in OTEL_RESOURCE_ATTRIBUTES), else `errand`.
+    let named = set("OTEL_SERVICE_NAME").is_some()
+        || set("OTEL_RESOURCE_ATTRIBUTES").is_some_and(|a| {
+            a.split(',')
+                .any(|kv| kv.trim().starts_with("service.name="))
+        });
+    let resource = if named {
+        opentelemetry_sdk::Resource::builder().build()
+    } else {
+        opentelemetry_sdk::Resource::builder()
             .with_service_name("errand")
-            .build(),
+            .build()
     };
     Ok(SdkTracerProvider::builder()
         .with_batch_exporter(exporter)
@@ -99,13 +119,13 @@ pub(crate) fn init() -> Telemetry {
         None
     };
     let spans = provider.as_ref().map(|p| {
-        // Only the library's spans (enqueue, attempt), whatever ERRAND_LOG
-        // says about logs.
+        // Only the library's enqueue and attempt spans (module
+        // errand::spans), whatever ERRAND_LOG says about logs.
         tracing_opentelemetry::layer()
             .with_tracer(p.tracer("errand"))
             .with_filter(
                 tracing_subscriber::filter::Targets::new()
-                    .with_target("errand", tracing::Level::INFO),
+                    .with_target("errand::spans", tracing::Level::INFO),
             )
     });
     let installed = tracing_subscriber::registry()

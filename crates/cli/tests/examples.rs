@@ -23,7 +23,10 @@ fn repo() -> PathBuf {
 /// from the repository's root, with no errand settings from the
 /// environment.
 fn run_script(script: &str, env: &[(&str, &str)]) -> Output {
-    let out = Command::new("bash")
+    // Bounded: `timeout` stops a hung script with SIGTERM, which its trap
+    // turns into the same clean-up as a normal end.
+    let out = Command::new("timeout")
+        .args(["300", "bash"])
         .arg(repo().join("examples").join(script))
         .arg(env!("CARGO_BIN_EXE_errand"))
         .current_dir(repo())

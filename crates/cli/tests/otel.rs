@@ -143,10 +143,15 @@ fn a_job_enqueued_over_http_with_a_traceparent_yields_spans_in_that_trace() {
     let otel = |c: &mut std::process::Command, service: &str| {
         c.env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
             .env("OTEL_SERVICE_NAME", service)
-            .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+            // Spans leave only when a batch fills (never here) or at
+            // exit: what arrives was flushed by the shutdown.
+            .env("OTEL_BSP_SCHEDULE_DELAY", "600000")
             .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
             .env_remove("OTEL_SDK_DISABLED")
             .env_remove("OTEL_TRACES_EXPORTER")
+            .env_remove("OTEL_TRACES_SAMPLER")
+            .env_remove("OTEL_RESOURCE_ATTRIBUTES")
+            .env_remove("OTEL_EXPORTER_OTLP_HEADERS")
             .env_remove("OTEL_EXPORTER_OTLP_PROTOCOL");
     };
 

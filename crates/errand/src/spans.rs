@@ -1,8 +1,10 @@
 //! The spans of an enqueue and of an attempt, named and attributed after
 //! OpenTelemetry's messaging conventions (`messaging.system` "errand", the
 //! queue as the destination, the job id as the message id) plus Errand's
-//! own `errand.job.*` attributes. They are ordinary `tracing` spans: a log
-//! subscriber sees them as such, and with the `otel` feature and a
+//! own `errand.job.*` attributes. They are ordinary `tracing` spans, with
+//! the few fields a log line needs (`attempt{job kind attempt …}`); with
+//! the `otel` feature the OpenTelemetry attributes are set on them through
+//! `tracing-opentelemetry` (not as fields, so logs stay short), and with a
 //! `tracing-opentelemetry` layer installed they become OpenTelemetry spans
 //! — the enqueue span a child of the trace context the job carries in
 //! (from a `traceparent` header, say), and the context stored with the
@@ -10,28 +12,36 @@
 //! its child, in the same trace, in whatever process runs it.
 
 use errand_core::{Error, ErrorClass, Inserted, NewJob, Result};
-use tracing::field::Empty;
 
 use crate::worker::WorkReport;
 
-/// The span of one enqueue call of `count` jobs into `queue`.
+/// The span of one enqueue call of `count` jobs into `queue`. Logs see a
+/// short `enqueue{queue}`; with the `otel` feature the span also carries
+/// its OpenTelemetry name, kind and messaging attributes.
 pub(crate) fn enqueue_span(queue: &str, count: usize) -> tracing::Span {
-    tracing::info_span!(
-        "enqueue",
-        otel.name = %format!("send {queue}"),
-        otel.kind = "producer",
-        otel.status_code = Empty,
-        messaging.system = "errand",
-        messaging.operation.type = "send",
-        messaging.operation.name = "enqueue",
-        messaging.destination.name = %queue,
-        messaging.message.id = Empty,
-        messaging.batch.message_count = count,
-        errand.job.id = Empty,
-        errand.job.kind = Empty,
-        errand.job.created = Empty,
-        error.type = Empty,
-    )
+    #[cfg(not(feature = "otel"))]
+    let span = tracing::info_span!("enqueue", queue = %queue, count = count);
+    #[cfg(feature = "otel")]
+    let span = {
+        use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+        let span = tracing::info_span!(
+            "enqueue",
+            queue = %queue,
+            count = count,
+            otel.name = %format!("send {queue}"),
+            otel.kind = "producer",
+        );
+        span.set_attribute("messaging.system", "errand");
+        span.set_attribute("messaging.operation.type", "send");
+        span.set_attribute("messaging.operation.name", "enqueue");
+        span.set_attribute("messaging.destination.name", queue.to_owned());
+        span.set_attribute(
+            "messaging.batch.message_count",
+            i64::try_from(count).unwrap_or(i64::MAX),
+        );
+        span
+    };
+    span
 }
 
 /// Prepares `jobs` for an enqueue under `span`: the span takes the first
@@ -41,15 +51,13 @@ pub(crate) fn enqueue_span(queue: &str, count: usize) -> tracing::Span {
 /// the `otel` feature, or when no OpenTelemetry layer records the span,
 /// the jobs keep what they carried.
 pub(crate) fn link_jobs(span: &tracing::Span, jobs: &mut [NewJob]) {
-    if let Some(first) = jobs.first() {
-        span.record("errand.job.kind", first.kind.as_str());
-        if let Some(id) = &first.id {
-            span.record("errand.job.id", id.as_str());
-            span.record("messaging.message.id", id.as_str());
-        }
-    }
+    #[cfg(not(feature = "otel"))]
+    let _ = (span, jobs);
     #[cfg(feature = "otel")]
     {
+        if let Some(first) = jobs.first() {
+            otel::attribute(span, "errand.job.kind", first.kind.to_string());
+        }
         let inherited = jobs.first().and_then(|j| j.traceparent.clone());
         if let Some(tp) = &inherited {
             otel::set_parent(span, tp);
@@ -64,29 +72,33 @@ pub(crate) fn link_jobs(span: &tracing::Span, jobs: &mut [NewJob]) {
     }
 }
 
-/// Records what the enqueue did on its span: the first job it answered
-/// with, or its error.
+/// Records what the enqueue did on its span (with the `otel` feature): the
+/// first job it answered with, or its error.
 pub(crate) fn record_enqueued(
     span: &tracing::Span,
     result: std::result::Result<Option<&Inserted>, &Error>,
 ) {
+    #[cfg(not(feature = "otel"))]
+    let _ = (span, result);
+    #[cfg(feature = "otel")]
     match result {
         Ok(first) => {
             if let Some(first) = first {
-                span.record("errand.job.id", first.job.id.as_str());
-                span.record("messaging.message.id", first.job.id.as_str());
-                span.record("errand.job.created", first.created);
+                otel::attribute(span, "errand.job.id", first.job.id.to_string());
+                otel::attribute(span, "messaging.message.id", first.job.id.to_string());
+                otel::attribute(span, "errand.job.created", first.created);
             }
         }
-        Err(e) => {
-            span.record("otel.status_code", "ERROR");
-            span.record("error.type", e.code());
-        }
+        Err(e) => otel::failed(span, e.code(), &e.to_string()),
     }
 }
 
-/// The span of one attempt.
+/// The span of one attempt. Logs see `attempt{job kind attempt trace_id
+/// traceparent}`; with the `otel` feature it also carries its
+/// OpenTelemetry name, kind and attributes, and is a child of the job's
+/// trace context.
 pub(crate) fn attempt_span(job: &errand_core::Job, attempt: u32) -> tracing::Span {
+    #[cfg(not(feature = "otel"))]
     let span = tracing::info_span!(
         "attempt",
         job = %job.id,
@@ -94,57 +106,76 @@ pub(crate) fn attempt_span(job: &errand_core::Job, attempt: u32) -> tracing::Spa
         attempt = attempt,
         trace_id = job.traceparent.as_ref().map(|t| t.trace_id()),
         traceparent = job.traceparent.as_ref().map(|t| t.as_str()),
-        otel.name = %format!("process {}", job.queue),
-        otel.kind = "consumer",
-        otel.status_code = Empty,
-        messaging.system = "errand",
-        messaging.operation.type = "process",
-        messaging.operation.name = "process",
-        messaging.destination.name = %job.queue,
-        messaging.message.id = %job.id,
-        errand.job.id = %job.id,
-        errand.job.kind = %job.kind,
-        errand.job.queue = %job.queue,
-        errand.job.attempt = attempt,
-        errand.job.outcome = Empty,
-        errand.error.class = Empty,
-        error.type = Empty,
     );
     #[cfg(feature = "otel")]
-    if let Some(tp) = &job.traceparent {
-        otel::set_parent(&span, tp);
-    }
+    let span = {
+        let span = tracing::info_span!(
+            "attempt",
+            job = %job.id,
+            kind = %job.kind,
+            attempt = attempt,
+            trace_id = job.traceparent.as_ref().map(|t| t.trace_id()),
+            traceparent = job.traceparent.as_ref().map(|t| t.as_str()),
+            otel.name = %format!("process {}", job.queue),
+            otel.kind = "consumer",
+        );
+        if let Some(tp) = &job.traceparent {
+            otel::set_parent(&span, tp);
+        }
+        for (key, value) in [
+            ("messaging.system", "errand"),
+            ("messaging.operation.type", "process"),
+            ("messaging.operation.name", "process"),
+            ("messaging.destination.name", job.queue.as_str()),
+            ("messaging.message.id", job.id.as_str()),
+            ("errand.job.id", job.id.as_str()),
+            ("errand.job.kind", job.kind.as_str()),
+            ("errand.job.queue", job.queue.as_str()),
+        ] {
+            otel::attribute(&span, key, value.to_owned());
+        }
+        otel::attribute(&span, "errand.job.attempt", i64::from(attempt));
+        span
+    };
     span
 }
 
-/// Records how the attempt ended: the class of the handler's failure (if
-/// it failed) and what the settlement made of it.
+/// Records how the attempt ended (with the `otel` feature): the class of
+/// the handler's failure, if it failed, and what the settlement made of
+/// it.
 pub(crate) fn record_attempt(
     span: &tracing::Span,
     class: Option<ErrorClass>,
     report: &Result<WorkReport>,
 ) {
-    if let Some(class) = class {
-        span.record("errand.error.class", class.as_str());
-        span.record("error.type", class.as_str());
-        span.record("otel.status_code", "ERROR");
-    }
-    match report {
-        Ok(r) => span.record("errand.job.outcome", r.outcome.as_str()),
-        Err(e) => {
-            span.record("otel.status_code", "ERROR");
-            span.record("errand.job.outcome", "settle_failed");
-            span.record("error.type", e.code())
+    #[cfg(not(feature = "otel"))]
+    let _ = (span, class, report);
+    #[cfg(feature = "otel")]
+    {
+        if let Some(class) = class {
+            otel::attribute(span, "errand.error.class", class.as_str());
+            otel::failed(span, class.as_str(), "the attempt failed");
         }
-    };
+        match report {
+            Ok(r) => otel::attribute(span, "errand.job.outcome", r.outcome.as_str()),
+            Err(e) => {
+                otel::attribute(span, "errand.job.outcome", "settle_failed");
+                otel::failed(span, e.code(), &e.to_string());
+            }
+        }
+    }
 }
 
-/// The current span's context as a W3C trace context, when an
-/// OpenTelemetry layer records it (inside an attempt: the attempt's span).
+/// The current attempt span's context as a W3C trace context, when an
+/// OpenTelemetry layer records it; `None` outside an attempt span.
 pub(crate) fn current_traceparent() -> Option<errand_core::TraceParent> {
     #[cfg(feature = "otel")]
     {
-        otel::traceparent_of(&tracing::Span::current())
+        let current = tracing::Span::current();
+        if current.metadata().map(|m| m.name()) != Some("attempt") {
+            return None;
+        }
+        otel::traceparent_of(&current)
     }
     #[cfg(not(feature = "otel"))]
     {
@@ -155,10 +186,27 @@ pub(crate) fn current_traceparent() -> Option<errand_core::TraceParent> {
 #[cfg(feature = "otel")]
 mod otel {
     use errand_core::TraceParent;
+    use opentelemetry::trace::Status;
     use opentelemetry::trace::{
         SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState,
     };
     use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+    /// Sets an OpenTelemetry attribute on the span (nothing when no
+    /// OpenTelemetry layer records it).
+    pub(super) fn attribute(
+        span: &tracing::Span,
+        key: &'static str,
+        value: impl Into<opentelemetry::Value>,
+    ) {
+        span.set_attribute(key, value);
+    }
+
+    /// Marks the span failed: status ERROR and `error.type`.
+    pub(super) fn failed(span: &tracing::Span, error_type: &str, description: &str) {
+        span.set_attribute("error.type", error_type.to_owned());
+        span.set_status(Status::error(description.to_owned()));
+    }
 
     /// The remote parent a stored trace context names (`None` if it cannot
     /// be read, which validation at enqueue rules out).

@@ -437,20 +437,26 @@ impl Worker {
             heartbeat: self.config.heartbeat,
             deadline: None,
         };
-        match run
-            .execute(handler, claimed, CancellationToken::new())
-            .await
-        {
+        let span = crate::spans::attempt_span(&claimed.job, lease.attempt);
+        let outcome = tracing::Instrument::instrument(
+            run.execute(handler, claimed, CancellationToken::new()),
+            span.clone(),
+        )
+        .await;
+        let class = outcome.as_ref().and_then(Outcome::error_class);
+        let report = match outcome {
             Some(outcome) => {
                 crate::probe::at(crate::probe::Point::BeforeSettle);
-                let report = self.settle(&lease, outcome).await?;
-                if report.acknowledged {
+                let report = self.settle(&lease, outcome).await;
+                if report.as_ref().is_ok_and(|r| r.acknowledged) {
                     crate::probe::at(crate::probe::Point::SettleCommitted);
                 }
-                Ok(report)
+                report
             }
             None => release(self.store.as_ref(), &lease).await,
-        }
+        };
+        crate::spans::record_attempt(&span, class, &report);
+        report
     }
 
     /// Records a handler's outcome against the lease.

@@ -121,6 +121,10 @@ BEGIN
 
     -- Tags: at most 20, each 1-100 letters, digits or -_.:/=@+, none twice.
     IF enqueue.tags IS NOT NULL THEN
+        IF array_ndims(enqueue.tags) > 1 THEN
+            RAISE EXCEPTION 'errand.enqueue: tags must be a flat array of text'
+                USING ERRCODE = '22023', HINT = 'pass tags => ARRAY[''a'', ''b'']';
+        END IF;
         IF cardinality(enqueue.tags) > 20 THEN
             RAISE EXCEPTION 'errand.enqueue: a job may carry at most 20 tags (got %)', cardinality(enqueue.tags)
                 USING ERRCODE = '22023';
@@ -164,6 +168,10 @@ BEGIN
                 USING ERRCODE = '22023', HINT = 'give more than 0 and at most 36500 days';
         END IF;
         IF enqueue.unique_while IS NOT NULL THEN
+            IF array_ndims(enqueue.unique_while) > 1 THEN
+                RAISE EXCEPTION 'errand.enqueue: unique_while must be a flat array of states'
+                    USING ERRCODE = '22023', HINT = 'pass unique_while => ARRAY[''ready'', ''running'']';
+            END IF;
             IF cardinality(enqueue.unique_while) = 0 THEN
                 RAISE EXCEPTION 'errand.enqueue: unique_while needs at least one state'
                     USING ERRCODE = '22023', HINT = 'pass unique_while => ARRAY[''ready'', ''running'']';

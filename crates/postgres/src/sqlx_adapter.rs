@@ -156,10 +156,12 @@ pub async fn enqueue_in(
 /// the job's (it expired and another worker claimed the job, or it was
 /// cancelled) nothing is written and [`Error::LeaseLost`] comes back; roll
 /// the transaction back then. The handler returns `Outcome::Completed`
-/// afterwards; the runtime's own acknowledgment finds the job done.
+/// afterwards (the runtime then settles nothing more).
 ///
 /// The job's dependents, if it has any, are released by the same
-/// transaction.
+/// transaction. The two statements run in a transaction of their own
+/// (a savepoint inside the caller's), so on a connection outside any
+/// transaction the job and its dependents' release still commit together.
 ///
 /// ```no_run
 /// # async fn handle(pool: sqlx::PgPool, lease: errand_core::Lease) -> Result<(), Box<dyn std::error::Error>> {
@@ -176,6 +178,9 @@ pub async fn complete_in(
     lease: &Lease,
 ) -> Result<Completed> {
     let queries = Queries::new(&crate::quote_schema(schema)?);
+    let mut tx = sqlx::Connection::begin(&mut *conn)
+        .await
+        .map_err(map_sqlx)?;
     // $1 now (the server's), $2 id, $3 token, $4 no output, $5 this
     // transaction releases the dependents.
     let row = sqlx::query(&queries.complete)
@@ -184,7 +189,7 @@ pub async fn complete_in(
         .bind(lease.token.as_str())
         .bind(None::<String>)
         .bind(true)
-        .fetch_optional(&mut *conn)
+        .fetch_optional(&mut *tx)
         .await
         .map_err(map_sqlx)?;
     let Some(row) = row else {
@@ -200,16 +205,17 @@ pub async fn complete_in(
         // estimates are loose, its work a few key look-ups), then the
         // release statement.
         sqlx::query("SELECT set_config('jit', 'off', true)")
-            .execute(&mut *conn)
+            .execute(&mut *tx)
             .await
             .map_err(map_sqlx)?;
         sqlx::query(&queries.release)
             .bind(None::<String>)
             .bind(vec![lease.id.as_str()])
-            .execute(&mut *conn)
+            .execute(&mut *tx)
             .await
             .map_err(map_sqlx)?;
     }
+    tx.commit().await.map_err(map_sqlx)?;
     Ok(Completed {
         id: lease.id.clone(),
         attempt: u32::try_from(attempts).unwrap_or(lease.attempt),

@@ -146,9 +146,14 @@ async fn a_job_completed_in_a_sqlx_transaction_is_done_exactly_when_it_commits()
         .await
         .expect("dependent");
     store.insert(job("c2")).await.expect("insert");
+    store.insert(job("c3")).await.expect("insert");
+    store
+        .insert(job("after-c3").depends_on(id("c3")))
+        .await
+        .expect("dependent");
     let req = errand_core::ClaimRequest {
         queues: vec![],
-        limit: 2,
+        limit: 3,
         lease: std::time::Duration::from_secs(30),
         rate: None,
         reclaim: true,
@@ -216,6 +221,14 @@ async fn a_job_completed_in_a_sqlx_transaction_is_done_exactly_when_it_commits()
     let done = complete_in(&mut conn, &schema, &b).await.expect("complete");
     assert!(!done.released_dependents);
     assert_eq!(state("c2").await, JobState::Done);
+
+    // Outside any transaction: the completion and the release still go
+    // together (the adapter opens its own transaction).
+    let c = lease("c3");
+    let done = complete_in(&mut conn, &schema, &c).await.expect("complete");
+    assert!(done.released_dependents);
+    assert_eq!(state("c3").await, JobState::Done);
+    assert_eq!(state("after-c3").await, JobState::Ready);
 
     sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
         .execute(&mut conn)

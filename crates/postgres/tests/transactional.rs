@@ -696,6 +696,27 @@ async fn the_sql_enqueue_function_takes_the_librarys_options() {
         }
     };
 
+    // A library enqueue first, then SQL: the SQL call finds the library's.
+    client.batch_execute("BEGIN").await.expect("begin");
+    let library_first = store
+        .enqueue_in(
+            &client,
+            NewJob::new("sync", Payload::default())
+                .expect("kind")
+                .unique_for(std::time::Duration::from_secs(600))
+                .with_unique_key("sync:10"),
+        )
+        .await
+        .expect("library unique");
+    client.batch_execute("COMMIT").await.expect("commit");
+    assert!(library_first.created);
+    let from_sql = one(format!(
+        "SELECT {schema}.enqueue('sync', unique_key => 'sync:10', unique_for => interval '10 minutes')"
+    ))
+    .await
+    .expect("SQL unique");
+    assert_eq!(from_sql, library_first.job.id.as_str());
+
     // Unique while ready or running: a finished twin does not count.
     let live = format!(
         "SELECT {schema}.enqueue('sync', unique_key => 'live:1', \
@@ -749,6 +770,14 @@ async fn the_sql_enqueue_function_takes_the_librarys_options() {
             "not a W3C trace context",
         ),
         ("tags => ARRAY['a b']", "tag 'a b' is not valid"),
+        (
+            "tags => ARRAY[['a', 'b'], ['c', 'd']]",
+            "tags must be a flat array",
+        ),
+        (
+            "unique_key => 'k', unique_while => ARRAY[['ready'], ['running']]",
+            "unique_while must be a flat array",
+        ),
         ("tags => ARRAY['x', 'x']", "the tag 'x' is given twice"),
         (
             "tags => ARRAY['1','2','3','4','5','6','7','8','9','10','11','12','13','14','15','16','17','18','19','20','21']",
@@ -848,4 +877,22 @@ async fn twenty_sql_enqueuers_of_one_unique_key_create_one_job() {
         .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
         .await
         .expect("drop");
+}
+
+/// The SQL function and the library serialize unique enqueues of one key on
+/// the same advisory lock: the same expression, the same seed, in both.
+#[test]
+fn the_sql_function_and_the_library_lock_a_unique_key_alike() {
+    let library = include_str!("../queries/unique_lock.sql");
+    let function = include_str!("../migrations/V18__enqueue_function_parameters.sql");
+    assert!(
+        library.contains("pg_advisory_xact_lock(hashtextextended($1::text, 7266140))"),
+        "{library}"
+    );
+    assert!(
+        function.contains(
+            "PERFORM pg_advisory_xact_lock(hashtextextended(enqueue.unique_key, 7266140));"
+        ),
+        "the SQL function locks the key another way"
+    );
 }

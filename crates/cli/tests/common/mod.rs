@@ -71,7 +71,7 @@ impl Backend {
     }
 
     /// `errand` on this backend with `args`, logging errors only, with no
-    /// database, schema or token from the environment.
+    /// database, schema, token or span export from the environment.
     pub fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_errand"));
         c.args(&self.args)
@@ -79,7 +79,11 @@ impl Backend {
             .env("ERRAND_LOG", "error")
             .env_remove("ERRAND_DB")
             .env_remove("ERRAND_SCHEMA")
-            .env_remove("ERRAND_TOKEN");
+            .env_remove("ERRAND_TOKEN")
+            // No span export from the developer's environment (it would
+            // change stored trace contexts and slow every exit).
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
         c
     }
 
