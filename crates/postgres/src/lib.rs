@@ -397,17 +397,38 @@ impl PgStore {
     /// its transaction back. The handler then returns `Outcome::Completed`.
     ///
     /// The job's dependents, if it has any, are released by the same
-    /// transaction.
+    /// transaction; such a job must be completed inside one (outside, its
+    /// completion and the release could not commit together:
+    /// [`Error::Invalid`] says so and nothing is written). A job without
+    /// dependents may also be completed on a plain client.
     pub async fn complete_in<C: Conn>(&self, conn: &C, lease: &Lease) -> Result<Job> {
-        queue::settled_in(
-            conn,
-            &self.queries,
-            self.now(),
-            &self.queries.complete,
-            lease,
-            &[&None::<&str>],
-        )
-        .await
+        let (q, now) = (&self.queries, self.now());
+        let no_output: Option<&str> = None;
+        // One statement for a job without dependents, in a transaction or
+        // not; it leaves a job with dependents alone.
+        match queue::fenced(conn, &q.complete, now, lease, &[&no_output, &false]).await {
+            Err(Error::LeaseLost { .. }) => {}
+            other => return other,
+        }
+        if !queue::in_transaction(conn).await? {
+            let job = queue::get(conn, q, &lease.id).await?;
+            // (Running in this attempt: the token is not read back; a
+            // wrong one is refused inside a transaction as lost.)
+            let ours = job.state == errand_core::JobState::Running && job.attempts == lease.attempt;
+            return Err(if ours && job.has_dependents {
+                Error::invalid(format!(
+                    "job {} has dependents, whose release must commit with its completion: \
+                     call complete_in inside a transaction (BEGIN, complete_in, COMMIT)",
+                    lease.id
+                ))
+            } else {
+                Error::LeaseLost {
+                    id: lease.id.to_string(),
+                    attempt: lease.attempt,
+                }
+            });
+        }
+        queue::settled_in(conn, q, now, &q.complete, lease, &[&no_output]).await
     }
 
     /// Enqueues many jobs on `conn` in one statement (one round trip).

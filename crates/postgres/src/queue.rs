@@ -784,6 +784,23 @@ fn nulls_as_none<T>(values: Vec<Option<T>>) -> Option<Vec<Option<T>>> {
     values.iter().any(Option::is_some).then_some(values)
 }
 
+/// Whether `client` is inside a transaction (a savepoint can be set).
+pub(crate) async fn in_transaction<C: Conn>(client: &C) -> Result<bool> {
+    match client.rows("SAVEPOINT errand_check", &[]).await {
+        Ok(_) => {
+            client
+                .rows("RELEASE SAVEPOINT errand_check", &[])
+                .await
+                .map_err(map_err)?;
+            Ok(true)
+        }
+        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::NO_ACTIVE_SQL_TRANSACTION) => {
+            Ok(false)
+        }
+        Err(e) => Err(map_err(e)),
+    }
+}
+
 /// Refuses to go on outside a transaction: `what` needs a lock held until
 /// the caller commits.
 pub(crate) async fn require_transaction<C: Conn>(client: &C, what: &str) -> Result<()> {

@@ -398,15 +398,28 @@ async fn a_job_completed_in_the_handlers_transaction_is_done_exactly_when_it_com
     let (store, mut client) = setup(&url, &schema).await;
     store.insert(job("c1")).await.expect("insert");
     store.insert(job("c2")).await.expect("insert");
+    store.insert(job("c3")).await.expect("insert");
+    store.insert(job("c4")).await.expect("insert");
+    store
+        .insert(job("after-c3").depends_on(JobId::new("c3").expect("id")))
+        .await
+        .expect("dependent");
     let req = errand_core::ClaimRequest {
         queues: vec![],
-        limit: 2,
+        limit: 4,
         lease: std::time::Duration::from_secs(30),
         rate: None,
         reclaim: true,
     };
     let claimed = store.claim(&req).await.expect("claim");
-    let (a, b) = (&claimed[0].lease, &claimed[1].lease);
+    let lease = |id: &str| {
+        &claimed
+            .iter()
+            .find(|c| c.lease.id.as_str() == id)
+            .expect("claimed")
+            .lease
+    };
+    let (a, b) = (lease("c1"), lease("c2"));
 
     let tx = client.transaction().await.expect("begin");
     tx.execute(
@@ -453,6 +466,43 @@ async fn a_job_completed_in_the_handlers_transaction_is_done_exactly_when_it_com
         store.get(&b.id).await.expect("job").state,
         errand_core::JobState::Running
     );
+
+    // On a plain client (no transaction): a job without dependents is
+    // completed; one with dependents is refused, nothing written, because
+    // its completion and their release could not commit together.
+    let state = |id: &'static str| {
+        let store = &store;
+        async move {
+            store
+                .get(&JobId::new(id).expect("id"))
+                .await
+                .expect("job")
+                .state
+        }
+    };
+    store
+        .complete_in(&client, lease("c4"))
+        .await
+        .expect("plain client");
+    assert_eq!(state("c4").await, errand_core::JobState::Done);
+    let refused = store.complete_in(&client, lease("c3")).await;
+    assert!(
+        matches!(&refused, Err(Error::Invalid(m)) if m.contains("has dependents")),
+        "{refused:?}"
+    );
+    assert_eq!(state("c3").await, errand_core::JobState::Running);
+    assert_eq!(state("after-c3").await, errand_core::JobState::Blocked);
+    let tx = client.transaction().await.expect("begin");
+    store
+        .complete_in(&tx, lease("c3"))
+        .await
+        .expect("in a transaction");
+    tx.commit().await.expect("commit");
+    assert_eq!(state("c3").await, errand_core::JobState::Done);
+    assert_eq!(state("after-c3").await, errand_core::JobState::Ready);
+    // A lost lease on a plain client is still a lost lease.
+    let gone = store.complete_in(&client, lease("c3")).await;
+    assert!(matches!(gone, Err(Error::LeaseLost { .. })), "{gone:?}");
     client
         .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
         .await
