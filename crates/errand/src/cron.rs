@@ -81,7 +81,7 @@ impl CronEnqueuer {
                 Ok(stored) => Some(stored),
                 Err(e) => {
                     if !jobs.is_empty() {
-                        self.store.insert_many(jobs).await?;
+                        self.enqueue(jobs).await?;
                     }
                     return Err(e);
                 }
@@ -112,7 +112,15 @@ impl CronEnqueuer {
         if jobs.is_empty() {
             return Ok(Vec::new());
         }
-        self.store.insert_many(jobs).await
+        self.enqueue(jobs).await
+    }
+
+    /// Enqueues a pass's ticks as a client does (one enqueue span, so
+    /// each tick's attempts are in a trace of their own).
+    async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<Vec<Inserted>> {
+        crate::Client::new(self.store.clone())
+            .enqueue_many(jobs)
+            .await
     }
 
     fn push_due(
