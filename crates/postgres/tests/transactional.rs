@@ -946,3 +946,235 @@ fn the_sql_function_and_the_library_lock_a_unique_key_alike() {
         "the SQL function locks the key another way"
     );
 }
+
+/// The SQL function restates the library's rules; the same input gets the
+/// same verdict from both, at each bound and one past it. (Each SQL call
+/// runs in a transaction rolled back, so nothing is stored.)
+#[tokio::test]
+async fn the_sql_function_and_the_library_accept_and_refuse_alike() {
+    use errand_core::{KeyLimit, Schedule, Timestamp, TraceParent};
+    use std::time::Duration;
+    let Some(url) = url() else { return };
+    let schema = format!("errand_fa_{}", std::process::id());
+    let (_store, client) = setup(&url, &schema).await;
+    let day = Duration::from_secs(86_400);
+    let tags = |n: usize| -> String {
+        let list: Vec<String> = (0..n).map(|i| format!("'t{i}'")).collect();
+        format!("tags => ARRAY[{}]", list.join(","))
+    };
+    type Rust = Box<dyn Fn() -> Result<NewJob, Error>>;
+    let cases: Vec<(&str, String, Rust)> = vec![
+        (
+            "kind of 100",
+            format!("'{}'", "k".repeat(100)),
+            Box::new(|| plain(&"k".repeat(100))),
+        ),
+        (
+            "kind of 101",
+            format!("'{}'", "k".repeat(101)),
+            Box::new(|| plain(&"k".repeat(101))),
+        ),
+        (
+            "kind with a space",
+            "'a b'".into(),
+            Box::new(|| plain("a b")),
+        ),
+        (
+            "queue empty",
+            "'k', queue => ''".into(),
+            Box::new(|| plain("k")?.on_queue("")),
+        ),
+        (
+            "queue q.1",
+            "'k', queue => 'q.1'".into(),
+            Box::new(|| plain("k")?.on_queue("q.1")),
+        ),
+        (
+            "id of 200",
+            format!("'k', id => '{}'", "i".repeat(200)),
+            Box::new(|| Ok(plain("k")?.with_id(JobId::new("i".repeat(200))?))),
+        ),
+        (
+            "id of 201",
+            format!("'k', id => '{}'", "i".repeat(201)),
+            Box::new(|| Ok(plain("k")?.with_id(JobId::new("i".repeat(201))?))),
+        ),
+        (
+            "1000 attempts",
+            "'k', max_attempts => 1000".into(),
+            Box::new(|| plain("k")?.with_max_attempts(1000)),
+        ),
+        (
+            "1001 attempts",
+            "'k', max_attempts => 1001".into(),
+            Box::new(|| plain("k")?.with_max_attempts(1001)),
+        ),
+        (
+            "0 attempts",
+            "'k', max_attempts => 0".into(),
+            Box::new(|| plain("k")?.with_max_attempts(0)),
+        ),
+        (
+            "key with a control character",
+            "'k', key => E'a\\x01b'".into(),
+            Box::new(|| plain("k")?.with_key("a\u{1}b", KeyLimit::Concurrent(1))),
+        ),
+        (
+            "key limit 10000",
+            "'k', key => 't', key_limit => 10000".into(),
+            Box::new(|| plain("k")?.with_key("t", KeyLimit::Concurrent(10_000))),
+        ),
+        (
+            "key limit 10001",
+            "'k', key => 't', key_limit => 10001".into(),
+            Box::new(|| plain("k")?.with_key("t", KeyLimit::Concurrent(10_001))),
+        ),
+        (
+            "delay of 36500 days",
+            "'k', delay => interval '36500 days'".into(),
+            Box::new(move || Ok(plain("k")?.scheduled(Schedule::After(day * 36_500)))),
+        ),
+        (
+            "delay of 36501 days",
+            "'k', delay => interval '36501 days'".into(),
+            Box::new(move || Ok(plain("k")?.scheduled(Schedule::After(day * 36_501)))),
+        ),
+        (
+            "run at the end of 9999",
+            "'k', run_at => '9999-12-31T23:59:59.999Z'".into(),
+            Box::new(|| {
+                Ok(plain("k")?.scheduled(Schedule::At(Timestamp::parse_rfc3339(
+                    "9999-12-31T23:59:59.999Z",
+                )?)))
+            }),
+        ),
+        (
+            "run at 1969",
+            "'k', run_at => '1969-12-31T23:59:59Z'".into(),
+            Box::new(|| {
+                Ok(plain("k")?.scheduled(Schedule::At(Timestamp::parse_rfc3339(
+                    "1969-12-31T23:59:59Z",
+                )?)))
+            }),
+        ),
+        (
+            "deadline in 1969",
+            "'k', deadline => '1969-12-31T23:59:59Z'".into(),
+            Box::new(|| {
+                Ok(plain("k")?.with_deadline(Timestamp::parse_rfc3339("1969-12-31T23:59:59Z")?))
+            }),
+        ),
+        (
+            "give up after 36501 days",
+            "'k', give_up_after => interval '36501 days'".into(),
+            Box::new(move || Ok(plain("k")?.give_up_after(day * 36_501))),
+        ),
+        (
+            "a sampled trace context",
+            "'k', traceparent => '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'".into(),
+            Box::new(|| {
+                Ok(plain("k")?.with_traceparent(TraceParent::parse(
+                    "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                )?))
+            }),
+        ),
+        (
+            "a zero parent id",
+            "'k', traceparent => '00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01'".into(),
+            Box::new(|| {
+                Ok(plain("k")?.with_traceparent(TraceParent::parse(
+                    "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+                )?))
+            }),
+        ),
+        (
+            "upper-case hex",
+            "'k', traceparent => '00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01'".into(),
+            Box::new(|| {
+                Ok(plain("k")?.with_traceparent(TraceParent::parse(
+                    "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+                )?))
+            }),
+        ),
+        (
+            "20 tags",
+            format!("'k', {}", tags(20)),
+            Box::new(move || plain_tagged(20)),
+        ),
+        (
+            "21 tags",
+            format!("'k', {}", tags(21)),
+            Box::new(move || plain_tagged(21)),
+        ),
+        (
+            "a tag of 100",
+            format!("'k', tags => ARRAY['{}']", "t".repeat(100)),
+            Box::new(|| plain("k")?.with_tag(&"t".repeat(100))),
+        ),
+        (
+            "a tag of 101",
+            format!("'k', tags => ARRAY['{}']", "t".repeat(101)),
+            Box::new(|| plain("k")?.with_tag(&"t".repeat(101))),
+        ),
+        (
+            "a tag with a space",
+            "'k', tags => ARRAY['a b']".into(),
+            Box::new(|| plain("k")?.with_tag("a b")),
+        ),
+        (
+            "a unique key of 200",
+            format!(
+                "'k', unique_key => '{}', unique_for => interval '1 minute'",
+                "u".repeat(200)
+            ),
+            Box::new(|| {
+                Ok(plain("k")?
+                    .unique_for(Duration::from_secs(60))
+                    .with_unique_key(&"u".repeat(200)))
+            }),
+        ),
+        (
+            "a unique key of 201",
+            format!(
+                "'k', unique_key => '{}', unique_for => interval '1 minute'",
+                "u".repeat(201)
+            ),
+            Box::new(|| {
+                Ok(plain("k")?
+                    .unique_for(Duration::from_secs(60))
+                    .with_unique_key(&"u".repeat(201)))
+            }),
+        ),
+    ];
+    for (what, args, rust) in cases {
+        let library = rust().and_then(|j| j.validate());
+        client.batch_execute("BEGIN").await.expect("begin");
+        let sql = client
+            .query_one(&format!("SELECT {schema}.enqueue({args})"), &[])
+            .await;
+        client.batch_execute("ROLLBACK").await.expect("rollback");
+        assert_eq!(
+            library.is_ok(),
+            sql.is_ok(),
+            "{what}: the library says {library:?}, SQL says {sql:?}"
+        );
+    }
+    client
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .expect("drop");
+}
+
+/// A job of `kind` with an empty payload.
+fn plain(kind: &str) -> Result<NewJob, Error> {
+    NewJob::new(kind, Payload::default())
+}
+
+/// A job carrying tags `t0`…`t{n-1}`.
+fn plain_tagged(n: usize) -> Result<NewJob, Error> {
+    let mut j = plain("k")?;
+    for i in 0..n {
+        j = j.with_tag(&format!("t{i}"))?;
+    }
+    Ok(j)
+}
