@@ -298,3 +298,47 @@ async fn a_workflow_commits_or_rolls_back_with_the_callers_transaction() {
     let all = store.list(&JobFilter::default()).await.unwrap();
     assert_eq!(all.len(), 2);
 }
+
+/// On the application's own connection in autocommit, a completion whose
+/// job has dependents is still one commit with their release: the call
+/// opens a transaction of its own and leaves the connection as it found it.
+#[tokio::test]
+async fn a_completion_on_an_autocommit_connection_releases_dependents_in_its_own_transaction() {
+    let f = common::fixture();
+    let store: Arc<dyn Store> = Arc::new(f.store.clone());
+    store.insert(receipt("first")).await.unwrap();
+    store
+        .insert(receipt("then").depends_on(JobId::new("first").unwrap()))
+        .await
+        .unwrap();
+    let req = errand::ClaimRequest {
+        queues: vec![],
+        limit: 1,
+        lease: std::time::Duration::from_secs(30),
+        rate: None,
+        reclaim: true,
+    };
+    let lease = store.claim(&req).await.unwrap().remove(0).lease;
+    let conn = errand::sqlite::rusqlite::Connection::open(&f.path).unwrap();
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .unwrap();
+    assert!(conn.is_autocommit());
+    let done = f.store.complete_in(&conn, &lease).unwrap();
+    assert_eq!(done.state, errand::JobState::Done);
+    assert!(conn.is_autocommit(), "the call's own transaction is closed");
+    let then = store.get(&JobId::new("then").unwrap()).await.unwrap();
+    assert_eq!(then.state, errand::JobState::Ready);
+    // Inside the application's transaction it joins that one instead.
+    store.insert(receipt("second")).await.unwrap();
+    let lease = store.claim(&req).await.unwrap().remove(0).lease;
+    conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+    f.store.complete_in(&conn, &lease).unwrap();
+    assert!(!conn.is_autocommit());
+    conn.execute_batch("ROLLBACK").unwrap();
+    let second = store.get(&lease.id).await.unwrap();
+    assert_eq!(
+        second.state,
+        errand::JobState::Running,
+        "rolled back with the caller"
+    );
+}

@@ -284,7 +284,9 @@ impl SqliteStore {
     /// transaction — so the job is done exactly when the handler's writes
     /// commit. Fenced like [`JobStore::complete`]: a lost lease returns
     /// [`Error::LeaseLost`], and the caller must roll its transaction back.
-    /// The handler then returns `Outcome::Completed`.
+    /// The handler then returns `Outcome::Completed`. On a connection in
+    /// autocommit the call opens a transaction of its own, so a job's
+    /// completion and its dependents' release still commit together.
     pub fn complete_in(&self, conn: &Connection, lease: &Lease) -> Result<Job> {
         let at = self.now();
         // The lease is judged as the store's own settlements judge it,
@@ -294,7 +296,7 @@ impl SqliteStore {
         } else {
             self.inner.steps.leases_now(at, std::time::Instant::now())
         };
-        queue::complete_at(conn, lease, None, Now { at, leases })
+        queue::complete_on(conn, lease, Now { at, leases })
     }
 
     /// Runs `f` on the writer thread inside the shared write transaction

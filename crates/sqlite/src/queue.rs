@@ -1320,15 +1320,29 @@ fn fenced(
 /// (`SqliteStore::write`): the job is done only if `lease` still holds at
 /// `now`.
 pub fn complete(conn: &Connection, lease: &Lease, now: Timestamp) -> Result<Job> {
-    complete_at(
+    complete_on(
         conn,
         lease,
-        None,
         Now {
             at: now,
             leases: now,
         },
     )
+}
+
+/// An acknowledgment on an application's connection: inside the caller's
+/// transaction, or — on a connection in autocommit — inside one of its
+/// own, so the job's completion and its dependents' release commit
+/// together rather than as two commits a crash could split.
+pub(crate) fn complete_on(conn: &Connection, lease: &Lease, now: Now) -> Result<Job> {
+    if !conn.is_autocommit() {
+        return complete_at(conn, lease, None, now);
+    }
+    let tx = rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)
+        .map_err(map_err)?;
+    let job = complete_at(&tx, lease, None, now)?;
+    tx.commit().map_err(map_err)?;
+    Ok(job)
 }
 
 /// Fenced acknowledgment, recording `output` with the job if given.
