@@ -121,7 +121,7 @@ pub(crate) async fn bench(cli: &Cli, a: &BenchArgs) -> Result<ExitCode, Failure>
             | errand_bench::Workload::RetryHeavy
             | errand_bench::Workload::Workflow,
             Some(total),
-        ) => crate::progress::Progress::bar(quiet, total, format!("{label}: jobs done")),
+        ) => crate::progress::Progress::bar(quiet, total, label),
         (
             errand_bench::Workload::BurnDown
             | errand_bench::Workload::RetryHeavy

@@ -74,7 +74,7 @@ impl Progress {
         }
         styled(
             ProgressBar::new(total),
-            "{msg} [{bar:30}] {human_pos}/{human_len} ({per_sec}, {elapsed})",
+            "{msg} [{bar:20}] {human_pos}/{human_len} {elapsed}",
             message.into(),
         )
     }

@@ -115,8 +115,8 @@ impl CronEnqueuer {
         self.enqueue(jobs).await
     }
 
-    /// Enqueues a pass's ticks as a client does (one enqueue span, so
-    /// each tick's attempts are in a trace of their own).
+    /// Enqueues a pass's ticks as a client does: under one enqueue span,
+    /// whose trace the ticks of the pass share.
     async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<Vec<Inserted>> {
         crate::Client::new(self.store.clone())
             .enqueue_many(jobs)

@@ -16,7 +16,7 @@ use errand_core::{Error, ErrorClass, Inserted, NewJob, Result};
 use crate::worker::WorkReport;
 
 /// The span of one enqueue call of `count` jobs into `queue`. Logs see a
-/// short `enqueue{queue}`; with the `otel` feature the span also carries
+/// short `enqueue{queue count}`; with the `otel` feature the span also carries
 /// its OpenTelemetry name, kind and messaging attributes.
 pub(crate) fn enqueue_span(queue: &str, count: usize) -> tracing::Span {
     #[cfg(not(feature = "otel"))]

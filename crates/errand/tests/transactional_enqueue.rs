@@ -323,6 +323,21 @@ async fn a_completion_on_an_autocommit_connection_releases_dependents_in_its_own
     conn.busy_timeout(std::time::Duration::from_secs(10))
         .unwrap();
     assert!(conn.is_autocommit());
+    // When the release fails, the completion does not stay behind: one
+    // transaction, not two commits.
+    conn.execute_batch(
+        "CREATE TRIGGER refuse BEFORE UPDATE ON errand_jobs WHEN OLD.id = 'then' \
+         BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;",
+    )
+    .unwrap();
+    let failed = f.store.complete_in(&conn, &lease);
+    assert!(failed.is_err(), "{failed:?}");
+    assert!(conn.is_autocommit());
+    let first = store.get(&lease.id).await.unwrap();
+    assert_eq!(first.state, errand::JobState::Running);
+    let then = store.get(&JobId::new("then").unwrap()).await.unwrap();
+    assert_eq!(then.state, errand::JobState::Blocked);
+    conn.execute_batch("DROP TRIGGER refuse").unwrap();
     let done = f.store.complete_in(&conn, &lease).unwrap();
     assert_eq!(done.state, errand::JobState::Done);
     assert!(conn.is_autocommit(), "the call's own transaction is closed");

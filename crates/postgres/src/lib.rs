@@ -411,11 +411,21 @@ impl PgStore {
             other => return other,
         }
         if !queue::in_transaction(conn).await? {
-            let job = queue::get(conn, q, &lease.id).await?;
-            // (Running in this attempt: the token is not read back; a
-            // wrong one is refused inside a transaction as lost.)
-            let ours = job.state == errand_core::JobState::Running && job.attempts == lease.attempt;
-            return Err(if ours && job.has_dependents {
+            let job = match queue::get(conn, q, &lease.id).await {
+                Ok(job) => Some(job),
+                Err(Error::NotFound(_)) => None,
+                Err(e) => return Err(e),
+            };
+            // Running in this attempt under a live lease (the token is not
+            // read back; a wrong one is refused inside a transaction as
+            // lost).
+            let at = now.map_or_else(errand_core::Timestamp::now, queue::from_odt);
+            let ours = job.as_ref().is_some_and(|job| {
+                job.state == errand_core::JobState::Running
+                    && job.attempts == lease.attempt
+                    && job.lease_until.is_some_and(|until| until > at)
+            });
+            return Err(if ours && job.as_ref().is_some_and(|j| j.has_dependents) {
                 Error::invalid(format!(
                     "job {} has dependents, whose release must commit with its completion: \
                      call complete_in inside a transaction (BEGIN, complete_in, COMMIT)",

@@ -159,9 +159,10 @@ pub async fn enqueue_in(
 /// afterwards (the runtime then settles nothing more).
 ///
 /// The job's dependents, if it has any, are released by the same
-/// transaction. The two statements run in a transaction of their own
-/// (a savepoint inside the caller's), so on a connection outside any
-/// transaction the job and its dependents' release still commit together.
+/// transaction. The two statements run under a savepoint inside the
+/// caller's transaction (however it was opened), or in a transaction of
+/// their own on a connection outside any, so the job and its dependents'
+/// release always commit together.
 ///
 /// ```no_run
 /// # async fn handle(pool: sqlx::PgPool, lease: errand_core::Lease) -> Result<(), Box<dyn std::error::Error>> {
@@ -178,9 +179,52 @@ pub async fn complete_in(
     lease: &Lease,
 ) -> Result<Completed> {
     let queries = Queries::new(&crate::quote_schema(schema)?);
-    let mut tx = sqlx::Connection::begin(&mut *conn)
+    // The two statements commit together: inside the caller's transaction
+    // (however it was opened — sqlx's own bookkeeping does not know a
+    // plain `BEGIN`) through a savepoint of ours; on a connection outside
+    // any, in a transaction of ours.
+    let joined = match sqlx::query("SAVEPOINT errand_complete")
+        .execute(&mut *conn)
+        .await
+    {
+        Ok(_) => true,
+        Err(e) if e.as_database_error().and_then(|d| d.code()).as_deref() == Some("25P01") => {
+            sqlx::query("BEGIN")
+                .execute(&mut *conn)
+                .await
+                .map_err(map_sqlx)?;
+            false
+        }
+        Err(e) => return Err(map_sqlx(e)),
+    };
+    let done = complete_and_release(conn, &queries, lease).await;
+    let end = match (&done, joined) {
+        (Ok(_), true) => "RELEASE SAVEPOINT errand_complete",
+        (Ok(_), false) => "COMMIT",
+        (Err(_), true) => {
+            "ROLLBACK TO SAVEPOINT errand_complete; RELEASE SAVEPOINT errand_complete"
+        }
+        (Err(_), false) => "ROLLBACK",
+    };
+    sqlx::raw_sql(end)
+        .execute(&mut *conn)
         .await
         .map_err(map_sqlx)?;
+    let (attempts, has_dependents) = done?;
+    Ok(Completed {
+        id: lease.id.clone(),
+        attempt: u32::try_from(attempts).unwrap_or(lease.attempt),
+        released_dependents: has_dependents,
+    })
+}
+
+/// The fenced completion and, when the job has dependents, their release;
+/// the job's attempt count and whether it had dependents.
+async fn complete_and_release(
+    conn: &mut sqlx::PgConnection,
+    queries: &Queries,
+    lease: &Lease,
+) -> Result<(i32, bool)> {
     // $1 now (the server's), $2 id, $3 token, $4 no output, $5 this
     // transaction releases the dependents.
     let row = sqlx::query(&queries.complete)
@@ -189,7 +233,7 @@ pub async fn complete_in(
         .bind(lease.token.as_str())
         .bind(None::<String>)
         .bind(true)
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&mut *conn)
         .await
         .map_err(map_sqlx)?;
     let Some(row) = row else {
@@ -205,20 +249,15 @@ pub async fn complete_in(
         // estimates are loose, its work a few key look-ups), then the
         // release statement.
         sqlx::query("SELECT set_config('jit', 'off', true)")
-            .execute(&mut *tx)
+            .execute(&mut *conn)
             .await
             .map_err(map_sqlx)?;
         sqlx::query(&queries.release)
             .bind(None::<String>)
             .bind(vec![lease.id.as_str()])
-            .execute(&mut *tx)
+            .execute(&mut *conn)
             .await
             .map_err(map_sqlx)?;
     }
-    tx.commit().await.map_err(map_sqlx)?;
-    Ok(Completed {
-        id: lease.id.clone(),
-        attempt: u32::try_from(attempts).unwrap_or(lease.attempt),
-        released_dependents: has_dependents,
-    })
+    Ok((attempts, has_dependents))
 }

@@ -151,9 +151,15 @@ async fn a_job_completed_in_a_sqlx_transaction_is_done_exactly_when_it_commits()
         .insert(job("after-c3").depends_on(id("c3")))
         .await
         .expect("dependent");
+    store.insert(job("c4")).await.expect("insert");
+    store.insert(job("c5")).await.expect("insert");
+    store
+        .insert(job("after-c5").depends_on(id("c5")))
+        .await
+        .expect("dependent");
     let req = errand_core::ClaimRequest {
         queues: vec![],
-        limit: 3,
+        limit: 5,
         lease: std::time::Duration::from_secs(30),
         rate: None,
         reclaim: true,
@@ -229,6 +235,49 @@ async fn a_job_completed_in_a_sqlx_transaction_is_done_exactly_when_it_commits()
     assert!(done.released_dependents);
     assert_eq!(state("c3").await, JobState::Done);
     assert_eq!(state("after-c3").await, JobState::Ready);
+
+    // A transaction the caller opened with a plain BEGIN (sqlx does not
+    // know it): the call joins it, and the caller's ROLLBACK undoes it.
+    sqlx::raw_sql("BEGIN")
+        .execute(&mut conn)
+        .await
+        .expect("begin");
+    complete_in(&mut conn, &schema, &lease("c4"))
+        .await
+        .expect("complete");
+    sqlx::raw_sql("ROLLBACK")
+        .execute(&mut conn)
+        .await
+        .expect("rollback");
+    assert_eq!(
+        state("c4").await,
+        JobState::Running,
+        "rolled back with the caller"
+    );
+
+    // The completion and the release commit together: when the release
+    // fails, the job is not left done with its dependent blocked.
+    sqlx::raw_sql(&format!(
+        "CREATE FUNCTION {schema}.refuse() RETURNS trigger LANGUAGE plpgsql AS \
+         $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$; \
+         CREATE TRIGGER refuse BEFORE UPDATE ON {schema}.errand_jobs FOR EACH ROW \
+         WHEN (OLD.id = 'after-c5') EXECUTE FUNCTION {schema}.refuse();"
+    ))
+    .execute(&mut conn)
+    .await
+    .expect("trigger");
+    let failed = complete_in(&mut conn, &schema, &lease("c5")).await;
+    assert!(failed.is_err(), "{failed:?}");
+    assert_eq!(state("c5").await, JobState::Running);
+    assert_eq!(state("after-c5").await, JobState::Blocked);
+    sqlx::raw_sql(&format!("DROP TRIGGER refuse ON {schema}.errand_jobs"))
+        .execute(&mut conn)
+        .await
+        .expect("drop trigger");
+    complete_in(&mut conn, &schema, &lease("c5"))
+        .await
+        .expect("complete");
+    assert_eq!(state("after-c5").await, JobState::Ready);
 
     sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
         .execute(&mut conn)
