@@ -183,39 +183,43 @@ pub async fn complete_in(
     // (however it was opened — sqlx's own bookkeeping does not know a
     // plain `BEGIN`) through a savepoint of ours; on a connection outside
     // any, in a transaction of ours.
-    let joined = match sqlx::query("SAVEPOINT errand_complete")
+    let probe = sqlx::query("SAVEPOINT errand_complete")
         .execute(&mut *conn)
         .await
-    {
-        Ok(_) => true,
-        Err(e) if e.as_database_error().and_then(|d| d.code()).as_deref() == Some("25P01") => {
-            sqlx::query("BEGIN")
-                .execute(&mut *conn)
-                .await
-                .map_err(map_sqlx)?;
-            false
-        }
+        .map(|_| ());
+    let joined = match probe {
+        Ok(()) => true,
+        Err(e) if e.as_database_error().and_then(|d| d.code()).as_deref() == Some("25P01") => false,
         Err(e) => return Err(map_sqlx(e)),
     };
+    if !joined {
+        run(conn, "BEGIN").await?;
+    }
     let done = complete_and_release(conn, &queries, lease).await;
-    let end = match (&done, joined) {
-        (Ok(_), true) => "RELEASE SAVEPOINT errand_complete",
-        (Ok(_), false) => "COMMIT",
+    match (&done, joined) {
+        (Ok(_), true) => run(conn, "RELEASE SAVEPOINT errand_complete").await?,
+        (Ok(_), false) => run(conn, "COMMIT").await?,
         (Err(_), true) => {
-            "ROLLBACK TO SAVEPOINT errand_complete; RELEASE SAVEPOINT errand_complete"
+            run(conn, "ROLLBACK TO SAVEPOINT errand_complete").await?;
+            run(conn, "RELEASE SAVEPOINT errand_complete").await?;
         }
-        (Err(_), false) => "ROLLBACK",
-    };
-    sqlx::raw_sql(end)
-        .execute(&mut *conn)
-        .await
-        .map_err(map_sqlx)?;
+        (Err(_), false) => run(conn, "ROLLBACK").await?,
+    }
     let (attempts, has_dependents) = done?;
     Ok(Completed {
         id: lease.id.clone(),
         attempt: u32::try_from(attempts).unwrap_or(lease.attempt),
         released_dependents: has_dependents,
     })
+}
+
+/// Runs one statement that answers nothing.
+async fn run(conn: &mut sqlx::PgConnection, sql: &'static str) -> Result<()> {
+    sqlx::query(sql)
+        .execute(conn)
+        .await
+        .map(|_| ())
+        .map_err(map_sqlx)
 }
 
 /// The fenced completion and, when the job has dependents, their release;
