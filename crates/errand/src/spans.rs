@@ -31,6 +31,9 @@ pub(crate) fn enqueue_span(queue: &str, count: usize) -> tracing::Span {
             otel.name = %format!("send {queue}"),
             otel.kind = "producer",
         );
+        if span.is_disabled() {
+            return span;
+        }
         span.set_attribute("messaging.system", "errand");
         span.set_attribute("messaging.operation.type", "send");
         span.set_attribute("messaging.operation.name", "enqueue");
@@ -55,6 +58,10 @@ pub(crate) fn link_jobs(span: &tracing::Span, jobs: &mut [NewJob]) {
     let _ = (span, jobs);
     #[cfg(feature = "otel")]
     {
+        // A span no subscriber records carries nothing: no work per job.
+        if span.is_disabled() {
+            return;
+        }
         if let Some(first) = jobs.first() {
             otel::attribute(span, "errand.job.kind", first.kind.to_string());
         }
@@ -81,15 +88,17 @@ pub(crate) fn record_enqueued(
     #[cfg(not(feature = "otel"))]
     let _ = (span, result);
     #[cfg(feature = "otel")]
-    match result {
-        Ok(first) => {
-            if let Some(first) = first {
-                otel::attribute(span, "errand.job.id", first.job.id.to_string());
-                otel::attribute(span, "messaging.message.id", first.job.id.to_string());
-                otel::attribute(span, "errand.job.created", first.created);
+    if !span.is_disabled() {
+        match result {
+            Ok(first) => {
+                if let Some(first) = first {
+                    otel::attribute(span, "errand.job.id", first.job.id.to_string());
+                    otel::attribute(span, "messaging.message.id", first.job.id.to_string());
+                    otel::attribute(span, "errand.job.created", first.created);
+                }
             }
+            Err(e) => otel::failed(span, e.code(), &e.to_string()),
         }
-        Err(e) => otel::failed(span, e.code(), &e.to_string()),
     }
 }
 
@@ -119,6 +128,9 @@ pub(crate) fn attempt_span(job: &errand_core::Job, attempt: u32) -> tracing::Spa
             otel.name = %format!("process {}", job.queue),
             otel.kind = "consumer",
         );
+        if span.is_disabled() {
+            return span;
+        }
         if let Some(tp) = &job.traceparent {
             otel::set_parent(&span, tp);
         }
@@ -151,7 +163,7 @@ pub(crate) fn record_attempt(
     #[cfg(not(feature = "otel"))]
     let _ = (span, class, report);
     #[cfg(feature = "otel")]
-    {
+    if !span.is_disabled() {
         if let Some(class) = class {
             otel::attribute(span, "errand.error.class", class.as_str());
             otel::failed(span, class.as_str(), "the attempt failed");
