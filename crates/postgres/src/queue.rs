@@ -77,9 +77,14 @@ pub struct Queries {
 }
 
 impl Queries {
+    /// Fills `quoted_schema` into one query's text.
+    pub(crate) fn fill(quoted_schema: &str, sql: &str) -> String {
+        sql.replace("__SCHEMA__", quoted_schema)
+    }
+
     /// Fills `quoted_schema` into every query.
     pub fn new(quoted_schema: &str) -> Self {
-        let q = |sql: &str| sql.replace("__SCHEMA__", quoted_schema);
+        let q = |sql: &str| Self::fill(quoted_schema, sql);
         Queries {
             schema: quoted_schema.to_owned(),
             insert: q(include_str!("../queries/insert.sql")),

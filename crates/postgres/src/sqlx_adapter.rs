@@ -96,7 +96,11 @@ pub async fn enqueue_in(
              PgStore::enqueue_in on a tokio-postgres transaction, or through the store",
         ));
     }
-    let queries = Queries::new(&crate::quote_schema(schema)?);
+    // Only the statement this call runs, not the store's whole set.
+    let insert = Queries::fill(
+        &crate::quote_schema(schema)?,
+        include_str!("../queries/insert.sql"),
+    );
     let id = job.id.clone().unwrap_or_else(JobId::generate);
     let (at, delay): (Option<String>, i64) = match job.schedule {
         Schedule::Now => (None, 0),
@@ -106,7 +110,7 @@ pub async fn enqueue_in(
     let max =
         i32::try_from(job.max_attempts).map_err(|_| Error::invalid("max attempts out of range"))?;
     // Times travel as RFC 3339 text and are cast by the statement.
-    let row = sqlx::query(&queries.insert)
+    let row = sqlx::query(&insert)
         .bind(None::<String>)
         .bind(id.as_str())
         .bind(job.queue.as_str())
@@ -178,7 +182,11 @@ pub async fn complete_in(
     schema: &str,
     lease: &Lease,
 ) -> Result<Completed> {
-    let queries = Queries::new(&crate::quote_schema(schema)?);
+    let quoted = crate::quote_schema(schema)?;
+    let statements = Statements {
+        complete: Queries::fill(&quoted, include_str!("../queries/complete.sql")),
+        release: Queries::fill(&quoted, include_str!("../queries/release.sql")),
+    };
     // The two statements commit together: inside the caller's transaction
     // (however it was opened — sqlx's own bookkeeping does not know a
     // plain `BEGIN`) through a savepoint of ours; on a connection outside
@@ -195,7 +203,7 @@ pub async fn complete_in(
     if !joined {
         run(conn, "BEGIN").await?;
     }
-    let done = complete_and_release(conn, &queries, lease).await;
+    let done = complete_and_release(conn, &statements, lease).await;
     match (&done, joined) {
         (Ok(_), true) => run(conn, "RELEASE SAVEPOINT errand_complete").await?,
         (Ok(_), false) => run(conn, "COMMIT").await?,
@@ -213,6 +221,12 @@ pub async fn complete_in(
     })
 }
 
+/// The statements a completion runs, filled with the schema.
+struct Statements {
+    complete: String,
+    release: String,
+}
+
 /// Runs one statement that answers nothing.
 async fn run(conn: &mut sqlx::PgConnection, sql: &'static str) -> Result<()> {
     sqlx::query(sql)
@@ -226,7 +240,7 @@ async fn run(conn: &mut sqlx::PgConnection, sql: &'static str) -> Result<()> {
 /// the job's attempt count and whether it had dependents.
 async fn complete_and_release(
     conn: &mut sqlx::PgConnection,
-    queries: &Queries,
+    queries: &Statements,
     lease: &Lease,
 ) -> Result<(i32, bool)> {
     // $1 now (the server's), $2 id, $3 token, $4 no output, $5 this

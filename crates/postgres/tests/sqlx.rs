@@ -8,13 +8,9 @@ use errand_postgres::sqlx_adapter::{complete_in, enqueue_in};
 use errand_postgres::{PgOptions, PgStore};
 use sqlx::Connection;
 
-#[tokio::test]
-async fn a_job_enqueued_in_a_sqlx_transaction_commits_or_rolls_back_with_it() {
-    let Some(url) = errand_testsupport::postgres_url("the sqlx adapter test") else {
-        return;
-    };
-    let schema = format!("errand_sqlx_{}", std::process::id());
-    let mut conn = sqlx::PgConnection::connect(&url)
+/// An sqlx connection and a store over a fresh, migrated `schema`.
+async fn setup(url: &str, schema: &str) -> (sqlx::PgConnection, PgStore) {
+    let mut conn = sqlx::PgConnection::connect(url)
         .await
         .expect("sqlx connect");
     sqlx::query(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
@@ -22,15 +18,25 @@ async fn a_job_enqueued_in_a_sqlx_transaction_commits_or_rolls_back_with_it() {
         .await
         .expect("drop");
     let store = PgStore::connect(
-        &url,
+        url,
         PgOptions {
-            schema: schema.clone(),
+            schema: schema.into(),
             migrate: true,
             ..PgOptions::default()
         },
     )
     .await
     .expect("store");
+    (conn, store)
+}
+
+#[tokio::test]
+async fn a_job_enqueued_in_a_sqlx_transaction_commits_or_rolls_back_with_it() {
+    let Some(url) = errand_testsupport::postgres_url("the sqlx adapter test") else {
+        return;
+    };
+    let schema = format!("errand_sqlx_{}", std::process::id());
+    let (mut conn, store) = setup(&url, &schema).await;
     let job = |id: &str| {
         NewJob::new(
             "receipt",
@@ -111,23 +117,7 @@ async fn a_job_completed_in_a_sqlx_transaction_is_done_exactly_when_it_commits()
         return;
     };
     let schema = format!("errand_sqlxc_{}", std::process::id());
-    let mut conn = sqlx::PgConnection::connect(&url)
-        .await
-        .expect("sqlx connect");
-    sqlx::query(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-        .execute(&mut conn)
-        .await
-        .expect("drop");
-    let store = PgStore::connect(
-        &url,
-        PgOptions {
-            schema: schema.clone(),
-            migrate: true,
-            ..PgOptions::default()
-        },
-    )
-    .await
-    .expect("store");
+    let (mut conn, store) = setup(&url, &schema).await;
     sqlx::query(&format!(
         "CREATE TABLE {schema}.receipts (id text PRIMARY KEY)"
     ))
