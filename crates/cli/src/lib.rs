@@ -1026,6 +1026,7 @@ fn serve_config(a: &ServeArgs) -> Result<errand_server::ServerConfig, Failure> {
             base: a.retry_base,
             max: a.retry_max,
         },
+        ..errand_server::ServerConfig::default()
     };
     config.check().map_err(|e| Failure::Usage(e.to_string()))?;
     if let Some(token) = &config.token

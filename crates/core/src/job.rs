@@ -74,7 +74,7 @@ impl JobId {
     }
 }
 
-fn truncate_for_message(s: &str) -> String {
+pub(crate) fn truncate_for_message(s: &str) -> String {
     let mut out: String = s.chars().take(40).collect();
     if out.len() < s.len() {
         out.push('…');

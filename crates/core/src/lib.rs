@@ -38,6 +38,7 @@ mod deps;
 mod error;
 mod job;
 mod labels;
+mod minutes;
 mod operator;
 mod outcome;
 mod retry;
@@ -80,6 +81,10 @@ pub use labels::{
     MAX_META_ENTRIES, MAX_META_KEY_BYTES, MAX_META_VALUE_BYTES, MAX_TAG_BYTES, MAX_TAGS, Meta,
     WorkflowId, check_meta, check_tag, check_tags, meta_from_stored, meta_to_stored,
     parse_meta_pair, tags_from_stored, tags_to_stored,
+};
+pub use minutes::{
+    ChartWindow, Charts, HISTOGRAM_BUCKETS, MINUTES_KEPT, MinuteCount, MinuteQuery, MinuteRow,
+    Series, Tally, check_minutes, minute_of,
 };
 pub use operator::Admin;
 pub use outcome::{ErrorClass, MAX_RECORDED_TEXT_BYTES, Outcome, storable_text};

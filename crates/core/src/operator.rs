@@ -10,6 +10,7 @@ use crate::admin::{
     AuditEntry, AuditFilter, BulkFilter, CancelRequest, Copied, CopyRequest, MAX_REASON_BYTES,
     PausedQueue, PurgeRequest, QueueAction, ReplayRequest, RescheduleRequest, Stats, StatsRequest,
 };
+use crate::clock::Timestamp;
 use crate::cron::{
     ScheduleActed, ScheduleAction, ScheduleAdd, ScheduleAddOutcome, ScheduleAdded, ScheduleChange,
     StoredSchedule,
@@ -17,6 +18,7 @@ use crate::cron::{
 use crate::error::{Error, Result};
 use crate::job::{Job, JobDetail, JobId, JobState, Name, NewJob};
 use crate::labels::WorkflowId;
+use crate::minutes::{ChartWindow, Charts};
 use crate::store::{AuditStamp, JobFilter, Reschedule, Store};
 use crate::workflow::{
     StateCount, WorkflowActed, WorkflowAction, WorkflowStep, WorkflowView, unknown_workflow,
@@ -618,6 +620,22 @@ impl Admin {
     /// The operator signals (`errand stats`, `/metrics`, the dashboard).
     pub async fn stats(&self, req: &StatsRequest) -> Result<Stats> {
         self.store.stats(req).await
+    }
+
+    /// The charts of one queue (or of every queue added together) over the
+    /// window ending in the minute of `now`, from the per-minute counts
+    /// workers report (see [`crate::Tally`]).
+    pub async fn charts(
+        &self,
+        queue: Option<Name>,
+        window: ChartWindow,
+        now: Timestamp,
+    ) -> Result<Charts> {
+        let rows = self
+            .store
+            .minutes(&Charts::query(queue.clone(), window, now))
+            .await?;
+        Ok(Charts::from_minutes(queue, window, now, &rows))
     }
 
     /// Refuses to purge a dead job that blocked jobs still wait for: they

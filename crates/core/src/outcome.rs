@@ -10,7 +10,7 @@ use crate::clock::Timestamp;
 use crate::error::Error;
 
 /// The class of a recorded error. Operators filter and alert on it.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ErrorClass {

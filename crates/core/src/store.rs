@@ -14,6 +14,7 @@ use crate::job::{
     Schedule,
 };
 use crate::labels::WorkflowId;
+use crate::minutes::{MinuteCount, MinuteQuery, MinuteRow};
 use crate::outcome::ErrorClass;
 
 /// The result of inserting a job.
@@ -455,6 +456,15 @@ pub trait JobStore: Send + Sync + fmt::Debug {
     /// silent for a day are deleted.
     async fn report_worker(&self, report: &WorkerReport) -> Result<()>;
 
+    /// Adds per-minute counts for the charts, in one transaction: a
+    /// counter's value adds to the stored one, a gauge keeps the larger of
+    /// the two. Callers check the rows with [`crate::check_minutes`].
+    async fn record_minutes(&self, counts: &[MinuteCount]) -> Result<()>;
+
+    /// Deletes the per-minute counts of minutes before `before` (minutes
+    /// since the Unix epoch); returns how many rows.
+    async fn prune_minutes(&self, before: i64) -> Result<u64>;
+
     /// Takes up to `want` tokens from the shared bucket `bucket` (created
     /// full on first use, refilled on the store's clock) in one statement,
     /// and returns how many were granted. Every process using the store
@@ -562,6 +572,12 @@ pub trait AdminStore: Send + Sync + fmt::Debug {
     /// state), oldest due age, leases, retries and dead letters in the
     /// window by error class, paused queues, and the workers' reports.
     async fn stats(&self, req: &StatsRequest) -> Result<Stats>;
+
+    /// The stored per-minute counts of `query.from..query.until`, one row
+    /// per minute and series, added over the queue asked for (or over every
+    /// queue): the sum and the largest of the queues' values. Ordered by
+    /// minute, then series.
+    async fn minutes(&self, query: &MinuteQuery) -> Result<Vec<MinuteRow>>;
 }
 
 /// The wake-up seam: how an idle worker hears of new work.

@@ -64,6 +64,7 @@ mod cron;
 mod exec;
 mod exec_outcome;
 mod maintenance;
+mod minutes;
 pub mod probe;
 mod runtime;
 mod spans;
@@ -90,6 +91,10 @@ pub use errand_core::{
     WorkflowView,
 };
 pub use errand_core::{Batch, BatchId, BatchSeal, BatchView};
+pub use errand_core::{
+    ChartWindow, Charts, HISTOGRAM_BUCKETS, MINUTES_KEPT, MinuteCount, MinuteQuery, MinuteRow,
+    Series, Tally,
+};
 #[cfg(feature = "postgres")]
 pub use errand_postgres::{self as postgres, PgOptions, PgStore};
 #[cfg(feature = "sqlite")]
@@ -103,6 +108,7 @@ pub use errand_core::{
 };
 pub use exec::{EXIT_PERMANENT, EXIT_TEMPFAIL, ExecHandler};
 pub use maintenance::{Pruner, Sweeper};
+pub use minutes::{MinuteCounter, sample_queues};
 pub use runtime::{KindOptions, ReportHook, RunStats, Runtime, RuntimeBuilder};
 pub use spec::{JobSpec, MAX_PAYLOAD_DEPTH, parse_deadline, parse_duration};
 pub use term::log_colours;

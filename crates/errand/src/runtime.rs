@@ -58,6 +58,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cron::CronEnqueuer;
 use crate::maintenance::{Pruner, Sweeper};
+use crate::minutes::MinuteCounter;
 use crate::worker::{
     Execution, FailureSink, Handler, JobContext, WorkOutcome, WorkReport, handler_fn, release,
     settle,
@@ -343,6 +344,11 @@ impl RuntimeBuilder {
     /// report is written only when a claim cycle completed since the last
     /// one or jobs are running, so a worker whose claims fail (and that has
     /// nothing running) falls silent and its age shows.
+    ///
+    /// The same cadence writes the per-minute counts behind the dashboard's
+    /// charts (jobs finished, dead, retries by class, lateness and wait from
+    /// due to start, per queue), and once a minute each queue's depth and
+    /// oldest due age are sampled; `None` writes none of them.
     pub fn report_every(mut self, every: Option<Duration>) -> Self {
         self.settings.report_every = every;
         self
@@ -406,6 +412,7 @@ impl RuntimeBuilder {
                     started_at: errand_core::Timestamp::now(),
                 },
                 metrics: Mutex::new(WorkerMetrics::default()),
+                minutes: MinuteCounter::new(),
                 acks: Arc::new(Acks::default()),
                 in_flight: Mutex::new(HashMap::new()),
                 stats: Mutex::new(RunStats::default()),
@@ -430,6 +437,8 @@ struct Inner {
     me: Me,
     /// What this process has counted, reported every few seconds.
     metrics: Mutex<WorkerMetrics>,
+    /// The charts' per-minute counts, written with the reports.
+    minutes: MinuteCounter,
     /// Acknowledgments waiting to be written.
     acks: Arc<Acks>,
     /// Running jobs: their lease and the token that stops them.
@@ -543,6 +552,9 @@ impl Runtime {
                         .unwrap_or(Duration::from_secs(3600)),
                 );
                 let mut reported_cycles = 0;
+                // Queue depths are sampled once a minute (first at start).
+                let mut sample = tokio::time::interval(Duration::from_secs(60));
+                let mut sampled = std::collections::BTreeSet::new();
                 let mut prune = tokio::time::interval(
                     pruner
                         .as_ref()
@@ -576,6 +588,15 @@ impl Runtime {
                         }
                         _ = report.tick(), if inner.settings.report_every.is_some() => {
                             reported_cycles = inner.report(reported_cycles).await;
+                            if let Err(e) = inner.minutes.flush(inner.settings.store.as_ref()).await {
+                                tracing::warn!(error = %e, "writing the charts' per-minute counts failed; they are kept for the next report");
+                            }
+                        }
+                        _ = sample.tick(), if inner.settings.report_every.is_some() => {
+                            match crate::minutes::sample_queues(inner.settings.store.as_ref(), &sampled).await {
+                                Ok(seen) => sampled = seen,
+                                Err(e) => tracing::warn!(error = %e, "sampling the queues' depth for the charts failed"),
+                            }
                         }
                         _ = stop.changed() => return,
                     }
@@ -610,6 +631,17 @@ impl Runtime {
             while running.join_next().await.is_some() {}
         }
         completer.abort();
+        // What was counted since the last report, so a drained worker's
+        // last jobs show on the charts too.
+        if self.inner.settings.report_every.is_some()
+            && let Err(e) = self
+                .inner
+                .minutes
+                .flush(self.inner.settings.store.as_ref())
+                .await
+        {
+            tracing::warn!(error = %e, "writing the charts' last per-minute counts failed");
+        }
         Ok(lock(&self.inner.stats).clone())
     }
 }
@@ -881,6 +913,9 @@ impl Inner {
     /// Counts a completed claim cycle and the attempts it started.
     fn record_cycle(&self, claimed: &[ClaimedJob]) {
         lock(&self.metrics).record_cycle(claimed);
+        if self.settings.report_every.is_some() {
+            self.minutes.started(claimed);
+        }
     }
 
     /// Counts a success against the job's business deadline, if it has one.
@@ -1145,6 +1180,7 @@ impl Inner {
         // Only the deadline outlives the attempt (no copy of the job and its
         // payload on every run).
         let deadline = claimed.job.deadline;
+        let queue = claimed.job.queue.clone();
         let job = &claimed.job;
         let span = crate::spans::attempt_span(job, lease.attempt);
         let outcome =
@@ -1184,6 +1220,9 @@ impl Inner {
                 }
                 if r.outcome == WorkOutcome::Acknowledged {
                     self.record_success(deadline);
+                }
+                if self.settings.report_every.is_some() {
+                    self.minutes.settled(&queue, r.outcome, class, deadline);
                 }
                 tracing::debug!(job = %lease.id, attempt = lease.attempt, outcome = r.outcome.as_str(), "attempt settled");
                 *lock(&self.stats)
@@ -1319,6 +1358,12 @@ mod tests {
         async fn report_worker(&self, _: &errand_core::WorkerReport) -> Result<()> {
             full()
         }
+        async fn record_minutes(&self, _: &[errand_core::MinuteCount]) -> Result<()> {
+            full()
+        }
+        async fn prune_minutes(&self, _: i64) -> Result<u64> {
+            full()
+        }
     }
 
     #[async_trait]
@@ -1387,6 +1432,12 @@ mod tests {
             full()
         }
         async fn stats(&self, _: &errand_core::StatsRequest) -> Result<errand_core::Stats> {
+            full()
+        }
+        async fn minutes(
+            &self,
+            _: &errand_core::MinuteQuery,
+        ) -> Result<Vec<errand_core::MinuteRow>> {
             full()
         }
     }

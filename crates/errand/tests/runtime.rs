@@ -933,6 +933,12 @@ impl errand::JobStore for Intercepting {
     async fn report_worker(&self, r: &errand::WorkerReport) -> errand::Result<()> {
         self.inner.report_worker(r).await
     }
+    async fn record_minutes(&self, rows: &[errand::MinuteCount]) -> errand::Result<()> {
+        self.inner.record_minutes(rows).await
+    }
+    async fn prune_minutes(&self, before: i64) -> errand::Result<u64> {
+        self.inner.prune_minutes(before).await
+    }
 }
 
 #[async_trait::async_trait]
@@ -1025,6 +1031,9 @@ impl errand::AdminStore for Intercepting {
     }
     async fn stats(&self, r: &errand::StatsRequest) -> errand::Result<errand::Stats> {
         self.inner.stats(r).await
+    }
+    async fn minutes(&self, q: &errand::MinuteQuery) -> errand::Result<Vec<errand::MinuteRow>> {
+        self.inner.minutes(q).await
     }
 }
 

@@ -27,6 +27,7 @@
 mod admin;
 mod batch;
 mod listen;
+mod minutes;
 mod queue;
 mod schedules;
 #[cfg(feature = "sqlx")]
@@ -58,7 +59,7 @@ pub use queue::{Conn, Param, Queries};
 const INSERT_CHUNK: usize = 1_000;
 
 /// The schema version this build expects.
-pub const SCHEMA_VERSION: i64 = 18;
+pub const SCHEMA_VERSION: i64 = 19;
 const MIGRATIONS: &[(&str, &str)] = &[
     ("V1__jobs", include_str!("../migrations/V1__jobs.sql")),
     (
@@ -128,6 +129,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     (
         "V18__enqueue_function_parameters",
         include_str!("../migrations/V18__enqueue_function_parameters.sql"),
+    ),
+    (
+        "V19__chart_minutes",
+        include_str!("../migrations/V19__chart_minutes.sql"),
     ),
 ];
 
@@ -946,6 +951,19 @@ impl JobStore for PgStore {
         let client = self.client().await?;
         queue::take_tokens(&client, &self.queries, self.now(), bucket, limit, want).await
     }
+
+    async fn record_minutes(&self, counts: &[errand_core::MinuteCount]) -> Result<()> {
+        if counts.is_empty() {
+            return Ok(());
+        }
+        let client = self.client().await?;
+        minutes::record(&client, &self.queries, counts).await
+    }
+
+    async fn prune_minutes(&self, before: i64) -> Result<u64> {
+        let client = self.client().await?;
+        minutes::prune(&client, &self.queries, before).await
+    }
 }
 
 #[async_trait]
@@ -1064,6 +1082,14 @@ impl AdminStore for PgStore {
     async fn stats(&self, req: &StatsRequest) -> Result<Stats> {
         let mut client = self.client().await?;
         admin::stats(&mut client, &self.queries, self.now(), req).await
+    }
+
+    async fn minutes(
+        &self,
+        query: &errand_core::MinuteQuery,
+    ) -> Result<Vec<errand_core::MinuteRow>> {
+        let client = self.client().await?;
+        minutes::read(&client, &self.queries, query).await
     }
 }
 

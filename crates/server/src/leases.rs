@@ -180,6 +180,7 @@ pub(crate) async fn lease(State(app): State<App>, headers: HeaderMap, body: Body
         .map(|t| within("wait", &t, Duration::ZERO, MAX_WAIT, "at most 30s"))
         .transpose()?;
     let claimed = claim_waiting(&app, &claim, wait).await?;
+    app.minutes.started(&claimed);
     json(
         StatusCode::OK,
         &Leased {
@@ -271,6 +272,22 @@ fn fenced<T>(lease: &Lease, result: errand::Result<T>) -> Result<T, Problem> {
 struct Settled<'a> {
     outcome: &'static str,
     job: &'a Job,
+}
+
+/// Counts a settlement for the dashboard's charts and, when the interval
+/// has passed, writes the counts in the background (a failed write keeps
+/// them for the next).
+fn count(app: &App, outcome: WorkOutcome, class: Option<ErrorClass>, job: &Job) {
+    app.minutes
+        .settled(&job.queue, outcome, class, job.deadline);
+    if app.minutes.write_due(app.chart_counts_every) {
+        let (minutes, store) = (app.minutes.clone(), app.store.clone());
+        tokio::spawn(async move {
+            if let Err(e) = minutes.flush(store.as_ref()).await {
+                tracing::warn!(error = %e, "writing the charts' per-minute counts failed; they are kept for the next write");
+            }
+        });
+    }
 }
 
 fn settled(outcome: WorkOutcome, job: &Job) -> Answer {
@@ -365,6 +382,7 @@ pub(crate) async fn complete(
         }
     };
     let job = fenced(&lease, done)?;
+    count(&app, WorkOutcome::Acknowledged, None, &job);
     settled(WorkOutcome::Acknowledged, &job)
 }
 
@@ -454,6 +472,7 @@ pub(crate) async fn fail(
         FailResult::Dead => WorkOutcome::Dead,
         FailResult::Retrying(_) => WorkOutcome::RetryScheduled,
     };
+    count(&app, outcome, Some(class), &job);
     settled(outcome, &job)
 }
 

@@ -198,6 +198,11 @@ pub struct ServerConfig {
     /// When a remote worker's failure runs again if the worker names no
     /// time (default: equal jitter, 1 s base, 1 h cap — as `errand work`).
     pub retry: RetryPolicy,
+    /// How often what remote workers settle over the lease API is added to
+    /// the dashboard charts' per-minute counts (default 5 s): the first
+    /// settlement after the interval writes them in the background, and
+    /// shutdown writes the rest.
+    pub chart_counts_every: Duration,
 }
 
 impl Default for ServerConfig {
@@ -211,6 +216,7 @@ impl Default for ServerConfig {
             read_timeout: DEFAULT_READ_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             retry: RetryPolicy::default(),
+            chart_counts_every: Duration::from_secs(5),
         }
     }
 }
@@ -292,7 +298,7 @@ impl ServeError {
 /// (a [`Server`] ends them at shutdown).
 pub fn router(store: Arc<dyn Store>, config: ServerConfig) -> Router {
     let (_never, stopping) = watch::channel(false);
-    full_router(store, config, stopping)
+    full_router(store, config, stopping, Arc::default())
 }
 
 /// The JSON API and the dashboard, which has its own guard (sessions and
@@ -301,9 +307,10 @@ fn full_router(
     store: Arc<dyn Store>,
     config: ServerConfig,
     stopping: watch::Receiver<bool>,
+    minutes: Arc<errand::MinuteCounter>,
 ) -> Router {
     let dashboard = dashboard::router(Arc::clone(&store), &config);
-    routes::router(store, config, stopping).merge(dashboard)
+    routes::router(store, config, stopping, minutes).merge(dashboard)
 }
 
 /// A bound server, not yet serving.
@@ -314,6 +321,8 @@ pub struct Server {
     limits: http::Limits,
     router: Router,
     stop: watch::Sender<bool>,
+    store: Arc<dyn Store>,
+    minutes: Arc<errand::MinuteCounter>,
 }
 
 impl Server {
@@ -329,12 +338,15 @@ impl Server {
             })?;
         let addr = listener.local_addr()?;
         let (stop, stopping) = watch::channel(false);
+        let minutes = Arc::new(errand::MinuteCounter::new());
         Ok(Server {
             listener,
             addr,
             limits: config.limits(),
-            router: full_router(store, config, stopping),
+            router: full_router(Arc::clone(&store), config, stopping, Arc::clone(&minutes)),
             stop,
+            store,
+            minutes,
         })
     }
 
@@ -356,6 +368,8 @@ impl Server {
             limits,
             router,
             stop,
+            store,
+            minutes,
             ..
         } = self;
         let shutdown = async move {
@@ -363,7 +377,11 @@ impl Server {
             // Waiting lease requests answer with no jobs at once.
             let _ = stop.send(true);
         };
-        http::serve(listener, router, limits, shutdown).await
+        let served = http::serve(listener, router, limits, shutdown).await;
+        if let Err(e) = minutes.flush(store.as_ref()).await {
+            tracing::warn!(error = %e, "writing the charts' last per-minute counts failed");
+        }
+        served
     }
 }
 

@@ -57,6 +57,41 @@ pub(crate) async fn stats(
     json(StatusCode::OK, &stats)
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ChartsQuery {
+    queue: Option<String>,
+    window: Option<String>,
+}
+
+/// `GET /v1/charts?queue=Q&window=hour|day`: the per-minute counts behind
+/// the dashboard's charts, added up per slot.
+pub(crate) async fn charts(
+    State(app): State<App>,
+    query: Result<Query<ChartsQuery>, QueryRejection>,
+) -> Answer {
+    let Query(q) = query.map_err(|r| {
+        Problem::malformed_json(format!(
+            "{}; the parameters are queue and window",
+            r.body_text()
+        ))
+    })?;
+    let queue = q
+        .queue
+        .filter(|q| !q.is_empty())
+        .map(|q| Name::parse("queue", q))
+        .transpose()?;
+    let window = match q.window.as_deref() {
+        None | Some("") => errand::ChartWindow::default(),
+        Some(w) => w.parse()?,
+    };
+    let charts = app
+        .admin
+        .charts(queue, window, errand::Timestamp::now())
+        .await?;
+    json(StatusCode::OK, &charts)
+}
+
 fn queue_name(path: Result<Path<String>, PathRejection>) -> Result<Name, Problem> {
     let Path(q) = path.map_err(|r| {
         Problem::invalid(format!(

@@ -37,6 +37,10 @@ pub(crate) struct App {
     pub(crate) max_payload: usize,
     pub(crate) read_timeout: Duration,
     pub(crate) retry: RetryPolicy,
+    /// What the lease API settles, counted for the dashboard's charts.
+    pub(crate) minutes: Arc<errand::MinuteCounter>,
+    /// How often those counts are written.
+    pub(crate) chart_counts_every: Duration,
     /// Becomes `true` when the server shuts down: waiting lease requests
     /// answer at once.
     pub(crate) stopping: watch::Receiver<bool>,

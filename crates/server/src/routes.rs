@@ -100,6 +100,7 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
         endpoint("/v1/workflows/{id}/cancel", Post, workflows::cancel),
         endpoint("/v1/workflows/{id}/replay", Post, workflows::replay),
         endpoint("/v1/stats", Get, operator::stats),
+        endpoint("/v1/charts", Get, operator::charts),
         endpoint("/v1/queues/paused", Get, operator::paused),
         endpoint("/v1/queues/{queue}/pause", Post, operator::pause),
         endpoint("/v1/queues/{queue}/resume", Post, operator::resume),
@@ -125,6 +126,7 @@ pub(crate) fn router(
     store: Arc<dyn Store>,
     config: ServerConfig,
     stopping: watch::Receiver<bool>,
+    minutes: Arc<errand::MinuteCounter>,
 ) -> Router {
     let app = App {
         admin: errand::Admin::new(store.clone()),
@@ -134,6 +136,8 @@ pub(crate) fn router(
         max_payload: config.max_payload,
         read_timeout: config.read_timeout,
         retry: config.retry,
+        minutes,
+        chart_counts_every: config.chart_counts_every,
         stopping,
     };
     let mut routes = Router::new();

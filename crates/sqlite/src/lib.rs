@@ -26,6 +26,7 @@
 
 mod admin;
 mod batch;
+mod minutes;
 mod queue;
 mod schedules;
 mod schema;
@@ -600,6 +601,18 @@ impl JobStore for SqliteStore {
         self.op(move |c, now| queue::take_tokens(c, &bucket, limit, want, now.at))
             .await
     }
+
+    async fn record_minutes(&self, counts: &[errand_core::MinuteCount]) -> Result<()> {
+        if counts.is_empty() {
+            return Ok(());
+        }
+        let counts = counts.to_vec();
+        self.submit(move |c, _| minutes::record(c, &counts)).await
+    }
+
+    async fn prune_minutes(&self, before: i64) -> Result<u64> {
+        self.submit(move |c, _| minutes::prune(c, before)).await
+    }
 }
 
 #[async_trait]
@@ -731,6 +744,14 @@ impl AdminStore for SqliteStore {
             out
         })
         .await
+    }
+
+    async fn minutes(
+        &self,
+        query: &errand_core::MinuteQuery,
+    ) -> Result<Vec<errand_core::MinuteRow>> {
+        let query = query.clone();
+        self.read(move |c| minutes::read(c, &query)).await
     }
 }
 

@@ -21,6 +21,7 @@ pub mod deps;
 pub mod history;
 pub mod hostile;
 pub mod keys;
+pub mod minutes;
 pub mod model;
 pub mod rates;
 pub mod schedules;
@@ -160,6 +161,12 @@ macro_rules! conformance_tests {
             a_stored_schedule_is_added_once_and_replaced_only_when_asked,
             a_stored_schedule_pauses_resumes_and_goes_with_audit,
             a_schedule_change_that_does_not_apply_writes_nothing,
+        );
+        $crate::conformance_tests!(@in minutes $make;
+            minute_counts_add_up_and_gauges_keep_their_peak,
+            old_minutes_are_pruned,
+            an_oversized_minute_count_writes_nothing,
+            concurrent_minute_writers_lose_no_count,
         );
         $crate::conformance_tests!(@in keys $make;
             a_job_keeps_its_concurrency_key,

@@ -56,6 +56,7 @@
 mod actions;
 mod audit;
 mod batches;
+mod charts;
 mod error;
 mod forms;
 mod guard;

@@ -1,26 +1,29 @@
 //! The queues page (counts per state, oldest due age, leases, recent
-//! retries and dead letters, workers) and pausing or resuming a queue
+//! retries and dead letters, workers, and the charts of every queue), a
+//! page per queue with its own charts, and pausing or resuming a queue
 //! behind a confirmation page.
 
 use axum::Router;
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Extension, Path, State};
+use axum::extract::{Extension, Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
-use errand::{Name, QueueAction, QueueStats, StatsRequest};
+use errand::{ChartWindow, Name, QueueAction, QueueStats, StatsRequest, Timestamp};
 use maud::{Markup, html};
 
 use super::Dash;
 use super::actions::audit_fields;
+use super::charts;
 use super::error::PageError;
-use super::forms::{Audit, Form, detail};
+use super::forms::{Audit, Form, detail, segment};
 use super::guard::Visitor;
 use super::view::{self, Ctx, Section};
 
 pub(super) fn routes() -> Router<Dash> {
     Router::new()
         .route("/dashboard/queues", get(overview))
+        .route("/dashboard/queues/{queue}", get(one_queue))
         .route(
             "/dashboard/queues/{queue}/pause",
             get(confirm_pause).post(pause),
@@ -60,12 +63,27 @@ fn count(q: &QueueStats, state: &str, n: u64) -> String {
     }
 }
 
+/// The chart window a page's query asks for (`?window=hour|day`; the
+/// hour when none).
+fn chart_window(query: Option<&str>) -> Result<ChartWindow, PageError> {
+    let form = Form::parse(query.unwrap_or_default().as_bytes());
+    form.only(&["window"])?;
+    match form.one("window")? {
+        None | Some("") => Ok(ChartWindow::default()),
+        Some(w) => w.parse().map_err(|e| PageError::bad_request(detail(e))),
+    }
+}
+
 fn queue_row(q: &QueueStats) -> Markup {
     let c = &q.counts;
     let name = q.queue.as_str();
     html! {
         tr {
-            td { a href={ "/dashboard/jobs?queue=" (name) } { (name) } }
+            td {
+                a href={ "/dashboard/jobs?queue=" (name) } { (name) }
+                " "
+                a.small href={ "/dashboard/queues/" (segment(name)) } title={ "Charts of " (name) } { "charts" }
+            }
             td.num { (count(q, "ready", c.ready)) }
             td.num { (count(q, "ready", c.scheduled)) }
             td.num { a href={ "/dashboard/jobs?queue=" (name) "&state=blocked" } { (count(q, "blocked", c.blocked)) } }
@@ -87,11 +105,27 @@ fn queue_row(q: &QueueStats) -> Markup {
     }
 }
 
+fn queue_table(queues: &[QueueStats]) -> Markup {
+    html! {
+        table.jobs {
+            thead { tr {
+                th { "queue" } th.num { "ready" } th.num { "scheduled" } th.num { "blocked" } th.num { "running" }
+                th.num { "leases live / expired" } th.num { "dead" } th.num { "oldest due" }
+                th { "retries" } th { "dead letters" } th { }
+            } }
+            tbody { @for q in queues { (queue_row(q)) } }
+        }
+    }
+}
+
 async fn overview(
     State(dash): State<Dash>,
     Extension(visitor): Extension<Visitor>,
+    RawQuery(query): RawQuery,
 ) -> Result<Response, PageError> {
+    let window = chart_window(query.as_deref())?;
     let stats = dash.admin.stats(&StatsRequest::default()).await?;
+    let charts = dash.admin.charts(None, window, Timestamp::now()).await?;
     let ctx = Ctx::new(&dash, &visitor);
     let body = html! {
         h1 { "Queues" }
@@ -103,15 +137,11 @@ async fn overview(
         @if stats.queues.is_empty() {
             p.empty { "No queue has ready, running or dead jobs, and none is paused." }
         } @else {
-            table.jobs {
-                thead { tr {
-                    th { "queue" } th.num { "ready" } th.num { "scheduled" } th.num { "blocked" } th.num { "running" }
-                    th.num { "leases live / expired" } th.num { "dead" } th.num { "oldest due" }
-                    th { "retries" } th { "dead letters" } th { }
-                } }
-                tbody { @for q in &stats.queues { (queue_row(q)) } }
-            }
+            (queue_table(&stats.queues))
         }
+        h2 { "Every queue, over time" }
+        (chart_intro("/dashboard/queues", window))
+        (charts::panel(&charts))
         h2 { "Workers" }
         @match stats.since_last_worker_cycle_ms {
             None => p.empty { "No worker has reported (workers report every few seconds while they run)." },
@@ -145,6 +175,61 @@ async fn overview(
         StatusCode::OK,
         Some(&ctx),
         "Queues",
+        Some(Section::Queues),
+        body,
+    ))
+}
+
+fn chart_intro(base: &str, window: ChartWindow) -> Markup {
+    html! {
+        (charts::window_links(base, window))
+        p.note {
+            "From the counts workers write every few seconds (the server too, for jobs settled over the lease API) and each queue's depth sampled once a minute by every running worker. Lease expirations and sweeps are not counted here; the table above shows them."
+        }
+    }
+}
+
+/// One queue: its counts and its charts.
+async fn one_queue(
+    State(dash): State<Dash>,
+    Extension(visitor): Extension<Visitor>,
+    path: Result<Path<String>, PathRejection>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, PageError> {
+    let queue = path_queue(path)?;
+    let window = chart_window(query.as_deref())?;
+    let stats = dash.admin.stats(&StatsRequest::default()).await?;
+    let charts = dash
+        .admin
+        .charts(Some(queue.clone()), window, Timestamp::now())
+        .await?;
+    let ctx = Ctx::new(&dash, &visitor);
+    let row: Vec<QueueStats> = stats
+        .queues
+        .into_iter()
+        .filter(|q| q.queue == queue)
+        .collect();
+    let name = queue.as_str();
+    let body = html! {
+        h1 { "Queue " code { (name) } }
+        p {
+            a href="/dashboard/queues" { "« all queues" } " · "
+            a href={ "/dashboard/jobs?queue=" (name) } { "its jobs" } " · "
+            a href={ "/dashboard/dead?queue=" (name) } { "its dead letters" }
+        }
+        @if row.is_empty() {
+            p.empty { "The queue has no ready, running or dead jobs now, and is not paused." }
+        } @else {
+            (queue_table(&row))
+        }
+        h2 { "Over time" }
+        (chart_intro(&format!("/dashboard/queues/{}", segment(name)), window))
+        (charts::panel(&charts))
+    };
+    Ok(view::page(
+        StatusCode::OK,
+        Some(&ctx),
+        &format!("Queue {name}"),
         Some(Section::Queues),
         body,
     ))

@@ -1530,3 +1530,81 @@ async fn the_audit_log_shows_schedule_entries_and_filters_by_schedule() {
         .await
         .refused(StatusCode::BAD_REQUEST, "schedule name");
 }
+
+#[tokio::test]
+async fn the_queues_pages_draw_charts_from_the_per_minute_counts() {
+    use errand::{ErrorClass, MinuteCount, Series, Timestamp};
+    let mut b = Browser::new();
+    b.insert_on("mail", "m-1", "{}").await;
+    let now = errand::core::minute_of(Timestamp::now());
+    let count = |queue: &str, minute: i64, series: Series, value: u64| MinuteCount {
+        queue: errand::Name::parse("queue", queue).expect("queue"),
+        minute,
+        series,
+        value,
+    };
+    b.store()
+        .record_minutes(&[
+            count("mail", now, Series::Finished, 120),
+            count("mail", now - 1, Series::Finished, 30),
+            count("mail", now, Series::Retry(ErrorClass::Timeout), 4),
+            count("mail", now, Series::Depth, 17),
+            count("sms", now, Series::Finished, 7),
+            count("sms", now - 30, Series::Dead, 2),
+        ])
+        .await
+        .expect("recorded");
+
+    let p = b.get("/dashboard/queues").await;
+    p.html(StatusCode::OK);
+    assert_eq!(p.body.matches("<svg").count(), 7, "{}", p.body);
+    for words in [
+        "Every queue, over time",
+        "Jobs finished, the last hour",
+        "157 in total",
+        "jobs per minute",
+        "time (UTC)",
+        "timeout",
+        r#"href="/dashboard/queues?window=day""#,
+        r#"aria-current="page""#,
+        r#"href="/dashboard/queues/mail""#,
+    ] {
+        assert!(p.body.contains(words), "missing {words}: {}", p.body);
+    }
+
+    let day = b.get("/dashboard/queues?window=day").await;
+    day.html(StatusCode::OK);
+    assert!(day.body.contains("jobs per 15 min"), "{}", day.body);
+    assert!(day.body.contains("157 in total"), "{}", day.body);
+
+    let mail = b.get("/dashboard/queues/mail").await;
+    mail.html(StatusCode::OK);
+    assert_eq!(mail.body.matches("<svg").count(), 7);
+    for words in [
+        "Queue <code>mail</code>",
+        "150 in total",
+        r#"href="/dashboard/queues/mail?window=day""#,
+        r#"href="/dashboard/jobs?queue=mail""#,
+    ] {
+        assert!(mail.body.contains(words), "missing {words}: {}", mail.body);
+    }
+    assert!(!mail.body.contains("157 in total"));
+
+    let idle = b.get("/dashboard/queues/idle").await;
+    idle.html(StatusCode::OK);
+    assert!(
+        idle.body.contains("nothing in this window"),
+        "{}",
+        idle.body
+    );
+
+    b.get("/dashboard/queues?window=week")
+        .await
+        .refused(StatusCode::BAD_REQUEST, "`hour` or `day`");
+    b.get("/dashboard/queues?colour=blue")
+        .await
+        .refused(StatusCode::BAD_REQUEST, "colour");
+    b.get("/dashboard/queues/no%20such")
+        .await
+        .refused(StatusCode::BAD_REQUEST, "not valid");
+}

@@ -791,3 +791,91 @@ async fn lease_answers_match_their_documented_schemas() {
     assert_eq!(super::openapi::keys(&r.body), props("Settled"));
     let _: Timestamp = serde_json::from_value(leased["lease"]["lease_until"].clone()).unwrap();
 }
+
+/// What remote workers settle counts on the charts: a completion as
+/// finished, a retried failure under its class, a permanent one as dead,
+/// each lease's start by its wait; `GET /v1/charts` adds them up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settlements_over_the_lease_api_count_on_the_charts() {
+    let api = Api::with(ServerConfig {
+        chart_counts_every: Duration::ZERO,
+        ..ServerConfig::default()
+    });
+    for (id, queue) in [("c1", "mail"), ("c2", "mail"), ("c3", "sms")] {
+        api.enqueue(json!({"kind": "k", "id": id, "queue": queue}))
+            .await;
+    }
+    let leased = api.lease(json!({"limit": 3})).await;
+    assert_eq!(leased.len(), 3);
+    let token_of = |id: &str| {
+        let l = leased.iter().find(|l| l["job"]["id"] == id).unwrap();
+        token(l).to_owned()
+    };
+    let r = api
+        .settle("c1", "complete", &json!({"token": token_of("c1")}))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let r = api
+        .settle(
+            "c2",
+            "fail",
+            &json!({"token": token_of("c2"), "error": "slow", "class": "timeout"}),
+        )
+        .await;
+    assert_eq!(r.body["outcome"], "retry_scheduled", "{}", r.body);
+    let r = api
+        .settle(
+            "c3",
+            "fail",
+            &json!({"token": token_of("c3"), "error": "gone", "class": "permanent"}),
+        )
+        .await;
+    assert_eq!(r.body["outcome"], "dead", "{}", r.body);
+
+    let total = |v: &Value| -> u64 {
+        v.as_array()
+            .map_or(0, |a| a.iter().filter_map(Value::as_u64).sum())
+    };
+    let mut body = Value::Null;
+    for _ in 0..200 {
+        let r = api.get("/v1/charts?window=hour").await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+        body = r.body;
+        if total(&body["finished"]) == 1
+            && total(&body["dead"]) == 1
+            && total(&body["retries"]["timeout"]) == 1
+            && total(&body["wait"]) == 3
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(total(&body["finished"]), 1, "{body}");
+    assert_eq!(total(&body["dead"]), 1, "{body}");
+    assert_eq!(total(&body["retries"]["timeout"]), 1, "{body}");
+    assert_eq!(total(&body["wait"]), 3, "{body}");
+    assert_eq!(body["window"], "hour");
+    assert_eq!(body["finished"].as_array().map(Vec::len), Some(60));
+
+    let sms = api.get("/v1/charts?queue=sms&window=day").await;
+    assert_eq!(sms.status, StatusCode::OK, "{}", sms.body);
+    assert_eq!(sms.body["queue"], "sms");
+    assert_eq!(sms.body["finished"].as_array().map(Vec::len), Some(96));
+    assert_eq!(total(&sms.body["dead"]), 1);
+    assert_eq!(total(&sms.body["finished"]), 0);
+
+    for bad in ["/v1/charts?window=week", "/v1/charts?queue=%3Cx%3E"] {
+        api.get(bad)
+            .await
+            .problem(StatusCode::BAD_REQUEST, "invalid");
+    }
+    let r = api.get("/v1/charts?colour=blue").await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    assert!(
+        r.body["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("queue and window")),
+        "{}",
+        r.body
+    );
+}

@@ -1,0 +1,174 @@
+#![allow(clippy::unwrap_used)]
+//! The charts' per-minute counts, as a running worker writes them: what
+//! it settles per queue (finished, dead, retries by class, lateness past a
+//! deadline, wait from due to start) and each queue's sampled depth, read
+//! back through `Admin::charts`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use errand::{
+    Admin, ChartWindow, JobId, NewJob, Outcome, Payload, Runtime, SqliteOptions, SqliteStore,
+    Store, Timestamp,
+};
+
+fn store() -> (tempfile::TempDir, Arc<dyn Store>) {
+    let dir = tempfile::tempdir().unwrap();
+    let options = SqliteOptions {
+        create: true,
+        migrate: true,
+        ..Default::default()
+    };
+    let store = SqliteStore::open(dir.path().join("charts.db"), options).unwrap();
+    (dir, Arc::new(store))
+}
+
+fn job(id: &str, outcome: &str, queue: &str) -> NewJob {
+    NewJob::new(
+        "t",
+        Payload::from_json_text(format!("{{\"do\":\"{outcome}\"}}")).unwrap(),
+    )
+    .unwrap()
+    .with_id(JobId::new(id).unwrap())
+    .on_queue(queue)
+    .unwrap()
+}
+
+fn total(v: &[u64]) -> u64 {
+    v.iter().sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_counts_what_it_settles_per_queue_and_minute() {
+    let (_d, store) = store();
+    let runtime = Runtime::builder(store.clone())
+        .handler("t", |p: serde_json::Value, _ctx| async move {
+            let far = Timestamp::now().plus(Duration::from_secs(3600));
+            match p["do"].as_str() {
+                Some("ok") => Outcome::Success,
+                Some("retry") => Outcome::RetryAt {
+                    error: "provider busy".into(),
+                    at: far,
+                },
+                Some("slow") => Outcome::TimedOut {
+                    error: "provider did not answer".into(),
+                },
+                _ => Outcome::permanent("no such receipt"),
+            }
+        })
+        .unwrap()
+        .all_queues(4)
+        .unwrap()
+        .poll(Duration::from_millis(20))
+        .report_every(Some(Duration::from_millis(50)))
+        .build()
+        .unwrap();
+    let hour_ago = Timestamp::now().minus(Duration::from_secs(3600));
+    let mut jobs = Vec::new();
+    for i in 0..4 {
+        jobs.push(job(&format!("ok-{i}"), "ok", "mail"));
+    }
+    jobs.push(job("late-1", "ok", "mail").with_deadline(hour_ago));
+    jobs.push(job("sms-ok", "ok", "sms"));
+    for i in 0..3 {
+        jobs.push(job(&format!("retry-{i}"), "retry", "mail"));
+    }
+    jobs.push(job("slow-1", "slow", "mail"));
+    jobs.push(job("dead-1", "gone", "mail"));
+    jobs.push(job("dead-2", "gone", "sms"));
+    store.insert_many(jobs).await.unwrap();
+
+    let admin = Admin::new(store.clone());
+    let a = admin.clone();
+    runtime
+        .run_until(async move {
+            for _ in 0..800 {
+                let c = a
+                    .charts(None, ChartWindow::Hour, Timestamp::now())
+                    .await
+                    .unwrap();
+                let retries: u64 = c.retries.values().map(|v| total(v)).sum();
+                if total(&c.finished) == 6 && total(&c.dead) == 2 && retries == 4 {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            panic!("the worker's counts never reached the store");
+        })
+        .await
+        .unwrap();
+
+    let now = Timestamp::now();
+    let all = admin.charts(None, ChartWindow::Hour, now).await.unwrap();
+    assert_eq!(all.slots(), 60);
+    assert_eq!(total(&all.finished), 6);
+    assert_eq!(total(&all.dead), 2);
+    assert_eq!(total(&all.retries["retryable"]), 3);
+    assert_eq!(total(&all.retries["timeout"]), 1);
+    assert_eq!(all.retries.len(), 2, "{:?}", all.retries);
+    // Twelve attempts started, each counted by its wait.
+    assert_eq!(total(&all.wait), 12);
+    // The one job with a deadline was an hour late: the bucket above five
+    // minutes.
+    assert_eq!(total(&all.lateness), 1);
+    assert_eq!(all.lateness[errand::HISTOGRAM_BUCKETS - 1], 1);
+    // The runtime sampled the queues' depth when it started.
+    assert!(all.depth.iter().any(Option::is_some), "{:?}", all.depth);
+    assert!(all.oldest_due_ms.iter().any(Option::is_some));
+
+    let sms = admin
+        .charts(
+            Some(errand::Name::parse("queue", "sms").unwrap()),
+            ChartWindow::Hour,
+            now,
+        )
+        .await
+        .unwrap();
+    assert_eq!(total(&sms.finished), 1);
+    assert_eq!(total(&sms.dead), 1);
+    assert!(sms.retries.is_empty());
+
+    // The day's chart holds the same counts in 96 slots of 15 minutes.
+    let day = admin.charts(None, ChartWindow::Day, now).await.unwrap();
+    assert_eq!(day.slots(), 96);
+    assert_eq!(total(&day.finished), 6);
+}
+
+/// A worker told never to report writes no per-minute counts either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_never_reports_writes_no_counts() {
+    let (_d, store) = store();
+    let runtime = Runtime::builder(store.clone())
+        .handler(
+            "t",
+            |_: serde_json::Value, _ctx| async move { Outcome::Success },
+        )
+        .unwrap()
+        .all_queues(2)
+        .unwrap()
+        .poll(Duration::from_millis(20))
+        .report_every(None)
+        .build()
+        .unwrap();
+    store.insert(job("ok-1", "ok", "mail")).await.unwrap();
+    let s = store.clone();
+    runtime
+        .run_until(async move {
+            for _ in 0..400 {
+                let j = s.get(&JobId::new("ok-1").unwrap()).await.unwrap();
+                if j.state == errand::JobState::Done {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            panic!("the job never ran");
+        })
+        .await
+        .unwrap();
+    let c = Admin::new(store)
+        .charts(None, ChartWindow::Hour, Timestamp::now())
+        .await
+        .unwrap();
+    assert_eq!(total(&c.finished), 0);
+    assert!(c.depth.iter().all(Option::is_none));
+}
