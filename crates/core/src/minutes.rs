@@ -130,7 +130,8 @@ pub struct MinuteCount {
     pub value: u64,
 }
 
-/// What to read: the minutes `from..until` of one queue or of all.
+/// What to read: the minutes `from..until` of one queue or of all, added
+/// up in slots of `slot` minutes starting at `from`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MinuteQuery {
     /// One queue, or every queue added together.
@@ -139,19 +140,26 @@ pub struct MinuteQuery {
     pub from: i64,
     /// The end (exclusive).
     pub until: i64,
+    /// The minutes of each slot (at least 1).
+    pub slot: i64,
 }
 
-/// One stored minute of one series, over the queues asked for.
+/// One slot of one series, over the queues asked for. Sums saturate at
+/// the largest value a store keeps (`i64::MAX`) instead of failing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MinuteRow {
-    /// The minute since the Unix epoch.
+    /// The slot's first minute since the Unix epoch
+    /// (`from + k * slot`).
     pub minute: i64,
     /// The series as stored (a name this version does not know is skipped
     /// by [`Charts::from_minutes`], not refused).
     pub series: String,
-    /// The sum of the queues' values.
+    /// The sum of every value of the slot (every queue, every minute).
     pub sum: u64,
-    /// The largest of the queues' values.
+    /// The largest of the slot's per-minute totals (each minute's values
+    /// added over the queues).
+    pub peak_sum: u64,
+    /// The largest single value of the slot (one queue, one minute).
     pub max: u64,
 }
 
@@ -249,7 +257,12 @@ impl Charts {
     /// `now` need.
     pub fn query(queue: Option<Name>, window: ChartWindow, now: Timestamp) -> MinuteQuery {
         let (from, until) = Charts::span(window, now);
-        MinuteQuery { queue, from, until }
+        MinuteQuery {
+            queue,
+            from,
+            until,
+            slot: window.slot_minutes(),
+        }
     }
 
     /// The first minute and the end (exclusive) of the window ending in the
@@ -260,7 +273,9 @@ impl Charts {
         (until - window.minutes(), until)
     }
 
-    /// Adds the stored minutes of a window up into its slots.
+    /// Puts the slots a store read for [`Charts::query`] into charts (rows
+    /// of single minutes, as a store answers for a one-minute slot, add up
+    /// the same way).
     pub fn from_minutes(
         queue: Option<Name>,
         window: ChartWindow,
@@ -310,7 +325,7 @@ impl Charts {
                 Series::Wait(b) => c.wait.get_mut(usize::from(b)).map(add),
                 // Queues' depths at one minute add up; a slot keeps the
                 // peak of those totals.
-                Series::Depth => c.depth.get_mut(i).map(|v| peak(v, row.sum)),
+                Series::Depth => c.depth.get_mut(i).map(|v| peak(v, row.peak_sum)),
                 // The oldest job of several queues is the oldest of theirs.
                 Series::OldestDueMs => c.oldest_due_ms.get_mut(i).map(|v| peak(v, row.max)),
             };
@@ -499,6 +514,7 @@ mod tests {
             minute,
             series: series.into(),
             sum,
+            peak_sum: sum,
             max,
         }
     }
@@ -548,7 +564,7 @@ mod tests {
     fn an_hour_has_a_slot_per_minute_ending_with_the_current_one() {
         let now = Timestamp::from_millis(500 * 60_000 + 59_999);
         let q = Charts::query(Some(q("a")), ChartWindow::Hour, now);
-        assert_eq!((q.from, q.until), (441, 501));
+        assert_eq!((q.from, q.until, q.slot), (441, 501, 1));
         let c = Charts::from_minutes(None, ChartWindow::Hour, now, &[row(500, "finished", 1, 1)]);
         assert_eq!(c.slots(), 60);
         assert_eq!(c.finished[59], 1);

@@ -17,7 +17,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use errand_core::{
-    ClaimedJob, ErrorClass, MINUTES_KEPT, Name, Result, Series, StatsRequest, Store, Tally,
+    ClaimedJob, Error, ErrorClass, MINUTES_KEPT, Name, Result, Series, StatsRequest, Store, Tally,
     Timestamp, minute_of,
 };
 
@@ -111,8 +111,11 @@ impl MinuteCounter {
         true
     }
 
-    /// Adds what was counted to the store; on failure the counts are kept
-    /// for the next write.
+    /// Adds what was counted to the store. When the write fails for a
+    /// reason that may pass (the store unreachable, busy, its disk full),
+    /// the counts are kept for the next write, except those of minutes the
+    /// store no longer keeps; counts the store refuses are dropped, so one
+    /// bad row cannot block every later write.
     pub async fn flush(&self, store: &dyn Store) -> Result<()> {
         let rows = self.tally().take();
         if rows.is_empty() {
@@ -120,8 +123,11 @@ impl MinuteCounter {
         }
         match store.record_minutes(&rows).await {
             Ok(()) => Ok(()),
+            Err(e @ Error::Invalid(_)) => Err(e),
             Err(e) => {
-                self.tally().restore(rows);
+                let oldest = minute_of(Timestamp::now()) - MINUTES_KEPT;
+                self.tally()
+                    .restore(rows.into_iter().filter(|r| r.minute >= oldest).collect());
                 Err(e)
             }
         }
@@ -129,11 +135,27 @@ impl MinuteCounter {
 }
 
 /// Samples every queue's depth (ready and due) and oldest due age into the
-/// current minute, and prunes minutes older than [`MINUTES_KEPT`]. A queue
-/// sampled last time and gone from the statistics now (nothing ready,
-/// running or dead) is sampled as empty, so its chart falls to zero
-/// instead of stopping. Returns the queues sampled, for the next call.
+/// current minute, and prunes minutes older than [`MINUTES_KEPT`] — unless
+/// another process (a worker, a server) already sampled this minute: then
+/// it does nothing, so that many processes cost one statistics read a
+/// minute between them, not one each. A queue this call sampled last time
+/// and gone from the statistics now (nothing ready, running or dead) is
+/// sampled as empty, so its chart falls to zero instead of stopping.
+/// Returns the queues sampled, for the next call.
 pub async fn sample_queues(store: &dyn Store, last: &BTreeSet<Name>) -> Result<BTreeSet<Name>> {
+    let minute = minute_of(Timestamp::now());
+    let this_minute = store
+        .minutes(&errand_core::MinuteQuery {
+            queue: None,
+            from: minute,
+            until: minute + 1,
+            slot: 1,
+        })
+        .await?;
+    let depth = Series::Depth.to_string();
+    if this_minute.iter().any(|r| r.series == depth) {
+        return Ok(last.clone());
+    }
     let stats = store
         .stats(&StatsRequest {
             window: Duration::from_secs(60),

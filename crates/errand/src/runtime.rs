@@ -1180,7 +1180,10 @@ impl Inner {
         // Only the deadline outlives the attempt (no copy of the job and its
         // payload on every run).
         let deadline = claimed.job.deadline;
-        let queue = claimed.job.queue.clone();
+        let queue = self
+            .settings
+            .report_every
+            .map(|_| claimed.job.queue.clone());
         let job = &claimed.job;
         let span = crate::spans::attempt_span(job, lease.attempt);
         let outcome =
@@ -1221,8 +1224,8 @@ impl Inner {
                 if r.outcome == WorkOutcome::Acknowledged {
                     self.record_success(deadline);
                 }
-                if self.settings.report_every.is_some() {
-                    self.minutes.settled(&queue, r.outcome, class, deadline);
+                if let Some(queue) = &queue {
+                    self.minutes.settled(queue, r.outcome, class, deadline);
                 }
                 tracing::debug!(job = %lease.id, attempt = lease.attempt, outcome = r.outcome.as_str(), "attempt settled");
                 *lock(&self.stats)

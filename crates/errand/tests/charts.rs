@@ -53,6 +53,7 @@ async fn a_worker_counts_what_it_settles_per_queue_and_minute() {
                 Some("slow") => Outcome::TimedOut {
                     error: "provider did not answer".into(),
                 },
+                Some("out") => Outcome::success_with(&serde_json::json!({"receipt": 7})),
                 _ => Outcome::permanent("no such receipt"),
             }
         })
@@ -61,6 +62,14 @@ async fn a_worker_counts_what_it_settles_per_queue_and_minute() {
         .unwrap()
         .poll(Duration::from_millis(20))
         .report_every(Some(Duration::from_millis(50)))
+        // Retries wait an hour: no attempt runs twice in this test.
+        .retry(
+            errand::RetryPolicy::EqualJitter {
+                base: Duration::from_secs(3600),
+                max: Duration::from_secs(7200),
+            },
+            std::sync::Arc::new(|| 0.5),
+        )
         .build()
         .unwrap();
     let hour_ago = Timestamp::now().minus(Duration::from_secs(3600));
@@ -70,6 +79,14 @@ async fn a_worker_counts_what_it_settles_per_queue_and_minute() {
     }
     jobs.push(job("late-1", "ok", "mail").with_deadline(hour_ago));
     jobs.push(job("sms-ok", "ok", "sms"));
+    // A success with an output is finished too.
+    jobs.push(job("out-1", "out", "mail"));
+    // A retryable failure on the last attempt of its budget ends it dead.
+    jobs.push(
+        job("last-try", "retry", "mail")
+            .with_max_attempts(1)
+            .unwrap(),
+    );
     for i in 0..3 {
         jobs.push(job(&format!("retry-{i}"), "retry", "mail"));
     }
@@ -88,7 +105,7 @@ async fn a_worker_counts_what_it_settles_per_queue_and_minute() {
                     .await
                     .unwrap();
                 let retries: u64 = c.retries.values().map(|v| total(v)).sum();
-                if total(&c.finished) == 6 && total(&c.dead) == 2 && retries == 4 {
+                if total(&c.finished) == 7 && total(&c.dead) == 3 && retries == 4 {
                     return;
                 }
                 tokio::time::sleep(Duration::from_millis(25)).await;
@@ -101,13 +118,13 @@ async fn a_worker_counts_what_it_settles_per_queue_and_minute() {
     let now = Timestamp::now();
     let all = admin.charts(None, ChartWindow::Hour, now).await.unwrap();
     assert_eq!(all.slots(), 60);
-    assert_eq!(total(&all.finished), 6);
-    assert_eq!(total(&all.dead), 2);
+    assert_eq!(total(&all.finished), 7);
+    assert_eq!(total(&all.dead), 3);
     assert_eq!(total(&all.retries["retryable"]), 3);
     assert_eq!(total(&all.retries["timeout"]), 1);
     assert_eq!(all.retries.len(), 2, "{:?}", all.retries);
-    // Twelve attempts started, each counted by its wait.
-    assert_eq!(total(&all.wait), 12);
+    // Fourteen attempts started, each counted by its wait.
+    assert_eq!(total(&all.wait), 14);
     // The one job with a deadline was an hour late: the bucket above five
     // minutes.
     assert_eq!(total(&all.lateness), 1);
@@ -131,7 +148,7 @@ async fn a_worker_counts_what_it_settles_per_queue_and_minute() {
     // The day's chart holds the same counts in 96 slots of 15 minutes.
     let day = admin.charts(None, ChartWindow::Day, now).await.unwrap();
     assert_eq!(day.slots(), 96);
-    assert_eq!(total(&day.finished), 6);
+    assert_eq!(total(&day.finished), 7);
 }
 
 /// A worker told never to report writes no per-minute counts either.

@@ -13,5 +13,7 @@ CREATE TABLE __SCHEMA__.errand_minutes (
     PRIMARY KEY (queue, minute, series)
 );
 
--- Every queue's minutes of a window, and pruning.
-CREATE INDEX errand_minutes_by_minute ON __SCHEMA__.errand_minutes (minute);
+-- Every queue's minutes of a window (covering, for index-only scans), and
+-- pruning. One queue's minutes are a range of the primary key.
+CREATE INDEX errand_minutes_by_minute ON __SCHEMA__.errand_minutes (minute, series)
+    INCLUDE (value);

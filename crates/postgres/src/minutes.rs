@@ -1,6 +1,6 @@
 //! The per-minute counts behind the dashboard's charts.
 
-use errand_core::{Error, MinuteCount, MinuteQuery, MinuteRow, Name, Result, check_minutes};
+use errand_core::{Error, MinuteCount, MinuteQuery, MinuteRow, Result, check_minutes};
 
 use crate::map_err;
 use crate::queue::{Conn, Queries, query};
@@ -35,9 +35,12 @@ pub(crate) async fn record<C: Conn>(client: &C, q: &Queries, rows: &[MinuteCount
                   AS t(queue, minute, series, value, gauge)),
          counters AS (
              INSERT INTO {s}.errand_minutes AS m (queue, minute, series, value)
-             SELECT queue, minute, series, sum(value) FROM input WHERE NOT gauge
+             SELECT queue, minute, series, least(sum(value), 9223372036854775807)::bigint
+             FROM input WHERE NOT gauge
              GROUP BY queue, minute, series ORDER BY queue, minute, series
-             ON CONFLICT (queue, minute, series) DO UPDATE SET value = m.value + excluded.value)
+             ON CONFLICT (queue, minute, series) DO UPDATE SET value =
+                 CASE WHEN m.value > 9223372036854775807 - excluded.value THEN 9223372036854775807
+                      ELSE m.value + excluded.value END)
          INSERT INTO {s}.errand_minutes AS m (queue, minute, series, value)
          SELECT queue, minute, series, max(value) FROM input WHERE gauge
          GROUP BY queue, minute, series ORDER BY queue, minute, series
@@ -67,31 +70,54 @@ pub(crate) async fn prune<C: Conn>(client: &C, q: &Queries, before: i64) -> Resu
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
-/// The minutes of a window, added over the queue or every queue.
+/// The slots of a window, added over the queue or every queue: each
+/// minute's values added over the queues, then each slot's minutes. Sums
+/// are `numeric` in PostgreSQL and clamped to `bigint` here. One queue is
+/// read by its primary key, every queue by the minute index (two
+/// statements, so that neither plan has to serve both).
 pub(crate) async fn read<C: Conn>(
     client: &C,
     q: &Queries,
     m: &MinuteQuery,
 ) -> Result<Vec<MinuteRow>> {
-    let sql = format!(
-        "SELECT minute, series::text AS series, sum(value)::bigint AS sum, max(value) AS max
-         FROM {}.errand_minutes
-         WHERE minute >= $1 AND minute < $2 AND ($3::text IS NULL OR queue = $3::text)
-         GROUP BY minute, series ORDER BY minute, series",
-        q.schema
-    );
-    let queue = m.queue.as_ref().map(Name::as_str);
-    query(client, &sql, &[&m.from, &m.until, &queue])
-        .await?
-        .iter()
+    if m.slot < 1 {
+        return Err(Error::invalid("a chart slot must be at least one minute"));
+    }
+    let clamp = |e: &str| format!("least({e}, 9223372036854775807)::bigint");
+    let body = |filter: &str| {
+        format!(
+            "SELECT $1::bigint + ((minute - $1::bigint) / $3::bigint) * $3::bigint AS slot,
+                    series, {sum}, {peak_sum}, max(minute_max) AS max
+             FROM (SELECT minute, series::text AS series, sum(value) AS minute_sum,
+                          max(value) AS minute_max
+                   FROM {schema}.errand_minutes
+                   WHERE {filter} minute >= $1::bigint AND minute < $2::bigint
+                   GROUP BY minute, series) per_minute
+             GROUP BY slot, series ORDER BY slot, series",
+            sum = clamp("sum(minute_sum)") + " AS sum",
+            peak_sum = clamp("max(minute_sum)") + " AS peak_sum",
+            schema = q.schema,
+        )
+    };
+    let rows = match &m.queue {
+        Some(queue) => {
+            let sql = body("queue = $4::text AND");
+            query(client, &sql, &[&m.from, &m.until, &m.slot, &queue.as_str()]).await?
+        }
+        None => query(client, &body(""), &[&m.from, &m.until, &m.slot]).await?,
+    };
+    rows.iter()
         .map(|r| {
-            let sum: i64 = r.try_get("sum").map_err(map_err)?;
-            let max: i64 = r.try_get("max").map_err(map_err)?;
+            let get = |name: &str| -> Result<u64> {
+                let v: i64 = r.try_get(name).map_err(map_err)?;
+                Ok(u64::try_from(v).unwrap_or(0))
+            };
             Ok(MinuteRow {
-                minute: r.try_get("minute").map_err(map_err)?,
+                minute: r.try_get("slot").map_err(map_err)?,
                 series: r.try_get("series").map_err(map_err)?,
-                sum: u64::try_from(sum).unwrap_or(0),
-                max: u64::try_from(max).unwrap_or(0),
+                sum: get("sum")?,
+                peak_sum: get("peak_sum")?,
+                max: get("max")?,
             })
         })
         .collect()

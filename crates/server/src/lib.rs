@@ -199,9 +199,10 @@ pub struct ServerConfig {
     /// time (default: equal jitter, 1 s base, 1 h cap — as `errand work`).
     pub retry: RetryPolicy,
     /// How often what remote workers settle over the lease API is added to
-    /// the dashboard charts' per-minute counts (default 5 s): the first
-    /// settlement after the interval writes them in the background, and
-    /// shutdown writes the rest.
+    /// the dashboard charts' per-minute counts (default 5 s). A running
+    /// [`Server`] writes them on this timer and at shutdown (and samples
+    /// the queues' depth once a minute); a bare [`router`] writes them when
+    /// a settlement finds the interval passed.
     pub chart_counts_every: Duration,
 }
 
@@ -323,6 +324,7 @@ pub struct Server {
     stop: watch::Sender<bool>,
     store: Arc<dyn Store>,
     minutes: Arc<errand::MinuteCounter>,
+    chart_counts_every: Duration,
 }
 
 impl Server {
@@ -339,6 +341,7 @@ impl Server {
         let addr = listener.local_addr()?;
         let (stop, stopping) = watch::channel(false);
         let minutes = Arc::new(errand::MinuteCounter::new());
+        let chart_counts_every = config.chart_counts_every;
         Ok(Server {
             listener,
             addr,
@@ -347,6 +350,7 @@ impl Server {
             stop,
             store,
             minutes,
+            chart_counts_every,
         })
     }
 
@@ -370,6 +374,7 @@ impl Server {
             stop,
             store,
             minutes,
+            chart_counts_every,
             ..
         } = self;
         let shutdown = async move {
@@ -377,11 +382,41 @@ impl Server {
             // Waiting lease requests answer with no jobs at once.
             let _ = stop.send(true);
         };
+        let upkeep = tokio::spawn(chart_upkeep(
+            Arc::clone(&store),
+            Arc::clone(&minutes),
+            chart_counts_every,
+        ));
         let served = http::serve(listener, router, limits, shutdown).await;
+        upkeep.abort();
         if let Err(e) = minutes.flush(store.as_ref()).await {
             tracing::warn!(error = %e, "writing the charts' last per-minute counts failed");
         }
         served
+    }
+}
+
+/// While a [`Server`] runs: writes what the lease API counted every
+/// `every` (at least every 100 ms), and once a minute samples the queues'
+/// depth for the charts and prunes their old minutes (skipped when a worker
+/// or another server sampled the minute already), so a deployment whose
+/// only workers are remote ones has whole charts too.
+async fn chart_upkeep(store: Arc<dyn Store>, minutes: Arc<errand::MinuteCounter>, every: Duration) {
+    let mut flush = tokio::time::interval(every.max(Duration::from_millis(100)));
+    let mut sample = tokio::time::interval(Duration::from_secs(60));
+    let mut sampled = std::collections::BTreeSet::new();
+    loop {
+        tokio::select! {
+            _ = flush.tick() => {
+                if let Err(e) = minutes.flush(store.as_ref()).await {
+                    tracing::warn!(error = %e, "writing the charts' per-minute counts failed");
+                }
+            }
+            _ = sample.tick() => match errand::sample_queues(store.as_ref(), &sampled).await {
+                Ok(seen) => sampled = seen,
+                Err(e) => tracing::warn!(error = %e, "sampling the queues' depth for the charts failed"),
+            },
+        }
     }
 }
 

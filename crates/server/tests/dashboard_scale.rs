@@ -20,6 +20,12 @@
 //! `running`; the remaining 25% stay `ready`. One job in a hundred carries
 //! the tag `vip`, every job one of 50 tags `t0`…`t49`, and the first 1,000
 //! jobs are the steps of the workflow `wf-scale`.
+//!
+//! The charts' per-minute counts are filled as a busy deployment keeps
+//! them: every minute of the two days kept, on each of the four queues,
+//! with twenty series each (finished, dead, three retry classes, six
+//! lateness and seven wait buckets, depth and oldest due age) — 230,400
+//! rows.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -209,6 +215,54 @@ async fn fill(store: &Arc<dyn Store>, total: usize) -> Marks {
     marks
 }
 
+/// Two days of every series on every queue, written as workers would
+/// (in calls of a few thousand rows).
+async fn fill_minutes(store: &Arc<dyn Store>) {
+    use errand::{MINUTES_KEPT, MinuteCount, Series};
+    let started = Instant::now();
+    let now = errand::core::minute_of(errand::Timestamp::now());
+    let mut series = vec![
+        Series::Finished,
+        Series::Dead,
+        Series::Retry(ErrorClass::Retryable),
+        Series::Retry(ErrorClass::Timeout),
+        Series::Retry(ErrorClass::LeaseExpired),
+        Series::Depth,
+        Series::OldestDueMs,
+    ];
+    series.extend((0..6).map(Series::Late));
+    series.extend((0..7).map(Series::Wait));
+    let mut rows = Vec::new();
+    let mut written = 0;
+    for minute in (now - MINUTES_KEPT + 1)..=now {
+        for queue in QUEUES {
+            let queue = errand::Name::parse("queue", queue).unwrap();
+            for (i, s) in series.iter().enumerate() {
+                let value = u64::try_from((minute % 97) * 13 + i64::try_from(i).unwrap()).unwrap();
+                rows.push(MinuteCount {
+                    queue: queue.clone(),
+                    minute,
+                    series: *s,
+                    value,
+                });
+            }
+        }
+        if rows.len() >= 8_000 {
+            written += rows.len();
+            store
+                .record_minutes(&std::mem::take(&mut rows))
+                .await
+                .unwrap();
+        }
+    }
+    written += rows.len();
+    store.record_minutes(&rows).await.unwrap();
+    eprintln!(
+        "  {written} per-minute rows written in {:.1?}",
+        started.elapsed()
+    );
+}
+
 async fn time_page(app: &Router, uri: &str) -> (Duration, Duration, usize) {
     let mut times = Vec::with_capacity(ROUNDS);
     let mut size = 0;
@@ -301,8 +355,32 @@ async fn measure(backend: &str, store: &Arc<dyn Store>, total: usize, marks: &Ma
             "/dashboard/workflows/wf-scale".to_owned(),
         ),
         (
-            "queues (per-queue counts, capped)",
+            "queues (per-queue counts, capped; every queue's charts, last hour)",
             "/dashboard/queues".to_owned(),
+        ),
+        (
+            "queues, every queue's charts over the last day",
+            "/dashboard/queues?window=day".to_owned(),
+        ),
+        (
+            "one queue's counts and charts, last hour",
+            "/dashboard/queues/billing".to_owned(),
+        ),
+        (
+            "one queue's counts and charts, last day",
+            "/dashboard/queues/billing?window=day".to_owned(),
+        ),
+        (
+            "chart data alone (GET /v1/charts), every queue, last hour",
+            "/v1/charts".to_owned(),
+        ),
+        (
+            "chart data alone, every queue, last day",
+            "/v1/charts?window=day".to_owned(),
+        ),
+        (
+            "chart data alone, one queue, last day",
+            "/v1/charts?queue=billing&window=day".to_owned(),
         ),
         ("audit log, first page", "/dashboard/audit".to_owned()),
         (
@@ -341,6 +419,7 @@ async fn dashboard_pages_over_a_million_jobs() {
     let sqlite: Arc<dyn Store> = Arc::new(sqlite);
     eprintln!("SQLite: filling {total} jobs");
     let marks = fill(&sqlite, total).await;
+    fill_minutes(&sqlite).await;
     measure("SQLite", &sqlite, total, &marks).await;
 
     let Some(url) = errand_testsupport::postgres_url("the PostgreSQL half") else {
@@ -367,12 +446,14 @@ async fn dashboard_pages_over_a_million_jobs() {
     let pg: Arc<dyn Store> = Arc::new(pg);
     eprintln!("PostgreSQL: filling {total} jobs");
     let marks = fill(&pg, total).await;
+    fill_minutes(&pg).await;
     // Right after the fill the planner's statistics may still describe a
     // small table, and the index holds the entries of every row version
     // the fill left behind: measured as filled, then after VACUUM ANALYZE
     // (what autovacuum does soon after such a burst), the steady state.
     measure("PostgreSQL, right after the fill", &pg, total, &marks).await;
     psql(format!("VACUUM ANALYZE {schema}.errand_jobs"));
+    psql(format!("VACUUM ANALYZE {schema}.errand_minutes"));
     measure("PostgreSQL, after VACUUM ANALYZE", &pg, total, &marks).await;
     psql(format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
 }

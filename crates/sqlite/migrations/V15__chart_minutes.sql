@@ -15,5 +15,6 @@ CREATE TABLE errand_minutes (
     PRIMARY KEY (queue, minute, series)
 ) WITHOUT ROWID;
 
--- Every queue's minutes of a window, and pruning.
-CREATE INDEX errand_minutes_by_minute ON errand_minutes (minute);
+-- Every queue's minutes of a window (covering: the read needs nothing
+-- else), and pruning. One queue's minutes are a range of the primary key.
+CREATE INDEX errand_minutes_by_minute ON errand_minutes (minute, series, value);

@@ -164,6 +164,8 @@ macro_rules! conformance_tests {
         );
         $crate::conformance_tests!(@in minutes $make;
             minute_counts_add_up_and_gauges_keep_their_peak,
+            minutes_add_up_into_slots,
+            a_counter_saturates_instead_of_overflowing,
             old_minutes_are_pruned,
             an_oversized_minute_count_writes_nothing,
             concurrent_minute_writers_lose_no_count,

@@ -18,17 +18,29 @@ fn count(queue: &str, minute: i64, series: Series, value: u64) -> MinuteCount {
     }
 }
 
-async fn read(store: &dyn Store, queue: Option<&str>, from: i64, until: i64) -> Vec<MinuteRow> {
+async fn read_slots(
+    store: &dyn Store,
+    queue: Option<&str>,
+    from: i64,
+    until: i64,
+    slot: i64,
+) -> Vec<MinuteRow> {
     store
         .minutes(&MinuteQuery {
             queue: queue.map(|q| Name::parse("queue", q).unwrap()),
             from,
             until,
+            slot,
         })
         .await
         .unwrap()
 }
 
+async fn read(store: &dyn Store, queue: Option<&str>, from: i64, until: i64) -> Vec<MinuteRow> {
+    read_slots(store, queue, from, until, 1).await
+}
+
+/// A minute's (or slot's) sum and largest value.
 fn find(rows: &[MinuteRow], minute: i64, series: Series) -> Option<(u64, u64)> {
     let name = series.to_string();
     rows.iter()
@@ -100,22 +112,117 @@ pub async fn minute_counts_add_up_and_gauges_keep_their_peak(
 
     // The library reads them into a chart: the hour ending with minute m+1.
     let now = Timestamp::from_millis((m + 1) * 60_000 + 1_000);
+    let query = Charts::query(None, ChartWindow::Hour, now);
     let charts = Charts::from_minutes(
         None,
         ChartWindow::Hour,
         now,
-        &read(
-            store.as_ref(),
-            None,
-            Charts::query(None, ChartWindow::Hour, now).from,
-            m + 2,
-        )
-        .await,
+        &store.minutes(&query).await.unwrap(),
     );
     assert_eq!(charts.finished[58], 9);
     assert_eq!(charts.depth[58], Some(51));
     assert_eq!(charts.oldest_due_ms[58], Some(12_000));
     assert_eq!(charts.lateness[3], 5);
+}
+
+/// A read in slots adds each slot's minutes: counters summed over queues
+/// and minutes, the peak of the per-minute totals over queues (a depth of
+/// every queue), and the largest single value (the oldest job of any
+/// queue). Slots start at `from`.
+pub async fn minutes_add_up_into_slots(store: Arc<dyn Store>, _clock: ManualClock) {
+    let from = 29_000_010;
+    let mut rows = Vec::new();
+    for k in 0..45 {
+        rows.push(count("mail", from + k, Series::Finished, 1));
+        rows.push(count("sms", from + k, Series::Finished, 2));
+        rows.push(count(
+            "mail",
+            from + k,
+            Series::Depth,
+            u64::try_from(k).unwrap(),
+        ));
+        rows.push(count(
+            "sms",
+            from + k,
+            Series::Depth,
+            100 - u64::try_from(k).unwrap(),
+        ));
+        rows.push(count(
+            "sms",
+            from + k,
+            Series::OldestDueMs,
+            1_000 * u64::try_from(k).unwrap(),
+        ));
+    }
+    // Before the window: not read.
+    rows.push(count("mail", from - 1, Series::Finished, 1_000));
+    store.record_minutes(&rows).await.unwrap();
+    let slots = read_slots(store.as_ref(), None, from, from + 45, 15).await;
+    let at = |minute: i64, s: Series| {
+        let name = s.to_string();
+        slots
+            .iter()
+            .find(|r| r.minute == minute && r.series == name)
+            .map(|r| (r.sum, r.peak_sum, r.max))
+    };
+    assert_eq!(slots.len(), 9, "three slots of three series: {slots:?}");
+    assert_eq!(at(from, Series::Finished), Some((45, 3, 2)));
+    assert_eq!(at(from + 30, Series::Finished), Some((45, 3, 2)));
+    // Every minute's depths add to 100; the largest single one is sms's
+    // first (100), then 85 and 70 as its backlog drains.
+    assert_eq!(
+        at(from, Series::Depth).map(|d| (d.1, d.2)),
+        Some((100, 100))
+    );
+    assert_eq!(at(from + 15, Series::Depth).map(|d| d.2), Some(85));
+    assert_eq!(
+        at(from + 30, Series::OldestDueMs).map(|d| d.2),
+        Some(44_000)
+    );
+    let mail = read_slots(store.as_ref(), Some("mail"), from, from + 45, 15).await;
+    let mail_finished: Vec<u64> = mail
+        .iter()
+        .filter(|r| r.series == "finished")
+        .map(|r| r.sum)
+        .collect();
+    assert_eq!(mail_finished, [15, 15, 15]);
+    assert!(
+        mail.iter().all(|r| r.series != "oldest_due_ms"),
+        "sms's rows only in its own reads: {mail:?}"
+    );
+}
+
+/// A counter that would pass the largest value a store keeps stays at it,
+/// and reads of it (added over queues too) saturate instead of failing.
+pub async fn a_counter_saturates_instead_of_overflowing(
+    store: Arc<dyn Store>,
+    _clock: ManualClock,
+) {
+    let m = 29_000_000;
+    let big = u64::try_from(i64::MAX).unwrap() - 5;
+    store
+        .record_minutes(&[
+            count("mail", m, Series::Finished, big),
+            count("sms", m, Series::Finished, big),
+        ])
+        .await
+        .unwrap();
+    store
+        .record_minutes(&[count("mail", m, Series::Finished, 10)])
+        .await
+        .unwrap();
+    let mail = read(store.as_ref(), Some("mail"), m, m + 1).await;
+    assert_eq!(
+        find(&mail, m, Series::Finished),
+        Some((
+            u64::try_from(i64::MAX).unwrap(),
+            u64::try_from(i64::MAX).unwrap()
+        ))
+    );
+    let all = read(store.as_ref(), None, m, m + 1).await;
+    let (sum, max) = find(&all, m, Series::Finished).unwrap();
+    assert!(sum >= u64::try_from(i64::MAX).unwrap(), "{sum}");
+    assert_eq!(max, u64::try_from(i64::MAX).unwrap());
 }
 
 /// Pruning deletes the minutes before the one given, and only those.
@@ -152,8 +259,9 @@ pub async fn an_oversized_minute_count_writes_nothing(store: Arc<dyn Store>, _cl
     assert!(read(store.as_ref(), None, m, m + 1).await.is_empty());
 }
 
-/// Eight writers adding to the same minutes at once (the same keys, in
-/// different orders) lose no count and fail none of their writes.
+/// Eight writers adding to the same minutes at once (overlapping but
+/// different keys: each writes its own minute besides the shared ones)
+/// lose no count and fail none of their writes.
 pub async fn concurrent_minute_writers_lose_no_count(store: Arc<dyn Store>, _clock: ManualClock) {
     let m = 29_000_000;
     let mut tasks = Vec::new();
@@ -161,15 +269,15 @@ pub async fn concurrent_minute_writers_lose_no_count(store: Arc<dyn Store>, _clo
         let store = store.clone();
         tasks.push(tokio::spawn(async move {
             for i in 0..25u64 {
-                let mut rows = vec![
+                let own = m + 10 + i64::try_from(w).unwrap();
+                let rows = vec![
                     count("mail", m, Series::Finished, 1),
                     count("sms", m, Series::Finished, 2),
                     count("mail", m + 1, Series::Retry(ErrorClass::Retryable), 1),
                     count("mail", m, Series::Depth, w * 100 + i),
+                    count("mail", own, Series::Finished, 1),
+                    count("sms", own, Series::Dead, 1),
                 ];
-                if w % 2 == 1 {
-                    rows.reverse();
-                }
                 store.record_minutes(&rows).await.unwrap();
             }
         }));
@@ -186,4 +294,7 @@ pub async fn concurrent_minute_writers_lose_no_count(store: Arc<dyn Store>, _clo
     assert_eq!(find(&mail, m, Series::Depth), Some((724, 724)));
     let sms = read(store.as_ref(), Some("sms"), m, m + 2).await;
     assert_eq!(find(&sms, m, Series::Finished), Some((400, 400)));
+    let own = read(store.as_ref(), None, m + 10, m + 18).await;
+    assert_eq!(own.len(), 16, "{own:?}");
+    assert!(own.iter().all(|r| r.sum == 25), "{own:?}");
 }

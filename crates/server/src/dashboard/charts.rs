@@ -23,7 +23,7 @@ use maud::{Markup, html};
 const VIEW_BOX: &str = "0 0 560 200";
 /// The plot area, in tenths of a unit: left, right, top and bottom edges.
 const X0: i64 = 600;
-const X1: i64 = 5440;
+const X1: i64 = 5320;
 const Y_TOP: i64 = 140;
 const Y_BOT: i64 = 1560;
 const PLOT_W: i64 = X1 - X0;
@@ -684,6 +684,7 @@ mod tests {
             minute,
             series: series.into(),
             sum,
+            peak_sum: sum,
             max: sum,
         }
     }

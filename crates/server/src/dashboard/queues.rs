@@ -184,7 +184,7 @@ fn chart_intro(base: &str, window: ChartWindow) -> Markup {
     html! {
         (charts::window_links(base, window))
         p.note {
-            "From the counts workers write every few seconds (the server too, for jobs settled over the lease API) and each queue's depth sampled once a minute by every running worker. Lease expirations and sweeps are not counted here; the table above shows them."
+            "From the counts worker services write every few seconds (the server too, for jobs settled over the lease API) and each queue's depth, sampled once a minute by a running worker service or server. Lease expirations, sweeps and one-shot runs (errand work --once) are not counted here; the table above shows recent failures of every kind."
         }
     }
 }
