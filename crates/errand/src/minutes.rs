@@ -142,8 +142,16 @@ impl MinuteCounter {
 /// and gone from the statistics now (nothing ready, running or dead) is
 /// sampled as empty, so its chart falls to zero instead of stopping.
 /// Returns the queues sampled, for the next call.
-pub async fn sample_queues(store: &dyn Store, last: &BTreeSet<Name>) -> Result<BTreeSet<Name>> {
-    let minute = minute_of(Timestamp::now());
+///
+/// `now` is the minute to file the sample under: the caller's clock, as for
+/// every count (a store's own clock, which the statistics read, is the
+/// same one outside tests).
+pub async fn sample_queues(
+    store: &dyn Store,
+    last: &BTreeSet<Name>,
+    now: Timestamp,
+) -> Result<BTreeSet<Name>> {
+    let minute = minute_of(now);
     let this_minute = store
         .minutes(&errand_core::MinuteQuery {
             queue: None,
@@ -165,9 +173,9 @@ pub async fn sample_queues(store: &dyn Store, last: &BTreeSet<Name>) -> Result<B
     let mut tally = Tally::new();
     let mut seen = BTreeSet::new();
     for q in &stats.queues {
-        tally.add(&q.queue, stats.at, Series::Depth, q.counts.ready);
+        tally.add(&q.queue, now, Series::Depth, q.counts.ready);
         let oldest = q.counts.oldest_due_age_ms.unwrap_or(0);
-        tally.add(&q.queue, stats.at, Series::OldestDueMs, oldest);
+        tally.add(&q.queue, now, Series::OldestDueMs, oldest);
         seen.insert(q.queue.clone());
     }
     let mut rows = tally.take();
@@ -175,15 +183,13 @@ pub async fn sample_queues(store: &dyn Store, last: &BTreeSet<Name>) -> Result<B
         for series in [Series::Depth, Series::OldestDueMs] {
             rows.push(errand_core::MinuteCount {
                 queue: gone.clone(),
-                minute: minute_of(stats.at),
+                minute,
                 series,
                 value: 0,
             });
         }
     }
     store.record_minutes(&rows).await?;
-    store
-        .prune_minutes(minute_of(stats.at) - MINUTES_KEPT)
-        .await?;
+    store.prune_minutes(minute - MINUTES_KEPT).await?;
     Ok(seen)
 }

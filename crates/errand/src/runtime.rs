@@ -593,7 +593,7 @@ impl Runtime {
                             }
                         }
                         _ = sample.tick(), if inner.settings.report_every.is_some() => {
-                            match crate::minutes::sample_queues(inner.settings.store.as_ref(), &sampled).await {
+                            match crate::minutes::sample_queues(inner.settings.store.as_ref(), &sampled, errand_core::Timestamp::now()).await {
                                 Ok(seen) => sampled = seen,
                                 Err(e) => tracing::warn!(error = %e, "sampling the queues' depth for the charts failed"),
                             }

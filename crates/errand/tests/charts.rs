@@ -189,3 +189,94 @@ async fn a_worker_that_never_reports_writes_no_counts() {
     assert_eq!(total(&c.finished), 0);
     assert!(c.depth.iter().all(Option::is_none));
 }
+
+/// A sample files each queue's depth and oldest due age under the minute
+/// given; a second sample of that minute (another process's) reads the
+/// statistics no more; a queue gone since the last sample is sampled as
+/// empty; minutes older than two days go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn samples_file_depth_once_a_minute_zero_a_gone_queue_and_prune() {
+    use std::collections::BTreeSet;
+    let (_d, store) = store();
+    let t0 = Timestamp::now();
+    let minute = errand::core::minute_of(t0);
+    store.insert(job("m-1", "ok", "mail")).await.unwrap();
+    store.insert(job("m-2", "ok", "mail")).await.unwrap();
+    store
+        .record_minutes(&[errand::MinuteCount {
+            queue: errand::Name::parse("queue", "mail").unwrap(),
+            minute: minute - errand::MINUTES_KEPT - 1,
+            series: errand::Series::Finished,
+            value: 9,
+        }])
+        .await
+        .unwrap();
+    let read = |from: i64, until: i64| {
+        let store = store.clone();
+        async move {
+            store
+                .minutes(&errand::MinuteQuery {
+                    queue: None,
+                    from,
+                    until,
+                    slot: 1,
+                })
+                .await
+                .unwrap()
+        }
+    };
+    let seen = errand::sample_queues(store.as_ref(), &BTreeSet::new(), t0)
+        .await
+        .unwrap();
+    assert_eq!(
+        seen.iter().map(errand::Name::as_str).collect::<Vec<_>>(),
+        ["mail"]
+    );
+    let rows = read(minute, minute + 1).await;
+    let depth = rows.iter().find(|r| r.series == "depth").unwrap();
+    assert_eq!(depth.sum, 2);
+    assert!(rows.iter().any(|r| r.series == "oldest_due_ms"));
+    assert!(
+        read(
+            minute - errand::MINUTES_KEPT - 1,
+            minute - errand::MINUTES_KEPT
+        )
+        .await
+        .is_empty(),
+        "the minute older than two days was pruned"
+    );
+
+    // Another process sampling the same minute finds it sampled.
+    store.insert(job("m-3", "ok", "mail")).await.unwrap();
+    let again = errand::sample_queues(store.as_ref(), &BTreeSet::new(), t0)
+        .await
+        .unwrap();
+    assert!(again.is_empty(), "nothing sampled: {again:?}");
+    let rows = read(minute, minute + 1).await;
+    assert_eq!(rows.iter().find(|r| r.series == "depth").unwrap().sum, 2);
+
+    // A minute later the queue has nothing left: sampled as empty.
+    let claimed = store
+        .claim(&errand::ClaimRequest {
+            queues: Vec::new(),
+            limit: 10,
+            lease: Duration::from_secs(30),
+            rate: None,
+            reclaim: false,
+        })
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 3);
+    for c in &claimed {
+        store.complete(&c.lease).await.unwrap();
+    }
+    let next = errand::sample_queues(store.as_ref(), &seen, t0.plus(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    assert!(next.is_empty(), "{next:?}");
+    let rows = read(minute + 1, minute + 2).await;
+    let depth = rows.iter().find(|r| r.series == "depth").unwrap();
+    assert_eq!(depth.sum, 0, "a gone queue is sampled as empty");
+    let oldest = rows.iter().find(|r| r.series == "oldest_due_ms").unwrap();
+    assert_eq!(oldest.max, 0);
+}

@@ -208,3 +208,97 @@ fn a_zero_read_timeout_is_refused() {
         "{err}"
     );
 }
+
+/// Three jobs due before the server starts; a running server with its
+/// counts written every `every`.
+async fn start_with_jobs(every: Duration) -> Running {
+    let q = TestQueue::new().unwrap();
+    for id in ["c1", "c2", "c3"] {
+        q.store()
+            .insert(
+                errand::NewJob::new("k", errand::Payload::from_json_text("{}").unwrap())
+                    .unwrap()
+                    .with_id(errand::JobId::new(id).unwrap()),
+            )
+            .await
+            .unwrap();
+    }
+    let config = ServerConfig {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        chart_counts_every: every,
+        ..ServerConfig::default()
+    };
+    let server = Server::bind(q.store(), config).await.unwrap();
+    let addr = server.local_addr();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(server.run(async {
+        let _ = stopped.await;
+    }));
+    Running {
+        q,
+        addr,
+        stop,
+        task,
+    }
+}
+
+/// Leases the three jobs over HTTP (a lease is counted, by its wait, but
+/// writes nothing itself: only a settlement or the timer writes).
+async fn lease_three(addr: SocketAddr) {
+    let body = json!({"limit": 3}).to_string();
+    let request = format!(
+        "POST /v1/leases HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let answer = exchange(addr, &request).await;
+    assert_eq!(
+        body_of(&answer)["jobs"].as_array().map(Vec::len),
+        Some(3),
+        "{answer}"
+    );
+}
+
+async fn charts(q: &TestQueue) -> errand::Charts {
+    charts_of(q.store()).await
+}
+
+async fn charts_of(store: std::sync::Arc<dyn errand::Store>) -> errand::Charts {
+    errand::Admin::new(store)
+        .charts(None, errand::ChartWindow::Hour, errand::Timestamp::now())
+        .await
+        .unwrap()
+}
+
+/// A running server writes what the lease API counted on its own timer,
+/// with no settlement to trigger it, and samples the queues' depth.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_server_writes_its_counts_on_a_timer_and_samples_depth() {
+    let s = start_with_jobs(Duration::from_millis(100)).await;
+    lease_three(s.addr).await;
+    let mut seen = None;
+    for _ in 0..400 {
+        let c = charts(&s.q).await;
+        if c.wait.iter().sum::<u64>() == 3 {
+            seen = Some(c);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let c = seen.expect("the timer wrote the three leases' waits");
+    assert_eq!(c.finished.iter().sum::<u64>(), 0);
+    // Sampled when the server started, with the three jobs due.
+    assert!(c.depth.contains(&Some(3)), "{:?}", c.depth);
+    s.stop().await;
+}
+
+/// What a server counted since its last write is written as it shuts
+/// down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_writes_what_is_left_as_it_shuts_down() {
+    let s = start_with_jobs(Duration::from_secs(3600)).await;
+    lease_three(s.addr).await;
+    assert_eq!(charts(&s.q).await.wait.iter().sum::<u64>(), 0);
+    let store = s.q.store();
+    s.stop().await;
+    assert_eq!(charts_of(store).await.wait.iter().sum::<u64>(), 3);
+}
