@@ -402,7 +402,9 @@ impl Server {
 /// or another server sampled the minute already), so a deployment whose
 /// only workers are remote ones has whole charts too.
 async fn chart_upkeep(store: Arc<dyn Store>, minutes: Arc<errand::MinuteCounter>, every: Duration) {
-    let mut flush = tokio::time::interval(every.max(Duration::from_millis(100)));
+    // Nothing is counted yet at start: the first write is one interval in.
+    let every = every.max(Duration::from_millis(100));
+    let mut flush = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     let mut sample = tokio::time::interval(Duration::from_secs(60));
     let mut sampled = std::collections::BTreeSet::new();
     loop {
