@@ -406,6 +406,16 @@ pub const LATENCY_BUCKETS_MS: [u64; 14] = [
     1, 5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 60_000, 300_000,
 ];
 
+/// The bucket of [`LATENCY_BUCKETS_MS`] a duration in milliseconds falls
+/// in: the first whose bound it does not pass, or the last (above every
+/// bound).
+pub fn latency_bucket(ms: u64) -> usize {
+    LATENCY_BUCKETS_MS
+        .iter()
+        .position(|&b| ms <= b)
+        .unwrap_or(LATENCY_BUCKETS_MS.len())
+}
+
 /// A cumulative histogram of durations over [`LATENCY_BUCKETS_MS`].
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Histogram {
@@ -423,10 +433,7 @@ impl Histogram {
         if self.counts.len() != LATENCY_BUCKETS_MS.len() + 1 {
             self.counts.resize(LATENCY_BUCKETS_MS.len() + 1, 0);
         }
-        let i = LATENCY_BUCKETS_MS
-            .iter()
-            .position(|&b| ms <= b)
-            .unwrap_or(LATENCY_BUCKETS_MS.len());
+        let i = latency_bucket(ms);
         if let Some(c) = self.counts.get_mut(i) {
             *c += 1;
         }

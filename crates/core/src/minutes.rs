@@ -71,11 +71,7 @@ impl Series {
     /// The bucket of [`LATENCY_BUCKETS_MS`] a duration in milliseconds falls
     /// in.
     pub fn bucket_of(ms: u64) -> u8 {
-        let i = LATENCY_BUCKETS_MS
-            .iter()
-            .position(|&b| ms <= b)
-            .unwrap_or(LATENCY_BUCKETS_MS.len());
-        u8::try_from(i).unwrap_or(u8::MAX)
+        u8::try_from(crate::admin::latency_bucket(ms)).unwrap_or(u8::MAX)
     }
 }
 

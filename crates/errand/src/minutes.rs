@@ -111,28 +111,37 @@ impl MinuteCounter {
         true
     }
 
-    /// Adds what was counted to the store. When the write fails for a
-    /// reason that may pass (the store unreachable, busy, its disk full),
-    /// the counts are kept for the next write, except those of minutes the
-    /// store no longer keeps; counts the store refuses are dropped, so one
-    /// bad row cannot block every later write.
+    /// Adds what was counted to the store, in calls of at most
+    /// [`WRITE_CHUNK`] rows (after a long outage a tally holds many
+    /// minutes; one call per chunk keeps each write short). When a write
+    /// fails for a reason that may pass (the store unreachable, busy, its
+    /// disk full), the rows not yet written are kept for the next flush,
+    /// except those of minutes the store no longer keeps; rows the store
+    /// refuses are dropped, so one bad row cannot block every later write.
     pub async fn flush(&self, store: &dyn Store) -> Result<()> {
         let rows = self.tally().take();
-        if rows.is_empty() {
-            return Ok(());
-        }
-        match store.record_minutes(&rows).await {
-            Ok(()) => Ok(()),
-            Err(e @ Error::Invalid(_)) => Err(e),
-            Err(e) => {
-                let oldest = minute_of(Timestamp::now()) - MINUTES_KEPT;
-                self.tally()
-                    .restore(rows.into_iter().filter(|r| r.minute >= oldest).collect());
-                Err(e)
+        let mut done = 0;
+        let mut refused = None;
+        for chunk in rows.chunks(WRITE_CHUNK) {
+            match store.record_minutes(chunk).await {
+                Ok(()) => {}
+                Err(e @ Error::Invalid(_)) => refused = Some(e),
+                Err(e) => {
+                    let oldest = minute_of(Timestamp::now()) - MINUTES_KEPT;
+                    let left = rows.into_iter().skip(done);
+                    self.tally()
+                        .restore(left.filter(|r| r.minute >= oldest).collect());
+                    return Err(e);
+                }
             }
+            done += chunk.len();
         }
+        refused.map_or(Ok(()), Err)
     }
 }
+
+/// The most rows [`MinuteCounter::flush`] writes in one call.
+pub const WRITE_CHUNK: usize = 5_000;
 
 /// Samples every queue's depth (ready and due) and oldest due age into the
 /// current minute, and prunes minutes older than [`MINUTES_KEPT`] — unless

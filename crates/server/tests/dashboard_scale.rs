@@ -23,9 +23,9 @@
 //!
 //! The charts' per-minute counts are filled as a busy deployment keeps
 //! them: every minute of the two days kept, on each of the four queues,
-//! with twenty series each (finished, dead, three retry classes, six
-//! lateness and seven wait buckets, depth and oldest due age) — 230,400
-//! rows.
+//! with twenty series each (finished, dead, the two retry classes workers
+//! report, seven lateness and seven wait buckets, depth and oldest due
+//! age) — 230,400 rows.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -226,11 +226,10 @@ async fn fill_minutes(store: &Arc<dyn Store>) {
         Series::Dead,
         Series::Retry(ErrorClass::Retryable),
         Series::Retry(ErrorClass::Timeout),
-        Series::Retry(ErrorClass::LeaseExpired),
         Series::Depth,
         Series::OldestDueMs,
     ];
-    series.extend((0..6).map(Series::Late));
+    series.extend((0..7).map(Series::Late));
     series.extend((0..7).map(Series::Wait));
     let mut rows = Vec::new();
     let mut written = 0;
