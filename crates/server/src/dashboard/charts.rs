@@ -261,6 +261,16 @@ fn hhmm(t: Timestamp) -> String {
     format!("{:02}:{:02}", minute / 60, minute % 60)
 }
 
+/// `MM-DD HH:MM` (UTC): a day's window starts and ends at the same time
+/// of day, so its ends carry their dates.
+fn dated(t: Timestamp) -> String {
+    let text = t.to_rfc3339();
+    match text.get(5..10) {
+        Some(day) => format!("{day} {}", hhmm(t)),
+        None => hhmm(t),
+    }
+}
+
 fn to_i64(i: usize) -> i64 {
     i64::try_from(i).unwrap_or(i64::MAX)
 }
@@ -303,7 +313,11 @@ struct TimeAxis {
 impl TimeAxis {
     fn new(c: &Charts) -> TimeAxis {
         let n = c.slots();
-        let (start, end) = (hhmm(c.start), hhmm(c.slot_start(n)));
+        let label = match c.window {
+            ChartWindow::Hour => hhmm,
+            ChartWindow::Day => dated,
+        };
+        let (start, end) = (label(c.start), label(c.slot_start(n)));
         let mid = n / 2;
         let ticks = vec![
             (X0, start.clone()),
@@ -352,7 +366,9 @@ fn figure(f: &Frame<'_>, plot: Markup, legend: Option<Markup>) -> Markup {
                 }
                 @for (x, label) in f.x_ticks {
                     line.tick-mark x1=(T(*x)) y1=(T(Y_BOT)) x2=(T(*x)) y2=(T(Y_BOT + 40)) {}
-                    text.tick.tick-x x=(T(*x)) y=(T(X_TICK_Y)) { (label) }
+                    // The labels at the plot's ends grow inwards, so that
+                    // none is cut off at the picture's edge.
+                    text.tick.tick-x.from-edge[*x == X0].to-edge[*x == X1] x=(T(*x)) y=(T(X_TICK_Y)) { (label) }
                 }
                 (plot)
                 line.axis x1=(T(X0)) y1=(T(Y_TOP)) x2=(T(X0)) y2=(T(Y_BOT)) {}
@@ -917,14 +933,16 @@ mod tests {
         let f = figure_of(&out, "finished");
         assert_eq!(count(f, "<rect class=\"bar\""), 96);
         assert_eq!(texts(f, "y-title"), ["jobs per 15 min"]);
-        assert_eq!(texts(f, "tick-x"), ["10:45", "22:45", "10:45"]);
+        assert_eq!(texts(f, "tick-x"), ["10-03 10:45", "22:45", "10-04 10:45"]);
+        assert!(f.contains("class=\"tick tick-x from-edge\""), "{f}");
+        assert!(f.contains("class=\"tick tick-x to-edge\""), "{f}");
         assert_eq!(texts(f, "tick-y"), ["0", "50", "100"]);
         assert_eq!(
             texts(figure_of(&out, "retries"), "y-title"),
             ["retries per 15 min"]
         );
         assert!(f.contains(
-            "Jobs finished, the last 24 hours (10:45 to 10:45 UTC): 4656 in total, at most 96 per 15 min."
+            "Jobs finished, the last 24 hours (10-03 10:45 to 10-04 10:45 UTC): 4656 in total, at most 96 per 15 min."
         ));
     }
 
