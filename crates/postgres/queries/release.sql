@@ -7,7 +7,8 @@
 -- reaches zero becomes ready. The blocked dependents the rule cancels
 -- (policy `cancel` under a dead or cancelled dependency, `wait` under a
 -- cancelled one) are cancelled, and through them theirs; cancelled ones
--- count as ended sources for the edges of their own dependents.
+-- count as ended sources for the edges of their own dependents. (Jobs just
+-- acknowledged take release_done.sql, this statement without the cascade.)
 --
 -- Concurrency: the ended jobs' rows are locked by this transaction, and
 -- an enqueue naming one as a dependency must lock that row too, so every

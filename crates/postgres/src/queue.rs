@@ -68,6 +68,7 @@ pub struct Queries {
     pub(crate) stats_window: String,
     pub(crate) report_worker: String,
     pub(crate) release: String,
+    pub(crate) release_done: String,
     pub(crate) lock_dependencies: String,
     pub(crate) link_dependencies: String,
     pub(crate) met_at_insert: String,
@@ -137,6 +138,7 @@ impl Queries {
             stats_window: q(include_str!("../queries/stats_window.sql")),
             report_worker: q(include_str!("../queries/report_worker.sql")),
             release: q(include_str!("../queries/release.sql")),
+            release_done: q(include_str!("../queries/release_done.sql")),
             lock_dependencies: q(include_str!("../queries/lock_dependencies.sql")),
             link_dependencies: q(include_str!("../queries/link_dependencies.sql")),
             met_at_insert: q(include_str!("../queries/met_at_insert.sql")),
@@ -196,6 +198,7 @@ impl Queries {
             ("stats_window", &self.stats_window),
             ("report_worker", &self.report_worker),
             ("release", &self.release),
+            ("release_done", &self.release_done),
             ("lock_dependencies", &self.lock_dependencies),
             ("link_dependencies", &self.link_dependencies),
             ("met_at_insert", &self.met_at_insert),
@@ -1736,7 +1739,7 @@ pub(crate) async fn complete_many<C: Conn>(
             .filter(|r| r.get::<_, bool>(2))
             .map(|r| r.get::<_, &str>(0))
             .collect();
-        release_dependents(client, q, now, &ended).await?;
+        release_with(client, &q.release_done, now, &ended).await?;
     }
     let mut done: std::collections::HashSet<(String, String)> = rows
         .iter()
@@ -1760,6 +1763,17 @@ pub(crate) async fn release_dependents<C: Conn>(
     now: Option<OffsetDateTime>,
     ended: &[&str],
 ) -> Result<()> {
+    release_with(client, &q.release, now, ended).await
+}
+
+/// Runs a release statement (`release.sql`, or `release_done.sql` for jobs
+/// the caller has just acknowledged) for `ended`.
+async fn release_with<C: Conn>(
+    client: &C,
+    sql: &str,
+    now: Option<OffsetDateTime>,
+    ended: &[&str],
+) -> Result<()> {
     if !ended.is_empty() {
         // The statement's estimates are loose (a recursive cascade, rows
         // reached through arrays) while its work is a few key lookups: with
@@ -1770,7 +1784,7 @@ pub(crate) async fn release_dependents<C: Conn>(
         tokio::try_join!(
             biased;
             query(client, "SELECT set_config('jit', 'off', true)", &[]),
-            query(client, &q.release, &params),
+            query(client, sql, &params),
         )?;
     }
     Ok(())
@@ -1822,7 +1836,14 @@ pub(crate) async fn settled_in<C: Conn>(
 ) -> Result<Job> {
     let job = fenced(client, sql, now, lease, &with_flag(extra, &true)).await?;
     if job.has_dependents && job.finished_at.is_some() {
-        release_dependents(client, q, now, &[job.id.as_str()]).await?;
+        // The statement just ended it: a job it made done releases its
+        // dependents the short way (no cascade to run).
+        let sql = if job.state == errand_core::JobState::Done {
+            &q.release_done
+        } else {
+            &q.release
+        };
+        release_with(client, sql, now, &[job.id.as_str()]).await?;
     }
     Ok(job)
 }

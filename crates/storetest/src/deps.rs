@@ -603,3 +603,79 @@ pub async fn an_output_is_kept_with_its_job_and_read_by_its_dependents(
     let c = claim_all(&*store).await;
     assert_eq!(names(&c), ["c"]);
 }
+
+/// Acknowledgments sent with a claim (`complete_and_claim`, what a busy
+/// worker does) release their dependents in that transaction, before its
+/// claim: a dependent they make due is taken by the same call, under a
+/// lease that settles like any other. A dependent of two jobs acknowledged
+/// together is counted down by both at once; one still waiting for
+/// another job stays blocked, and one delayed becomes ready but is not
+/// claimed early. A repeated acknowledgment, refused, counts nothing.
+pub async fn acknowledgments_sent_with_a_claim_release_the_dependents_it_takes(
+    store: Arc<dyn Store>,
+    _clock: ManualClock,
+) {
+    for name in ["a", "b", "x"] {
+        store.insert(job(name)).await.unwrap();
+    }
+    let hour = Duration::from_secs(3600);
+    let jobs = [
+        after("after_a", &["a"], DependencyFailure::Wait),
+        after("after_both", &["a", "b"], DependencyFailure::Wait),
+        after("after_b", &["b"], DependencyFailure::Wait),
+        after("after_a_and_x", &["a", "x"], DependencyFailure::Wait),
+        after("later", &["b"], DependencyFailure::Wait)
+            .scheduled(errand_core::Schedule::After(hour)),
+    ];
+    for j in jobs {
+        store.insert(j).await.unwrap();
+    }
+    let running = claim_all(&*store).await;
+    assert_eq!(names(&running), ["a", "b", "x"]);
+    let leases = [running[0].lease.clone(), running[1].lease.clone()];
+
+    let (acked, claimed) = store
+        .complete_and_claim(&leases, &claim_req(10, LEASE))
+        .await
+        .unwrap();
+    assert_eq!(acked, [true, true]);
+    let mut claimed = claimed.unwrap();
+    claimed.sort_by(|p, q| p.job.id.cmp(&q.job.id));
+    assert_eq!(
+        names(&claimed),
+        ["after_a", "after_b", "after_both"],
+        "the claim takes what its own acknowledgments made due"
+    );
+    for c in &claimed {
+        assert_eq!((c.job.state, c.job.waiting_on), (JobState::Running, 0));
+    }
+    let waiting = get(&*store, "after_a_and_x").await;
+    assert_eq!((waiting.state, waiting.waiting_on), (JobState::Blocked, 1));
+    let later = get(&*store, "later").await;
+    assert_eq!((later.state, later.waiting_on), (JobState::Ready, 0));
+
+    // Acknowledged again: refused, and nothing counted twice.
+    let (acked, again) = store
+        .complete_and_claim(&leases[..1], &claim_req(10, LEASE))
+        .await
+        .unwrap();
+    assert_eq!(acked, [false]);
+    assert!(again.unwrap().is_empty());
+    let waiting = get(&*store, "after_a_and_x").await;
+    assert_eq!((waiting.state, waiting.waiting_on), (JobState::Blocked, 1));
+
+    // The dependents' leases are real: they settle, and `x` releases the
+    // last one.
+    for c in &claimed {
+        assert_eq!(
+            store.complete(&c.lease).await.unwrap().state,
+            JobState::Done
+        );
+    }
+    let (acked, last) = store
+        .complete_and_claim(&[running[2].lease.clone()], &claim_req(10, LEASE))
+        .await
+        .unwrap();
+    assert_eq!(acked, [true]);
+    assert_eq!(names(&last.unwrap()), ["after_a_and_x"]);
+}

@@ -142,6 +142,7 @@ macro_rules! conformance_tests {
             failures_recorded_together_release_the_dependents_of_the_dead,
             a_pruned_dependency_still_reads_as_it_ended,
             an_output_is_kept_with_its_job_and_read_by_its_dependents,
+            acknowledgments_sent_with_a_claim_release_the_dependents_it_takes,
         );
         $crate::conformance_tests!(@in workflows $make;
             a_workflow_is_enqueued_whole_and_shown_step_by_step,
