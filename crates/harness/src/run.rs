@@ -243,6 +243,11 @@ impl Workers {
         let tmp_err = tmp_out.with_extension("err");
         let out = std::fs::File::create(&tmp_out).context("create a worker's stdout file")?;
         let err = std::fs::File::create(&tmp_err).context("create a worker's stderr file")?;
+        // A worker's `--exec` exchange files (outputs, inputs) go under the
+        // run directory, which goes with the run: a worker killed mid-attempt
+        // cannot remove its own.
+        let scratch = self.dir.join("tmp");
+        std::fs::create_dir_all(&scratch).context("create the workers' temporary directory")?;
         let child = Command::new(&self.errand)
             .args(&self.db_args)
             .args(["work", "--json", "--poll", "100ms", "--drain", "5s"])
@@ -251,6 +256,7 @@ impl Workers {
             .args(["--lease", &format!("{}ms", self.lease_ms)])
             .args(["--exec", &self.exec])
             .env("ERRAND_LOG", "warn")
+            .env("TMPDIR", &scratch)
             .env("ERRAND_FAILPOINTS", failpoints.unwrap_or_default())
             .env(
                 "ERRAND_CLOCK_OFFSET_FILE",
