@@ -39,12 +39,4 @@ changed AS (
     WHERE j.id = ANY (ARRAY(SELECT id FROM locked)) AND j.id = c.job_id
     RETURNING j.state, j.queue
 ),
--- Idle workers wake as for an insert (as in release.sql).
-woken AS (
-    SELECT pg_notify(n.nspname || '.errand_jobs', r.queue)
-    FROM (SELECT DISTINCT queue FROM changed WHERE state = 'ready') r,
-         pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-    WHERE c.oid = '__SCHEMA__.errand_jobs'::regclass
-)
-SELECT (SELECT count(*) FROM changed WHERE state = 'ready') AS ready,
-       (SELECT count(*) FROM woken) AS notified
+-- (The statement ends with release_wake.sql, appended when it is loaded.)

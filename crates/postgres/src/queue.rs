@@ -77,6 +77,9 @@ pub struct Queries {
     pub(crate) dependents_of: String,
 }
 
+/// The end both release statements share (the wake-up and the answer).
+const RELEASE_WAKE: &str = include_str!("../queries/release_wake.sql");
+
 impl Queries {
     /// Fills `quoted_schema` into one query's text.
     pub(crate) fn fill(quoted_schema: &str, sql: &str) -> String {
@@ -137,8 +140,8 @@ impl Queries {
             stats_sample: q(include_str!("../queries/stats_sample.sql")),
             stats_window: q(include_str!("../queries/stats_window.sql")),
             report_worker: q(include_str!("../queries/report_worker.sql")),
-            release: q(include_str!("../queries/release.sql")),
-            release_done: q(include_str!("../queries/release_done.sql")),
+            release: q(&[include_str!("../queries/release.sql"), RELEASE_WAKE].concat()),
+            release_done: q(&[include_str!("../queries/release_done.sql"), RELEASE_WAKE].concat()),
             lock_dependencies: q(include_str!("../queries/lock_dependencies.sql")),
             link_dependencies: q(include_str!("../queries/link_dependencies.sql")),
             met_at_insert: q(include_str!("../queries/met_at_insert.sql")),
