@@ -80,6 +80,17 @@ pub struct Queries {
 /// The end both release statements share (the wake-up and the answer).
 const RELEASE_WAKE: &str = include_str!("../queries/release_wake.sql");
 
+/// The text of release.sql, whole (its shared end appended), schema unfilled.
+pub(crate) fn release_text() -> String {
+    [include_str!("../queries/release.sql"), RELEASE_WAKE].concat()
+}
+
+/// The text of release_done.sql, whole, schema unfilled: the release of
+/// jobs the caller has just acknowledged.
+pub(crate) fn release_done_text() -> String {
+    [include_str!("../queries/release_done.sql"), RELEASE_WAKE].concat()
+}
+
 impl Queries {
     /// Fills `quoted_schema` into one query's text.
     pub(crate) fn fill(quoted_schema: &str, sql: &str) -> String {
@@ -140,8 +151,8 @@ impl Queries {
             stats_sample: q(include_str!("../queries/stats_sample.sql")),
             stats_window: q(include_str!("../queries/stats_window.sql")),
             report_worker: q(include_str!("../queries/report_worker.sql")),
-            release: q(&[include_str!("../queries/release.sql"), RELEASE_WAKE].concat()),
-            release_done: q(&[include_str!("../queries/release_done.sql"), RELEASE_WAKE].concat()),
+            release: q(&release_text()),
+            release_done: q(&release_done_text()),
             lock_dependencies: q(include_str!("../queries/lock_dependencies.sql")),
             link_dependencies: q(include_str!("../queries/link_dependencies.sql")),
             met_at_insert: q(include_str!("../queries/met_at_insert.sql")),

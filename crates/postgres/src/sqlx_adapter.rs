@@ -185,7 +185,9 @@ pub async fn complete_in(
     let quoted = crate::quote_schema(schema)?;
     let statements = Statements {
         complete: Queries::fill(&quoted, include_str!("../queries/complete.sql")),
-        release: Queries::fill(&quoted, include_str!("../queries/release.sql")),
+        // The job ends done: its dependents take the release for
+        // acknowledged jobs, as the store's own completion does.
+        release: Queries::fill(&quoted, &crate::queue::release_done_text()),
     };
     // The two statements commit together: inside the caller's transaction
     // (however it was opened — sqlx's own bookkeeping does not know a
