@@ -134,7 +134,8 @@ pub enum Workload {
     /// Claim latency next to many finished and future rows.
     ClaimCost,
     /// Burn-down of a workflow: chains of 10 jobs, each waiting for the one
-    /// before it.
+    /// before it, built with the workflow builder (generated step ids, one
+    /// workflow id), as an application enqueues them.
     Workflow,
     /// How long one acknowledgment takes that releases many dependents.
     FanOut,

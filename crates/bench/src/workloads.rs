@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use errand::{
     ClaimRequest, DbTarget, Handler, JobContext, JobId, Lease, NewJob, Outcome, Payload,
-    ReportHook, RetryPolicy, Runtime, Store, WorkOutcome, WorkReport, handler_fn,
+    ReportHook, RetryPolicy, Runtime, Store, WorkOutcome, WorkReport, Workflow, WorkflowId,
+    handler_fn,
 };
 use serde::Deserialize;
 
@@ -283,25 +284,39 @@ enum Shape {
 }
 
 /// Inserts `n` jobs of `shape` in batches (untimed set-up; a chain is never
-/// split across batches).
+/// split across batches). Chains are the steps of one workflow, built with
+/// [`Workflow`] as an application would: each step gets a generated
+/// (time-ordered) id and the workflow's id, like the plain jobs it is
+/// compared with.
 async fn preinsert(store: &Arc<dyn Store>, n: u64, shape: Shape) -> Result<()> {
+    let workflow = WorkflowId::generate();
     let mut i = 0;
     while i < n {
         let k = PREINSERT_BATCH.min(n - i);
-        let batch = (i..i + k)
-            .map(|j| match shape {
-                Shape::FailFirst if j % 2 == 0 => failing_job(),
-                Shape::Plain | Shape::FailFirst => job(),
-                Shape::Chains => {
-                    let step = job()?.with_id(JobId::new(format!("w{j}"))?);
-                    Ok(if j % CHAIN == 0 {
-                        step
-                    } else {
-                        step.depends_on(JobId::new(format!("w{}", j - 1))?)
-                    })
+        let batch = match shape {
+            Shape::Chains => {
+                let mut wf = Workflow::with_id(workflow.clone());
+                let mut before: Option<JobId> = None;
+                for j in i..i + k {
+                    let step = job()?;
+                    let id = match before.take() {
+                        Some(prev) if j % CHAIN != 0 => wf.step_after(step, &[&prev]),
+                        _ => wf.step(step),
+                    };
+                    before = Some(id);
                 }
-            })
-            .collect::<Result<Vec<_>>>()?;
+                wf.into_jobs()
+            }
+            Shape::FailFirst | Shape::Plain => (i..i + k)
+                .map(|j| {
+                    if shape == Shape::FailFirst && j % 2 == 0 {
+                        failing_job()
+                    } else {
+                        job()
+                    }
+                })
+                .collect::<Result<Vec<_>>>()?,
+        };
         store.insert_many(batch).await?;
         i += k;
     }

@@ -27,8 +27,8 @@ pub(crate) enum BenchWorkload {
     RetryHeavy,
     /// Claim latency on an empty table, then next to --rows done and future rows.
     ClaimCost,
-    /// Like burn-down, with the --jobs in chains of 10, each job waiting
-    /// for the one before it.
+    /// Like burn-down, with the --jobs as the steps of one workflow, in
+    /// chains of 10, each step waiting for the one before it.
     Workflow,
     /// One acknowledgment releasing --jobs dependents (default 1000),
     /// timed over 5 rounds.
