@@ -1,4 +1,5 @@
--- Appended to `WITH ins AS (insert_many.sql)` for jobs with tags (see
+-- Appended, with insert_steps.sql and the final `SELECT * FROM ins`, to
+-- `WITH ins AS (insert_many.sql)` for jobs with tags or a workflow (see
 -- queue.rs): the tag rows of the jobs created go in by the same statement
 -- as the jobs, so a job and its tags are written together in or out of a
 -- transaction; the statement answers with the jobs, as insert_many.sql.
@@ -8,4 +9,3 @@ SELECT t.tag, ins.created_at, ins.id
 FROM ins, jsonb_array_elements_text(ins.tags) AS t (tag)
 WHERE ins.tags IS NOT NULL
 )
-SELECT * FROM ins

@@ -59,7 +59,7 @@ pub use queue::{Conn, Param, Queries};
 const INSERT_CHUNK: usize = 1_000;
 
 /// The schema version this build expects.
-pub const SCHEMA_VERSION: i64 = 19;
+pub const SCHEMA_VERSION: i64 = 20;
 const MIGRATIONS: &[(&str, &str)] = &[
     ("V1__jobs", include_str!("../migrations/V1__jobs.sql")),
     (
@@ -133,6 +133,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     (
         "V19__chart_minutes",
         include_str!("../migrations/V19__chart_minutes.sql"),
+    ),
+    (
+        "V20__workflow_steps_table",
+        include_str!("../migrations/V20__workflow_steps_table.sql"),
     ),
 ];
 
@@ -720,15 +724,19 @@ impl JobStore for PgStore {
         // this side encodes the next and reads the last one's rows. The
         // statement is prepared first, so the chunks are sent — and run —
         // in input order.
-        // (Each chunk picks the statement with tags if one of its jobs has
-        // some: both are prepared when any has.)
+        // (Each chunk picks the statement that writes tag and workflow-step
+        // rows if one of its jobs has either: both are prepared when any
+        // has.)
         client
             .prepare_cached(&self.queries.insert_many)
             .await
             .map_err(map_err)?;
-        if jobs.iter().any(|j| !j.tags.is_empty()) {
+        if jobs
+            .iter()
+            .any(|j| !j.tags.is_empty() || j.workflow.is_some())
+        {
             client
-                .prepare_cached(&self.queries.insert_many_tagged)
+                .prepare_cached(&self.queries.insert_many_side_rows)
                 .await
                 .map_err(map_err)?;
         }
@@ -1727,6 +1735,60 @@ mod upgrade_tests {
             .unwrap());
         assert_eq!(rest, ["j27", "j28", "j29"]);
         assert!(store.claim(&busy).await.unwrap().is_empty());
+        old.drop_schema().await;
+    }
+
+    /// A schema at V19, whose workflow steps were found through an index on
+    /// errand_jobs, upgrades to V20: the steps already stored are shown and
+    /// counted through the new errand_workflow_steps, oldest first, jobs of
+    /// no workflow are not, and a step added after the upgrade joins them.
+    #[tokio::test]
+    async fn v20_moves_stored_workflow_steps_into_their_own_table() {
+        let Some(mut old) =
+            Old::at("v20_moves_stored_workflow_steps_into_their_own_table", 19).await
+        else {
+            return;
+        };
+        let quoted = old.quoted.clone();
+        old.client
+            .batch_execute(&format!(
+                "INSERT INTO {quoted}.errand_jobs (id, queue, kind, state, payload, attempts,
+                     max_attempts, available_at, created_at, updated_at, workflow, finished_at)
+                 VALUES ('s2', 'default', 'k', 'ready', '{{}}', 0, 3, now(),
+                         '2026-11-30 10:00:02+00', now(), 'wf-old', NULL),
+                        ('s1', 'default', 'k', 'done', '{{}}', 1, 3, now(),
+                         '2026-11-30 10:00:01+00', now(), 'wf-old', now()),
+                        ('lone', 'default', 'k', 'ready', '{{}}', 0, 3, now(),
+                         '2026-11-30 10:00:00+00', now(), NULL, NULL)"
+            ))
+            .await
+            .unwrap();
+        let store: Arc<dyn errand_core::Store> = Arc::new(old.upgrade().await);
+        let admin = errand_core::Admin::new(Arc::clone(&store));
+        let wf = errand_core::WorkflowId::new("wf-old").unwrap();
+        let view = admin.workflow(&wf, None, 10).await.unwrap();
+        let shown: Vec<&str> = view.steps.iter().map(|s| s.job.id.as_str()).collect();
+        assert_eq!(shown, ["s1", "s2"]);
+        assert_eq!(
+            (
+                view.total,
+                view.count(JobState::Done),
+                view.count(JobState::Ready)
+            ),
+            (2, 1, 1)
+        );
+        let mut more = errand_core::Workflow::with_id(wf.clone());
+        more.step(
+            NewJob::new("k", errand_core::Payload::default())
+                .unwrap()
+                .with_id(JobId::new("s3").unwrap()),
+        );
+        store.insert_many(more.into_jobs()).await.unwrap();
+        let view = admin.workflow(&wf, None, 10).await.unwrap();
+        let shown: Vec<&str> = view.steps.iter().map(|s| s.job.id.as_str()).collect();
+        assert_eq!(shown, ["s1", "s2", "s3"]);
+        drop(admin);
+        drop(store);
         old.drop_schema().await;
     }
 }

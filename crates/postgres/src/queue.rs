@@ -24,7 +24,9 @@ pub struct Queries {
     pub(crate) schema: String,
     pub(crate) insert: String,
     pub(crate) insert_many: String,
-    pub(crate) insert_many_tagged: String,
+    /// insert_many.sql that also writes the jobs' tag and workflow-step
+    /// rows (`side_rows`), for batches where a job has either.
+    pub(crate) insert_many_side_rows: String,
     pub(crate) get_many: String,
     pub(crate) get: String,
     pub(crate) expire_final: String,
@@ -104,11 +106,7 @@ impl Queries {
             schema: quoted_schema.to_owned(),
             insert: q(include_str!("../queries/insert.sql")),
             insert_many: q(include_str!("../queries/insert_many.sql")),
-            insert_many_tagged: q(&format!(
-                "WITH ins AS (\n{}\n)\n{}",
-                include_str!("../queries/insert_many.sql"),
-                include_str!("../queries/insert_tags.sql")
-            )),
+            insert_many_side_rows: q(&side_rows(include_str!("../queries/insert_many.sql"))),
             get_many: q(include_str!("../queries/get_many.sql")),
             get: q(include_str!("../queries/get.sql")),
             expire_final: q(include_str!("../queries/expire_final.sql")),
@@ -168,7 +166,7 @@ impl Queries {
         vec![
             ("insert", &self.insert),
             ("insert_many", &self.insert_many),
-            ("insert_many_tagged", &self.insert_many_tagged),
+            ("insert_many_side_rows", &self.insert_many_side_rows),
             ("get_many", &self.get_many),
             ("get", &self.get),
             ("expire_final", &self.expire_final),
@@ -573,6 +571,18 @@ pub(crate) async fn query<C: Conn>(
 }
 
 /// Inserts a job, or returns the existing one with the same id.
+/// `insert` (insert.sql or insert_many.sql, unfilled) wrapped so that the
+/// same statement also writes the created jobs' rows in errand_job_tags
+/// and errand_workflow_steps (insert_tags.sql, insert_steps.sql); it
+/// answers with the jobs, as `insert` does.
+pub(crate) fn side_rows(insert: &str) -> String {
+    format!(
+        "WITH ins AS (\n{insert}\n)\n{}{}SELECT * FROM ins",
+        include_str!("../queries/insert_tags.sql"),
+        include_str!("../queries/insert_steps.sql")
+    )
+}
+
 pub(crate) async fn insert<C: Conn>(
     client: &C,
     q: &Queries,
@@ -585,8 +595,9 @@ pub(crate) async fn insert<C: Conn>(
             .pop()
             .ok_or_else(|| Error::storage("inserting one job answered with none"));
     }
-    if !job.tags.is_empty() || job.batch.is_some() {
-        // Its tag rows, or its batch's check, come with the bulk insert.
+    if !job.tags.is_empty() || job.batch.is_some() || job.workflow.is_some() {
+        // Its tag or workflow-step rows, or its batch's check, come with
+        // the bulk insert.
         return insert_many(client, q, now, std::slice::from_ref(job))
             .await?
             .pop()
@@ -1004,8 +1015,8 @@ pub(crate) async fn insert_many<C: Conn>(
         unique_keys.push(job.unique_key());
         batches.push(job.batch.as_ref().map(WorkflowId::as_str));
     }
-    let statement = if tags.iter().any(Option::is_some) {
-        &q.insert_many_tagged
+    let statement = if tags.iter().any(Option::is_some) || workflows.iter().any(Option::is_some) {
+        &q.insert_many_side_rows
     } else {
         &q.insert_many
     };

@@ -97,9 +97,14 @@ pub async fn enqueue_in(
         ));
     }
     // Only the statement this call runs, not the store's whole set.
+    // A workflow step's row in errand_workflow_steps goes in with the job.
     let insert = Queries::fill(
         &crate::quote_schema(schema)?,
-        include_str!("../queries/insert.sql"),
+        &if job.workflow.is_some() {
+            crate::queue::side_rows(include_str!("../queries/insert.sql"))
+        } else {
+            include_str!("../queries/insert.sql").to_owned()
+        },
     );
     let id = job.id.clone().unwrap_or_else(JobId::generate);
     let (at, delay): (Option<String>, i64) = match job.schedule {

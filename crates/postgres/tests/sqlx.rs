@@ -2,8 +2,8 @@
 //! Needs `ERRAND_TEST_POSTGRES_URL`; says SKIPPED without it.
 #![cfg(feature = "sqlx")]
 
-use errand_core::JobStore;
-use errand_core::{Error, JobId, JobState, NewJob, Payload};
+use errand_core::{AdminStore, JobStore};
+use errand_core::{Error, JobId, JobState, NewJob, Payload, WorkflowId};
 use errand_postgres::sqlx_adapter::{complete_in, enqueue_in};
 use errand_postgres::{PgOptions, PgStore};
 use sqlx::Connection;
@@ -97,6 +97,31 @@ async fn a_job_enqueued_in_a_sqlx_transaction_commits_or_rolls_back_with_it() {
         (key.name.as_str(), key.limit, key.ordered),
         ("tenant-3", 4, false)
     );
+
+    // A workflow step enqueued through the adapter is one of its
+    // workflow's steps, once however often it is enqueued.
+    let mut wf = errand_core::Workflow::with_id(WorkflowId::new("wf-sqlx").expect("workflow"));
+    wf.step(job("s4"));
+    let step = wf.into_jobs().pop().expect("step");
+    let mut tx = conn.begin().await.expect("begin");
+    assert!(
+        enqueue_in(&mut tx, &schema, &step)
+            .await
+            .expect("step")
+            .created
+    );
+    assert!(
+        !enqueue_in(&mut tx, &schema, &step)
+            .await
+            .expect("again")
+            .created
+    );
+    tx.commit().await.expect("commit");
+    let counts = store
+        .workflow_counts(&WorkflowId::new("wf-sqlx").expect("workflow"))
+        .await
+        .expect("counts");
+    assert_eq!(counts, [(JobState::Ready, 1)]);
 
     let err = enqueue_in(&mut conn, "no_such_schema", &job("s2"))
         .await

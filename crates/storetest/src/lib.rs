@@ -146,6 +146,7 @@ macro_rules! conformance_tests {
         );
         $crate::conformance_tests!(@in workflows $make;
             a_workflow_is_enqueued_whole_and_shown_step_by_step,
+            a_workflow_shows_steps_enqueued_one_by_one_until_they_are_removed,
             cancelling_or_replaying_a_workflow_acts_on_its_steps_with_audit,
             tags_find_their_jobs_and_go_with_them,
             a_batch_runs_its_callbacks_once_its_jobs_have_ended,

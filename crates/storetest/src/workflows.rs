@@ -155,6 +155,75 @@ pub async fn a_workflow_is_enqueued_whole_and_shown_step_by_step(
     assert!(matches!(none, Err(Error::NoSuchWorkflow(_))), "{none:?}");
 }
 
+/// Steps enqueued one call at a time are shown with their workflow just as
+/// steps enqueued together are, an existing step enqueued again is shown
+/// once, and steps purged or pruned leave the workflow (a workflow whose
+/// steps are all gone is not found).
+pub async fn a_workflow_shows_steps_enqueued_one_by_one_until_they_are_removed(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
+    let mut wf = Workflow::with_id(wid("one-by-one"));
+    wf.step(job("s1"));
+    wf.step(job("s2"));
+    for step in wf.into_jobs() {
+        assert!(store.insert(step).await.unwrap().created);
+        clock.advance(Duration::from_millis(1));
+    }
+    let mut again = Workflow::with_id(wid("one-by-one"));
+    again.step(job("s1"));
+    let repeated = store.insert_many(again.into_jobs()).await.unwrap();
+    assert!(!repeated[0].created);
+    let view = admin(&store)
+        .workflow(&wid("one-by-one"), None, 10)
+        .await
+        .unwrap();
+    assert_eq!(view.total, 2, "each step counted once");
+    assert_eq!(view.count(JobState::Ready), 2);
+    let shown: Vec<&str> = view.steps.iter().map(|s| s.job.id.as_str()).collect();
+    assert_eq!(shown, ["s1", "s2"]);
+    let by_filter = JobFilter {
+        workflow: Some(wid("one-by-one")),
+        ..JobFilter::default()
+    };
+    assert_eq!(listed(&store, by_filter.clone()).await, ["s1", "s2"]);
+
+    let first = store.claim(&claim_req(1, LEASE)).await.unwrap();
+    assert_eq!(
+        ids(&first.iter().map(|c| c.job.clone()).collect::<Vec<_>>()),
+        ["s1"]
+    );
+    let permanent = Failure {
+        error: "no".into(),
+        class: ErrorClass::Permanent,
+        retry: None,
+    };
+    store.fail(&first[0].lease, permanent).await.unwrap();
+    admin(&store)
+        .purge(&PurgeRequest {
+            ids: vec![id("s1")],
+            operator: "ops".into(),
+            reason: "gone".into(),
+        })
+        .await
+        .unwrap();
+    let view = admin(&store)
+        .workflow(&wid("one-by-one"), None, 10)
+        .await
+        .unwrap();
+    assert_eq!(view.total, 1, "a purged step leaves its workflow");
+    assert_eq!(listed(&store, by_filter.clone()).await, ["s2"]);
+
+    let claimed = store.claim(&claim_req(1, LEASE)).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    store.complete(&claimed[0].lease).await.unwrap();
+    clock.advance(Duration::from_secs(3600));
+    assert_eq!(store.prune(Duration::from_secs(60), 100).await.unwrap(), 1);
+    assert!(listed(&store, by_filter).await.is_empty());
+    let gone = admin(&store).workflow(&wid("one-by-one"), None, 10).await;
+    assert!(matches!(gone, Err(Error::NoSuchWorkflow(_))), "{gone:?}");
+}
+
 /// Replaying a workflow replays its dead steps (a `wait` step then runs
 /// once they succeed); cancelling it cancels every unfinished step —
 /// blocked, ready and running (whose worker is then fenced off) — and
