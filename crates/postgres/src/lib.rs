@@ -731,10 +731,7 @@ impl JobStore for PgStore {
             .prepare_cached(&self.queries.insert_many)
             .await
             .map_err(map_err)?;
-        if jobs
-            .iter()
-            .any(|j| !j.tags.is_empty() || j.workflow.is_some())
-        {
+        if jobs.iter().any(queue::has_side_rows) {
             client
                 .prepare_cached(&self.queries.insert_many_side_rows)
                 .await

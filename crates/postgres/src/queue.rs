@@ -570,7 +570,6 @@ pub(crate) async fn query<C: Conn>(
     client.rows(sql, params).await.map_err(map_err)
 }
 
-/// Inserts a job, or returns the existing one with the same id.
 /// `insert` (insert.sql or insert_many.sql, unfilled) wrapped so that the
 /// same statement also writes the created jobs' rows in errand_job_tags
 /// and errand_workflow_steps (insert_tags.sql, insert_steps.sql); it
@@ -583,6 +582,13 @@ pub(crate) fn side_rows(insert: &str) -> String {
     )
 }
 
+/// Whether `job` has rows of its own beside the job's (tags, a workflow
+/// step), which only the [`side_rows`] statement writes.
+pub(crate) fn has_side_rows(job: &NewJob) -> bool {
+    !job.tags.is_empty() || job.workflow.is_some()
+}
+
+/// Inserts a job, or returns the existing one with the same id.
 pub(crate) async fn insert<C: Conn>(
     client: &C,
     q: &Queries,
@@ -595,7 +601,7 @@ pub(crate) async fn insert<C: Conn>(
             .pop()
             .ok_or_else(|| Error::storage("inserting one job answered with none"));
     }
-    if !job.tags.is_empty() || job.batch.is_some() || job.workflow.is_some() {
+    if has_side_rows(job) || job.batch.is_some() {
         // Its tag or workflow-step rows, or its batch's check, come with
         // the bulk insert.
         return insert_many(client, q, now, std::slice::from_ref(job))
@@ -1015,7 +1021,7 @@ pub(crate) async fn insert_many<C: Conn>(
         unique_keys.push(job.unique_key());
         batches.push(job.batch.as_ref().map(WorkflowId::as_str));
     }
-    let statement = if tags.iter().any(Option::is_some) || workflows.iter().any(Option::is_some) {
+    let statement = if jobs.iter().any(has_side_rows) {
         &q.insert_many_side_rows
     } else {
         &q.insert_many
