@@ -82,47 +82,57 @@ impl Workflow {
         &self.steps
     }
 
-    /// The steps, to insert in one call, in the order they are stored:
-    /// each after the steps of this workflow it depends on, and the steps
-    /// of one depth (the longest chain of this workflow's steps before
-    /// them) together, in the order added. A workflow runs depth by depth —
-    /// its first steps, then the steps they release — so storing it that
-    /// way keeps the rows each wave of claims and acknowledgments writes
-    /// side by side on disk, rather than one row in every few of a whole
-    /// workflow built, say, one chain at a time. Job ids are the ones
-    /// [`step`](Self::step) returned; only the order changes. Steps whose
-    /// dependencies cannot be ordered (a cycle, or one id added twice) are
-    /// left in the order added, for the store to judge.
+    /// The steps, to insert in one call.
     pub fn into_jobs(self) -> Vec<NewJob> {
-        let Some(depths) = depths(&self.steps) else {
-            return self.steps;
-        };
-        let mut keyed: Vec<(usize, NewJob)> = depths.into_iter().zip(self.steps).collect();
-        // A stable sort: one depth keeps the order added.
-        keyed.sort_by_key(|(depth, _)| *depth);
-        keyed.into_iter().map(|(_, step)| step).collect()
+        self.steps
     }
 }
 
-/// Each step's depth: 0 for a step that waits for no other step of the
-/// workflow, else one more than its deepest such dependency (dependencies
-/// on stored jobs do not count). `None` when the steps cannot be ordered:
-/// a cycle, or the same id twice.
-fn depths(steps: &[NewJob]) -> Option<Vec<usize>> {
-    let mut index: HashMap<&JobId, usize> = HashMap::with_capacity(steps.len());
-    for (i, step) in steps.iter().enumerate() {
-        let id = step.id.as_ref()?;
+/// The order in which a store that updates rows where they lie (SQLite)
+/// writes the rows of one insert call: each job after the jobs of the call
+/// it depends on, one depth together (a job's depth: 0 when it waits for
+/// no other job of the call, else one more than its deepest such
+/// dependency), in the order given within a depth. `ids` are the jobs'
+/// ids, given or generated, one per job.
+///
+/// Jobs that depend on each other run wave by wave — the first ones, then
+/// the ones they release, each claimed behind older ready jobs — so stored
+/// this way the rows each wave of claims and acknowledgments rewrites sit
+/// side by side, instead of one in every few rows of a graph built, say,
+/// one chain at a time. Only where the rows are written changes: ids, and
+/// what the call answers, stay as given.
+///
+/// `None` means "write them as given": no job of the call depends on
+/// another of it, or the order is not defined (a cycle, which the store
+/// refuses, or an id given twice, whose first occurrence is the one
+/// created).
+pub fn storage_order(ids: &[JobId], jobs: &[NewJob]) -> Option<Vec<usize>> {
+    if ids.len() != jobs.len() || jobs.iter().all(|j| j.depends_on.is_empty()) {
+        return None;
+    }
+    let depth = depths(ids, jobs)?;
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    // A stable sort: one depth keeps the order given.
+    order.sort_by_key(|&i| depth[i]);
+    Some(order)
+}
+
+/// Each job's depth (see [`storage_order`]), or `None` for a cycle or an
+/// id given twice.
+fn depths(ids: &[JobId], jobs: &[NewJob]) -> Option<Vec<usize>> {
+    let mut index: HashMap<&JobId, usize> = HashMap::with_capacity(ids.len());
+    for (i, id) in ids.iter().enumerate() {
         if index.insert(id, i).is_some() {
             return None;
         }
     }
-    // Kahn's algorithm: a step's depth is final once every dependency of
-    // it in the workflow has been taken.
-    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); steps.len()];
-    let mut waiting: Vec<usize> = vec![0; steps.len()];
-    for (i, step) in steps.iter().enumerate() {
+    // Kahn's algorithm: a job's depth is final once every dependency of it
+    // in the call has been taken.
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); jobs.len()];
+    let mut waiting: Vec<usize> = vec![0; jobs.len()];
+    for (i, job) in jobs.iter().enumerate() {
         let mut named = HashSet::new();
-        for dep in &step.depends_on {
+        for dep in &job.depends_on {
             if let Some(&d) = index.get(dep)
                 && named.insert(d)
             {
@@ -131,8 +141,8 @@ fn depths(steps: &[NewJob]) -> Option<Vec<usize>> {
             }
         }
     }
-    let mut depth = vec![0; steps.len()];
-    let mut free: VecDeque<usize> = (0..steps.len()).filter(|&i| waiting[i] == 0).collect();
+    let mut depth = vec![0; jobs.len()];
+    let mut free: VecDeque<usize> = (0..jobs.len()).filter(|&i| waiting[i] == 0).collect();
     let mut taken = 0;
     while let Some(d) = free.pop_front() {
         taken += 1;
@@ -144,7 +154,7 @@ fn depths(steps: &[NewJob]) -> Option<Vec<usize>> {
             }
         }
     }
-    (taken == steps.len()).then_some(depth)
+    (taken == jobs.len()).then_some(depth)
 }
 
 /// One step of a stored workflow: the job and the ids it depends on, in
@@ -271,8 +281,31 @@ mod tests {
         steps.iter().map(|s| s.kind.as_str()).collect()
     }
 
+    /// The steps in the order storage_order writes them.
+    fn stored(steps: Vec<NewJob>) -> Vec<NewJob> {
+        let ids: Vec<JobId> = steps.iter().filter_map(|s| s.id.clone()).collect();
+        match storage_order(&ids, &steps) {
+            Some(order) => order.into_iter().map(|i| steps[i].clone()).collect(),
+            None => steps,
+        }
+    }
+
     #[test]
-    fn chains_built_one_at_a_time_are_stored_depth_by_depth() {
+    fn jobs_that_depend_on_none_of_the_call_are_written_as_given() {
+        let mut wf = Workflow::new();
+        let stored_before = JobId::new("stored-before").unwrap();
+        wf.step(job("a"));
+        wf.step_after(job("b"), &[&stored_before]);
+        let steps = wf.into_jobs();
+        let ids: Vec<JobId> = steps.iter().filter_map(|s| s.id.clone()).collect();
+        assert_eq!(storage_order(&ids, &steps), Some(vec![0, 1]));
+        let plain = vec![job("x"), job("y")];
+        let plain_ids = vec![JobId::new("x").unwrap(), JobId::new("y").unwrap()];
+        assert_eq!(storage_order(&plain_ids, &plain), None);
+    }
+
+    #[test]
+    fn chains_built_one_at_a_time_are_written_depth_by_depth() {
         let mut wf = Workflow::new();
         for chain in ["a", "b", "c"] {
             let mut before = wf.step(job(&format!("{chain}0")));
@@ -281,7 +314,7 @@ mod tests {
             }
         }
         let added: Vec<JobId> = wf.steps().iter().filter_map(|s| s.id.clone()).collect();
-        let stored = wf.into_jobs();
+        let stored = stored(wf.into_jobs());
         assert_eq!(
             kinds(&stored),
             ["a0", "b0", "c0", "a1", "b1", "c1", "a2", "b2", "c2"]
@@ -306,41 +339,44 @@ mod tests {
         // Waits only for a job outside the workflow: depth 0.
         wf.step_after(job("outside"), &[&stored_elsewhere]);
         assert_eq!(
-            kinds(&wf.into_jobs()),
+            kinds(&stored(wf.into_jobs())),
             ["root", "outside", "long", "longer", "join"]
         );
     }
 
     #[test]
-    fn a_dependency_added_after_its_dependent_is_stored_before_it() {
+    fn a_dependency_given_after_its_dependent_is_written_before_it() {
         let mut wf = Workflow::new();
         let later = JobId::new("added-later").unwrap();
         wf.step_after(job("first-added"), &[&later]);
         wf.step(job("second-added").with_id(later));
-        assert_eq!(kinds(&wf.into_jobs()), ["second-added", "first-added"]);
+        assert_eq!(
+            kinds(&stored(wf.into_jobs())),
+            ["second-added", "first-added"]
+        );
     }
 
     #[test]
-    fn steps_that_cannot_be_ordered_keep_the_order_added() {
+    fn jobs_that_cannot_be_ordered_are_written_as_given() {
         let (x, y) = (JobId::new("x").unwrap(), JobId::new("y").unwrap());
         let mut cycle = Workflow::new();
         cycle.step(job("free"));
         cycle.step_after(job("x").with_id(x.clone()), &[&y]);
         cycle.step_after(job("y").with_id(y.clone()), &[&x]);
-        assert_eq!(kinds(&cycle.into_jobs()), ["free", "x", "y"]);
+        assert_eq!(kinds(&stored(cycle.into_jobs())), ["free", "x", "y"]);
 
         let mut twice = Workflow::new();
         twice.step_after(job("after"), &[&x]);
         twice.step(job("x").with_id(x.clone()));
         twice.step(job("x-again").with_id(x));
-        assert_eq!(kinds(&twice.into_jobs()), ["after", "x", "x-again"]);
+        assert_eq!(kinds(&stored(twice.into_jobs())), ["after", "x", "x-again"]);
     }
 
     proptest::proptest! {
         // Any acyclic workflow: the same steps come out, each after every
         // step of the workflow it depends on.
         #[test]
-        fn every_step_is_stored_after_its_dependencies(
+        fn every_job_is_written_after_its_dependencies(
             edges in proptest::collection::vec(proptest::collection::vec(0usize..64, 0..4), 1..64),
         ) {
             let mut wf = Workflow::new();
@@ -359,7 +395,7 @@ mod tests {
             for step in built.into_iter().rev() {
                 wf.step(step);
             }
-            let stored = wf.into_jobs();
+            let stored = stored(wf.into_jobs());
             proptest::prop_assert_eq!(stored.len(), edges.len());
             let position: HashMap<JobId, usize> = stored
                 .iter()

@@ -453,7 +453,12 @@ fn insert_many_statements(
     errand_core::check_dependencies(jobs)?;
     let full_chunk = FULL_CHUNK_SQL.get_or_init(|| insert_many_sql(INSERT_CHUNK));
     let mut created: HashSet<String> = HashSet::with_capacity(jobs.len());
-    for (chunk, chunk_ids) in jobs.chunks(INSERT_CHUNK).zip(ids.chunks(INSERT_CHUNK)) {
+    // Rows are written depth by depth when the jobs depend on each other
+    // (a row stays where it is written, and a graph runs wave by wave);
+    // everything else below keeps the order given.
+    let order: Vec<usize> =
+        errand_core::storage_order(&ids, jobs).unwrap_or_else(|| (0..jobs.len()).collect());
+    for chunk in order.chunks(INSERT_CHUNK) {
         let sql = if chunk.len() == INSERT_CHUNK {
             std::borrow::Cow::Borrowed(full_chunk.as_str())
         } else {
@@ -462,7 +467,8 @@ fn insert_many_statements(
         let mut stmt = conn.prepare_cached(&sql).map_err(map_err)?;
         stmt.raw_bind_parameter(1, now.as_millis())
             .map_err(map_err)?;
-        for (r, (job, id)) in chunk.iter().zip(chunk_ids).enumerate() {
+        for (r, &i) in chunk.iter().enumerate() {
+            let (job, id) = (&jobs[i], &ids[i]);
             let at = |k: usize| 2 + r * PER_JOB + k;
             let key = job.key.as_ref();
             let bind = |stmt: &mut rusqlite::CachedStatement<'_>,
@@ -1781,6 +1787,64 @@ mod plan_tests {
         assert!(conn.is_autocommit(), "no transaction is left open");
         jobs[280] = job("j280");
         assert_eq!(insert_many(&conn, &jobs, now).unwrap().len(), 300);
+    }
+
+    /// Chains built one at a time are written depth by depth — the rows
+    /// a wave of claims rewrites side by side — while the call answers, and
+    /// the stored rows hold, exactly what was asked, in the order asked.
+    #[test]
+    fn jobs_that_depend_on_each_other_are_written_depth_by_depth() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        crate::schema::migrate(&mut conn).unwrap();
+        let mut wf = errand_core::Workflow::new();
+        let mut asked = Vec::new();
+        for chain in ["a", "b", "c"] {
+            let mut before: Option<JobId> = None;
+            for n in 0..3 {
+                let step = NewJob::new(&format!("{chain}{n}"), Payload::default()).unwrap();
+                let id = match before.take() {
+                    Some(prev) => wf.step_after(step, &[&prev]),
+                    None => wf.step(step),
+                };
+                asked.push(id.clone());
+                before = Some(id);
+            }
+        }
+        let now = Timestamp::from_millis(1_795_996_800_000);
+        let inserted = insert_many(&conn, &wf.into_jobs(), now).unwrap();
+        let answered: Vec<JobId> = inserted.iter().map(|i| i.job.id.clone()).collect();
+        assert_eq!(answered, asked, "answered in the order asked");
+        let by_rowid: Vec<String> = conn
+            .prepare("SELECT kind FROM errand_jobs ORDER BY rowid")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(
+            by_rowid,
+            ["a0", "b0", "c0", "a1", "b1", "c1", "a2", "b2", "c2"]
+        );
+        for i in &inserted {
+            let mut stored = get(&conn, &i.job.id).unwrap();
+            // The answer describes a row as inserted, before later jobs of
+            // the call named it as a dependency.
+            stored.has_dependents = i.job.has_dependents;
+            assert_eq!(stored, i.job);
+        }
+        let waiting: Vec<(String, i64)> = conn
+            .prepare("SELECT kind, waiting_on FROM errand_jobs ORDER BY kind")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert!(
+            waiting
+                .iter()
+                .all(|(kind, w)| *w == i64::from(!kind.ends_with('0'))),
+            "{waiting:?}"
+        );
     }
 
     /// The positions job rows are read at name the right columns.
