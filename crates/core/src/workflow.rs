@@ -103,17 +103,31 @@ impl Workflow {
 /// what the call answers, stay as given.
 ///
 /// `None` means "write them as given": no job of the call depends on
-/// another of it, or the order is not defined (a cycle, which the store
+/// another of it; the order is not defined (a cycle, which the store
 /// refuses, or an id given twice, whose first occurrence is the one
-/// created).
+/// created); or the new order would put a job before one given earlier on
+/// the same concurrency key, whose jobs start in the order they were
+/// enqueued.
 pub fn storage_order(ids: &[JobId], jobs: &[NewJob]) -> Option<Vec<usize>> {
     if ids.len() != jobs.len() || jobs.iter().all(|j| j.depends_on.is_empty()) {
         return None;
     }
     let depth = depths(ids, jobs)?;
+    if depth.iter().all(|&d| d == 0) {
+        return None;
+    }
     let mut order: Vec<usize> = (0..jobs.len()).collect();
     // A stable sort: one depth keeps the order given.
     order.sort_by_key(|&i| depth[i]);
+    let mut last_on_key: HashMap<(&str, &str), usize> = HashMap::new();
+    for &i in &order {
+        if let Some(key) = &jobs[i].key {
+            let before = last_on_key.insert((jobs[i].queue.as_str(), key.name.as_str()), i);
+            if before.is_some_and(|b| b > i) {
+                return None;
+            }
+        }
+    }
     Some(order)
 }
 
@@ -252,7 +266,7 @@ pub(crate) fn unknown_workflow(id: &WorkflowId) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::job::Payload;
+    use crate::job::{KeyLimit, Payload};
 
     fn job(kind: &str) -> NewJob {
         NewJob::new(kind, Payload::from_json_text("{}").unwrap()).unwrap()
@@ -298,7 +312,11 @@ mod tests {
         wf.step_after(job("b"), &[&stored_before]);
         let steps = wf.into_jobs();
         let ids: Vec<JobId> = steps.iter().filter_map(|s| s.id.clone()).collect();
-        assert_eq!(storage_order(&ids, &steps), Some(vec![0, 1]));
+        assert_eq!(
+            storage_order(&ids, &steps),
+            None,
+            "depends on none of the call"
+        );
         let plain = vec![job("x"), job("y")];
         let plain_ids = vec![JobId::new("x").unwrap(), JobId::new("y").unwrap()];
         assert_eq!(storage_order(&plain_ids, &plain), None);
@@ -370,6 +388,47 @@ mod tests {
         twice.step(job("x").with_id(x.clone()));
         twice.step(job("x-again").with_id(x));
         assert_eq!(kinds(&stored(twice.into_jobs())), ["after", "x", "x-again"]);
+    }
+
+    #[test]
+    fn a_keys_jobs_are_never_written_out_of_the_order_given() {
+        let keyed = |kind: &str| job(kind).with_key("tenant-1", KeyLimit::Ordered).unwrap();
+        let p = JobId::new("p").unwrap();
+        let in_order = |jobs: Vec<NewJob>| {
+            let ids: Vec<JobId> = jobs.iter().filter_map(|s| s.id.clone()).collect();
+            storage_order(&ids, &jobs)
+        };
+        // The keyed job at depth 1 was given before the keyed one at depth
+        // 0: sorting by depth would swap them, so nothing moves.
+        let swapped = vec![
+            job("p").with_id(p.clone()),
+            keyed("c")
+                .with_id(JobId::new("c").unwrap())
+                .depends_on(p.clone()),
+            keyed("a").with_id(JobId::new("a").unwrap()),
+        ];
+        assert_eq!(in_order(swapped), None);
+        // Keyed jobs already in depth order, or on another key or queue,
+        // do not stop the rest from moving.
+        let kept = vec![
+            keyed("a").with_id(JobId::new("a").unwrap()),
+            job("c")
+                .with_id(JobId::new("c").unwrap())
+                .depends_on(p.clone()),
+            job("p").with_id(p.clone()),
+            keyed("d")
+                .with_id(JobId::new("d").unwrap())
+                .depends_on(p.clone()),
+            job("e")
+                .with_key("tenant-2", KeyLimit::Ordered)
+                .unwrap()
+                .with_id(JobId::new("e").unwrap()),
+            keyed("f")
+                .on_queue("other")
+                .unwrap()
+                .with_id(JobId::new("f").unwrap()),
+        ];
+        assert_eq!(in_order(kept), Some(vec![0, 2, 4, 5, 1, 3]));
     }
 
     proptest::proptest! {

@@ -165,6 +165,36 @@ pub async fn insert_many_keeps_each_job_in_input_order(store: Arc<dyn Store>, cl
     assert_eq!(ran, vec!["o2", "o1", "o3"]);
 }
 
+/// A key's jobs start in the order given even when one of them waits for
+/// another job of the same call: here `c`, given before `a` on one ordered
+/// key, runs first once its dependency is done and both are due — whatever
+/// order a store writes the call's rows in.
+pub async fn a_keys_jobs_keep_input_order_across_dependencies(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
+    let ordered = |name: &str| job(name).with_key("kd", KeyLimit::Ordered).unwrap();
+    store
+        .insert_many(vec![
+            job("kd-p"),
+            ordered("kd-c").depends_on(id("kd-p")),
+            ordered("kd-a").scheduled(Schedule::After(Duration::from_secs(3600))),
+        ])
+        .await
+        .unwrap();
+    // kd-p runs and releases kd-c; kd-a is not due yet.
+    assert_eq!(
+        keyed_runs(store.as_ref(), 1, 10).await,
+        vec![Vec::<String>::new()]
+    );
+    assert_eq!(get(store.as_ref(), "kd-c").await.state, JobState::Ready);
+    clock.advance(Duration::from_secs(7200));
+    assert_eq!(
+        keyed_runs(store.as_ref(), 2, 10).await,
+        vec![vec!["kd-c".to_owned()], vec!["kd-a".to_owned()]]
+    );
+}
+
 /// Claims (up to `limit`) and acknowledges everything due, `rounds` times;
 /// returns the keyed jobs each round started.
 async fn keyed_runs(store: &dyn Store, rounds: usize, limit: u32) -> Vec<Vec<String>> {

@@ -63,6 +63,7 @@ macro_rules! conformance_tests {
             inserting_an_existing_id_returns_the_existing_job_and_creates_nothing,
             insert_many_is_all_or_nothing_per_call,
             insert_many_keeps_each_job_in_input_order,
+            a_keys_jobs_keep_input_order_across_dependencies,
             a_large_insert_many_spans_statements_in_input_order,
             claim_increments_attempts_and_writes_a_fresh_token_and_lease,
             a_job_not_yet_due_is_never_claimed,
