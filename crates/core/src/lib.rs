@@ -68,7 +68,7 @@ pub use cron::{
 };
 pub use deps::{
     Dependency, DependencyFailure, Edge, LinkPlan, MAX_DEPENDENCIES, check_dependencies,
-    plan_links, wanted_dependencies,
+    plan_links, storage_order, wanted_dependencies,
 };
 pub use error::{Cause, Error, Result};
 pub use job::{
@@ -98,7 +98,7 @@ pub use store::{
 };
 pub use unique::{MAX_UNIQUE_KEY_BYTES, Unique, UniqueProbe, UniqueRule, check_unique_batch};
 pub use workflow::{
-    StateCount, Workflow, WorkflowActed, WorkflowAction, WorkflowStep, WorkflowView, storage_order,
+    StateCount, Workflow, WorkflowActed, WorkflowAction, WorkflowStep, WorkflowView,
 };
 
 /// The examples of this crate's README, compiled and run as doctests so
