@@ -316,7 +316,8 @@ struct JobsArgs {
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     limit: u32,
     /// Start after this job id (the last one of the previous page): pages
-    /// are in creation order, then id.
+    /// are in creation order (jobs created together: by id, or on SQLite
+    /// without --tag or --workflow in the order stored).
     #[arg(long)]
     after: Option<String>,
     /// Print JSON.

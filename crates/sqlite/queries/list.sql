@@ -1,102 +1,32 @@
--- Jobs matching the filters, oldest first (created_at, then id), one page
--- after the job :after (keyset pagination).
+-- Jobs matching the filters, oldest first — by creation time, and jobs
+-- created at the same instant in the order they were stored (rowid) — one
+-- page after the job :after (keyset pagination).
 --
--- One member per state, each a range scan of errand_jobs_state
--- (state, created_at, id) that stops after :limit rows, merged and cut to
--- :limit: a page costs about :limit index entries per state instead of a
--- scan and sort of the whole table (1,000,000 rows: ~1 ms instead of
--- ~300 ms; docs/dashboard.md). Running jobs are not in that index (it is
--- partial, `state <> 'running'`, which each member repeats so that SQLite
--- uses it); their member reads errand_jobs_leases, which holds only them,
--- and sorts them: at most the workers' slots. A member whose state is not :state is
--- skipped by its constant condition. The cursor is a row-value range the
--- index can seek to; without :after it starts below every row, and an
--- :after that names no job makes the page empty (the caller then reports
--- the vanished cursor).
-SELECT * FROM (
-  SELECT * FROM (
-    SELECT * FROM errand_jobs
-    WHERE state = 'blocked' AND state <> 'running' AND coalesce(:state, 'blocked') = 'blocked'
-      AND (:queue IS NULL OR queue = :queue)
-      AND (:kind IS NULL OR kind = :kind)
-      AND (:error IS NULL OR instr(last_error, :error) > 0)
-      AND (:since IS NULL OR updated_at >= :since)
-      AND (:before IS NULL OR updated_at < :before)
-      AND (created_at, id) > (coalesce((SELECT created_at FROM errand_jobs WHERE id = :after),
-                                       CASE WHEN :after IS NULL THEN -9223372036854775808 END),
-                              coalesce(:after, ''))
-    ORDER BY created_at, id
-    LIMIT :limit)
+-- The members (list_member.sql, joined with UNION ALL by queue.rs where
+-- the placeholder below stands) are two per state: the rest of the cursor's
+-- instant (created_at equal, rowid above the cursor's) and the later
+-- instants. Each is a range scan of errand_jobs_state (state, created_at,
+-- then rowid as every index's last key column) that stops after :limit
+-- entries, so a page costs about :limit index entries per member instead
+-- of a scan and sort of the whole table (1,000,000 rows: ~1 ms instead of
+-- ~300 ms; docs/dashboard.md). SQLite seeks an index on `created_at = ?
+-- AND rowid > ?` and on `created_at > ?`, not on the row value
+-- `(created_at, rowid) > (?, ?)`, hence two members rather than one.
+-- Running jobs are not in that index (it is partial, `state <> 'running'`,
+-- which each other member repeats so that SQLite uses it); their members
+-- read errand_jobs_leases, which holds only them, and sort them: at most
+-- the workers' slots. A member whose state is not :state is skipped by its
+-- constant condition. Without :after the cursor starts below every row;
+-- an :after that names no job leaves the cursor empty and the page empty
+-- (the caller then reports the vanished cursor). The members return
+-- places; each job is read once, by rowid, for the page.
+WITH cursor (created_at, seq) AS (
+  SELECT created_at, rowid FROM errand_jobs WHERE id = :after
   UNION ALL
-  SELECT * FROM (
-    SELECT * FROM errand_jobs
-    WHERE state = 'ready' AND state <> 'running' AND coalesce(:state, 'ready') = 'ready'
-      AND (:queue IS NULL OR queue = :queue)
-      AND (:kind IS NULL OR kind = :kind)
-      AND (:error IS NULL OR instr(last_error, :error) > 0)
-      AND (:since IS NULL OR updated_at >= :since)
-      AND (:before IS NULL OR updated_at < :before)
-      AND (created_at, id) > (coalesce((SELECT created_at FROM errand_jobs WHERE id = :after),
-                                       CASE WHEN :after IS NULL THEN -9223372036854775808 END),
-                              coalesce(:after, ''))
-    ORDER BY created_at, id
-    LIMIT :limit)
-  UNION ALL
-  SELECT * FROM (
-    SELECT * FROM errand_jobs
-    WHERE state = 'running' AND coalesce(:state, 'running') = 'running'
-      AND (:queue IS NULL OR queue = :queue)
-      AND (:kind IS NULL OR kind = :kind)
-      AND (:error IS NULL OR instr(last_error, :error) > 0)
-      AND (:since IS NULL OR updated_at >= :since)
-      AND (:before IS NULL OR updated_at < :before)
-      AND (created_at, id) > (coalesce((SELECT created_at FROM errand_jobs WHERE id = :after),
-                                       CASE WHEN :after IS NULL THEN -9223372036854775808 END),
-                              coalesce(:after, ''))
-    ORDER BY created_at, id
-    LIMIT :limit)
-  UNION ALL
-  SELECT * FROM (
-    SELECT * FROM errand_jobs
-    WHERE state = 'done' AND state <> 'running' AND coalesce(:state, 'done') = 'done'
-      AND (:queue IS NULL OR queue = :queue)
-      AND (:kind IS NULL OR kind = :kind)
-      AND (:error IS NULL OR instr(last_error, :error) > 0)
-      AND (:since IS NULL OR updated_at >= :since)
-      AND (:before IS NULL OR updated_at < :before)
-      AND (created_at, id) > (coalesce((SELECT created_at FROM errand_jobs WHERE id = :after),
-                                       CASE WHEN :after IS NULL THEN -9223372036854775808 END),
-                              coalesce(:after, ''))
-    ORDER BY created_at, id
-    LIMIT :limit)
-  UNION ALL
-  SELECT * FROM (
-    SELECT * FROM errand_jobs
-    WHERE state = 'dead' AND state <> 'running' AND coalesce(:state, 'dead') = 'dead'
-      AND (:queue IS NULL OR queue = :queue)
-      AND (:kind IS NULL OR kind = :kind)
-      AND (:error IS NULL OR instr(last_error, :error) > 0)
-      AND (:since IS NULL OR updated_at >= :since)
-      AND (:before IS NULL OR updated_at < :before)
-      AND (created_at, id) > (coalesce((SELECT created_at FROM errand_jobs WHERE id = :after),
-                                       CASE WHEN :after IS NULL THEN -9223372036854775808 END),
-                              coalesce(:after, ''))
-    ORDER BY created_at, id
-    LIMIT :limit)
-  UNION ALL
-  SELECT * FROM (
-    SELECT * FROM errand_jobs
-    WHERE state = 'cancelled' AND state <> 'running' AND coalesce(:state, 'cancelled') = 'cancelled'
-      AND (:queue IS NULL OR queue = :queue)
-      AND (:kind IS NULL OR kind = :kind)
-      AND (:error IS NULL OR instr(last_error, :error) > 0)
-      AND (:since IS NULL OR updated_at >= :since)
-      AND (:before IS NULL OR updated_at < :before)
-      AND (created_at, id) > (coalesce((SELECT created_at FROM errand_jobs WHERE id = :after),
-                                       CASE WHEN :after IS NULL THEN -9223372036854775808 END),
-                              coalesce(:after, ''))
-    ORDER BY created_at, id
-    LIMIT :limit)
+  SELECT -9223372036854775808, -9223372036854775808 WHERE :after IS NULL
 )
-ORDER BY created_at, id
+SELECT j.* FROM (
+  $members
+) AS m CROSS JOIN errand_jobs AS j ON j.rowid = m.seq
+ORDER BY m.created_at, m.seq
 LIMIT :limit
