@@ -159,7 +159,7 @@ pub struct JobFilter {
     /// At most this many (default 100, at most 10,000).
     pub limit: Option<u32>,
     /// Keyset pagination: only jobs after this one in the listing's order
-    /// (see [`Store::list`]). Pass the last id of the previous page.
+    /// (see [`AdminStore::list`]). Pass the last id of the previous page.
     pub after: Option<JobId>,
     /// A byte budget as well as a row limit: the page ends after the job
     /// that brings the [`listed_bytes`] of its jobs to this many (so a page
@@ -533,11 +533,13 @@ pub trait AdminStore: Send + Sync + fmt::Debug {
     async fn detail(&self, id: &JobId) -> Result<JobDetail>;
 
     /// Jobs matching the filter, oldest first. Jobs created at the same
-    /// instant (enqueued in one call) come in an order the store fixes
-    /// when it creates them: by id, except SQLite's listing without a tag
-    /// or workflow filter, which lists them in the order they are stored
-    /// (for a call without dependencies, the order given; with them, each
-    /// job after the jobs of the call it depends on).
+    /// instant (enqueued in one call, or in the same millisecond) come in
+    /// an order the store fixes when it creates them: by id, except
+    /// SQLite's listing without a tag or workflow filter, which lists them
+    /// in the order they are stored (for one call: the order given, or,
+    /// when jobs of the call depend on each other, usually depth by depth
+    /// — each after the jobs of the call it depends on — unless that would
+    /// reorder a concurrency key's jobs).
     async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>>;
 
     /// How many steps of `workflow` are in each state (states with none

@@ -3,9 +3,9 @@
 -- page after the job :after (keyset pagination).
 --
 -- The members (list_member.sql, joined with UNION ALL by queue.rs where
--- the placeholder below stands) are two per state: the rest of the cursor's
--- instant (created_at equal, rowid above the cursor's) and the later
--- instants. Each is a range scan of errand_jobs_state (state, created_at,
+-- the placeholder below stands) are two per state but running: the rest
+-- of the cursor's instant (created_at equal, rowid above the cursor's) and
+-- the later instants. Each is a range scan of errand_jobs_state (state, created_at,
 -- then rowid as every index's last key column) that stops after :limit
 -- entries, so a page costs about :limit index entries per member instead
 -- of a scan and sort of the whole table (1,000,000 rows: ~1 ms instead of
@@ -13,9 +13,9 @@
 -- AND rowid > ?` and on `created_at > ?`, not on the row value
 -- `(created_at, rowid) > (?, ?)`, hence two members rather than one.
 -- Running jobs are not in that index (it is partial, `state <> 'running'`,
--- which each other member repeats so that SQLite uses it); their members
--- read errand_jobs_leases, which holds only them, and sort them: at most
--- the workers' slots. A member whose state is not :state is skipped by its
+-- which each other member repeats so that SQLite uses it); their one
+-- member reads errand_jobs_leases, which holds only them, and sorts them:
+-- at most the workers' slots. A member whose state is not :state is skipped by its
 -- constant condition. Without :after the cursor starts below every row;
 -- an :after that names no job leaves the cursor empty and the page empty
 -- (the caller then reports the vanished cursor). The members return

@@ -1571,7 +1571,9 @@ pub async fn list_pages_by_cursor_visit_every_job_once(store: Arc<dyn Store>, cl
     for size in [1u32, 2, 3, 7] {
         let mut seen = Vec::new();
         let mut after = None;
-        loop {
+        let mut ended = false;
+        // More pages than jobs means the cursor stopped advancing.
+        for _ in 0..=all.len() {
             let page = store
                 .list(&JobFilter {
                     limit: Some(size),
@@ -1581,12 +1583,14 @@ pub async fn list_pages_by_cursor_visit_every_job_once(store: Arc<dyn Store>, cl
                 .await
                 .unwrap();
             if page.is_empty() {
+                ended = true;
                 break;
             }
             assert!(page.len() <= size as usize);
             after = page.last().map(|j| j.id.clone());
             seen.extend(page.iter().map(|j| j.id.to_string()));
         }
+        assert!(ended, "pages of {size} did not end");
         assert_eq!(seen, all, "pages of {size}");
     }
     match store
