@@ -28,14 +28,17 @@ struct Running {
 }
 
 impl Running {
-    /// Asks the server to stop and waits until it has.
-    async fn stop(self) {
+    /// Asks the server to stop and waits until it has. Returns the queue,
+    /// whose directory holds the database: a store opens connections on
+    /// demand, so a caller still reading must keep it.
+    async fn stop(self) -> TestQueue {
         self.stop.send(()).unwrap();
         tokio::time::timeout(BOUND, self.task)
             .await
             .expect("the server stopped")
             .unwrap()
             .unwrap();
+        self.q
     }
 }
 
@@ -307,7 +310,6 @@ async fn a_server_writes_what_is_left_as_it_shuts_down() {
     let s = start_with_jobs(Duration::from_secs(3600)).await;
     lease_three(s.addr).await;
     assert_eq!(charts(&s.q).await.wait.iter().sum::<u64>(), 0);
-    let store = s.q.store();
-    s.stop().await;
-    assert_eq!(charts_of(store).await.wait.iter().sum::<u64>(), 3);
+    let q = s.stop().await;
+    assert_eq!(charts(&q).await.wait.iter().sum::<u64>(), 3);
 }
