@@ -59,17 +59,19 @@ meets (job_id, depends_on) AS (
     WHERE e.met = 0 AND d.on_dependency_failure = 'run'
 )
 -- @done
--- The jobs in :ids were just acknowledged (done): nothing is cancelled,
--- and every unmet edge out of them is met. Only `release` runs: these
--- edges are not marked, because a job is acknowledged once in its life (a
--- done job is never replayed), so nothing can count them again; a reader
--- takes an edge whose dependency is done as met.
+-- The jobs in :ids were just acknowledged (done) by the transaction that
+-- runs this: nothing is cancelled, and every unmet edge out of them is
+-- met. Only `release` runs: these edges are not marked, because a job is
+-- acknowledged once in its life (a done job is never replayed), so nothing
+-- can count them again; a reader takes an edge whose dependency is done as
+-- met. The callers pass only jobs their own statement just set done, so
+-- the jobs are not read again: the unmet edges out of each are one range
+-- of errand_dependencies_of, which holds all three columns.
 WITH meets (job_id, depends_on) AS (
     SELECT e.job_id, e.depends_on
     FROM json_each(:ids) i
-    CROSS JOIN errand_jobs j ON j.id = i.value
-    CROSS JOIN errand_dependencies e ON e.depends_on = j.id
-    WHERE +j.state = 'done' AND e.met = 0
+    CROSS JOIN errand_dependencies e ON e.depends_on = i.value
+    WHERE e.met = 0
 )
 -- @release
 UPDATE errand_jobs AS j

@@ -717,7 +717,8 @@ fn release_statements() -> &'static [String; 4] {
 /// How the jobs a release starts from ended.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Release {
-    /// Just acknowledged: their dependents are only ever released.
+    /// Just acknowledged by the caller's own statement: their dependents
+    /// are only ever released, and the jobs are not read again to check.
     Done,
     /// Dead or cancelled: dependents may be cancelled too.
     Failed,
@@ -2061,6 +2062,43 @@ mod plan_tests {
         for (i, name) in at {
             assert_eq!(JOB_COLUMNS[i], name);
         }
+    }
+
+    /// Releasing the dependents of acknowledged jobs reads the unmet edges
+    /// out of each job from the edge index alone, without reading the jobs
+    /// themselves (their acknowledgment just set them done), and visits
+    /// the job table only to change each dependent, found by id. A rewrite
+    /// that reads the acknowledged jobs again, or the edge table, doubles
+    /// the seeks of the commonest settlement that has dependents; this
+    /// fails if one does.
+    #[test]
+    fn a_release_after_acknowledgments_reads_edges_from_the_index_alone() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        crate::schema::migrate(&mut conn).unwrap();
+        let [_, _, _, release_done] = release_statements();
+        let mut stmt = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {release_done}"))
+            .unwrap();
+        let mut rows = stmt.raw_query(); // parameters unbound: the plan only
+        let mut plan: Vec<String> = Vec::new();
+        while let Some(r) = rows.next().unwrap() {
+            plan.push(r.get(3).unwrap());
+        }
+        let edges: Vec<&String> = plan.iter().filter(|l| l.contains(" e ")).collect();
+        assert_eq!(
+            edges,
+            ["SEARCH e USING COVERING INDEX errand_dependencies_of (depends_on=? AND met=?)"],
+            "{plan:#?}"
+        );
+        let jobs: Vec<&String> = plan
+            .iter()
+            .filter(|l| l.contains("errand_jobs") || l.starts_with("SEARCH j ") || l.starts_with("SCAN j"))
+            .collect();
+        assert_eq!(
+            jobs,
+            ["SEARCH j USING INDEX sqlite_autoindex_errand_jobs_1 (id=?)"],
+            "{plan:#?}"
+        );
     }
 
     /// The batch statements find their jobs by rowid (claims) or id

@@ -15,7 +15,7 @@ mod embedded {
 const HISTORY_TABLE: &str = "errand_schema_history";
 
 /// The schema version this build of the library expects.
-pub const SCHEMA_VERSION: i64 = 16;
+pub const SCHEMA_VERSION: i64 = 17;
 
 /// The version recorded in the database, or `None` if Errand's schema was
 /// never applied.
