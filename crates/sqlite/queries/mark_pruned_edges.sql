@@ -2,4 +2,4 @@
 -- source's state alone while it existed (release.sql), they are marked so
 -- that they still read as met once it is gone.
 UPDATE errand_dependencies SET met = 1
-WHERE depends_on IN (SELECT value FROM json_each(:ids)) AND NOT met
+WHERE depends_on IN (SELECT value FROM json_each(:ids)) AND met = 0

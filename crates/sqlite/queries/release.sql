@@ -64,9 +64,9 @@ meets (job_id, depends_on) AS (
 -- met. Only `release` runs: these edges are not marked, because a job is
 -- acknowledged once in its life (a done job is never replayed), so nothing
 -- can count them again; a reader takes an edge whose dependency is done as
--- met. The callers pass only jobs their own statement just set done, so
--- the jobs are not read again: the unmet edges out of each are one range
--- of errand_dependencies_of, which holds all three columns.
+-- met. The callers pass only distinct jobs their own statement just set
+-- done, so the jobs are not read again: the unmet edges out of each are
+-- one range of errand_dependencies_of, which holds all three columns.
 WITH meets (job_id, depends_on) AS (
     SELECT e.job_id, e.depends_on
     FROM json_each(:ids) i

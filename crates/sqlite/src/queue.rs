@@ -717,8 +717,9 @@ fn release_statements() -> &'static [String; 4] {
 /// How the jobs a release starts from ended.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Release {
-    /// Just acknowledged by the caller's own statement: their dependents
-    /// are only ever released, and the jobs are not read again to check.
+    /// Just acknowledged by the caller's own statement, each once: their
+    /// dependents are only ever released, and the jobs are not read again
+    /// to check.
     Done,
     /// Dead or cancelled: dependents may be cancelled too.
     Failed,
@@ -2092,7 +2093,9 @@ mod plan_tests {
         );
         let jobs: Vec<&String> = plan
             .iter()
-            .filter(|l| l.contains("errand_jobs") || l.starts_with("SEARCH j ") || l.starts_with("SCAN j"))
+            .filter(|l| {
+                l.contains("errand_jobs") || l.starts_with("SEARCH j ") || l.starts_with("SCAN j")
+            })
             .collect();
         assert_eq!(
             jobs,
