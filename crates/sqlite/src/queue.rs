@@ -1807,6 +1807,38 @@ mod plan_tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
+    /// The lines of `sql`'s query plan on `conn` (parameters unbound: the
+    /// plan only).
+    fn plan_of(conn: &Connection, sql: &str) -> Vec<String> {
+        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let mut rows = stmt.raw_query();
+        let mut plan = Vec::new();
+        while let Some(r) = rows.next().unwrap() {
+            plan.push(r.get(3).unwrap());
+        }
+        plan
+    }
+
+    /// The lines of `plan` that read the job table, under its own name or
+    /// as `j`.
+    fn job_reads(plan: &[String]) -> Vec<&String> {
+        plan.iter()
+            .filter(|l| {
+                l.contains("errand_jobs") || l.starts_with("SEARCH j ") || l.starts_with("SCAN j")
+            })
+            .collect()
+    }
+
+    /// Every job's kind, in the order the rows are stored.
+    fn kinds_by_rowid(conn: &Connection) -> Vec<String> {
+        conn.prepare("SELECT kind FROM errand_jobs ORDER BY rowid")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    }
+
     /// `insert_many` on an application's connection is all or nothing even
     /// when it takes several statements and no transaction is open: a
     /// failure in the second statement (here a trigger refusing one job)
@@ -1867,13 +1899,7 @@ mod plan_tests {
         let answered: Vec<JobId> = inserted.iter().map(|i| i.job.id.clone()).collect();
         assert_eq!(answered, asked, "answered in the order asked");
         assert!(inserted.iter().all(|i| i.created));
-        let by_rowid: Vec<String> = conn
-            .prepare("SELECT kind FROM errand_jobs ORDER BY rowid")
-            .unwrap()
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .collect::<rusqlite::Result<_>>()
-            .unwrap();
+        let by_rowid = kinds_by_rowid(&conn);
         let mut depth_by_depth = by_rowid.clone();
         depth_by_depth.sort();
         assert_eq!(
@@ -1929,13 +1955,7 @@ mod plan_tests {
         }
         insert_many(&conn, &wf.into_jobs(), at(1)).unwrap();
         single("later", 2);
-        let stored: Vec<String> = conn
-            .prepare("SELECT kind FROM errand_jobs ORDER BY rowid")
-            .unwrap()
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .collect::<rusqlite::Result<_>>()
-            .unwrap();
+        let stored = kinds_by_rowid(&conn);
         assert_eq!(stored[0], "earlier");
         assert_eq!(stored[1], "s0-c0");
         assert_eq!(stored[11], "s1-c0", "depth by depth");
@@ -1984,22 +2004,10 @@ mod plan_tests {
     fn the_listing_seeks_the_listing_index() {
         let mut conn = Connection::open_in_memory().unwrap();
         crate::schema::migrate(&mut conn).unwrap();
-        let mut stmt = conn
-            .prepare(&format!("EXPLAIN QUERY PLAN {}", LIST_STATEMENT.as_str()))
-            .unwrap();
-        let mut rows = stmt.raw_query(); // parameters unbound: the plan only
-        let mut plan: Vec<String> = Vec::new();
-        while let Some(r) = rows.next().unwrap() {
-            plan.push(r.get(3).unwrap());
-        }
+        let plan = plan_of(&conn, LIST_STATEMENT.as_str());
         // Reads of the table, under its own name or as `j` (the page's
         // rows, read by rowid).
-        let reads: Vec<&String> = plan
-            .iter()
-            .filter(|l| {
-                l.contains("errand_jobs") || l.starts_with("SEARCH j ") || l.starts_with("SCAN j")
-            })
-            .collect();
+        let reads = job_reads(&plan);
         for read in &reads {
             assert!(
                 read.starts_with("SEARCH errand_jobs USING INDEX")
@@ -2077,26 +2085,14 @@ mod plan_tests {
         let mut conn = Connection::open_in_memory().unwrap();
         crate::schema::migrate(&mut conn).unwrap();
         let [_, _, _, release_done] = release_statements();
-        let mut stmt = conn
-            .prepare(&format!("EXPLAIN QUERY PLAN {release_done}"))
-            .unwrap();
-        let mut rows = stmt.raw_query(); // parameters unbound: the plan only
-        let mut plan: Vec<String> = Vec::new();
-        while let Some(r) = rows.next().unwrap() {
-            plan.push(r.get(3).unwrap());
-        }
+        let plan = plan_of(&conn, release_done);
         let edges: Vec<&String> = plan.iter().filter(|l| l.contains(" e ")).collect();
         assert_eq!(
             edges,
             ["SEARCH e USING COVERING INDEX errand_dependencies_of (depends_on=? AND met=?)"],
             "{plan:#?}"
         );
-        let jobs: Vec<&String> = plan
-            .iter()
-            .filter(|l| {
-                l.contains("errand_jobs") || l.starts_with("SEARCH j ") || l.starts_with("SCAN j")
-            })
-            .collect();
+        let jobs = job_reads(&plan);
         assert_eq!(
             jobs,
             ["SEARCH j USING INDEX sqlite_autoindex_errand_jobs_1 (id=?)"],
@@ -2123,12 +2119,7 @@ mod plan_tests {
                 "SEARCH errand_jobs USING INDEX sqlite_autoindex_errand_jobs_1 (id=?)",
             ),
         ] {
-            let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
-            let mut rows = stmt.raw_query(); // parameters unbound: the plan only
-            let mut plan: Vec<String> = Vec::new();
-            while let Some(r) = rows.next().unwrap() {
-                plan.push(r.get(3).unwrap());
-            }
+            let plan = plan_of(&conn, sql);
             let jobs: Vec<&String> = plan.iter().filter(|l| l.contains("errand_jobs")).collect();
             assert_eq!(jobs.len(), 1, "{sql}\n{plan:#?}");
             assert!(jobs[0].starts_with(search), "{sql}\n{plan:#?}");
