@@ -59,7 +59,7 @@ pub use queue::{Conn, Param, Queries};
 const INSERT_CHUNK: usize = 1_000;
 
 /// The schema version this build expects.
-pub const SCHEMA_VERSION: i64 = 20;
+pub const SCHEMA_VERSION: i64 = 21;
 const MIGRATIONS: &[(&str, &str)] = &[
     ("V1__jobs", include_str!("../migrations/V1__jobs.sql")),
     (
@@ -137,6 +137,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     (
         "V20__workflow_steps_table",
         include_str!("../migrations/V20__workflow_steps_table.sql"),
+    ),
+    (
+        "V21__settled_columns_checked_on_store",
+        include_str!("../migrations/V21__settled_columns_checked_on_store.sql"),
     ),
 ];
 
