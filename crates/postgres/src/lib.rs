@@ -1514,6 +1514,94 @@ mod upgrade_tests {
         old.drop_schema().await;
     }
 
+    /// V21 moves the rules of the columns written only at the insert into
+    /// domains: the jobs stored before it are kept and read back, every
+    /// rule still refuses a bad value (SQLSTATE 23514), NULL is still
+    /// allowed where it was, and the text columns keep comparing bytewise.
+    #[tokio::test]
+    async fn v21_keeps_every_job_and_every_rule() {
+        let Some(mut old) = Old::at("v21_keeps_every_job_and_every_rule", 20).await else {
+            return;
+        };
+        let quoted = old.quoted.clone();
+        let at = "2026-12-04 10:00:00+00";
+        old.client
+            .batch_execute(&format!(
+                "INSERT INTO {quoted}.errand_jobs (id, queue, kind, state, payload, attempts, max_attempts,
+                     max_lease_expiries, available_at, created_at, updated_at, key_name, key_limit,
+                     on_dependency_failure, workflow, tags, meta, unique_key, batch)
+                 VALUES ('a-full', 'mail', 'k', 'ready', '{{}}', 0, 3, 5, '{at}', '{at}', '{at}',
+                         'tenant-1', 2, 'cancel', 'wf-1', '[\"x\"]', '{{\"m\": \"v\"}}', 'u-1', NULL),
+                        ('b-bare', 'mail', 'k', 'ready', '{{}}', 0, 1000, 1000, '{at}', '{at}', '{at}',
+                         NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);"
+            ))
+            .await
+            .unwrap();
+        let store = old.upgrade().await;
+        let full = store.get(&JobId::new("a-full").unwrap()).await.unwrap();
+        assert_eq!(full.max_attempts, 3);
+        assert_eq!(full.key.as_ref().map(|k| k.name.as_str()), Some("tenant-1"));
+        assert_eq!(full.workflow.as_ref().map(|w| w.as_str()), Some("wf-1"));
+        let bare = store.get(&JobId::new("b-bare").unwrap()).await.unwrap();
+        assert_eq!((bare.max_attempts, bare.key.is_none()), (1000, true));
+        let update =
+            |set: &str| format!("UPDATE {quoted}.errand_jobs SET {set} WHERE id = 'a-full'");
+        for (what, set) in [
+            ("a batch too long", "batch = repeat('b', 201)"),
+            ("an empty workflow", "workflow = ''"),
+            ("a key name too long", "key_name = repeat('k', 201)"),
+            ("a unique key too long", "unique_key = repeat('u', 301)"),
+            ("a key limit of 0", "key_limit = 0"),
+            ("a key limit above 10,000", "key_limit = 10001"),
+            ("no attempts", "max_attempts = 0"),
+            (
+                "a lost-lease budget above 1,000",
+                "max_lease_expiries = 1001",
+            ),
+            (
+                "an unknown dependency policy",
+                "on_dependency_failure = 'retry'",
+            ),
+            ("tags that are not an array", "tags = '{}'"),
+            ("metadata that is not an object", "meta = '[]'"),
+        ] {
+            let err = old
+                .client
+                .batch_execute(&update(set))
+                .await
+                .expect_err(what);
+            let code = err.as_db_error().map(|d| d.code().code().to_owned());
+            assert_eq!(code.as_deref(), Some("23514"), "{what}: {err}");
+        }
+        old.client
+            .batch_execute(&update(
+                "batch = NULL, workflow = NULL, unique_key = NULL, tags = NULL, meta = NULL",
+            ))
+            .await
+            .expect("NULL is allowed where it was");
+        let collations: Vec<(String, String)> = old
+            .client
+            .query(
+                "SELECT a.attname::text, c.collname::text FROM pg_attribute a
+                 JOIN pg_collation c ON c.oid = a.attcollation
+                 WHERE a.attrelid = ($1 || '.errand_jobs')::regclass
+                   AND a.attname IN ('batch', 'workflow', 'key_name', 'unique_key')
+                 ORDER BY 1",
+                &[&quoted],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        let c = |col: &str| (col.to_owned(), "C".to_owned());
+        assert_eq!(
+            collations,
+            [c("batch"), c("key_name"), c("unique_key"), c("workflow")]
+        );
+        old.drop_schema().await;
+    }
+
     /// Parameters are declared as plain types, never as the schema's
     /// domains: a driver asked to send a string for a parameter PostgreSQL
     /// inferred as `errand_job_id` refuses it ("error serializing
