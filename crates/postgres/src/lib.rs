@@ -1229,6 +1229,13 @@ mod upgrade_tests {
             .unwrap()
         }
 
+        /// Runs `sql`, which must be refused by a check (SQLSTATE 23514).
+        async fn assert_check_refuses(&self, what: &str, sql: &str) {
+            let err = self.client.batch_execute(sql).await.expect_err(what);
+            let code = err.as_db_error().map(|d| d.code().code().to_owned());
+            assert_eq!(code.as_deref(), Some("23514"), "{what}: {err}");
+        }
+
         async fn drop_schema(self) {
             self.client
                 .batch_execute(&format!("DROP SCHEMA {} CASCADE", self.quoted))
@@ -1507,9 +1514,7 @@ mod upgrade_tests {
                 ),
             ),
         ] {
-            let err = old.client.batch_execute(&sql).await.expect_err(what);
-            let code = err.as_db_error().map(|d| d.code().code().to_owned());
-            assert_eq!(code.as_deref(), Some("23514"), "{what}: {err}");
+            old.assert_check_refuses(what, &sql).await;
         }
         old.drop_schema().await;
     }
@@ -1565,13 +1570,7 @@ mod upgrade_tests {
             ("tags that are not an array", "tags = '{}'"),
             ("metadata that is not an object", "meta = '[]'"),
         ] {
-            let err = old
-                .client
-                .batch_execute(&update(set))
-                .await
-                .expect_err(what);
-            let code = err.as_db_error().map(|d| d.code().code().to_owned());
-            assert_eq!(code.as_deref(), Some("23514"), "{what}: {err}");
+            old.assert_check_refuses(what, &update(set)).await;
         }
         old.client
             .batch_execute(&update(
