@@ -86,7 +86,7 @@ async fn app_schema_version(client: &tokio_postgres::Client) -> Result<Option<i6
     let exists: Option<String> = client
         .query_one("SELECT to_regclass($1)::text", &[&history_table()])
         .await?
-        .get(0);
+        .try_get(0)?;
     if exists.is_none() {
         return Ok(None);
     }
@@ -96,7 +96,7 @@ async fn app_schema_version(client: &tokio_postgres::Client) -> Result<Option<i6
             &[],
         )
         .await?
-        .get(0);
+        .try_get(0)?;
     Ok(v.map(i64::from))
 }
 
@@ -235,12 +235,13 @@ async fn occupant_in<C: deadpool_postgres::GenericClient + Sync>(
 }
 
 async fn units_in(tx: &Tx<'_>) -> Result<Vec<String>> {
-    Ok(tx
+    let rows = tx
         .query("SELECT id FROM reservations.units ORDER BY id", &[])
-        .await?
+        .await?;
+    Ok(rows
         .iter()
-        .map(|r| r.get(0))
-        .collect())
+        .map(|r| r.try_get(0))
+        .collect::<std::result::Result<_, _>>()?)
 }
 
 fn reservation(row: &Row) -> Result<Reservation> {

@@ -8,7 +8,9 @@ use errand_core::{Batch, BatchId, BatchSeal, Error, JobId, JobState, NewJob, Res
 use time::OffsetDateTime;
 
 use crate::map_err;
-use crate::queue::{Conn, Queries, from_odt, insert_linked, query, query_opt, require_transaction};
+use crate::queue::{
+    Conn, Queries, col, from_odt, insert_linked, query, query_opt, require_transaction,
+};
 
 /// The batch `id` with its job count (no counts by state), if it exists.
 async fn row<C: Conn>(client: &C, q: &Queries, id: &BatchId) -> Result<Option<Batch>> {
@@ -117,8 +119,8 @@ pub(crate) async fn batch<C: Conn>(client: &C, q: &Queries, id: &BatchId) -> Res
         .await?
         .ok_or_else(|| Error::NoSuchBatch(id.to_string()))?;
     for r in query(client, &q.batch_counts, &[&id.as_str()]).await? {
-        let state: &str = r.get(0);
-        let n: i64 = r.get(1);
+        let state: &str = col(&r, 0)?;
+        let n: i64 = col(&r, 1)?;
         batch.states.push(errand_core::StateCount {
             state: state.parse::<JobState>()?,
             count: u64::try_from(n).unwrap_or(0),

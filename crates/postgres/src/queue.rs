@@ -263,6 +263,32 @@ fn bad_row(e: impl std::fmt::Display) -> Error {
     Error::storage(format!("unexpected row in errand_jobs: {e}"))
 }
 
+/// Column `i` of a row one of these statements returned: an error, not a
+/// panic, if it is not the type the statement gives it (a schema changed
+/// under the code).
+pub(crate) fn col<'a, T: FromSql<'a>>(row: &'a Row, i: usize) -> Result<T> {
+    row.try_get(i).map_err(|e| {
+        Error::storage_caused_by(
+            format!(
+                "PostgreSQL returned an unexpected column {i}: {e} (is the schema the one this \
+                 build expects? `errand migrate` upgrades it)"
+            ),
+            e,
+        )
+    })
+}
+
+/// The ids (column 0) of the rows whose boolean column `flag` is true.
+fn ids_where(rows: &[Row], flag: usize) -> Result<Vec<&str>> {
+    let mut ids = Vec::new();
+    for r in rows {
+        if col::<bool>(r, flag)? {
+            ids.push(col::<&str>(r, 0)?);
+        }
+    }
+    Ok(ids)
+}
+
 fn u32_of(v: i32) -> Result<u32> {
     u32::try_from(v).map_err(bad_row)
 }
@@ -452,8 +478,8 @@ pub(crate) async fn workflow_counts<C: Conn>(
 ) -> Result<Vec<(JobState, u64)>> {
     let mut counts = Vec::new();
     for row in query(client, &q.workflow_counts, &[&workflow.as_str()]).await? {
-        let state: &str = row.get(0);
-        let n: i64 = row.get(1);
+        let state: &str = col(&row, 0)?;
+        let n: i64 = col(&row, 1)?;
         counts.push((
             state.parse::<JobState>().map_err(bad_row)?,
             u64::try_from(n).unwrap_or(0),
@@ -472,8 +498,8 @@ pub(crate) async fn dependency_edges<C: Conn>(
     let mut edges = Vec::new();
     for row in query(client, &q.dependency_edges, &[&ids]).await? {
         edges.push((
-            JobId::new(row.get::<_, String>(0)).map_err(bad_row)?,
-            JobId::new(row.get::<_, String>(1)).map_err(bad_row)?,
+            JobId::new(col::<String>(&row, 0)?).map_err(bad_row)?,
+            JobId::new(col::<String>(&row, 1)?).map_err(bad_row)?,
         ));
     }
     Ok(edges)
@@ -726,8 +752,8 @@ async fn link<C: Conn>(
     let wanted = errand_core::wanted_dependencies(&edges);
     let mut states = std::collections::HashMap::with_capacity(wanted.len());
     for r in query(client, &q.lock_dependencies, &[&wanted]).await? {
-        let state: &str = r.get(1);
-        states.insert(r.get::<_, String>(0), state.parse::<JobState>()?);
+        let state: &str = col(&r, 1)?;
+        states.insert(col::<String>(&r, 0)?, state.parse::<JobState>()?);
     }
     let plan = errand_core::plan_links(&edges, &states)?;
     let edge_jobs: Vec<&str> = plan.edges.iter().map(|e| e.job).collect();
@@ -781,14 +807,14 @@ pub(crate) async fn dependencies<C: Conn>(
     let read = |rows: Vec<Row>| -> Result<Vec<Dependency>> {
         rows.iter()
             .map(|r| {
-                let state: Option<String> = r.get(1);
+                let state: Option<String> = col(r, 1)?;
                 Ok(Dependency {
-                    id: JobId::new(r.get::<_, String>(0)).map_err(bad_row)?,
+                    id: JobId::new(col::<String>(r, 0)?).map_err(bad_row)?,
                     state: state
                         .map(|s| s.parse::<JobState>())
                         .transpose()
                         .map_err(bad_row)?,
-                    met: r.get(2),
+                    met: col(r, 2)?,
                 })
             })
             .collect()
@@ -866,10 +892,10 @@ pub(crate) async fn require_transaction<C: Conn>(client: &C, what: &str) -> Resu
         .rows("SELECT current_setting('transaction_isolation')", &[])
         .await
         .map_err(map_err)?;
-    let level: String = rows
-        .first()
-        .map(|r| r.get(0))
-        .unwrap_or_else(|| "unknown".to_owned());
+    let level: String = match rows.first() {
+        Some(r) => col(r, 0)?,
+        None => "unknown".to_owned(),
+    };
     if level != "read committed" {
         return Err(Error::invalid(format!(
             "{what} must be enqueued in a READ COMMITTED transaction (this one is {level}): \
@@ -1111,14 +1137,10 @@ pub(crate) async fn expire_final<C: Conn>(
     now: Option<OffsetDateTime>,
 ) -> Result<Vec<JobId>> {
     let rows = query(client, &q.expire_final, &[&now]).await?;
-    let ended: Vec<&str> = rows
-        .iter()
-        .filter(|r| r.get::<_, bool>(1))
-        .map(|r| r.get::<_, &str>(0))
-        .collect();
+    let ended = ids_where(&rows, 1)?;
     release_dependents(client, q, now, &ended).await?;
     rows.iter()
-        .map(|r| JobId::new(r.get::<_, String>(0)))
+        .map(|r| JobId::new(col::<String>(r, 0)?))
         .collect()
 }
 
@@ -1276,7 +1298,7 @@ async fn claim_in_transaction(
                 return Ok(0);
             }
             let rows = query(client, &q.key_lock, &[&now, &queues]).await?;
-            Ok::<i64, Error>(rows.first().map_or(0, |r| r.get(0)))
+            rows.first().map_or(Ok(0), |r| col::<i64>(r, 0))
         },
         async {
             match &req.rate {
@@ -1746,7 +1768,7 @@ pub(crate) async fn prune<C: Conn>(
 ) -> Result<u64> {
     let (age, limit) = (millis(older_than), i64::from(limit));
     let row = query_opt(client, &q.prune, &[&now, &age, &limit]).await?;
-    let n: i64 = row.map(|r| r.get(0)).unwrap_or(0);
+    let n: i64 = row.as_ref().map_or(Ok(0), |r| col(r, 0))?;
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
@@ -1765,17 +1787,13 @@ pub(crate) async fn complete_many<C: Conn>(
     let tokens: Vec<&str> = leases.iter().map(|l| l.token.as_str()).collect();
     let rows = query(client, &q.complete_many, &[&now, &ids, &tokens, &releasing]).await?;
     if releasing {
-        let ended: Vec<&str> = rows
-            .iter()
-            .filter(|r| r.get::<_, bool>(2))
-            .map(|r| r.get::<_, &str>(0))
-            .collect();
+        let ended = ids_where(&rows, 2)?;
         release_with(client, &q.release_done, now, &ended).await?;
     }
     let mut done: std::collections::HashSet<(String, String)> = rows
         .iter()
-        .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
-        .collect();
+        .map(|r| Ok((col(r, 0)?, col(r, 1)?)))
+        .collect::<Result<_>>()?;
     // A lease listed twice is acknowledged once: its repeats found the job
     // already done, as they would one call after another.
     Ok(leases
@@ -1905,6 +1923,40 @@ pub(crate) async fn take_tokens<C: Conn>(
         &[&now, &bucket.as_str(), &want, &limit.per_second, &burst],
     )
     .await?;
-    let granted: i32 = row.map(|r| r.get(0)).unwrap_or(0);
+    let granted: i32 = row.as_ref().map_or(Ok(0), |r| col(r, 0))?;
     Ok(u32::try_from(granted).unwrap_or(0))
+}
+
+#[cfg(test)]
+mod col_tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    /// A column of another type than the code expects, or NULL where it
+    /// expects a value, is an error the caller returns, never a panic.
+    #[tokio::test]
+    async fn a_column_of_the_wrong_type_is_an_error() {
+        let Some(url) = errand_testsupport::postgres_url("a_column_of_the_wrong_type_is_an_error")
+        else {
+            return;
+        };
+        let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let rows = client
+            .query("SELECT 'j1'::text, NULL::boolean, true", &[])
+            .await
+            .unwrap();
+        let row = &rows[0];
+        let err = col::<i64>(row, 0).expect_err("text read as a number");
+        assert!(err.to_string().contains("column 0"), "{err}");
+        assert!(col::<bool>(row, 1).is_err());
+        assert!(col::<&str>(row, 9).is_err());
+        assert_eq!(col::<Option<bool>>(row, 1).unwrap(), None);
+        assert_eq!(col::<&str>(row, 0).unwrap(), "j1");
+        // The release's input: ids whose flag is true; a NULL flag refuses.
+        assert_eq!(ids_where(&rows, 2).unwrap(), vec!["j1"]);
+        assert!(ids_where(&rows, 1).is_err());
+    }
 }
