@@ -229,13 +229,18 @@ impl SqliteStore {
             schema::migrate(&mut conn)?;
         }
         schema::check(&conn)?;
+        // One reader is opened now, while the file is known to be good:
+        // a process short of file descriptors later (a server holding many
+        // sockets) still answers reads, and a reader that cannot be opened
+        // is refused here, with the writer, not at some later read.
+        let reader = open_connection(&path, &options, false)?;
         let writer = Writer::start(conn, options.clock.clone())?;
         Ok(SqliteStore {
             inner: Arc::new(Inner {
                 path,
                 writer,
                 wake: tokio::sync::watch::Sender::new(0),
-                readers: Mutex::new(Vec::new()),
+                readers: Mutex::new(vec![reader]),
                 options,
                 steps: Arc::new(StepGuard::new()),
             }),
@@ -414,7 +419,13 @@ impl Inner {
         let pooled = self.readers.lock().ok().and_then(|mut v| v.pop());
         let conn = match pooled {
             Some(c) => c,
-            None => open_connection(&self.path, &self.options, false)?,
+            // Every pooled reader is busy. The file opened well before, so
+            // a failure now is the system's (out of file descriptors, the
+            // file gone), not the caller's input.
+            None => open_connection(&self.path, &self.options, false).map_err(|e| match e {
+                Error::Invalid(message) => Error::storage(message),
+                other => other,
+            })?,
         };
         let out = f(&conn);
         if let Ok(mut v) = self.readers.lock()
@@ -819,6 +830,40 @@ mod tests {
             .downcast_ref::<rusqlite::Error>()
             .expect("a rusqlite::Error");
         assert!(sqlite.to_string().contains("no_such_column"), "{sqlite}");
+    }
+
+    /// A store reads on the reader it opened with, though no new one could
+    /// be opened now (here the file is gone; in a server, descriptors can
+    /// run out); a reader opened later that fails is a storage failure,
+    /// not the caller's invalid input.
+    #[test]
+    fn reads_need_no_new_connection_and_a_late_open_is_a_storage_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gone.db");
+        let store = SqliteStore::open(
+            &path,
+            SqliteOptions {
+                create: true,
+                migrate: true,
+                ..SqliteOptions::default()
+            },
+        )
+        .unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let inner = store.clone();
+        let (jobs, nested) = store
+            .read_blocking(move |c| {
+                let jobs: i64 = c
+                    .query_row("SELECT count(*) FROM errand_jobs", [], |r| r.get(0))
+                    .map_err(map_err)?;
+                // The only reader is in use: this one must be opened.
+                Ok((jobs, inner.read_blocking(|_| Ok(()))))
+            })
+            .unwrap();
+        assert_eq!(jobs, 0);
+        let err = nested.expect_err("the file is gone");
+        assert_eq!(err.code(), "storage", "{err}");
+        assert!(err.to_string().contains("gone.db"), "{err}");
     }
 
     #[test]
