@@ -77,6 +77,25 @@ impl FromStr for DependencyFailure {
     }
 }
 
+impl DependencyFailure {
+    /// Whether a dependent under this policy may wait (`blocked`) for a
+    /// dependency it has not yet met that is now in `state` (`None`: gone,
+    /// purged or pruned). It may wait for one that has not ended — its
+    /// ending will judge the dependent — and, under `wait`, for a dead
+    /// one, which an operator may replay. It may not wait for one that is
+    /// gone, nor for one whose ending the rule turns into a cancellation:
+    /// nothing would ever release it. A replay refuses to put a job back
+    /// in that position, and a purge refuses to create it.
+    pub fn may_wait_for(self, state: Option<JobState>) -> bool {
+        match state {
+            None => false,
+            Some(JobState::Cancelled) => self == DependencyFailure::Run,
+            Some(JobState::Dead) => self != DependencyFailure::Cancel,
+            Some(_) => true,
+        }
+    }
+}
+
 impl fmt::Display for DependencyFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -352,6 +371,60 @@ fn depths(ids: &[JobId], jobs: &[NewJob]) -> Option<Vec<usize>> {
     (taken == jobs.len()).then_some(depth)
 }
 
+/// Why purging the job of `detail` would leave a blocked job waiting for
+/// good (one of its dependents waits for it, unmet), if it would.
+pub(crate) fn purge_would_strand(detail: &crate::job::JobDetail) -> Option<Error> {
+    let mut waiting = detail
+        .dependents
+        .iter()
+        .filter(|d| d.state == Some(JobState::Blocked) && !d.met);
+    let first = waiting.next()?;
+    Some(Error::InvalidState {
+        id: detail.job.id.to_string(),
+        state: detail.job.state.to_string(),
+        hint: format!(
+            "blocked jobs wait for it ({first}{}): replay it, or cancel them, before purging it",
+            if waiting.next().is_some() {
+                " and others"
+            } else {
+                ""
+            },
+            first = first.id
+        ),
+    })
+}
+
+/// Why replaying the job of `detail` (with the jobs `with`, replayed in
+/// the same action) would put it back to wait for a dependency that can
+/// no longer release it ([`DependencyFailure::may_wait_for`]), if it would.
+pub(crate) fn replay_would_strand(detail: &crate::job::JobDetail, with: &[JobId]) -> Option<Error> {
+    let policy = detail.job.on_dependency_failure.unwrap_or_default();
+    let stuck = detail
+        .dependencies
+        .iter()
+        .find(|d| !d.met && !with.contains(&d.id) && !policy.may_wait_for(d.state))?;
+    let dep = &stuck.id;
+    let hint = match stuck.state {
+        None => format!(
+            "it depends on job {dep}, which is gone (purged or pruned), so nothing could ever \
+             release it: enqueue the work again as a new job"
+        ),
+        Some(JobState::Dead) => format!(
+            "it depends on job {dep}, which is dead, and its policy `{policy}` would cancel it \
+             again: replay {dep} first, or with it"
+        ),
+        Some(state) => format!(
+            "it depends on job {dep}, which is {state}, and its policy `{policy}` would cancel \
+             it again: replay {dep} first, or with it"
+        ),
+    };
+    Some(Error::InvalidState {
+        id: detail.job.id.to_string(),
+        state: detail.job.state.to_string(),
+        hint,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -415,6 +488,28 @@ mod tests {
         check_dependencies(&jobs).expect("a chain is no cycle");
         jobs[0] = job("j0", &["j49999"]);
         assert!(check_dependencies(&jobs).is_err());
+    }
+
+    #[test]
+    fn a_dependent_may_wait_only_for_what_can_still_release_it() {
+        use DependencyFailure::{Cancel, Run, Wait};
+        let open = [JobState::Blocked, JobState::Ready, JobState::Running];
+        for policy in DependencyFailure::ALL {
+            assert!(!policy.may_wait_for(None), "{policy}: gone");
+            assert!(policy.may_wait_for(Some(JobState::Done)), "{policy}: done");
+            for state in open {
+                assert!(policy.may_wait_for(Some(state)), "{policy}: {state}");
+            }
+        }
+        let ended = |p: DependencyFailure| {
+            (
+                p.may_wait_for(Some(JobState::Dead)),
+                p.may_wait_for(Some(JobState::Cancelled)),
+            )
+        };
+        assert_eq!(ended(Wait), (true, false));
+        assert_eq!(ended(Cancel), (false, false));
+        assert_eq!(ended(Run), (true, true));
     }
 
     #[test]

@@ -66,9 +66,12 @@ impl Admin {
         let ids = distinct(&req.ids);
         let by = stamp(&req.operator, req.reason.as_deref());
         let jobs = self
-            .all_or_refusal(&ids, ReplayRequest::ACCEPTS, ReplayRequest::REFUSED, || {
-                self.store.replay_jobs(&ids, &by)
-            })
+            .all_or_refusal(
+                &ids,
+                (ReplayRequest::ACCEPTS, ReplayRequest::REFUSED),
+                Guard::Releasable,
+                || self.store.replay_jobs(&ids, &by),
+            )
             .await?;
         Ok(in_order(&ids, jobs, |j| &j.id))
     }
@@ -84,9 +87,12 @@ impl Admin {
         let ids = distinct(&req.ids);
         let by = stamp(&req.operator, req.reason.as_deref());
         let jobs = self
-            .all_or_refusal(&ids, CancelRequest::ACCEPTS, CancelRequest::REFUSED, || {
-                self.store.cancel_jobs(&ids, &by)
-            })
+            .all_or_refusal(
+                &ids,
+                (CancelRequest::ACCEPTS, CancelRequest::REFUSED),
+                Guard::StateOnly,
+                || self.store.cancel_jobs(&ids, &by),
+            )
             .await?;
         Ok(in_order(&ids, jobs, |j| &j.id))
     }
@@ -99,14 +105,14 @@ impl Admin {
     pub async fn purge(&self, req: &PurgeRequest) -> Result<Vec<JobId>> {
         req.validate()?;
         let ids = distinct(&req.ids);
-        for id in &ids {
-            self.refuse_stranding(id).await?;
-        }
         let by = stamp(&req.operator, Some(&req.reason));
         let purged = self
-            .all_or_refusal(&ids, PurgeRequest::ACCEPTS, PurgeRequest::REFUSED, || {
-                self.store.purge_jobs(&ids, &by)
-            })
+            .all_or_refusal(
+                &ids,
+                (PurgeRequest::ACCEPTS, PurgeRequest::REFUSED),
+                Guard::NoWaitingDependents,
+                || self.store.purge_jobs(&ids, &by),
+            )
             .await?;
         Ok(in_order(&ids, purged, |id| id))
     }
@@ -166,8 +172,8 @@ impl Admin {
         let jobs = self
             .all_or_refusal(
                 &ids,
-                RescheduleRequest::ACCEPTS,
-                RescheduleRequest::REFUSED,
+                (RescheduleRequest::ACCEPTS, RescheduleRequest::REFUSED),
+                Guard::StateOnly,
                 || self.store.reschedule_jobs(&ids, &to, &by),
             )
             .await?;
@@ -638,55 +644,24 @@ impl Admin {
         Ok(Charts::from_minutes(queue, window, now, &rows))
     }
 
-    /// Refuses to purge a dead job that blocked jobs still wait for: they
-    /// would wait for good. (A purge of a job with no such dependent, or
-    /// of one that is not dead, is judged by the purge itself.)
-    async fn refuse_stranding(&self, id: &JobId) -> Result<()> {
-        let job = match self.store.get(id).await {
-            Ok(job) => job,
-            Err(Error::NotFound(_)) => return Ok(()),
-            Err(e) => return Err(e),
-        };
-        if !job.has_dependents || job.state != JobState::Dead {
-            return Ok(());
-        }
-        let detail = self.store.detail(id).await?;
-        let waiting: Vec<&str> = detail
-            .dependents
-            .iter()
-            .filter(|d| d.state == Some(JobState::Blocked) && !d.met)
-            .map(|d| d.id.as_str())
-            .collect();
-        match waiting.first() {
-            None => Ok(()),
-            Some(first) => Err(Error::InvalidState {
-                id: id.to_string(),
-                state: job.state.to_string(),
-                hint: format!(
-                    "blocked jobs wait for it ({first}{}): replay it, or cancel them, before \
-                     purging it",
-                    if waiting.len() > 1 { " and others" } else { "" }
-                ),
-            }),
-        }
-    }
-
     /// Runs `step` (one all-or-none backend step over `ids`); when it
-    /// changes none of the jobs named, finds the job that stopped it. If
-    /// every job is acceptable on that second look, another process
-    /// changed them in between, and the step (which changed nothing) is
-    /// tried again.
+    /// changes none of the jobs named, finds the job that stopped it: one
+    /// in a state other than `accepts.0` (refused with the hint
+    /// `accepts.1`), or one the `guard` stops. If every job is acceptable
+    /// on that second look, another process changed them in between, and
+    /// the step (which changed nothing) is tried again.
     async fn all_or_refusal<T, F, Fut>(
         &self,
         ids: &[JobId],
-        allowed: &[JobState],
-        hint: &str,
+        accepts: (&[JobState], &str),
+        guard: Guard,
         step: F,
     ) -> Result<Vec<T>>
     where
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = Result<Vec<T>>>,
     {
+        let (allowed, hint) = accepts;
         for _ in 0..RACES_TOLERATED {
             let changed = step().await?;
             if changed.len() == ids.len() {
@@ -700,10 +675,50 @@ impl Admin {
                 if !allowed.contains(&job.state) {
                     return Err(refusal(&job, hint));
                 }
+                if let Some(refused) = self.guarded(guard, ids, &job).await? {
+                    return Err(refused);
+                }
             }
         }
         Err(raced(ids))
     }
+
+    /// Why `guard` stops an action on `job` (one of `ids`), if it does.
+    async fn guarded(&self, guard: Guard, ids: &[JobId], job: &Job) -> Result<Option<Error>> {
+        let needs_detail = match guard {
+            Guard::StateOnly => false,
+            Guard::NoWaitingDependents => job.has_dependents,
+            Guard::Releasable => job.waiting_on > 0,
+        };
+        if !needs_detail {
+            return Ok(None);
+        }
+        let detail = match self.store.detail(&job.id).await {
+            Ok(detail) => detail,
+            // Gone since: the next round reports it.
+            Err(Error::NotFound(_)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        Ok(match guard {
+            Guard::StateOnly => None,
+            Guard::NoWaitingDependents => crate::deps::purge_would_strand(&detail),
+            Guard::Releasable => crate::deps::replay_would_strand(&detail, ids),
+        })
+    }
+}
+
+/// A rule besides a job's state that an action's store step checks in its
+/// own statement (so no other transaction can slip in between a check and
+/// the change), and that [`Admin`] explains when the step refuses.
+#[derive(Clone, Copy, Debug)]
+enum Guard {
+    /// The state alone decides.
+    StateOnly,
+    /// A purge leaves no blocked job waiting for a job that is gone.
+    NoWaitingDependents,
+    /// A replay puts no job back to wait for a dependency that can no
+    /// longer release it ([`crate::DependencyFailure::may_wait_for`]).
+    Releasable,
 }
 
 /// The ids in their first-named order, each once.

@@ -209,20 +209,43 @@ pub(crate) async fn reschedule<C: Conn>(
         .collect()
 }
 
-/// Deletes every job named, if each is dead; else none.
-pub(crate) async fn purge<C: Conn>(
-    client: &C,
+/// Replays every job named, if each is dead or cancelled and none would
+/// wait for a dependency that can no longer release it; else none. Its
+/// unmet dependencies are locked first, in the same transaction.
+pub(crate) async fn replay(
+    client: &mut deadpool_postgres::Client,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    ids: &[JobId],
+    by: &AuditStamp,
+) -> Result<Vec<Job>> {
+    let tx = client.transaction().await.map_err(map_err)?;
+    query(&tx, &q.lock_unmet_dependencies, &[&id_array(ids)]).await?;
+    let replayed = jobs_action(&tx, &q.replay, now, ids, by).await?;
+    tx.commit().await.map_err(map_err)?;
+    Ok(replayed)
+}
+
+/// Deletes every job named, if each is dead and no blocked job waits for
+/// any of them; else none. The rows are locked first, in the same
+/// transaction.
+pub(crate) async fn purge(
+    client: &mut deadpool_postgres::Client,
     q: &Queries,
     now: Option<OffsetDateTime>,
     ids: &[JobId],
     by: &AuditStamp,
 ) -> Result<Vec<JobId>> {
     let ids = id_array(ids);
-    query(client, &q.purge, &[&now, &ids, &by.operator, &by.reason])
+    let tx = client.transaction().await.map_err(map_err)?;
+    query(&tx, &q.lock_jobs, &[&ids]).await?;
+    let purged = query(&tx, &q.purge, &[&now, &ids, &by.operator, &by.reason])
         .await?
         .iter()
         .map(|r| JobId::new(r.try_get::<_, String>("id").map_err(map_err)?))
-        .collect()
+        .collect::<Result<Vec<_>>>()?;
+    tx.commit().await.map_err(map_err)?;
+    Ok(purged)
 }
 
 /// Inserts each copy while every original is still dead or cancelled (else

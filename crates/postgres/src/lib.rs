@@ -979,8 +979,8 @@ impl JobStore for PgStore {
 impl AdminStore for PgStore {
     async fn replay_jobs(&self, ids: &[JobId], by: &AuditStamp) -> Result<Vec<Job>> {
         let _written = self.touched();
-        let client = self.client().await?;
-        admin::jobs_action(&client, &self.queries.replay, self.now(), ids, by).await
+        let mut client = self.client().await?;
+        admin::replay(&mut client, &self.queries, self.now(), ids, by).await
     }
 
     async fn cancel_jobs(&self, ids: &[JobId], by: &AuditStamp) -> Result<Vec<Job>> {
@@ -1001,8 +1001,8 @@ impl AdminStore for PgStore {
     }
 
     async fn purge_jobs(&self, ids: &[JobId], by: &AuditStamp) -> Result<Vec<JobId>> {
-        let client = self.client().await?;
-        admin::purge(&client, &self.queries, self.now(), ids, by).await
+        let mut client = self.client().await?;
+        admin::purge(&mut client, &self.queries, self.now(), ids, by).await
     }
 
     async fn copy_jobs(&self, copies: &[(JobId, NewJob)], by: &AuditStamp) -> Result<Vec<Job>> {

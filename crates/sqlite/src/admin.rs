@@ -24,6 +24,8 @@ const REPLAY: &str = include_str!("../queries/replay.sql");
 const CANCEL: &str = include_str!("../queries/cancel.sql");
 const CANCEL_ATTEMPTS: &str = include_str!("../queries/cancel_attempts.sql");
 const PURGE: &str = include_str!("../queries/purge.sql");
+const PURGE_STRANDS: &str = include_str!("../queries/purge_strands.sql");
+const REPLAY_STRANDS: &str = include_str!("../queries/replay_strands.sql");
 const RESCHEDULE: &str = include_str!("../queries/reschedule.sql");
 const COUNT_IN_STATES: &str = include_str!("../queries/count_in_states.sql");
 const AUDIT_MANY: &str = include_str!("../queries/audit_many.sql");
@@ -146,6 +148,24 @@ fn all_in(conn: &Connection, ids: &str, n: usize, states: &[JobState]) -> Result
     Ok(usize::try_from(found).is_ok_and(|found| found == n))
 }
 
+/// Whether `action` on the jobs in `ids` (a JSON array) would leave a job
+/// waiting for good: a purge of a job a blocked job waits for, a replay
+/// of a job whose dependency can no longer release it. The action is then
+/// refused whole, like one naming a job in a state it does not accept.
+fn strands(conn: &Connection, action: &str, ids: &str) -> Result<bool> {
+    let sql = match action {
+        "purge" => PURGE_STRANDS,
+        "replay" => REPLAY_STRANDS,
+        _ => return Ok(false),
+    };
+    let n: i64 = conn
+        .prepare_cached(sql)
+        .map_err(map_err)?
+        .query_row(named_params! {":ids": ids}, |r| r.get(0))
+        .map_err(map_err)?;
+    Ok(n > 0)
+}
+
 /// One audit entry per job in `ids` (a JSON array), in its order; `copies`
 /// names the new job beside each original of a copy.
 fn audit_all(
@@ -195,7 +215,7 @@ fn all_or_none<T: Default>(
     change: impl FnOnce(&str) -> Result<T>,
 ) -> Result<T> {
     let list = id_array(ids)?;
-    if !all_in(conn, &list, ids.len(), states)? {
+    if !all_in(conn, &list, ids.len(), states)? || strands(conn, action, &list)? {
         return Ok(T::default());
     }
     let deletes = action == "purge";

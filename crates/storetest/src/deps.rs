@@ -679,3 +679,169 @@ pub async fn acknowledgments_sent_with_a_claim_release_the_dependents_it_takes(
     assert_eq!(acked, [true]);
     assert_eq!(names(&last.unwrap()), ["after_a_and_x"]);
 }
+
+fn stamp() -> errand_core::AuditStamp {
+    errand_core::AuditStamp {
+        operator: "ops".into(),
+        reason: Some("clean up".into()),
+    }
+}
+
+/// A purge never leaves a blocked job waiting for a job that is gone: the
+/// store's own step refuses a dead job that a blocked job still waits
+/// for (whatever an earlier read saw), and the operator is told which
+/// job waits. Once no blocked job waits for it, it goes; a job enqueued
+/// after that naming it is refused.
+pub async fn a_purge_never_strands_a_job_that_waits_for_it(
+    store: Arc<dyn Store>,
+    _clock: ManualClock,
+) {
+    store.insert(job("a")).await.unwrap();
+    kill(&*store, "a").await;
+    store
+        .insert(after("w", &["a"], DependencyFailure::Wait))
+        .await
+        .unwrap();
+    assert_eq!(state(&*store, "w").await, JobState::Blocked);
+
+    // The step itself refuses, not only the operator's policy above it.
+    let purged = store.purge_jobs(&[id("a")], &stamp()).await.unwrap();
+    assert!(
+        purged.is_empty(),
+        "the purge step deleted {purged:?}, which blocked job w waits for"
+    );
+    assert_eq!(state(&*store, "a").await, JobState::Dead);
+    let purge = errand_core::PurgeRequest {
+        ids: vec![id("a")],
+        operator: "ops".into(),
+        reason: "clean up".into(),
+    };
+    match admin(&store).purge(&purge).await {
+        Err(Error::InvalidState {
+            id: which, hint, ..
+        }) => {
+            assert_eq!(which, "a");
+            assert!(hint.contains('w'), "{hint}");
+        }
+        other => panic!("a purge that strands w must be refused, got {other:?}"),
+    }
+
+    // Cancelled, w no longer waits: a goes, and nothing can name it now.
+    admin(&store)
+        .cancel(&CancelRequest {
+            ids: vec![id("w")],
+            operator: "ops".into(),
+            reason: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(admin(&store).purge(&purge).await.unwrap(), [id("a")]);
+    match store
+        .insert(after("late", &["a"], DependencyFailure::Wait))
+        .await
+    {
+        Err(Error::Invalid(m)) => assert!(m.contains("not stored"), "{m}"),
+        other => panic!("a job naming a purged job must be refused, got {other:?}"),
+    }
+}
+
+/// A replay never leaves a job blocked on a dependency that can no longer
+/// release it by the rules: one that is gone (purged), cancelled (under
+/// `wait` or `cancel`), or dead under `cancel`. Replaying the dependency
+/// first, or with it, is accepted; so is a `wait` dependent of a dead
+/// dependency, which waits for that dependency's replay as always.
+pub async fn a_replay_never_leaves_a_job_waiting_for_what_cannot_release_it(
+    store: Arc<dyn Store>,
+    _clock: ManualClock,
+) {
+    let ops = admin(&store);
+    let cancel = |names: &[&str]| CancelRequest {
+        ids: names.iter().map(|s| id(s)).collect(),
+        operator: "ops".into(),
+        reason: None,
+    };
+    let replay = |names: &[&str]| ReplayRequest {
+        ids: names.iter().map(|s| id(s)).collect(),
+        operator: "ops".into(),
+        reason: None,
+    };
+    let refused =
+        |result: errand_core::Result<Vec<errand_core::Job>>, job: &str, dep: &str| match result {
+            Err(Error::InvalidState {
+                id: which, hint, ..
+            }) => {
+                assert_eq!(which, job);
+                assert!(hint.contains(dep), "{hint}");
+            }
+            other => panic!("replaying {job} must be refused because of {dep}, got {other:?}"),
+        };
+
+    // b waits for a (not yet due); both are cancelled, b first.
+    let later = errand_core::Schedule::After(Duration::from_secs(3600));
+    store.insert(job("a").scheduled(later)).await.unwrap();
+    store
+        .insert(after("b", &["a"], DependencyFailure::Wait))
+        .await
+        .unwrap();
+    ops.cancel(&cancel(&["b"])).await.unwrap();
+    ops.cancel(&cancel(&["a"])).await.unwrap();
+    let stepped = store.replay_jobs(&[id("b")], &stamp()).await.unwrap();
+    assert!(
+        stepped.is_empty(),
+        "the replay step put b back ({:?}) while its dependency a is cancelled",
+        stepped.iter().map(|j| j.state).collect::<Vec<_>>()
+    );
+    refused(ops.replay(&replay(&["b"])).await, "b", "a");
+    assert_eq!(state(&*store, "b").await, JobState::Cancelled);
+    // With its dependency, it waits for it again.
+    let back = ops.replay(&replay(&["b", "a"])).await.unwrap();
+    let states: Vec<(&str, JobState)> = back.iter().map(|j| (j.id.as_str(), j.state)).collect();
+    assert_eq!(states, [("b", JobState::Blocked), ("a", JobState::Ready)]);
+
+    // Under `cancel`, a dead dependency cancels: d is refused until c is
+    // replayed.
+    store.insert(job("c")).await.unwrap();
+    store
+        .insert(after("d", &["c"], DependencyFailure::Cancel))
+        .await
+        .unwrap();
+    kill(&*store, "c").await;
+    assert_eq!(state(&*store, "d").await, JobState::Cancelled);
+    refused(ops.replay(&replay(&["d"])).await, "d", "c");
+    ops.replay(&replay(&["c"])).await.unwrap();
+    assert_eq!(
+        ops.replay(&replay(&["d"])).await.unwrap()[0].state,
+        JobState::Blocked
+    );
+
+    // A dependency purged since (nothing waited for it then): refused.
+    store.insert(job("p")).await.unwrap();
+    store
+        .insert(after("q", &["p"], DependencyFailure::Cancel))
+        .await
+        .unwrap();
+    kill(&*store, "p").await;
+    assert_eq!(state(&*store, "q").await, JobState::Cancelled);
+    let purge = errand_core::PurgeRequest {
+        ids: vec![id("p")],
+        operator: "ops".into(),
+        reason: "clean up".into(),
+    };
+    ops.purge(&purge).await.unwrap();
+    refused(ops.replay(&replay(&["q"])).await, "q", "p");
+    assert_eq!(state(&*store, "q").await, JobState::Cancelled);
+
+    // Under `wait`, a dead dependency keeps its dependent waiting: a
+    // cancelled dependent replayed waits for it again.
+    store.insert(job("m")).await.unwrap();
+    store
+        .insert(after("n", &["m"], DependencyFailure::Wait))
+        .await
+        .unwrap();
+    kill(&*store, "m").await;
+    ops.cancel(&cancel(&["n"])).await.unwrap();
+    assert_eq!(
+        ops.replay(&replay(&["n"])).await.unwrap()[0].state,
+        JobState::Blocked
+    );
+}

@@ -502,10 +502,18 @@ impl Model {
             Op::Advance { .. } => Res::Ok,
             Op::Sweep => Res::Swept(self.expire_final(now)),
             Op::Replay { id } => {
+                // Refused, too, when it would wait for a dependency that
+                // can no longer release it.
+                let stranded = self.jobs.get(&name(id)).is_some_and(|j| {
+                    j.deps.iter().any(|d| {
+                        !j.met.contains(d)
+                            && !j.policy.may_wait_for(self.jobs.get(d).map(|dep| dep.state))
+                    })
+                });
                 let Some(j) = self.jobs.get_mut(&name(id)) else {
                     return Res::NotFound;
                 };
-                if !matches!(j.state, JobState::Dead | JobState::Cancelled) {
+                if !matches!(j.state, JobState::Dead | JobState::Cancelled) || stranded {
                     return Res::Refused;
                 }
                 j.state = if j.waiting_on() > 0 {
