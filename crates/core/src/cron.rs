@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
 use croner::Cron;
-use croner::parser::{CronParser, Seconds};
+use croner::parser::{CronParser, Seconds, Year};
 use serde::Serialize;
 
 use crate::admin::{check_operator, check_reason};
@@ -208,8 +208,10 @@ fn parse_pattern(pattern: &str) -> Result<Cron> {
             pattern.len()
         )));
     }
+    // croner also takes a seventh field, a year, unless told not to.
     CronParser::builder()
         .seconds(Seconds::Optional)
+        .year(Year::Disallowed)
         .build()
         .parse(pattern)
         .map_err(|e| {
@@ -723,6 +725,12 @@ mod tests {
         let t = NewJob::new("k", Payload::default()).unwrap();
         let err = CronSchedule::new("x", "every day", t, Misfire::Skip).unwrap_err();
         assert!(err.to_string().contains("cron pattern"), "{err}");
+        let t = NewJob::new("k", Payload::default()).unwrap();
+        let seven = CronSchedule::new("x", "0 0 12 * * * 2030", t, Misfire::Skip).unwrap_err();
+        assert!(
+            seven.to_string().contains("6 with seconds first"),
+            "{seven}"
+        );
         assert!("backfill:0".parse::<Misfire>().is_err());
         assert_eq!(
             "backfill:5".parse::<Misfire>().ok(),

@@ -116,11 +116,9 @@ fn parse(text: &str, now: Timestamp) -> Result<Outcome, String> {
         return Err("it names more than one of cancel, snooze, retry_at and retry_in".to_owned());
     }
     let duration = |field: &str, text: &str| -> Result<Duration, String> {
-        let d = crate::parse_duration(text).map_err(|_| {
-            format!(
-                "{field}: {} is not a duration longer than zero (write it like 30s, 5m or 2h)",
-                clip(text)
-            )
+        let d = crate::parse_duration(text).map_err(|e| match e {
+            errand_core::Error::Invalid(why) => format!("{field}: {why}"),
+            other => format!("{field}: {other}"),
         })?;
         check_delay(field, d).map_err(|e| e.to_string())?;
         Ok(d)
@@ -265,6 +263,11 @@ mod tests {
         assert!(matches!(ok(r#"{"error": " ", "class": "permanent"}"#),
             Outcome::Permanent { error } if error == "the command reported a permanent failure"));
         assert!(refused(r#"{"retry_in": "500000d"}"#).contains("too long"));
+        let huge = refused(r#"{"retry_in": "99999999999999999999999s"}"#);
+        assert!(
+            huge.contains("too long") && !huge.contains("longer than zero"),
+            "{huge}"
+        );
         assert!(refused(r#"{"retry_at": "tomorrow"}"#).contains("retry_at"));
         assert!(refused(r#"{"cancel": "x", "class": "permanent"}"#).contains("no error or class"));
         assert!(refused(r#"{"retry_in": "1m", "class": "permanent"}"#).contains("leave out class"));

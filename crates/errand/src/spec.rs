@@ -241,15 +241,24 @@ pub fn parse_deadline(text: &str, now: Timestamp) -> Result<Timestamp> {
 }
 
 /// Parses a duration written like `250ms`, `5s`, `15m` or `1h`; zero is
-/// refused.
+/// refused, and so is one too long to count.
 pub fn parse_duration(text: &str) -> Result<Duration> {
+    let mut shown: String = text.chars().take(64).collect();
+    if shown.len() < text.len() {
+        shown.push('…');
+    }
     let d = humantime::parse_duration(text).map_err(|e| {
-        Error::invalid(format!(
-            "`{text}` is not a duration ({e}); write it like 250ms, 5s or 15m"
-        ))
+        Error::invalid(match e {
+            humantime::DurationError::NumberOverflow => {
+                format!("`{shown}` is too long to be a duration: write at most 36500d (100 years)")
+            }
+            e => format!("`{shown}` is not a duration ({e}); write it like 250ms, 5s or 15m"),
+        })
     })?;
     if d.is_zero() {
-        return Err(Error::invalid(format!("`{text}` must be longer than zero")));
+        return Err(Error::invalid(format!(
+            "`{shown}` must be longer than zero"
+        )));
     }
     Ok(d)
 }
@@ -257,6 +266,15 @@ pub fn parse_duration(text: &str) -> Result<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_duration_says_whether_it_is_malformed_zero_or_too_long() {
+        let said = |text: &str| parse_duration(text).unwrap_err().to_string();
+        assert!(said("99999999999999999999999s").contains("too long"));
+        assert!(said("0s").contains("longer than zero"));
+        assert!(said("soon").contains("not a duration"));
+        assert_eq!(parse_duration("15m").unwrap(), Duration::from_secs(900));
+    }
 
     #[test]
     fn defaults_match_the_library() {

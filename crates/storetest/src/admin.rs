@@ -968,3 +968,38 @@ pub async fn a_waiting_job_is_rescheduled_all_or_none_and_audited(
     let err = admin(&store).reschedule(&nameless).await.unwrap_err();
     assert!(matches!(err, Error::Invalid(_)), "{err}");
 }
+
+/// A blocked job can be rescheduled: it keeps waiting for its
+/// dependencies, and once they are met it is due at the time it was
+/// given (or at once if that has passed), at its new priority.
+pub async fn a_blocked_job_is_rescheduled_and_keeps_waiting(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
+    let hour = Duration::from_secs(3600);
+    store.insert(job("first")).await.unwrap();
+    store
+        .insert(job("then").depends_on(id("first")))
+        .await
+        .unwrap();
+    let later = clock.now().plus(hour);
+    let moved = admin(&store)
+        .reschedule(&reschedule(&["then"], Some(Schedule::At(later)), Some(4)))
+        .await
+        .unwrap();
+    assert_eq!(
+        (moved[0].state, moved[0].available_at, moved[0].priority),
+        (JobState::Blocked, later, 4)
+    );
+    let first = store.claim(&claim_req(5, LEASE)).await.unwrap();
+    assert_eq!(first.len(), 1, "only its dependency runs");
+    store.complete(&first[0].lease).await.unwrap();
+    assert_eq!(get(store.as_ref(), "then").await.state, JobState::Ready);
+    assert!(
+        store.claim(&claim_req(5, LEASE)).await.unwrap().is_empty(),
+        "released, it is due at the time it was given"
+    );
+    clock.advance(hour);
+    let due = store.claim(&claim_req(5, LEASE)).await.unwrap();
+    assert_eq!(due[0].job.id, id("then"));
+}
