@@ -812,9 +812,12 @@ impl NewJob {
     /// `replay --new-key`): the same queue, kind, payload, priority, attempt
     /// and lost-lease budgets, elapsed-time budget (its length, counted
     /// again from the copy's insertion), concurrency key, deadline, trace
-    /// context, workflow, tags and metadata; due now; nothing of the
-    /// original's history (nor its dependencies).
-    pub fn copy_of(job: &Job) -> Result<Self, Error> {
+    /// context, workflow, tags and metadata; depending on `depends_on` (the
+    /// original's dependencies, in order) under the original's policy, so
+    /// a workflow step's copy waits for, and reads, the same inputs; due
+    /// now; nothing of the original's history. The original's dependents
+    /// do not depend on the copy.
+    pub fn copy_of(job: &Job, depends_on: Vec<JobId>) -> Result<Self, Error> {
         let copy = NewJob {
             id: None,
             queue: job.queue.clone(),
@@ -828,8 +831,8 @@ impl NewJob {
             key: job.key.clone(),
             deadline: job.deadline,
             traceparent: job.traceparent.clone(),
-            depends_on: Vec::new(),
-            on_dependency_failure: DependencyFailure::Wait,
+            depends_on,
+            on_dependency_failure: job.on_dependency_failure.unwrap_or_default(),
             workflow: job.workflow.clone(),
             tags: job.tags.clone(),
             meta: job.meta.clone(),

@@ -119,10 +119,15 @@ impl Admin {
 
     /// Copies dead or cancelled jobs under new ids ([`NewJob::copy_of`]):
     /// the originals stay as they are, and a `copy` audit entry names
-    /// both. Results follow the request's order.
+    /// both. A copy depends on what its original depends on, so a
+    /// workflow step's copy reads the same inputs (it is judged against
+    /// them at once, as any enqueue is). Results follow the request's
+    /// order.
     ///
     /// # Errors
-    /// As [`Admin::replay`].
+    /// As [`Admin::replay`]; also [`Error::InvalidState`] when an
+    /// original depends on a job that is gone (its copy could never have
+    /// its inputs).
     pub async fn copy(&self, req: &CopyRequest) -> Result<Vec<Copied>> {
         req.validate()?;
         let ids = distinct(&req.ids);
@@ -130,11 +135,7 @@ impl Admin {
         for _ in 0..RACES_TOLERATED {
             let mut copies = Vec::with_capacity(ids.len());
             for id in &ids {
-                let original = self.store.get(id).await?;
-                if !CopyRequest::accepts(original.state) {
-                    return Err(refusal(&original, CopyRequest::REFUSED));
-                }
-                copies.push((original.id.clone(), NewJob::copy_of(&original)?));
+                copies.push((id.clone(), self.copy_of(id).await?));
             }
             let copied = self.store.copy_jobs(&copies, &by).await?;
             if copied.len() == ids.len() {
@@ -642,6 +643,31 @@ impl Admin {
             .minutes(&Charts::query(queue.clone(), window, now))
             .await?;
         Ok(Charts::from_minutes(queue, window, now, &rows))
+    }
+
+    /// The copy of the job `id`, with its original's dependencies, or why
+    /// it cannot be made.
+    async fn copy_of(&self, id: &JobId) -> Result<NewJob> {
+        let original = self.store.get(id).await?;
+        if !CopyRequest::accepts(original.state) {
+            return Err(refusal(&original, CopyRequest::REFUSED));
+        }
+        if original.on_dependency_failure.is_none() {
+            return NewJob::copy_of(&original, Vec::new());
+        }
+        let detail = self.store.detail(id).await?;
+        if let Some(gone) = detail.dependencies.iter().find(|d| d.state.is_none()) {
+            return Err(refusal(
+                &original,
+                &format!(
+                    "it depends on job {}, which is gone (purged or pruned), so a copy could \
+                     never read its inputs: enqueue the work again as a new job",
+                    gone.id
+                ),
+            ));
+        }
+        let depends_on = detail.dependencies.into_iter().map(|d| d.id).collect();
+        NewJob::copy_of(&detail.job, depends_on)
     }
 
     /// Runs `step` (one all-or-none backend step over `ids`); when it

@@ -13,7 +13,8 @@ use tokio_postgres::Row;
 
 use crate::map_err;
 use crate::queue::{
-    Conn, Param, Queries, from_odt, insert_many, job_from_row, millis, query, query_opt, to_odt,
+    Conn, Param, Queries, from_odt, insert_linked, insert_many, job_from_row, millis, query,
+    query_opt, to_odt,
 };
 
 fn name_of(s: String) -> Result<Name> {
@@ -270,7 +271,11 @@ pub(crate) async fn copy(
         return Ok(Vec::new()); // dropping the transaction releases the locks
     }
     let new_jobs: Vec<NewJob> = copies.iter().map(|(_, job)| job.clone()).collect();
-    let inserted = insert_many(&tx, q, now, &new_jobs).await?;
+    let inserted = if new_jobs.iter().any(|j| !j.depends_on.is_empty()) {
+        insert_linked(&tx, q, now, &new_jobs).await?
+    } else {
+        insert_many(&tx, q, now, &new_jobs).await?
+    };
     let new_ids = id_array(inserted.iter().map(|i| &i.job.id));
     query(
         &tx,

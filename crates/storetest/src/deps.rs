@@ -845,3 +845,88 @@ pub async fn a_replay_never_leaves_a_job_waiting_for_what_cannot_release_it(
         JobState::Blocked
     );
 }
+
+/// A copy (`replay --new-key`) depends on what its original depends on,
+/// under the same policy, so a workflow step's copy reads the same inputs;
+/// it is judged against them at once as any enqueue is (ready when they
+/// are done, blocked while they run). An original whose dependency is gone
+/// is refused: its copy could never read its inputs.
+pub async fn a_copy_depends_on_what_its_original_depends_on(
+    store: Arc<dyn Store>,
+    _clock: ManualClock,
+) {
+    let ops = admin(&store);
+    let copy = |name: &str| errand_core::CopyRequest {
+        ids: vec![id(name)],
+        operator: "ops".into(),
+        reason: None,
+    };
+    let deps_of = |job: JobId| {
+        let store = Arc::clone(&store);
+        async move {
+            let detail = store.detail(&job).await.unwrap();
+            detail
+                .dependencies
+                .iter()
+                .map(|d| (d.id.to_string(), d.met))
+                .collect::<Vec<_>>()
+        }
+    };
+
+    // y ran after x and died: its copy is ready at once, x met.
+    store.insert(job("x")).await.unwrap();
+    store
+        .insert(after("y", &["x"], DependencyFailure::Run))
+        .await
+        .unwrap();
+    let x = claim_all(&*store).await;
+    store.complete(&x[0].lease).await.unwrap();
+    kill(&*store, "y").await;
+    let copied = ops.copy(&copy("y")).await.unwrap();
+    let y2 = copied[0].job.clone();
+    assert_eq!(y2.state, JobState::Ready);
+    assert_eq!(y2.on_dependency_failure, Some(DependencyFailure::Run));
+    assert_eq!(deps_of(y2.id.clone()).await, [("x".to_owned(), true)]);
+
+    // q, cancelled while p waits: its copy waits for p.
+    let later = errand_core::Schedule::After(Duration::from_secs(3600));
+    store.insert(job("p").scheduled(later)).await.unwrap();
+    store
+        .insert(after("q", &["p"], DependencyFailure::Cancel))
+        .await
+        .unwrap();
+    ops.cancel(&CancelRequest {
+        ids: vec![id("q")],
+        operator: "ops".into(),
+        reason: None,
+    })
+    .await
+    .unwrap();
+    let q2 = ops.copy(&copy("q")).await.unwrap()[0].job.clone();
+    assert_eq!((q2.state, q2.waiting_on), (JobState::Blocked, 1));
+    assert_eq!(deps_of(q2.id.clone()).await, [("p".to_owned(), false)]);
+
+    // s's dependency r was purged: refused, nothing copied.
+    store.insert(job("r")).await.unwrap();
+    store
+        .insert(after("s", &["r"], DependencyFailure::Cancel))
+        .await
+        .unwrap();
+    kill(&*store, "r").await;
+    ops.purge(&errand_core::PurgeRequest {
+        ids: vec![id("r")],
+        operator: "ops".into(),
+        reason: "clean up".into(),
+    })
+    .await
+    .unwrap();
+    match ops.copy(&copy("s")).await {
+        Err(Error::InvalidState {
+            id: which, hint, ..
+        }) => {
+            assert_eq!(which, "s");
+            assert!(hint.contains("job r") && hint.contains("gone"), "{hint}");
+        }
+        other => panic!("a copy of s must be refused: r is gone; got {other:?}"),
+    }
+}

@@ -111,6 +111,7 @@ macro_rules! conformance_tests {
             purge_deletes_only_dead_jobs_and_its_audit_outlives_them,
             a_copy_takes_a_new_id_leaves_the_original_and_is_audited,
             a_waiting_job_is_rescheduled_all_or_none_and_audited,
+            a_blocked_job_is_rescheduled_and_keeps_waiting,
             the_audit_log_pages_newest_first_and_filters,
             stats_count_each_queue_with_leases_age_and_window,
             stats_count_every_queue_even_behind_a_larger_backlog,
@@ -146,6 +147,7 @@ macro_rules! conformance_tests {
             acknowledgments_sent_with_a_claim_release_the_dependents_it_takes,
             a_purge_never_strands_a_job_that_waits_for_it,
             a_replay_never_leaves_a_job_waiting_for_what_cannot_release_it,
+            a_copy_depends_on_what_its_original_depends_on,
         );
         $crate::conformance_tests!(@in workflows $make;
             a_workflow_is_enqueued_whole_and_shown_step_by_step,
