@@ -169,6 +169,39 @@ pub fn check_batch_size(batch: &BatchId, held: u64, adding: usize) -> Result<()>
     Ok(())
 }
 
+/// Refuses a job that names a batch when the stored job found in its
+/// place — the one with its id, or the one its unique or debounce key
+/// stands for — is not in that batch: a job belongs to one batch at most,
+/// and answering with the other job would leave the batch named without
+/// the work it was asked to hold (sealed, its callbacks would run without
+/// it). Nothing is written: the caller refuses the whole call.
+///
+/// # Errors
+/// [`Error::Invalid`] naming the job found and the batch it is in.
+pub fn check_found_in_batch(asked: &NewJob, found: &Job) -> Result<()> {
+    let Some(named) = &asked.batch else {
+        return Ok(());
+    };
+    if found.batch.as_ref() == Some(named) {
+        return Ok(());
+    }
+    let by = match (&asked.id, &found.unique_key) {
+        (Some(id), _) if *id == found.id => "its id".to_owned(),
+        (_, Some(key)) => format!("its unique key {key}"),
+        _ => "its id".to_owned(),
+    };
+    let held = found
+        .batch
+        .as_ref()
+        .map_or_else(|| "in no batch".to_owned(), |b| format!("in batch {b}"));
+    Err(Error::invalid(format!(
+        "job {} already stands for this job (by {by}) and is {held}, not in batch {named}: a \
+         job belongs to one batch; enqueue it without the batch to get that job, or under \
+         another id or key to add new work to batch {named}",
+        found.id
+    )))
+}
+
 /// Refuses adding to `batch` when it is sealed.
 ///
 /// # Errors

@@ -58,7 +58,7 @@ pub use admin::{
 pub use args::{IntoNewJob, JobArgs, JobOptions};
 pub use batch::{
     Batch, BatchId, BatchSeal, BatchView, Callbacks, MAX_BATCH_JOBS, check_batch_size,
-    check_callbacks_created, check_open,
+    check_callbacks_created, check_found_in_batch, check_open,
 };
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use cron::{

@@ -460,7 +460,10 @@ impl PgStore {
         conn: &C,
         jobs: &[NewJob],
     ) -> Result<Vec<Inserted>> {
-        if jobs.iter().any(|j| !j.depends_on.is_empty()) {
+        if jobs
+            .iter()
+            .any(|j| !j.depends_on.is_empty() || j.batch.is_some())
+        {
             return queue::insert_linked(conn, &self.queries, self.now(), jobs).await;
         }
         queue::insert_many(conn, &self.queries, self.now(), jobs).await

@@ -627,15 +627,16 @@ pub(crate) async fn insert<C: Conn>(
     now: Option<OffsetDateTime>,
     job: &NewJob,
 ) -> Result<Inserted> {
-    if !job.depends_on.is_empty() {
+    if !job.depends_on.is_empty() || job.batch.is_some() {
+        // Under a savepoint: a refusal after the batch was opened (a job
+        // found in another batch) leaves nothing behind.
         return insert_linked(client, q, now, std::slice::from_ref(job))
             .await?
             .pop()
             .ok_or_else(|| Error::storage("inserting one job answered with none"));
     }
-    if has_side_rows(job) || job.batch.is_some() {
-        // Its tag or workflow-step rows, or its batch's check, come with
-        // the bulk insert.
+    if has_side_rows(job) {
+        // Its tag or workflow-step rows come with the bulk insert.
         return insert_many(client, q, now, std::slice::from_ref(job))
             .await?
             .pop()
@@ -945,6 +946,7 @@ async fn stand_in<C: Conn>(
         return Ok(None);
     };
     let found = job_from_row(&found)?;
+    errand_core::check_found_in_batch(job, &found)?;
     let Some(push_to) = probe.push_to else {
         return Ok(Some(Inserted {
             job: found,
@@ -1112,13 +1114,16 @@ pub(crate) async fn insert_many<C: Conn>(
     }
     let mut out = Vec::with_capacity(n);
     let mut seen = std::collections::HashSet::new();
-    for id in &ids {
+    for (id, job) in ids.iter().zip(jobs) {
         let entry = by_id
             .get(id)
             .cloned()
             .ok_or_else(|| Error::storage(format!("job `{id}` vanished during a bulk insert")))?;
         // A duplicate id inside one batch: only its first occurrence creates.
         let created = entry.created && seen.insert(id.as_str());
+        if !entry.created {
+            errand_core::check_found_in_batch(job, &entry.job)?;
+        }
         out.push(Inserted {
             job: entry.job,
             created,

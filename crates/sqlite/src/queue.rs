@@ -340,6 +340,7 @@ fn stand_in(conn: &Connection, job: &NewJob, now: Timestamp) -> Result<Option<In
     let Some(found) = found else {
         return Ok(None);
     };
+    errand_core::check_found_in_batch(job, &found)?;
     let Some(at) = probe.push_to else {
         return Ok(Some(Inserted {
             job: found,
@@ -570,8 +571,12 @@ fn insert_many_statements(
                 })
             } else {
                 let created = created.remove(id.as_str());
+                let stored = get(conn, &id)?;
+                if !created {
+                    errand_core::check_found_in_batch(job, &stored)?;
+                }
                 Ok(Inserted {
-                    job: get(conn, &id)?,
+                    job: stored,
                     created,
                 })
             }

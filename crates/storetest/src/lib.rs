@@ -163,6 +163,7 @@ macro_rules! conformance_tests {
             a_debounced_job_is_pushed_later_with_the_new_payload,
             concurrent_unique_enqueues_create_one_job,
             unique_settings_are_checked_and_refusals_write_nothing,
+            a_job_found_in_its_place_must_be_in_the_batch_named,
         );
         $crate::conformance_tests!(@in schedules $make;
             a_stored_schedule_is_added_once_and_replaced_only_when_asked,

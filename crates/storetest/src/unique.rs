@@ -251,3 +251,103 @@ pub async fn unique_settings_are_checked_and_refusals_write_nothing(
     assert!(alone[0].created && !again[0].created);
     assert_eq!(again[0].job.id.as_str(), "b5");
 }
+
+/// A job that names a batch is refused when the job found in its place —
+/// the one its unique or debounce key stands for, or the one with its id —
+/// is in another batch or in none: a job belongs to one batch, and
+/// answering with the other job would leave the batch named without the
+/// work asked for (sealed, its callbacks would run without it). Nothing is
+/// written: the batch named is not started and a debounced twin is not
+/// pushed. The same key in the same batch answers with the job found.
+pub async fn a_job_found_in_its_place_must_be_in_the_batch_named(
+    store: Arc<dyn Store>,
+    _clock: ManualClock,
+) {
+    let hour = Duration::from_secs(3600);
+    let b = |name: &str| errand_core::BatchId::new(name).unwrap();
+    let first = store
+        .insert(
+            plain("report", r#"{"day":1}"#)
+                .unique_for(hour)
+                .in_batch(b("b1")),
+        )
+        .await
+        .unwrap();
+    assert!(first.created);
+    let again = store
+        .insert(
+            plain("report", r#"{"day":1}"#)
+                .unique_for(hour)
+                .in_batch(b("b1")),
+        )
+        .await
+        .unwrap();
+    assert_eq!((again.created, &again.job.id), (false, &first.job.id));
+
+    let refused = |result: errand_core::Result<errand_core::Inserted>, held: &str| match result {
+        Err(Error::Invalid(m)) => {
+            assert!(m.contains(held) && m.contains("b2"), "{m}");
+        }
+        other => panic!("a job found {held} must refuse batch b2, got {other:?}"),
+    };
+    refused(
+        store
+            .insert(
+                plain("report", r#"{"day":1}"#)
+                    .unique_for(hour)
+                    .in_batch(b("b2")),
+            )
+            .await,
+        "in batch b1",
+    );
+    // By id, a job in no batch.
+    store.insert(job("loose")).await.unwrap();
+    refused(
+        store.insert(job("loose").in_batch(b("b2"))).await,
+        "in no batch",
+    );
+    refused(
+        store
+            .insert_many(vec![job("fresh"), job("loose").in_batch(b("b2"))])
+            .await
+            .map(|mut v| v.remove(0)),
+        "in no batch",
+    );
+    assert!(
+        matches!(
+            store.get(&JobId::new("fresh").unwrap()).await,
+            Err(Error::NotFound(_))
+        ),
+        "a refused call writes nothing"
+    );
+    // A debounced twin in b1 is not pushed by an enqueue naming b2.
+    let twin = store
+        .insert(
+            plain("digest", r#"{"v":1}"#)
+                .debounce(hour)
+                .with_unique_key("digest")
+                .in_batch(b("b1")),
+        )
+        .await
+        .unwrap();
+    refused(
+        store
+            .insert(
+                plain("digest", r#"{"v":2}"#)
+                    .debounce(hour)
+                    .with_unique_key("digest")
+                    .in_batch(b("b2")),
+            )
+            .await,
+        "in batch b1",
+    );
+    let kept = store.get(&twin.job.id).await.unwrap();
+    assert_eq!(
+        (kept.payload.as_str(), kept.available_at),
+        (twin.job.payload.as_str(), twin.job.available_at)
+    );
+    assert!(
+        matches!(store.batch(&b("b2")).await, Err(Error::NoSuchBatch(_))),
+        "batch b2 was never started"
+    );
+}
