@@ -315,7 +315,8 @@ fn nesting_depth(json: &str) -> usize {
 /// JSON that every store can hold and every reader can render: it parses
 /// (within serde_json's nesting limit of 128), every string and key is
 /// valid Unicode (no lone UTF-16 surrogate escapes such as `"\ud800"`) with
-/// no NUL character (PostgreSQL's `jsonb` cannot hold `\u0000`), and every
+/// no NUL character (PostgreSQL's `jsonb`, which its SQL enqueue function
+/// takes, cannot hold `\u0000`), and every
 /// number fits a finite 64-bit float (`1e400` does not). Anything else is
 /// refused when the payload is made, so a stored payload never fails a
 /// reader later.

@@ -9,7 +9,7 @@ done AS (
     UPDATE __SCHEMA__.errand_jobs j
     SET state = 'done', lease_token = NULL, lease_until = NULL,
         last_error = NULL, last_error_class = NULL, finished_at = t.now, updated_at = t.now,
-        output = $4::text::jsonb
+        output = $4::text::json
     FROM t
     WHERE j.id = $2::text AND j.state = 'running' AND j.lease_token = $3 AND j.lease_until > t.now
       AND (NOT j.has_dependents OR $5::boolean)

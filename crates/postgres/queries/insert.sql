@@ -10,7 +10,7 @@ INSERT INTO __SCHEMA__.errand_jobs
     (id, queue, kind, state, payload, priority, attempts, max_attempts, replays,
      max_lease_expiries, give_up_at, available_at, created_at, updated_at,
      key_name, key_limit, key_ordered, deadline, traceparent, workflow, meta, unique_key)
-SELECT $2::text, $3::text, $4::text, 'ready', $5::text::jsonb, $6, 0, $7::integer, 0,
+SELECT $2::text, $3::text, $4::text, 'ready', $5::text::json, $6, 0, $7::integer, 0,
        $10::integer, t.now + $11::bigint * interval '1 millisecond',
        coalesce($8::timestamptz, t.now) + $9::bigint * interval '1 millisecond', t.now, t.now,
        $12::text, $13::integer, $14::boolean, $15::timestamptz, $16::text,

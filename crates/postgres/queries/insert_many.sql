@@ -18,7 +18,7 @@ INSERT INTO __SCHEMA__.errand_jobs
      key_name, key_limit, key_ordered, deadline, traceparent, waiting_on, on_dependency_failure,
      workflow, tags, meta, unique_key, batch)
 SELECT u.id, u.queue, u.kind,
-       CASE WHEN coalesce(u.waiting_on, 0) > 0 THEN 'blocked' ELSE 'ready' END, u.payload::jsonb, u.priority, 0, u.max_attempts, 0,
+       CASE WHEN coalesce(u.waiting_on, 0) > 0 THEN 'blocked' ELSE 'ready' END, u.payload::json, u.priority, 0, u.max_attempts, 0,
        u.max_lease_expiries, t.now + u.give_up * interval '1 millisecond',
        coalesce(u.at, t.now) + u.delay * interval '1 millisecond', t.now, t.now,
        u.key_name, u.key_limit, u.key_ordered, u.deadline, u.traceparent,

@@ -59,7 +59,7 @@ pub use queue::{Conn, Param, Queries};
 const INSERT_CHUNK: usize = 1_000;
 
 /// The schema version this build expects.
-pub const SCHEMA_VERSION: i64 = 21;
+pub const SCHEMA_VERSION: i64 = 22;
 const MIGRATIONS: &[(&str, &str)] = &[
     ("V1__jobs", include_str!("../migrations/V1__jobs.sql")),
     (
@@ -141,6 +141,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     (
         "V21__settled_columns_checked_on_store",
         include_str!("../migrations/V21__settled_columns_checked_on_store.sql"),
+    ),
+    (
+        "V22__json_stored_as_given",
+        include_str!("../migrations/V22__json_stored_as_given.sql"),
     ),
 ];
 

@@ -75,7 +75,8 @@ async fn a_job_enqueued_in_a_sqlx_transaction_commits_or_rolls_back_with_it() {
         .get(&JobId::new("s1").expect("id"))
         .await
         .expect("job");
-    assert_eq!(stored.payload.as_str(), r#"{"p": 1}"#);
+    // Stored as the text given.
+    assert_eq!(stored.payload.as_str(), r#"{"p":1}"#);
 
     // A concurrency key travels through the adapter too.
     let keyed = job("s3")

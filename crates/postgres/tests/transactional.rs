@@ -85,7 +85,8 @@ async fn the_job_commits_or_rolls_back_with_the_callers_rows() {
         (typed.kind.as_str(), typed.queue.as_str()),
         ("receipt", "mail")
     );
-    assert_eq!(typed.payload.as_str(), r#"{"order": "o1"}"#);
+    // Stored as the text serialized.
+    assert_eq!(typed.payload.as_str(), r#"{"order":"o1"}"#);
     // Not visible to others before the commit.
     assert!(matches!(
         store.get(&JobId::new("o1").expect("id")).await,

@@ -575,7 +575,8 @@ pub async fn an_output_is_kept_with_its_job_and_read_by_its_dependents(
         .complete_with_output(&running[0].lease, &output)
         .await
         .unwrap();
-    // Compared as JSON values: PostgreSQL keeps jsonb in its own layout.
+    // Compared as JSON values (the text is kept as given, too:
+    // hostile::stored_json_reads_back_as_the_text_given).
     let json =
         |p: Option<&errand_core::Payload>| p.map(|p| p.decode::<serde_json::Value>().unwrap());
     assert_eq!(a.state, JobState::Done);

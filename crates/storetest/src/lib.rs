@@ -122,6 +122,7 @@ macro_rules! conformance_tests {
         $crate::conformance_tests!(@in hostile $make;
             out_of_range_times_and_durations_are_refused_alike,
             storable_payloads_round_trip_with_the_same_meaning,
+            stored_json_reads_back_as_the_text_given,
             a_byte_budget_ends_a_page_and_the_next_page_resumes,
         );
         $crate::conformance_tests!(@in rates $make;
