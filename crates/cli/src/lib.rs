@@ -20,7 +20,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use errand::{
-    CancelRequest, CopyRequest, Error, ExecHandler, Job, JobFilter, JobId, JobState, Name,
+    CancelRequest, CopyRequest, Error, ExecHandler, JobFilter, JobId, JobState, Name,
     ReplayRequest, RetryPolicy, Schedule, Store, Timestamp, Worker, WorkerConfig,
 };
 
@@ -700,7 +700,7 @@ async fn enqueue(store: Arc<dyn Store>, a: EnqueueArgs) -> Result<ExitCode, Fail
         } else {
             "exists"
         };
-        outln!("{verb} {}", output::job_line(&inserted.job));
+        outln!("{verb} {}", output::job_line(&(&inserted.job).into()));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -775,7 +775,7 @@ async fn replay(admin: &errand::Admin, a: ReplayArgs) -> Result<ExitCode, Failur
         .select
         .resolve(admin, "replay", state, &[("--cancelled", a.cancelled)])
         .await?;
-    let replayable = |j: &Job| ReplayRequest::accepts(j.state);
+    let replayable = |j: &errand::JobBrief| ReplayRequest::accepts(j.state);
     if a.dry_run {
         if a.json {
             output::json(&output::JobsDone {
@@ -823,7 +823,7 @@ async fn replay(admin: &errand::Admin, a: ReplayArgs) -> Result<ExitCode, Failur
     let shown = progress::Progress::spinner(a.json, format!("replaying {} jobs", req.ids.len()));
     let replayed = admin.replay(&req).await;
     shown.finish();
-    let replayed = replayed?;
+    let replayed = errand::briefs(&replayed?);
     if a.json {
         output::json(&output::JobsDone {
             dry_run: false,
@@ -855,9 +855,16 @@ async fn copy_jobs(
     shown.finish();
     let copied = copied?;
     if as_json {
+        let copies: Vec<output::Copy> = copied
+            .iter()
+            .map(|c| output::Copy {
+                from: c.from.clone(),
+                job: (&c.job).into(),
+            })
+            .collect();
         output::json(&output::Copies {
             dry_run: false,
-            copies: &copied,
+            copies: &copies,
         })?;
     } else {
         for c in &copied {

@@ -89,7 +89,7 @@ fn opt_time(t: Option<errand::Timestamp>) -> String {
 }
 
 /// One job on one line.
-pub fn job_line(j: &Job) -> String {
+pub fn job_line(j: &errand::JobBrief) -> String {
     format!(
         "{} state={} queue={} kind={} attempts={}/{} replays={} available_at={}",
         j.id, j.state, j.queue, j.kind, j.attempts, j.max_attempts, j.replays, j.available_at
@@ -383,8 +383,8 @@ pub fn report(r: &WorkReport, as_json: bool) -> anyhow::Result<()> {
 pub struct JobsDone<'a> {
     /// Whether nothing was changed.
     pub dry_run: bool,
-    /// The jobs.
-    pub jobs: &'a [Job],
+    /// The jobs, without their payloads.
+    pub jobs: &'a [errand::JobBrief],
 }
 
 /// The copies `replay --new-key` made.
@@ -392,8 +392,17 @@ pub struct JobsDone<'a> {
 pub struct Copies<'a> {
     /// Always false: a dry run prints [`JobsDone`].
     pub dry_run: bool,
-    /// The copies.
-    pub copies: &'a [errand::Copied],
+    /// The copies: each original's id and its new job, without payloads.
+    pub copies: &'a [Copy],
+}
+
+/// One copy `replay --new-key` made.
+#[derive(Serialize)]
+pub struct Copy {
+    /// The original's id.
+    pub from: errand::JobId,
+    /// The new job.
+    pub job: errand::JobBrief,
 }
 
 /// `enqueue --json`: the job's fields and whether it was created.

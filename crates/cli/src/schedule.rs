@@ -318,7 +318,7 @@ async fn run_here(store: Arc<dyn Store>, a: RunArgs) -> Result<ExitCode, Failure
                     &serde_json::json!({"created": true, "id": i.job.id, "available_at": i.job.available_at}),
                 )?;
             } else {
-                outln!("enqueued {}", output::job_line(&i.job));
+                outln!("enqueued {}", output::job_line(&(&i.job).into()));
             }
         }
         Ok(())

@@ -2,7 +2,7 @@
 //! or filters with a bound — resolved to jobs the same way for every command.
 
 use clap::Args;
-use errand::{Admin, BulkFilter, Error, Job, JobState};
+use errand::{Admin, BulkFilter, Error, JobBrief, JobState};
 
 use crate::exit::Failure;
 
@@ -35,15 +35,17 @@ pub struct Selection {
 impl Selection {
     /// The jobs named by id (each must exist: a missing one is
     /// [`Error::NotFound`]), or those in `state` matching every filter given,
-    /// oldest first, at most `--limit`. `extra` are the command's own filter
-    /// flags (name, given), which count as filters too.
+    /// oldest first, at most `--limit`, as briefs (no payloads: memory and
+    /// answers stay small whatever the payloads weigh). `extra` are the
+    /// command's own filter flags (name, given), which count as filters
+    /// too.
     pub async fn resolve(
         self,
         admin: &Admin,
         verb: &str,
         state: JobState,
         extra: &[(&str, bool)],
-    ) -> Result<Vec<Job>, Failure> {
+    ) -> Result<Vec<JobBrief>, Failure> {
         let has_filter = self.queue.is_some()
             || self.kind.is_some()
             || self.error.is_some()
@@ -71,10 +73,6 @@ impl Selection {
             };
             return Ok(admin.matching(&filter).await?);
         }
-        let mut jobs = Vec::with_capacity(self.ids.len());
-        for id in crate::ids(self.ids)? {
-            jobs.push(admin.job(&id).await?);
-        }
-        Ok(jobs)
+        Ok(admin.briefs(&crate::ids(self.ids)?).await?)
     }
 }

@@ -149,7 +149,7 @@ async fn act(admin: &Admin, a: ActionArgs, verb: &str) -> Result<ExitCode, Failu
             acted.workflow
         );
         for job in &acted.jobs {
-            outln!("{verb} {}", output::job_line(job));
+            outln!("{verb} {}", output::job_line(&job.into()));
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -266,7 +266,7 @@ pub async fn batch(admin: &Admin, a: BatchArgs) -> Result<ExitCode, Failure> {
         ("on_finish", &view.on_finish_job),
     ] {
         if let Some(job) = job {
-            outln!("{what}: {}", output::job_line(job));
+            outln!("{what}: {}", output::job_line(&job.into()));
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -1875,7 +1875,11 @@ fn replay_new_key_enqueues_a_copy_under_a_new_id_and_leaves_the_original() {
         ],
     ));
     assert_eq!(r["copies"][0]["from"], "n1");
-    let copy = &r["copies"][0]["job"];
+    // The answer names the copy without its payload; `show` has it whole.
+    let brief = &r["copies"][0]["job"];
+    assert!(brief.get("payload").is_none(), "{brief}");
+    let copy = &job(&d.path, brief["id"].as_str().expect("the copy's id"));
+    assert_eq!(brief["payload_bytes"], copy["payload"].to_string().len());
     assert_ne!(copy["id"], "n1");
     assert_eq!(
         (

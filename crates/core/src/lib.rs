@@ -32,6 +32,7 @@ mod admin;
 mod args;
 mod batch;
 pub mod bounds;
+mod brief;
 mod clock;
 mod cron;
 mod deps;
@@ -60,6 +61,7 @@ pub use batch::{
     Batch, BatchId, BatchSeal, BatchView, Callbacks, MAX_BATCH_JOBS, check_batch_size,
     check_callbacks_created, check_found_in_batch, check_open,
 };
+pub use brief::{JobBrief, briefs};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use cron::{
     CronSchedule, MAX_CRON_BYTES, MAX_SCHEDULE_PAYLOAD_BYTES, Misfire, ScheduleActed,

@@ -10,6 +10,7 @@ use crate::admin::{
     AuditEntry, AuditFilter, BulkFilter, CancelRequest, Copied, CopyRequest, MAX_REASON_BYTES,
     PausedQueue, PurgeRequest, QueueAction, ReplayRequest, RescheduleRequest, Stats, StatsRequest,
 };
+use crate::brief::JobBrief;
 use crate::clock::Timestamp;
 use crate::cron::{
     ScheduleActed, ScheduleAction, ScheduleAdd, ScheduleAddOutcome, ScheduleAdded, ScheduleChange,
@@ -396,9 +397,36 @@ impl Admin {
     ///
     /// # Errors
     /// [`Error::Invalid`] for a limit out of range.
-    pub async fn matching(&self, filter: &BulkFilter) -> Result<Vec<Job>> {
+    pub async fn matching(&self, filter: &BulkFilter) -> Result<Vec<JobBrief>> {
         filter.validate()?;
-        self.store.list(&filter.to_job_filter()).await
+        let wanted = filter.limit as usize;
+        let mut page = filter.to_job_filter();
+        // Read in pages with the listings' byte budget, each kept only as
+        // briefs: a bound on memory whatever the payloads weigh.
+        page.max_bytes = Some(crate::store::DEFAULT_PAGE_BYTES);
+        let mut found = Vec::new();
+        loop {
+            page.limit = Some(u32::try_from(wanted - found.len()).unwrap_or(u32::MAX));
+            let jobs = self.store.list(&page).await?;
+            let next = page.next_after(&jobs).cloned();
+            found.extend(jobs.iter().map(JobBrief::from));
+            match next {
+                Some(after) if found.len() < wanted => page.after = Some(after),
+                _ => return Ok(found),
+            }
+        }
+    }
+
+    /// The jobs named, as briefs, in the order named (each must exist).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] naming the first job that is not stored.
+    pub async fn briefs(&self, ids: &[JobId]) -> Result<Vec<JobBrief>> {
+        let mut found = Vec::with_capacity(ids.len());
+        for id in ids {
+            found.push(JobBrief::from(&self.store.get(id).await?));
+        }
+        Ok(found)
     }
 
     /// Jobs matching the filter, oldest first.

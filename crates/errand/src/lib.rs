@@ -90,7 +90,7 @@ pub use errand_core::{
     WorkerMetrics, WorkerReport, WorkerSeen, Workflow, WorkflowAction, WorkflowId, WorkflowStep,
     WorkflowView,
 };
-pub use errand_core::{Batch, BatchId, BatchSeal, BatchView};
+pub use errand_core::{Batch, BatchId, BatchSeal, BatchView, JobBrief, briefs};
 pub use errand_core::{
     ChartWindow, Charts, HISTOGRAM_BUCKETS, MINUTES_KEPT, MinuteCount, MinuteQuery, MinuteRow,
     Series, Tally,

@@ -1,12 +1,15 @@
 //! `POST /v1/bulk/replay`: `errand replay` over HTTP — dead (or cancelled)
 //! jobs named by id or chosen by filter with a bound, all or none, each
 //! audited; `dry_run` shows what would be acted on, `new_key` copies them
-//! under new ids instead of replaying them in place.
+//! under new ids instead of replaying them in place. Answers name the jobs
+//! without their payloads ([`JobBrief`]): up to 10,000 jobs of up to 1 MiB
+//! each would make an answer of gigabytes. A job's payload is read with
+//! the job, or a listing page, which has a byte budget.
 
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use errand::{BulkFilter, Copied, CopyRequest, Job, JobId, JobState, Name, ReplayRequest};
+use errand::{BulkFilter, CopyRequest, JobBrief, JobId, JobState, Name, ReplayRequest};
 use serde::{Deserialize, Serialize};
 
 use crate::problem::Problem;
@@ -43,13 +46,20 @@ const EXAMPLE: &str = r#"{"filter": {"queue": "mail", "error": "SMTP 451", "limi
 #[derive(Serialize)]
 struct Jobs<'a> {
     dry_run: bool,
-    jobs: &'a [Job],
+    jobs: &'a [JobBrief],
+}
+
+/// One copy as the answer names it: the original's id and the new job.
+#[derive(Serialize)]
+struct Copy {
+    from: JobId,
+    job: JobBrief,
 }
 
 #[derive(Serialize)]
 struct Copies<'a> {
     dry_run: bool,
-    copies: &'a [Copied],
+    copies: &'a [Copy],
 }
 
 fn time(field: &str, text: Option<String>) -> Result<Option<errand::Timestamp>, Problem> {
@@ -65,14 +75,14 @@ async fn targets(
     app: &App,
     ids: Option<Vec<String>>,
     filter: Option<FilterBody>,
-) -> Result<Vec<Job>, Problem> {
+) -> Result<Vec<JobBrief>, Problem> {
     match (ids, filter) {
         (Some(ids), None) if !ids.is_empty() => {
-            let mut jobs = Vec::with_capacity(ids.len());
-            for id in ids {
-                jobs.push(app.admin.job(&JobId::new(id)?).await?);
-            }
-            Ok(jobs)
+            let ids = ids
+                .into_iter()
+                .map(JobId::new)
+                .collect::<errand::Result<Vec<_>>>()?;
+            Ok(app.admin.briefs(&ids).await?)
         }
         (None, Some(f)) => {
             let filter = BulkFilter {
@@ -123,11 +133,18 @@ pub(crate) async fn replay(State(app): State<App>, headers: HeaderMap, body: Bod
                 reason: req.reason,
             })
             .await?;
+        let copies: Vec<Copy> = copied
+            .iter()
+            .map(|c| Copy {
+                from: c.from.clone(),
+                job: JobBrief::from(&c.job),
+            })
+            .collect();
         return json(
             StatusCode::OK,
             &Copies {
                 dry_run: false,
-                copies: &copied,
+                copies: &copies,
             },
         );
     }
@@ -143,7 +160,7 @@ pub(crate) async fn replay(State(app): State<App>, headers: HeaderMap, body: Bod
         StatusCode::OK,
         &Jobs {
             dry_run: false,
-            jobs: &replayed,
+            jobs: &errand::briefs(&replayed),
         },
     )
 }

@@ -1003,3 +1003,39 @@ pub async fn a_blocked_job_is_rescheduled_and_keeps_waiting(
     let due = store.claim(&claim_req(5, LEASE)).await.unwrap();
     assert_eq!(due[0].job.id, id("then"));
 }
+
+/// A bulk action's selection by filter reads the matching jobs a page at
+/// a time within the listings' byte budget and keeps only their briefs, so
+/// it finds every one up to its limit, oldest first, whatever their
+/// payloads weigh (here six of about 1 MiB against a 4 MiB page).
+pub async fn bulk_selection_reads_past_the_page_byte_budget(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
+    let heavy = format!(r#""{}""#, "x".repeat(errand_core::MAX_PAYLOAD_BYTES - 16));
+    let names = ["h1", "h2", "h3", "h4", "h5", "h6"];
+    for name in names {
+        let new = errand_core::NewJob {
+            payload: errand_core::Payload::from_json_text(&heavy).unwrap(),
+            ..on("heavy", name)
+        };
+        store.insert(new).await.unwrap();
+        kill(store.as_ref(), name).await;
+        clock.advance(Duration::from_millis(1));
+    }
+    let filter = |limit: u32| errand_core::BulkFilter {
+        state: JobState::Dead,
+        queue: Some(queue("heavy")),
+        kind: None,
+        error_contains: None,
+        since: None,
+        until: None,
+        limit,
+    };
+    let all = admin(&store).matching(&filter(10_000)).await.unwrap();
+    let found: Vec<&str> = all.iter().map(|b| b.id.as_str()).collect();
+    assert_eq!(found, names, "every one, oldest first");
+    assert!(all.iter().all(|b| b.payload_bytes == heavy.len()));
+    let five = admin(&store).matching(&filter(5)).await.unwrap();
+    assert_eq!(five.len(), 5, "the limit holds across pages");
+}

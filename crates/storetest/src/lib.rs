@@ -112,6 +112,7 @@ macro_rules! conformance_tests {
             a_copy_takes_a_new_id_leaves_the_original_and_is_audited,
             a_waiting_job_is_rescheduled_all_or_none_and_audited,
             a_blocked_job_is_rescheduled_and_keeps_waiting,
+            bulk_selection_reads_past_the_page_byte_budget,
             the_audit_log_pages_newest_first_and_filters,
             stats_count_each_queue_with_leases_age_and_window,
             stats_count_every_queue_even_behind_a_larger_backlog,

@@ -484,3 +484,70 @@ async fn bulk_replay_by_filter_or_ids_with_a_dry_run_and_copies() {
     .await
     .problem(StatusCode::BAD_REQUEST, "invalid");
 }
+
+/// A bulk replay answers with the jobs' ids, states and payload sizes,
+/// never their payloads: a dry run over dead jobs of 300 KB each, the
+/// replay itself and a copy each answer in a few hundred bytes a job.
+#[tokio::test]
+async fn bulk_answers_name_the_jobs_without_their_payloads() {
+    let api = Api::new();
+    let store = api.q.store();
+    let big = format!(r#"{{"blob":"{}"}}"#, "x".repeat(300_000));
+    for id in ["b1", "b2", "b3"] {
+        let job = errand::NewJob::new("k", errand::Payload::from_json_text(&big).unwrap())
+            .unwrap()
+            .with_id(errand::JobId::new(id).unwrap());
+        store
+            .insert(job.on_queue("bigdead").unwrap())
+            .await
+            .unwrap();
+    }
+    for c in store.claim(&claim_all()).await.unwrap() {
+        let failure = Failure {
+            error: "too big".into(),
+            class: ErrorClass::Permanent,
+            retry: None,
+        };
+        store.fail(&c.lease, failure).await.unwrap();
+    }
+    let small = |reply: &super::Reply, what: &str, list: &str| {
+        let text = reply.body.to_string();
+        assert!(
+            text.len() < 2_000,
+            "{what}: {} bytes: {text:.300}",
+            text.len()
+        );
+        for job in reply.body[list].as_array().unwrap() {
+            let job = if list == "copies" { &job["job"] } else { job };
+            assert!(job.get("payload").is_none(), "{what}: {job}");
+            assert_eq!(job["payload_bytes"], big.len(), "{what}: {job}");
+        }
+    };
+    let filter = json!({"queue": "bigdead", "limit": 10_000});
+    let dry = api
+        .post(
+            "/v1/bulk/replay",
+            &json!({"filter": filter, "dry_run": true, "operator": "alice"}),
+        )
+        .await;
+    assert_eq!(dry.status, StatusCode::OK, "{}", dry.body);
+    assert_eq!(dry.body["jobs"].as_array().unwrap().len(), 3);
+    small(&dry, "the dry run", "jobs");
+    let copied = api
+        .post(
+            "/v1/bulk/replay",
+            &json!({"ids": ["b3"], "new_key": true, "operator": "alice"}),
+        )
+        .await;
+    assert_eq!(copied.status, StatusCode::OK, "{}", copied.body);
+    small(&copied, "the copy", "copies");
+    let replayed = api
+        .post(
+            "/v1/bulk/replay",
+            &json!({"filter": filter, "operator": "alice"}),
+        )
+        .await;
+    assert_eq!(replayed.status, StatusCode::OK, "{}", replayed.body);
+    assert_eq!(replayed.body["jobs"][0]["state"], "ready");
+    small(&replayed, "the replay", "jobs");
+}
