@@ -2,8 +2,9 @@
 //!
 //! Set `ERRAND_TEST_POSTGRES_URL` (for example
 //! `postgres://postgres@127.0.0.1:5432/postgres`) to run it; without it every
-//! case prints SKIPPED, and `postgres_is_configured_where_it_must_be` fails
-//! when `CI` is set, so CI can never pass these silently.
+//! case is skipped (`errand_testsupport::skip`: it prints SKIPPED, and
+//! `scripts/test.sh` lists it at its end), and fails when `CI` is set, so
+//! CI can never pass these silently.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -11,10 +12,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use errand_core::{ManualClock, Store};
 use errand_postgres::{PgOptions, PgStore};
 
-const URL_VAR: &str = "ERRAND_TEST_POSTGRES_URL";
-
 fn url() -> Option<String> {
-    std::env::var(URL_VAR).ok().filter(|s| !s.is_empty())
+    errand_testsupport::postgres_url("the PostgreSQL conformance cases")
 }
 
 /// A schema name unique to this test: `errand_t_<unix secs>_<pid>_<n>`.
@@ -83,16 +82,5 @@ async fn make(clock: ManualClock) -> Option<Arc<dyn Store>> {
 }
 
 errand_storetest::conformance_tests!(make);
-
-#[test]
-fn postgres_is_configured_where_it_must_be() {
-    if url().is_none() {
-        eprintln!("SKIPPED: PostgreSQL conformance cases (set {URL_VAR} to run them)");
-        assert!(
-            std::env::var("CI").is_err(),
-            "{URL_VAR} is not set under CI: the PostgreSQL tests would be skipped"
-        );
-    }
-}
 
 errand_storetest::model_test!(make, 24);
