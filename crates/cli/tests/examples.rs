@@ -1,12 +1,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! The runnable examples in `examples/`, run the way the README tells a
-//! user to run them (with this build's `errand`), judged by their exit
-//! status, what they print and what they leave behind. The two-host one
+//! The runnable examples in `examples/`, and the README's `errand` block,
+//! run the way the README tells a user to run them (with this build's
+//! `errand`), judged by their exit status, what they print and what they
+//! leave behind. The two-host one
 //! needs `ERRAND_TEST_POSTGRES_URL` and says SKIPPED without it; the
 //! Python ones need python3 and say so when it is missing.
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use errand_testsupport::KillOnDrop;
@@ -62,6 +63,71 @@ fn number_after(text: &str, prefix: &str) -> u32 {
         .and_then(|rest| rest.split_whitespace().next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no line `{prefix} N` in:\n{text}"))
+}
+
+/// The README's `errand` block, read from the README and run line by line
+/// in a scratch directory with this build's `errand` first on the `PATH`:
+/// every command succeeds, the dead job is listed, the replayed one is sent
+/// and its dependent released.
+#[test]
+fn the_readme_errand_block_runs_as_written() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).expect("read README.md");
+    let block = readme
+        .split_once("## The `errand` command")
+        .and_then(|(_, section)| section.split_once("```sh\n"))
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .map(|(block, _)| block)
+        .expect("the README's `errand` section and its sh block");
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let bin = Path::new(env!("CARGO_BIN_EXE_errand"))
+        .parent()
+        .expect("the binary's directory");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut printed = Vec::new();
+    for line in block.lines().filter(|l| !l.trim().is_empty()) {
+        let out = Command::new("bash")
+            .args(["-c", line])
+            .current_dir(dir.path())
+            .env("PATH", &path)
+            .env_remove("ERRAND_DB")
+            .env_remove("ERRAND_SCHEMA")
+            .output()
+            .expect("run bash");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "`{line}` failed ({}):\n{stdout}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        printed.push((line, stdout));
+    }
+    let (_, dead) = printed
+        .iter()
+        .find(|(line, _)| line.contains("jobs --state dead"))
+        .expect("the block lists the dead jobs");
+    assert!(dead.contains("order-17"), "{dead}");
+    let sent = std::fs::read_to_string(dir.path().join("sent-order-17.json"))
+        .expect("the replayed email was sent");
+    assert_eq!(sent, r#"{"to":"a@example.com"}"#);
+    let jobs = Command::new(env!("CARGO_BIN_EXE_errand"))
+        .args(["--db", "jobs.db", "jobs", "--json"])
+        .current_dir(dir.path())
+        .output()
+        .expect("run errand");
+    let jobs: serde_json::Value = serde_json::from_slice(&jobs.stdout).expect("JSON");
+    let mut states: Vec<(&str, &str)> = jobs
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|j| (j["id"].as_str().unwrap(), j["state"].as_str().unwrap()))
+        .collect();
+    states.sort_unstable();
+    assert_eq!(states, [("invoice-17", "ready"), ("order-17", "done")]);
 }
 
 #[test]
