@@ -1057,6 +1057,7 @@ async fn serve(
     // the line is read is a graceful stop, not a kill.
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let token = config.token.is_some();
     let server = errand_server::Server::bind(store, config)
         .await
         .map_err(|e| {
@@ -1066,7 +1067,9 @@ async fn serve(
                 Failure::Other(e.into())
             }
         })?;
-    outln!("listening on http://{}", server.local_addr());
+    for line in serve_banner(server.local_addr(), token) {
+        outln!("{line}");
+    }
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let run = server.run(async {
         let _ = stopped.await;
@@ -1090,6 +1093,35 @@ async fn serve(
         _ = term.recv() => second_signal(),
         _ = int.recv() => second_signal(),
     }
+}
+
+/// What `errand serve` prints once it listens: the address bound (first,
+/// alone on its line, for scripts), then where a browser finds the
+/// dashboard and a client the API, and what they need. An address that
+/// means every interface is shown as this machine's loopback one, which a
+/// browser here can open.
+fn serve_banner(addr: SocketAddr, token: bool) -> [String; 3] {
+    use std::net::{Ipv4Addr, Ipv6Addr};
+    let mut browse = addr;
+    if addr.ip().is_unspecified() {
+        browse.set_ip(match addr {
+            SocketAddr::V4(_) => Ipv4Addr::LOCALHOST.into(),
+            SocketAddr::V6(_) => Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    let (dashboard, api) = if token {
+        (
+            " (sign in with the access token given with --token or ERRAND_TOKEN)",
+            "; send the access token as `Authorization: Bearer TOKEN`",
+        )
+    } else {
+        ("", "")
+    };
+    [
+        format!("listening on http://{addr}"),
+        format!("dashboard: http://{browse}/dashboard/{dashboard}"),
+        format!("API: http://{browse}/v1/ (described at /v1/openapi.json{api})"),
+    ]
 }
 
 fn second_signal() -> Result<ExitCode, Failure> {

@@ -138,6 +138,13 @@ impl Server {
         self.stderr.try_iter().collect::<Vec<_>>().join("\n")
     }
 
+    /// The next line on stdout.
+    fn next_line(&self) -> String {
+        self.stdout
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("no further line; stderr: {}", self.drain_stderr()))
+    }
+
     /// Waits for a line on stderr containing `needle`.
     fn await_stderr(&self, needle: &str) {
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -417,6 +424,20 @@ fn a_non_loopback_address_needs_a_token_and_then_requires_it() {
     // The token from the environment: the server starts on every
     // interface, and every /v1 route wants the token.
     let server = b.serve(&["--bind", "0.0.0.0:0"], &[("ERRAND_TOKEN", TOKEN)]);
+    // It says where to point a browser on this machine, and how to sign in.
+    let base = format!("http://127.0.0.1:{}", server.port);
+    assert_eq!(
+        server.next_line(),
+        format!(
+            "dashboard: {base}/dashboard/ (sign in with the access token given with --token or ERRAND_TOKEN)"
+        )
+    );
+    assert_eq!(
+        server.next_line(),
+        format!(
+            "API: {base}/v1/ (described at /v1/openapi.json; send the access token as `Authorization: Bearer TOKEN`)"
+        )
+    );
     let body = r#"{"kind":"k","id":"t1"}"#;
     let json_type = ("Content-Type", "application/json");
     let anonymous = server.request("POST", "/v1/jobs", &[json_type], body);
@@ -450,6 +471,44 @@ fn a_non_loopback_address_needs_a_token_and_then_requires_it() {
     server.signal("-INT");
     assert_eq!(server.wait(), Some(0));
     assert_eq!(b.jobs().len(), 1);
+}
+
+/// After the address, the server says where the dashboard and the API
+/// are; a browser sent to `/` is redirected to the dashboard, and API
+/// clients still get JSON errors everywhere else.
+#[test]
+fn serve_names_its_dashboard_and_sends_a_browser_at_the_root_there() {
+    let b = Backend::sqlite();
+    let server = b.serve(&["--bind", "127.0.0.1:0"], &[]);
+    let base = format!("http://127.0.0.1:{}", server.port);
+    assert_eq!(server.next_line(), format!("dashboard: {base}/dashboard/"));
+    assert_eq!(
+        server.next_line(),
+        format!("API: {base}/v1/ (described at /v1/openapi.json)")
+    );
+    // What a browser sends when the address is typed in.
+    let browser = [
+        ("Accept", "text/html"),
+        ("Sec-Fetch-Mode", "navigate"),
+        ("Sec-Fetch-Site", "none"),
+    ];
+    let root = server.request("GET", "/", &browser, "");
+    assert_eq!(root.status, 303, "{root:?}");
+    assert!(
+        root.head
+            .lines()
+            .any(|l| l.eq_ignore_ascii_case("location: /dashboard/")),
+        "{root:?}"
+    );
+    let dashboard = server.request("GET", "/dashboard/", &browser, "");
+    assert_eq!(dashboard.status, 303, "the dashboard's home: {dashboard:?}");
+    let missing = server.get("/v1/no-such-route");
+    assert_eq!(
+        (missing.status, &missing.body["code"]),
+        (404, &json!("not_found"))
+    );
+    server.signal("-TERM");
+    assert_eq!(server.wait(), Some(0));
 }
 
 /// A remote worker with nothing but an HTTP client: it leases a job,

@@ -81,7 +81,9 @@ use errand::{Admin, Store};
 
 use crate::{AccessToken, ServerConfig};
 
-/// Where the dashboard lives; every route and cookie is under it.
+/// Where the dashboard lives; every route and cookie is under it, but for
+/// `/`, which sends a browser to the dashboard's home (the JSON API has no
+/// route there).
 pub(crate) const BASE: &str = "/dashboard";
 
 /// What every handler shares.
@@ -101,6 +103,7 @@ pub(crate) fn router(store: Arc<dyn Store>, config: &ServerConfig) -> Router {
         token: config.token.clone(),
     };
     Router::new()
+        .route("/", get(|| async { Redirect::to("/dashboard/") }))
         .route(BASE, get(|| async { Redirect::permanent("/dashboard/") }))
         .route("/dashboard/", get(home))
         .route("/dashboard/static/style.css", get(stylesheet))

@@ -292,6 +292,44 @@ async fn pages_render_with_the_security_headers() {
         .refused(StatusCode::NOT_FOUND, "no such dashboard page");
 }
 
+/// A browser pointed at the server's address lands on the dashboard (with
+/// a token, on its sign-in page); unknown API paths still answer with a
+/// JSON problem.
+#[tokio::test]
+async fn the_root_sends_a_browser_to_the_dashboard() {
+    let mut b = Browser::new();
+    let root = b.get("/").await;
+    assert_eq!(root.status, StatusCode::SEE_OTHER, "{}", root.body);
+    assert_eq!(root.location(), "/dashboard/");
+    assert_eq!(root.headers["x-frame-options"], "DENY");
+    let api = Request::get("/v1/no-such-route")
+        .header(header::HOST, "127.0.0.1:7878")
+        .body(Body::empty())
+        .expect("request");
+    let api = b.send(api).await;
+    assert_eq!(api.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        api.headers[header::CONTENT_TYPE],
+        "application/problem+json"
+    );
+    // Not for another host's name (DNS rebinding), as every dashboard page.
+    let elsewhere = Request::get("/")
+        .header(header::HOST, "attacker.example")
+        .body(Body::empty())
+        .expect("request");
+    b.send(elsewhere)
+        .await
+        .refused(StatusCode::FORBIDDEN, "Host refused");
+
+    let mut signed = Browser::with(ServerConfig {
+        token: Some(AccessToken::new(TOKEN).expect("token")),
+        ..ServerConfig::default()
+    });
+    let root = signed.get("/").await;
+    assert_eq!(root.status, StatusCode::SEE_OTHER, "{}", root.body);
+    assert_eq!(root.location(), "/dashboard/login");
+}
+
 #[tokio::test]
 async fn job_data_is_escaped() {
     let mut b = Browser::new();

@@ -265,9 +265,11 @@ fn the_dashboard_routes_stay_under_dashboard() {
         }
     }
     assert!(paths.len() >= 8, "found the dashboard's routes: {paths:?}");
+    // The one exception: `/`, which only sends a browser to the dashboard.
+    assert_eq!(paths.iter().filter(|p| **p == "/").count(), 1, "{paths:?}");
     for p in &paths {
         assert!(
-            *p == "/dashboard" || p.starts_with("/dashboard/"),
+            *p == "/" || *p == "/dashboard" || p.starts_with("/dashboard/"),
             "dashboard route {p} outside /dashboard"
         );
     }
