@@ -22,3 +22,10 @@ pub mod work;
 pub use error::{
     EXIT_NOT_FOUND, EXIT_OK, EXIT_REFUSED, EXIT_RUNTIME, EXIT_USAGE, Error, PayRefusal, Result,
 };
+
+/// The library example of the repository's README — this application's
+/// payment and receipt in miniature — compiled as a doctest so that it
+/// stays true (not run: it serves until Ctrl-C).
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct RepositoryReadmeDoctests;
