@@ -2,14 +2,15 @@
 //! compares them with thresholds (flags and/or a TOML file) and exits
 //! [`exit::THRESHOLD`] when one is crossed, so any scheduler can alert.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
 use errand::{
-    Admin, Counts, Error, JobFilter, JobId, JobState, Name, Stats, StatsRequest, Timestamp,
+    Admin, Counts, Error, JobFilter, JobId, JobState, Name, QueueStats, Stats, StatsRequest,
+    Timestamp,
 };
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -375,71 +376,51 @@ fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn evaluate(stats: &Stats, t: &Thresholds, lateness: Option<&Lateness>) -> (Vec<Crossed>, usize) {
+/// What `--check` compared: how many thresholds, over which queues, and
+/// whether the workers' one.
+#[derive(Debug, Default)]
+struct Checked {
+    thresholds: usize,
+    queues: BTreeSet<String>,
+    workers: bool,
+}
+
+impl Checked {
+    /// The line printed when no threshold is crossed.
+    fn ok_line(&self) -> String {
+        let mut over = Vec::new();
+        if !self.queues.is_empty() {
+            over.push(format!("{} queue(s)", self.queues.len()));
+        }
+        if self.workers {
+            over.push("the workers' claim cycles".to_owned());
+        }
+        if over.is_empty() {
+            return format!(
+                "ok: {} threshold check(s): no queue has waiting, running or dead jobs, recent failures or a pause",
+                self.thresholds
+            );
+        }
+        format!(
+            "ok: {} threshold check(s) over {}, none crossed",
+            self.thresholds,
+            over.join(" and ")
+        )
+    }
+}
+
+fn evaluate(stats: &Stats, t: &Thresholds, lateness: Option<&Lateness>) -> (Vec<Crossed>, Checked) {
     let mut crossed = Vec::new();
     let mut checked = 0;
+    let mut queues = BTreeSet::new();
     if let Some(lateness) = lateness {
-        checked += evaluate_lateness(stats, t, lateness, &mut crossed);
+        checked += evaluate_lateness(stats, t, lateness, &mut crossed, &mut queues);
     }
     for q in &stats.queues {
-        let limits = t.for_queue(q.queue.as_str());
-        let c = &q.counts;
-        let counts: [(&'static str, &str, Option<u64>, u64); 5] = [
-            ("max_ready", "due jobs waiting", limits.max_ready, c.ready),
-            ("max_dead", "dead jobs", limits.max_dead, c.dead),
-            (
-                "max_dead_letters",
-                "jobs gone dead in the window",
-                limits.max_dead_letters,
-                c.dead_letters.values().sum(),
-            ),
-            (
-                "max_retries",
-                "retries in the window",
-                limits.max_retries,
-                c.retries.values().sum(),
-            ),
-            (
-                "max_expired_leases",
-                "expired leases",
-                limits.max_expired_leases,
-                c.expired_leases,
-            ),
-        ];
-        for (threshold, what, max, value) in counts {
-            let Some(max) = max else { continue };
-            checked += 1;
-            if value > max {
-                crossed.push(Crossed {
-                    queue: Some(q.queue.clone()),
-                    threshold,
-                    value: Some(value),
-                    max,
-                    message: format!(
-                        "queue {}: {what} = {value}, above {threshold} = {max}",
-                        q.queue
-                    ),
-                });
-            }
-        }
-        if let Some(max) = limits.max_oldest_due {
-            checked += 1;
-            if let Some(waited) = c.oldest_due_age_ms
-                && waited > ms(max)
-            {
-                crossed.push(Crossed {
-                    queue: Some(q.queue.clone()),
-                    threshold: "max_oldest_due",
-                    value: Some(waited),
-                    max: ms(max),
-                    message: format!(
-                        "queue {}: the oldest due job has waited {}, above max_oldest_due = {}",
-                        q.queue,
-                        age(waited),
-                        humantime::format_duration(max)
-                    ),
-                });
-            }
+        let compared = evaluate_queue(q, t, &mut crossed);
+        if compared > 0 {
+            checked += compared;
+            queues.insert(q.queue.as_str().to_owned());
         }
     }
     if let Some(max) = t.max_since_worker_cycle {
@@ -466,7 +447,77 @@ fn evaluate(stats: &Stats, t: &Thresholds, lateness: Option<&Lateness>) -> (Vec<
             });
         }
     }
+    let checked = Checked {
+        thresholds: checked,
+        queues,
+        workers: t.max_since_worker_cycle.is_some(),
+    };
     (crossed, checked)
+}
+
+/// Compares one queue's counts with its thresholds; how many it compared.
+fn evaluate_queue(q: &QueueStats, t: &Thresholds, crossed: &mut Vec<Crossed>) -> usize {
+    let mut checked = 0;
+    let limits = t.for_queue(q.queue.as_str());
+    let c = &q.counts;
+    let counts: [(&'static str, &str, Option<u64>, u64); 5] = [
+        ("max_ready", "due jobs waiting", limits.max_ready, c.ready),
+        ("max_dead", "dead jobs", limits.max_dead, c.dead),
+        (
+            "max_dead_letters",
+            "jobs gone dead in the window",
+            limits.max_dead_letters,
+            c.dead_letters.values().sum(),
+        ),
+        (
+            "max_retries",
+            "retries in the window",
+            limits.max_retries,
+            c.retries.values().sum(),
+        ),
+        (
+            "max_expired_leases",
+            "expired leases",
+            limits.max_expired_leases,
+            c.expired_leases,
+        ),
+    ];
+    for (threshold, what, max, value) in counts {
+        let Some(max) = max else { continue };
+        checked += 1;
+        if value > max {
+            crossed.push(Crossed {
+                queue: Some(q.queue.clone()),
+                threshold,
+                value: Some(value),
+                max,
+                message: format!(
+                    "queue {}: {what} = {value}, above {threshold} = {max}",
+                    q.queue
+                ),
+            });
+        }
+    }
+    if let Some(max) = limits.max_oldest_due {
+        checked += 1;
+        if let Some(waited) = c.oldest_due_age_ms
+            && waited > ms(max)
+        {
+            crossed.push(Crossed {
+                queue: Some(q.queue.clone()),
+                threshold: "max_oldest_due",
+                value: Some(waited),
+                max: ms(max),
+                message: format!(
+                    "queue {}: the oldest due job has waited {}, above max_oldest_due = {}",
+                    q.queue,
+                    age(waited),
+                    humantime::format_duration(max)
+                ),
+            });
+        }
+    }
+    checked
 }
 
 /// Compares each queue's lateness (every queue with waiting, running or
@@ -476,6 +527,7 @@ fn evaluate_lateness(
     t: &Thresholds,
     lateness: &Lateness,
     crossed: &mut Vec<Crossed>,
+    compared: &mut BTreeSet<String>,
 ) -> usize {
     let mut queues: BTreeMap<&str, Option<&QueueLateness>> = stats
         .queues
@@ -500,6 +552,7 @@ fn evaluate_lateness(
             continue;
         };
         checked += 1;
+        compared.insert(name.to_owned());
         let Some(l) = l else { continue };
         let Ok(queue) = Name::parse("queue", name) else {
             continue;
@@ -593,16 +646,13 @@ pub async fn run(admin: &Admin, a: StatsArgs) -> Result<ExitCode, Failure> {
     if a.json {
         output::json(&CheckReport {
             ok: crossed.is_empty(),
-            checked,
+            checked: checked.thresholds,
             crossed: &crossed,
             stats: &stats,
             lateness: lateness.as_ref(),
         })?;
     } else if crossed.is_empty() {
-        outln!(
-            "ok: {checked} threshold check(s) over {} queue(s), none crossed",
-            stats.queues.len()
-        );
+        outln!("{}", checked.ok_line());
     } else {
         for c in &crossed {
             outln!("CROSSED {}", c.message);

@@ -1219,6 +1219,45 @@ fn stats_check_fails_exactly_when_a_threshold_is_crossed() {
     assert!(stderr(&out).contains("--check"), "{}", stderr(&out));
 }
 
+/// The `ok` line says what was compared. A queue whose jobs all finished
+/// has nothing to show (`stats` leaves it out), so after a job ran there,
+/// the workers' threshold is the one compared, over no queue.
+#[test]
+fn stats_check_says_what_it_compared() {
+    let d = db();
+    let check = |extra: &[&str]| {
+        let mut args = vec!["stats", "--check"];
+        args.extend_from_slice(extra);
+        let out = errand(&d.path, &args);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        stdout(&out)
+    };
+    let enqueued = errand(&d.path, &["enqueue", "--kind", "k", "--queue", "receipts"]);
+    assert!(enqueued.status.success(), "{}", stderr(&enqueued));
+    let worked = errand(&d.path, &["work", "--once", "--exec", "cat > /dev/null"]);
+    assert!(worked.status.success(), "{}", stderr(&worked));
+    assert_eq!(
+        check(&["--max-since-worker-cycle", "1h"]),
+        "ok: 1 threshold check(s) over the workers' claim cycles, none crossed\n"
+    );
+    assert_eq!(
+        check(&["--max-dead", "0"]),
+        "ok: 0 threshold check(s): no queue has waiting, running or dead jobs, recent failures or a pause\n"
+    );
+    dead_job(&d.path, "b1", "bulk");
+    assert_eq!(
+        check(&[
+            "--max-dead",
+            "1",
+            "--max-ready",
+            "0",
+            "--max-since-worker-cycle",
+            "1h"
+        ]),
+        "ok: 3 threshold check(s) over 1 queue(s) and the workers' claim cycles, none crossed\n"
+    );
+}
+
 #[test]
 fn stats_check_reads_thresholds_from_a_toml_file_and_flags_override_it() {
     let d = db();
