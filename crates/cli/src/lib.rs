@@ -27,6 +27,7 @@ use errand::{
 mod admin;
 #[cfg(feature = "bench")]
 mod bench;
+mod connect;
 mod exit;
 mod output;
 mod progress;
@@ -619,7 +620,12 @@ async fn run(cli: Cli, hooks: Hooks) -> Result<ExitCode, Failure> {
         Command::Serve(args) => Some(serve_config(args)?),
         _ => None,
     };
-    let store = errand::connect(&cli.db, &options).await?;
+    let named = connect::Named {
+        db: &cli.db,
+        schema: &cli.schema,
+        allow_public_schema: cli.allow_public_schema,
+    };
+    let store = connect::connect(&named, &options).await?;
     let admin = errand::Admin::new(store.clone());
     match cli.command {
         Command::Migrate(_) => Ok(ExitCode::SUCCESS),

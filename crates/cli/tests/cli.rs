@@ -581,10 +581,34 @@ fn a_missing_path_or_a_foreign_file_is_refused() {
     let out = errand(&empty, &["jobs"]);
     assert_eq!(out.status.code(), Some(5));
     assert!(
-        stderr(&out).contains("run `errand migrate`"),
-        "{}",
+        stderr(&out).contains(&format!(
+            "has no Errand tables; add them with `errand migrate --db {}`",
+            empty.display()
+        )),
+        "the whole command: {}",
         stderr(&out)
     );
+}
+
+/// A database in a directory that does not exist: `migrate` names the
+/// directory and what to do, and creates nothing.
+#[test]
+fn migrate_into_a_missing_directory_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nodir");
+    let out = Command::new(env!("CARGO_BIN_EXE_errand"))
+        .args(["--db", "nodir/x.db", "migrate"])
+        .current_dir(dir.path())
+        .env_remove("ERRAND_DB")
+        .output()
+        .expect("run errand");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out),
+        "errand: cannot create the database nodir/x.db: the directory nodir does not exist; \
+         create it first (mkdir -p nodir) or name a database in an existing directory\n"
+    );
+    assert!(!missing.exists());
 }
 
 #[test]

@@ -52,7 +52,14 @@ fn the_commands_work_on_postgres() {
     let s = Schema::new("roundtrip");
     let out = s.errand(&["jobs"]);
     assert_eq!(out.status.code(), Some(5), "a missing schema names the fix");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("errand migrate"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(&format!(
+            "add them with `errand migrate --db {} --schema {}`",
+            s.0.url, s.0.name
+        )),
+        "the whole command: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(s.errand(&["migrate"]).status.success());
     assert!(
         s.errand(&["migrate"]).status.success(),
@@ -127,6 +134,35 @@ fn the_commands_work_on_postgres() {
     assert_eq!(out.status.code(), Some(4), "a done job is not replayed");
     let listed = s.json(&["jobs", "--state", "done", "--json"]);
     assert_eq!(listed.as_array().map(Vec::len), Some(1));
+}
+
+/// The command that would add the tables names the server without the
+/// password the user gave (the test server trusts any password).
+#[test]
+fn the_migrate_hint_leaves_the_password_out() {
+    let Some(url) = url() else { return };
+    let Some((scheme, rest)) = url.split_once("://") else {
+        panic!("{url} is not a URL")
+    };
+    let Some((user, host)) = rest.split_once('@') else {
+        panic!("{url} names no user to give a password to")
+    };
+    let user = user.split(':').next().unwrap_or_default();
+    let schema = format!("errand_cli_hint_{}", std::process::id());
+    let out = Command::new(env!("CARGO_BIN_EXE_errand"))
+        .args(["--db", &format!("{scheme}://{user}:s3cret-pw@{host}")])
+        .args(["--schema", &schema, "jobs"])
+        .output()
+        .expect("run errand");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    assert!(!stderr.contains("s3cret-pw"), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "`errand migrate --db {scheme}://{user}@{host} --schema {schema}` (with the URL's password, left out here)"
+        )),
+        "{stderr}"
+    );
 }
 
 #[test]

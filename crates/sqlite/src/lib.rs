@@ -215,6 +215,17 @@ impl SqliteStore {
                 path.display()
             )));
         }
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+            && options.create
+            && !dir.exists()
+        {
+            return Err(Error::NotADatabase(format!(
+                "cannot create the database {}: the directory {} does not exist; create it first (mkdir -p {}) or name a database in an existing directory",
+                path.display(),
+                dir.display(),
+                dir.display()
+            )));
+        }
         let mut conn = open_connection(&path, &options, options.create)?;
         // WAL is a property of the file: set it once, from the writer side.
         let mode: String = conn
