@@ -9,6 +9,7 @@
 
 mod common;
 
+use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +29,73 @@ both!(
 );
 
 const RACERS: usize = 50;
+
+/// The README's walkthrough on today's date: its `day` helper, then each
+/// of its `init` and `hold` lines up to the last one that names a date,
+/// run as written in order on a fresh SQLite database, each ending with
+/// the exit status the walkthrough shows after it (0 where it shows none).
+#[test]
+fn the_walkthrough_holds_run_as_written_on_any_day() {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .expect("read the README");
+    let block = readme
+        .split_once("## Walkthrough")
+        .and_then(|(_, rest)| rest.split_once("```console\n"))
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .map(|(block, _)| block)
+        .expect("the walkthrough's console block");
+    let mut commands: Vec<(&str, i32)> = Vec::new();
+    for line in block.lines() {
+        if let Some(command) = line.strip_prefix("$ ") {
+            commands.push((command, 0));
+        } else if let Some(code) = line
+            .strip_prefix("(exit ")
+            .and_then(|rest| rest.strip_suffix(')'))
+            && let Some(last) = commands.last_mut()
+        {
+            last.1 = code.parse().expect("an exit status");
+        }
+    }
+    let day = commands
+        .iter()
+        .find(|(c, _)| c.starts_with("day()"))
+        .expect("the walkthrough defines its `day` helper")
+        .0;
+    let last_dated = commands
+        .iter()
+        .rposition(|(c, _)| c.contains("$(day "))
+        .expect("the walkthrough names dates with `day`");
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let bin = Path::new(BIN).parent().expect("the binary's directory");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut ran = 0;
+    for (command, code) in &commands[..=last_dated] {
+        if !(command.starts_with("reservations init ") || command.starts_with("reservations hold "))
+        {
+            continue;
+        }
+        let out = Command::new("bash")
+            .arg("-c")
+            .arg(format!("{day}\n{command}"))
+            .current_dir(dir.path())
+            .env("PATH", &path)
+            .output()
+            .expect("run bash");
+        assert_eq!(
+            out.status.code(),
+            Some(*code),
+            "`{command}`: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ran += 1;
+    }
+    assert!(ran >= 10, "only {ran} commands ran");
+}
 
 fn fifty_concurrent_holds_of_one_unit_and_stay_leave_exactly_one_held(db: Db) {
     let db = db.init();
