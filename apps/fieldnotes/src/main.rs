@@ -292,6 +292,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             limits.check().map_err(|e| Error::Invalid(e.to_string()))?;
             let store = app::open(&db)?;
             runtime(true)?.block_on(async move {
+                // Installed before the address is announced: a signal sent
+                // as soon as the line is read is a graceful stop, not a kill.
+                let stop = shutdown_signal()?;
                 let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, port))
                     .await
                     .with_context(|| format!("cannot listen on 127.0.0.1:{port}"))?;
@@ -299,29 +302,27 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     .local_addr()
                     .context("cannot read the listening address")?;
                 print_line(&format!("listening on http://{addr} (Ctrl-C stops)"))?;
-                fieldnotes::http::serve(store, listener, limits, shutdown_signal())
+                fieldnotes::http::serve(store, listener, limits, stop)
                     .await
-                    .context("the server failed")
+                    .context("the server failed")?;
+                eprintln!("fieldnotes: stopped");
+                Ok(())
             })
         }
     }
 }
 
-async fn shutdown_signal() {
+/// Installs the SIGTERM and SIGINT handlers now, and returns what
+/// completes at the first of those signals, after saying so on stderr.
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()> + Send + 'static> {
     use tokio::signal::unix::{SignalKind, signal};
-    let terminate = async {
-        match signal(SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = terminate => {}
-    }
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    Ok(async move {
+        let name = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        };
+        eprintln!("fieldnotes: {name} received; finishing in-flight requests");
+    })
 }

@@ -31,6 +31,12 @@ fn start(db: &Db) -> Server {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    let port = read_port(&mut child);
+    Server { child, port }
+}
+
+/// The port of the server's first stdout line.
+fn read_port(child: &mut Child) -> u16 {
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
@@ -41,8 +47,7 @@ fn start(db: &Db) -> Server {
         .find_map(|w| w.strip_prefix("http://"))
         .unwrap_or_else(|| panic!("no address in {line:?}"));
     assert!(addr.starts_with("127.0.0.1:"), "{addr}");
-    let port = addr.rsplit(':').next().unwrap().parse().unwrap();
-    Server { child, port }
+    addr.rsplit(':').next().unwrap().parse().unwrap()
 }
 
 /// One HTTP/1.1 exchange; returns the status code and the body.
@@ -111,3 +116,41 @@ fn the_server_pays_refuses_browsers_and_answers_413() {
 
 /// Just over the limit, and far over it.
 const BODY_SIZES: [usize; 2] = [20 * 1024, 1024 * 1024];
+
+/// SIGTERM stops the server gracefully, and it says so: that it is
+/// shutting down, then that it stopped; it exits 0.
+#[test]
+fn sigterm_says_the_server_is_shutting_down_and_then_that_it_stopped() {
+    let db = Db::init();
+    let mut server = start_with_stderr(&db);
+    let (status, body) = exchange(server.port, "GET /wallet HTTP/1.1", b"");
+    assert_eq!(status, 200, "{body}");
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(server.child.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let mut stderr = String::new();
+    server
+        .child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let exited = server.child.wait().unwrap();
+    assert_eq!(exited.code(), Some(0), "{stderr}");
+    assert_eq!(
+        stderr,
+        "fieldnotes: SIGTERM received; finishing in-flight requests\nfieldnotes: stopped\n"
+    );
+}
+
+/// [`start`], with the server's stderr kept to read.
+fn start_with_stderr(db: &Db) -> Server {
+    let mut child = Command::new(BIN)
+        .args(["serve", db.arg(), "--port", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let port = read_port(&mut child);
+    Server { child, port }
+}
