@@ -358,6 +358,31 @@ pub trait JobStore: Send + Sync + fmt::Debug {
     /// named: `None` for one that recorded none (or that was pruned).
     async fn dependency_outputs(&self, id: &JobId) -> Result<Vec<(JobId, Option<Payload>)>>;
 
+    /// One page of the outputs of the jobs `id` depends on, ordered by
+    /// dependency id (byte order) rather than as named: those whose id
+    /// sorts after `after` (from the first when `None`), at most `limit`,
+    /// `None` for one that recorded none (or that was pruned). Reading page
+    /// after page, each starting after the last id of the one before,
+    /// yields every dependency once while holding at most `limit` outputs
+    /// (each at most [`crate::MAX_OUTPUT_BYTES`]): how a fan-in of
+    /// thousands of steps is read. The default reads them all and keeps
+    /// the page; the stores read only the page (one range of the edges'
+    /// primary key).
+    async fn dependency_outputs_after(
+        &self,
+        id: &JobId,
+        after: Option<&JobId>,
+        limit: u32,
+    ) -> Result<Vec<(JobId, Option<Payload>)>> {
+        let mut all = self.dependency_outputs(id).await?;
+        all.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+        Ok(all
+            .into_iter()
+            .filter(|(dep, _)| after.is_none_or(|a| dep.as_str() > a.as_str()))
+            .take(usize::try_from(limit).unwrap_or(usize::MAX))
+            .collect())
+    }
+
     /// Acknowledges many jobs in one transaction, each fenced by its own
     /// token and lease exactly like [`JobStore::complete`]. Returns, in input
     /// order, whether each was acknowledged (`false`: its lease was lost and

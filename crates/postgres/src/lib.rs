@@ -807,6 +807,16 @@ impl JobStore for PgStore {
         queue::dependency_outputs(&client, &self.queries, id).await
     }
 
+    async fn dependency_outputs_after(
+        &self,
+        id: &JobId,
+        after: Option<&JobId>,
+        limit: u32,
+    ) -> Result<Vec<(JobId, Option<Payload>)>> {
+        let client = self.client().await?;
+        queue::dependency_outputs_after(&client, &self.queries, id, after, limit).await
+    }
+
     async fn complete_many(&self, leases: &[Lease]) -> Result<Vec<bool>> {
         let mut client = self.client().await?;
         let (q, now) = (&self.queries, self.now());

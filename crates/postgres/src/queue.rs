@@ -77,6 +77,7 @@ pub struct Queries {
     pub(crate) link_dependencies: String,
     pub(crate) met_at_insert: String,
     pub(crate) dependency_outputs: String,
+    pub(crate) dependency_outputs_after: String,
     pub(crate) dependencies_of: String,
     pub(crate) dependents_of: String,
 }
@@ -159,6 +160,7 @@ impl Queries {
             link_dependencies: q(include_str!("../queries/link_dependencies.sql")),
             met_at_insert: q(include_str!("../queries/met_at_insert.sql")),
             dependency_outputs: q(include_str!("../queries/dependency_outputs.sql")),
+            dependency_outputs_after: q(include_str!("../queries/dependency_outputs_after.sql")),
             dependencies_of: q(include_str!("../queries/dependencies_of.sql")),
             dependents_of: q(include_str!("../queries/dependents_of.sql")),
         }
@@ -221,6 +223,7 @@ impl Queries {
             ("link_dependencies", &self.link_dependencies),
             ("met_at_insert", &self.met_at_insert),
             ("dependency_outputs", &self.dependency_outputs),
+            ("dependency_outputs_after", &self.dependency_outputs_after),
             ("dependencies_of", &self.dependencies_of),
             ("dependents_of", &self.dependents_of),
         ]
@@ -517,9 +520,27 @@ pub(crate) async fn dependency_outputs<C: Conn>(
     q: &Queries,
     id: &JobId,
 ) -> Result<Vec<(JobId, Option<Payload>)>> {
-    query(client, &q.dependency_outputs, &[&id.as_str()])
-        .await?
-        .iter()
+    outputs(&query(client, &q.dependency_outputs, &[&id.as_str()]).await?)
+}
+
+/// One page of the outputs of the jobs `id` depends on, by dependency id:
+/// those after `after`, at most `limit`.
+pub(crate) async fn dependency_outputs_after<C: Conn>(
+    client: &C,
+    q: &Queries,
+    id: &JobId,
+    after: Option<&JobId>,
+    limit: u32,
+) -> Result<Vec<(JobId, Option<Payload>)>> {
+    let after = after.map_or("", JobId::as_str);
+    let limit = i64::from(limit);
+    let params: [Param<'_>; 3] = [&id.as_str(), &after, &limit];
+    outputs(&query(client, &q.dependency_outputs_after, &params).await?)
+}
+
+/// The (dependency, output) rows of a dependency-outputs statement.
+fn outputs(rows: &[Row]) -> Result<Vec<(JobId, Option<Payload>)>> {
+    rows.iter()
         .map(|r| {
             let dep: String = r.try_get(0).map_err(map_err)?;
             let output: Option<String> = r.try_get(1).map_err(map_err)?;

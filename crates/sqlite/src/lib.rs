@@ -483,6 +483,17 @@ impl JobStore for SqliteStore {
         self.read(move |c| queue::dependency_outputs(c, &id)).await
     }
 
+    async fn dependency_outputs_after(
+        &self,
+        id: &JobId,
+        after: Option<&JobId>,
+        limit: u32,
+    ) -> Result<Vec<(JobId, Option<Payload>)>> {
+        let (id, after) = (id.clone(), after.cloned());
+        self.read(move |c| queue::dependency_outputs_after(c, &id, after.as_ref(), limit))
+            .await
+    }
+
     async fn complete_many(&self, leases: &[Lease]) -> Result<Vec<bool>> {
         let leases = leases.to_vec();
         self.op(move |c, now| queue::complete_many(c, &leases, now))

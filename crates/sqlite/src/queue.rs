@@ -45,6 +45,7 @@ const CLAIM_MANY: &str = include_str!("../queries/claim_many.sql");
 const COMPLETE_MANY: &str = include_str!("../queries/complete_many.sql");
 const COMPLETE: &str = include_str!("../queries/complete.sql");
 const DEPENDENCY_OUTPUTS: &str = include_str!("../queries/dependency_outputs.sql");
+const DEPENDENCY_OUTPUTS_AFTER: &str = include_str!("../queries/dependency_outputs_after.sql");
 const FAIL: &str = include_str!("../queries/fail.sql");
 const SNOOZE: &str = include_str!("../queries/snooze.sql");
 const CANCEL_RUNNING: &str = include_str!("../queries/cancel_running.sql");
@@ -1378,9 +1379,34 @@ pub(crate) fn dependency_outputs(
     conn: &Connection,
     id: &JobId,
 ) -> Result<Vec<(JobId, Option<Payload>)>> {
-    let mut stmt = conn.prepare_cached(DEPENDENCY_OUTPUTS).map_err(map_err)?;
+    outputs(conn, DEPENDENCY_OUTPUTS, named_params! {":id": id.as_str()})
+}
+
+/// One page of the outputs of the jobs `id` depends on, by dependency id:
+/// those after `after`, at most `limit`.
+pub(crate) fn dependency_outputs_after(
+    conn: &Connection,
+    id: &JobId,
+    after: Option<&JobId>,
+    limit: u32,
+) -> Result<Vec<(JobId, Option<Payload>)>> {
+    let after = after.map_or("", JobId::as_str);
+    outputs(
+        conn,
+        DEPENDENCY_OUTPUTS_AFTER,
+        named_params! {":id": id.as_str(), ":after": after, ":limit": limit},
+    )
+}
+
+/// The (dependency, output) rows `sql` selects with `params`.
+fn outputs(
+    conn: &Connection,
+    sql: &str,
+    params: &[(&str, &dyn rusqlite::ToSql)],
+) -> Result<Vec<(JobId, Option<Payload>)>> {
+    let mut stmt = conn.prepare_cached(sql).map_err(map_err)?;
     let rows = stmt
-        .query_map(named_params! {":id": id.as_str()}, |r| {
+        .query_map(params, |r| {
             Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?))
         })
         .map_err(map_err)?;

@@ -605,6 +605,81 @@ pub async fn an_output_is_kept_with_its_job_and_read_by_its_dependents(
     assert_eq!(names(&c), ["c"]);
 }
 
+/// The outputs of a fan-in's dependencies come a page at a time, by
+/// dependency id in byte order (not as named): each page holds at most the
+/// limit asked for, starts after the id given, and the pages together hold
+/// every dependency once, `None` for one that recorded none. A job without
+/// dependencies, a page after the last id, and a limit of zero read none.
+pub async fn dependency_outputs_come_in_pages_by_id(store: Arc<dyn Store>, _clock: ManualClock) {
+    let named = ["c-2", "b", "a", "c-10", "d", "B"];
+    for name in named {
+        store.insert(job(name)).await.unwrap();
+    }
+    store
+        .insert(after("fan", &named, DependencyFailure::Wait))
+        .await
+        .unwrap();
+    for c in claim_all(&*store).await {
+        if c.job.id.as_str() == "b" {
+            store.complete(&c.lease).await.unwrap();
+        } else {
+            let text = format!("{{\"from\":\"{}\"}}", c.job.id);
+            let output = errand_core::Payload::output(&text).unwrap();
+            store.complete_with_output(&c.lease, &output).await.unwrap();
+        }
+    }
+    // Compared as JSON values: PostgreSQL keeps jsonb in its own layout.
+    let from = |p: &Option<errand_core::Payload>| {
+        p.as_ref()
+            .map(|p| p.decode::<serde_json::Value>().unwrap()["from"].clone())
+    };
+    let mut pages = Vec::new();
+    let mut last: Option<JobId> = None;
+    loop {
+        let page = store
+            .dependency_outputs_after(&id("fan"), last.as_ref(), 2)
+            .await
+            .unwrap();
+        assert!(page.len() <= 2, "a page holds at most its limit: {page:?}");
+        if page.is_empty() {
+            break;
+        }
+        last = page.last().map(|(dep, _)| dep.clone());
+        pages.push(
+            page.iter()
+                .map(|(dep, out)| (dep.to_string(), from(out)))
+                .collect::<Vec<_>>(),
+        );
+        assert!(pages.len() <= 3, "the pages end: {pages:?}");
+    }
+    let entry = |dep: &str, out: Option<&str>| (dep.to_owned(), out.map(serde_json::Value::from));
+    assert_eq!(
+        pages,
+        [
+            vec![entry("B", Some("B")), entry("a", Some("a"))],
+            vec![entry("b", None), entry("c-10", Some("c-10"))],
+            vec![entry("c-2", Some("c-2")), entry("d", Some("d"))],
+        ]
+    );
+    let one = store
+        .dependency_outputs_after(&id("fan"), Some(&id("c-10")), 100)
+        .await
+        .unwrap();
+    let ids: Vec<&str> = one.iter().map(|(dep, _)| dep.as_str()).collect();
+    assert_eq!(ids, ["c-2", "d"]);
+    for (job, after, limit) in [("fan", None, 0), ("fan", Some("d"), 10), ("a", None, 10)] {
+        let after = after.map(id);
+        let read = store
+            .dependency_outputs_after(&id(job), after.as_ref(), limit)
+            .await
+            .unwrap();
+        assert!(
+            read.is_empty(),
+            "{job} after {after:?} limit {limit}: {read:?}"
+        );
+    }
+}
+
 /// Acknowledgments sent with a claim (`complete_and_claim`, what a busy
 /// worker does) release their dependents in that transaction, before its
 /// claim: a dependent they make due is taken by the same call, under a

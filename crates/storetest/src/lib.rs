@@ -146,6 +146,7 @@ macro_rules! conformance_tests {
             failures_recorded_together_release_the_dependents_of_the_dead,
             a_pruned_dependency_still_reads_as_it_ended,
             an_output_is_kept_with_its_job_and_read_by_its_dependents,
+            dependency_outputs_come_in_pages_by_id,
             acknowledgments_sent_with_a_claim_release_the_dependents_it_takes,
             a_purge_never_strands_a_job_that_waits_for_it,
             a_replay_never_leaves_a_job_waiting_for_what_cannot_release_it,
