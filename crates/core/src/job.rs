@@ -1086,7 +1086,8 @@ pub struct Job {
 pub struct Progress {
     /// Done so far, 0–100.
     pub percent: u8,
-    /// What it is doing, if it said (at most [`Progress::MAX_MESSAGE_BYTES`]).
+    /// What it is doing, if it said (at most [`Progress::MAX_MESSAGE_BYTES`],
+    /// no control character).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     /// The attempt that reported it (a retry starts without a report of
@@ -1099,12 +1100,15 @@ impl Progress {
     pub const MAX_MESSAGE_BYTES: usize = 200;
 
     /// A report of `percent` (more than 100 counts as 100) and an
-    /// optional message (NUL characters replaced, cut to
-    /// [`Progress::MAX_MESSAGE_BYTES`]), by attempt `attempt`.
+    /// optional message (each control character — ESC, a line break, NUL,
+    /// DEL, a C1 character — replaced by U+FFFD, as metadata refuses them;
+    /// cut to [`Progress::MAX_MESSAGE_BYTES`]), by attempt `attempt`. Every
+    /// report passes here: the library's `set_progress`, the HTTP API's
+    /// heartbeat, and one read back from the store.
     #[must_use]
     pub fn new(percent: u8, message: Option<String>, attempt: u32) -> Self {
         let message = message.map(|m| {
-            let mut m = m.replace('\0', "\u{fffd}");
+            let mut m = crate::labels::without_controls(m);
             if m.len() > Self::MAX_MESSAGE_BYTES {
                 let mut end = Self::MAX_MESSAGE_BYTES;
                 while !m.is_char_boundary(end) {
@@ -1382,5 +1386,21 @@ mod tests {
             assert_eq!(s.as_str().parse::<JobState>().ok(), Some(s));
         }
         assert!("stuck".parse::<JobState>().is_err());
+    }
+
+    #[test]
+    fn a_progress_message_keeps_no_control_character() {
+        let p = Progress::new(40, Some("a\u{1b}[31m\n\0b\u{9b}2J\u{7f}".to_owned()), 1);
+        assert_eq!(
+            p.message.as_deref(),
+            Some("a\u{fffd}[31m\u{fffd}\u{fffd}b\u{fffd}2J\u{fffd}")
+        );
+        // A report stored before (read back) is cleaned the same way.
+        let stored = r#"{"percent":5,"message":"x\u001b]0;title\u0007","attempt":2}"#;
+        let read = Progress::from_json(stored).unwrap();
+        assert_eq!(read.message.as_deref(), Some("x\u{fffd}]0;title\u{fffd}"));
+        // Plain text, accents and emoji pass as they are.
+        let plain = Progress::new(1, Some("copying rows – 40 % ✓".to_owned()), 1);
+        assert_eq!(plain.message.as_deref(), Some("copying rows – 40 % ✓"));
     }
 }

@@ -169,13 +169,35 @@ pub fn check_meta(meta: &Meta) -> Result<(), Error> {
                 value.len()
             )));
         }
-        if value.chars().any(char::is_control) {
+        if has_control(value) {
             return Err(Error::invalid(format!(
                 "the metadata value of {key:?} holds a control character; use plain text"
             )));
         }
     }
     Ok(())
+}
+
+/// Whether `text` holds a control character (C0 such as ESC or a line
+/// break, DEL, or C1): the rule for text people read, which must not move
+/// a terminal's cursor, colour its screen or start a line of its own.
+/// Metadata values holding one are refused ([`check_meta`]).
+pub(crate) fn has_control(text: &str) -> bool {
+    text.chars().any(char::is_control)
+}
+
+/// `text` with each control character ([`has_control`]) replaced by
+/// U+FFFD: the same rule for text that is kept rather than refused (a
+/// progress message, reported on a lease renewal that must not fail over
+/// it).
+pub(crate) fn without_controls(text: String) -> String {
+    if has_control(&text) {
+        text.chars()
+            .map(|c| if c.is_control() { '\u{fffd}' } else { c })
+            .collect()
+    } else {
+        text
+    }
 }
 
 /// Parses `KEY=VALUE` (the CLI's `--meta`).

@@ -172,7 +172,8 @@ impl JobContext {
     }
 
     /// Reports how far this attempt has got: `percent` (0–100; more counts
-    /// as 100) and an optional short message (at most 200 bytes kept). It
+    /// as 100) and an optional short message (at most 200 bytes kept, each
+    /// control character — ESC, a line break — replaced by U+FFFD). It
     /// is stored by the next lease renewal (every third of the lease), not
     /// by a write of its own: call it as often as you like; the latest
     /// report wins. `errand show`, the API and the dashboard show it.

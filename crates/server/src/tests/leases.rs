@@ -879,3 +879,28 @@ async fn settlements_over_the_lease_api_count_on_the_charts() {
         r.body
     );
 }
+
+/// A progress message sent with a heartbeat is stored without its control
+/// characters (each becomes U+FFFD), as one reported through the library
+/// is: a lease holder cannot write escape sequences into an operator's
+/// terminal or a log line.
+#[tokio::test]
+async fn a_heartbeats_progress_message_loses_its_control_characters() {
+    let api = Api::new();
+    api.enqueue(json!({"kind": "email", "id": "p1"})).await;
+    let leased = api.lease_one().await;
+    let body = json!({"token": token(&leased), "extend": "30s",
+                      "progress": {"percent": 40, "message": "a\u{1b}[31m\nb\u{9b}2J"}});
+    let r = api.settle("p1", "heartbeat", &body).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let progress = api.stored("p1").await.progress.expect("stored");
+    assert_eq!(
+        progress.message.as_deref(),
+        Some("a\u{fffd}[31m\u{fffd}b\u{fffd}2J")
+    );
+    let shown = api.get("/v1/jobs/p1").await;
+    assert_eq!(
+        shown.body["progress"]["message"],
+        "a\u{fffd}[31m\u{fffd}b\u{fffd}2J"
+    );
+}
