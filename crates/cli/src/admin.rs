@@ -112,8 +112,11 @@ fn find<'a>(paused: &'a [PausedQueue], queue: &Name) -> Option<&'a PausedQueue> 
     paused.iter().find(|p| &p.queue == queue)
 }
 
+/// `: REASON` ([`output::escaped`]), or nothing without a reason.
 fn why(reason: Option<&str>) -> String {
-    reason.map(|r| format!(": {r}")).unwrap_or_default()
+    reason
+        .map(|r| format!(": {}", output::escaped(r)))
+        .unwrap_or_default()
 }
 
 /// `errand pause QUEUE`.
@@ -142,7 +145,7 @@ pub async fn pause(admin: &Admin, a: QueueActionArgs) -> Result<ExitCode, Failur
             Some(p) => outln!(
                 "queue {} was already paused by {} at {}{}; nothing changed",
                 p.queue,
-                p.operator,
+                output::escaped(&p.operator),
                 p.paused_at,
                 why(p.reason.as_deref())
             ),
@@ -172,7 +175,10 @@ pub async fn resume(admin: &Admin, a: QueueActionArgs) -> Result<ExitCode, Failu
         ))?;
     } else if changed {
         let since = was
-            .map(|p| format!(" (paused by {} at {})", p.operator, p.paused_at))
+            .map(|p| {
+                let by = output::escaped(&p.operator);
+                format!(" (paused by {by} at {})", p.paused_at)
+            })
             .unwrap_or_default();
         outln!(
             "resumed queue {}{since} by {}{}",
@@ -356,8 +362,9 @@ fn audit_table(entries: &[AuditEntry]) {
     );
 }
 
+/// A table cell of optional text (the table escapes it).
 fn one_line(text: Option<&str>) -> String {
-    text.unwrap_or("-").replace(['\n', '\r', '\t'], " ")
+    text.unwrap_or("-").to_owned()
 }
 
 /// For `show` of a job that does not exist: when the newest audit entry
@@ -375,7 +382,7 @@ pub async fn not_found(admin: &Admin, id: &JobId, e: Error) -> Failure {
                 exit::NOT_FOUND,
                 format!(
                     "job `{id}` was purged by {} at {}{}; its audit entries remain (errand audit --job {id})",
-                    p.operator,
+                    output::escaped(&p.operator),
                     p.at,
                     why(p.reason.as_deref())
                 ),

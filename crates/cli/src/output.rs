@@ -8,6 +8,8 @@
 //! to write stdout (a full disk) is reported when the command ends, with
 //! exit 1 if the command had succeeded.
 
+use std::borrow::Cow;
+use std::fmt::Write as _;
 use std::io::Write;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -82,6 +84,33 @@ pub fn json<T: Serialize + ?Sized>(v: &T) -> anyhow::Result<()> {
         serde_json::to_string(v).context("encoding JSON output")?
     );
     Ok(())
+}
+
+/// `text` as every text printer shows stored text (a job's last error, a
+/// payload, an output, a progress message, metadata, an operator's name or
+/// reason, a worker's host): each control character — C0 such as ESC or a
+/// line break, DEL, C1 — written as an escape (`\n`, `\r`, `\t`, or
+/// `\u{1b}` by its code in hex), so what a job, its command or an HTTP
+/// client stored can neither drive the reader's terminal nor start a line
+/// of its own. Everything else, a backslash too, is shown as it is. (JSON
+/// output needs none of this: JSON escapes control characters itself.)
+pub fn escaped(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
 }
 
 fn opt_time(t: Option<errand::Timestamp>) -> String {
@@ -162,7 +191,7 @@ impl JobListing {
                 j.replays,
                 j.available_at.to_rfc3339(),
                 opt_time(j.lease_until),
-                j.last_error.as_deref().unwrap_or("-").replace('\n', " "),
+                escaped(j.last_error.as_deref().unwrap_or("-")),
                 idw = self.idw
             );
         }
@@ -221,18 +250,18 @@ pub fn detail(d: &JobDetail) {
         outln!("tags:         {}", j.tags.join(", "));
     }
     for (key, value) in &j.meta {
-        outln!("meta:         {key}={value}");
+        outln!("meta:         {}={}", escaped(key), escaped(value));
     }
     outln!(
         "last_error:   {}{}",
-        j.last_error.as_deref().unwrap_or("-"),
+        escaped(j.last_error.as_deref().unwrap_or("-")),
         j.last_error_class
             .map(|c| format!(" ({c})"))
             .unwrap_or_default()
     );
-    outln!("payload:      {}", j.payload.as_str());
+    outln!("payload:      {}", escaped(j.payload.as_str()));
     if let Some(output) = &j.output {
-        outln!("output:       {}", output.as_str());
+        outln!("output:       {}", escaped(output.as_str()));
     }
     if let Some(p) = &j.progress {
         outln!(
@@ -241,7 +270,7 @@ pub fn detail(d: &JobDetail) {
             p.attempt,
             p.message
                 .as_deref()
-                .map(|m| format!(" {}", m.replace('\n', " ")))
+                .map(|m| format!(" {}", escaped(m)))
                 .unwrap_or_default()
         );
     }
@@ -284,7 +313,7 @@ pub fn detail(d: &JobDetail) {
             h.outcome.as_deref().unwrap_or("running"),
             h.error
                 .as_deref()
-                .map(|e| format!(" error {e:?}"))
+                .map(|e| format!(" error \"{}\"", escaped(e)))
                 .unwrap_or_default()
         );
     }
@@ -303,10 +332,10 @@ pub fn detail(d: &JobDetail) {
             a.at,
             a.action,
             copy,
-            a.operator,
+            escaped(&a.operator),
             a.reason
                 .as_deref()
-                .map(|r| format!(": {r}"))
+                .map(|r| format!(": {}", escaped(r)))
                 .unwrap_or_default()
         );
     }
@@ -334,10 +363,14 @@ pub fn age(ms: u64) -> String {
 }
 
 /// A table: a header and rows of cells, each column as wide as its widest
-/// cell (the last one unpadded).
+/// cell (the last one unpadded), each cell [`escaped`].
 pub fn table(header: &[&str], rows: &[Vec<String>]) {
+    let rows: Vec<Vec<Cow<'_, str>>> = rows
+        .iter()
+        .map(|row| row.iter().map(|cell| escaped(cell)).collect())
+        .collect();
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
+    for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
@@ -358,8 +391,8 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) {
         outln!("{}", text.join("  "));
     };
     line(header.to_vec());
-    for row in rows {
-        line(row.iter().map(String::as_str).collect());
+    for row in &rows {
+        line(row.iter().map(AsRef::as_ref).collect());
     }
 }
 
@@ -413,4 +446,24 @@ pub struct Enqueued<'a> {
     /// The job.
     #[serde(flatten)]
     pub job: &'a Job,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::escaped;
+
+    #[test]
+    fn escaped_text_holds_no_control_character() {
+        assert_eq!(
+            escaped("a\u{1b}[31mred\nline 2\r\tx\0\u{7f}\u{9b}2J"),
+            "a\\u{1b}[31mred\\nline 2\\r\\tx\\u{0}\\u{7f}\\u{9b}2J"
+        );
+        // Plain text is borrowed as it is, a backslash and non-ASCII too.
+        let plain = "C:\\temp – ünï ✓ \"quoted\"";
+        assert!(matches!(escaped(plain), std::borrow::Cow::Borrowed(p) if p == plain));
+        // Escaping twice changes nothing more.
+        let once = escaped("\u{1b}]0;title\u{7}").into_owned();
+        assert_eq!(once, "\\u{1b}]0;title\\u{7}");
+        assert_eq!(escaped(&once), once);
+    }
 }

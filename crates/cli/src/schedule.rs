@@ -176,7 +176,7 @@ async fn add(admin: &Admin, a: AddArgs) -> Result<ExitCode, Failure> {
     if let Some(p) = &s.paused {
         outln!(
             "it is paused (by {} at {}): `errand schedule resume {}` starts it",
-            p.operator,
+            output::escaped(&p.operator),
             p.at,
             s.definition.name
         );
@@ -218,7 +218,7 @@ async fn list(admin: &Admin, a: ListArgs) -> Result<ExitCode, Failure> {
                         p.at,
                         p.reason
                             .as_deref()
-                            .map(|r| format!(": {}", r.replace(['\n', '\r', '\t'], " ")))
+                            .map(|r| format!(": {r}"))
                             .unwrap_or_default()
                     ),
                 },
