@@ -98,7 +98,9 @@ enum Command {
     Workflow(workflow::WorkflowArgs),
     /// Seal a batch, enqueueing its callbacks (seal), or show it (show).
     Batch(workflow::BatchArgs),
-    /// Run jobs with an external command.
+    /// Run jobs with an external command (--help: what the command gets
+    /// and what its exit status means).
+    #[command(after_long_help = WORK_HELP)]
     Work(WorkArgs),
     /// Delete done and cancelled jobs older than an age (dead jobs are kept).
     Prune(PruneArgs),
@@ -459,6 +461,11 @@ struct WorkArgs {
     /// quiet spell.
     #[arg(long, default_value_t = 1)]
     key_burst: u32,
+    /// The most bytes a job's $ERRAND_INPUTS file (its dependencies'
+    /// outputs) may hold; a fan-in past it fails for good, saying so.
+    #[arg(long, value_name = "BYTES", default_value_t = errand::DEFAULT_MAX_INPUTS,
+          value_parser = clap::value_parser!(u64).range(2..))]
+    max_inputs: u64,
     /// The command run for each job (with `sh -c`).
     #[arg(long)]
     exec: String,
@@ -466,6 +473,40 @@ struct WorkArgs {
     #[arg(long)]
     json: bool,
 }
+
+/// What `errand work --help` says after the flags: the contract a command
+/// is written against.
+const WORK_HELP: &str = "\
+The command (--exec) runs under `sh -c` for each job, leading a process group of its own:
+
+  stdin        the job's payload (JSON)
+  environment  ERRAND_JOB_ID, ERRAND_ATTEMPT (1 for the first attempt), ERRAND_KIND,
+               ERRAND_QUEUE, ERRAND_DEADLINE (when the job has one), TRACEPARENT (when it
+               carries one), ERRAND_WORKER_PID, and three file names:
+    ERRAND_OUTPUT   where it may write its result, one JSON value of at most 64 KiB,
+                    recorded on success and read by the jobs that depend on it
+    ERRAND_OUTCOME  where it may write one JSON object that decides the attempt whatever
+                    the exit status: {\"snooze\": \"30s\"}, {\"retry_in\": \"5m\"},
+                    {\"cancel\": \"why\"}, {\"error\": \"...\", \"class\": \"permanent\"}
+    ERRAND_INPUTS   (a job with dependencies) one JSON object of their outputs by id,
+                    at most --max-inputs bytes
+               The files are in a directory of this worker's own in $TMPDIR, removed
+               after each attempt; what a killed worker left is removed by the next.
+  stdout       goes to errand's stderr (errand's stdout keeps its reports)
+  stderr       its last 2,000 bytes become the recorded error of a failure
+
+Exit status of the command:
+  0            success
+  65           permanent failure: the job is dead at once
+  75, any other non-zero status, or a signal
+               retryable failure: tried again (--retry-base, --retry-max) while
+               attempts remain, then dead
+  126, 127     the shell cannot execute the command, or cannot find it: a fault of this
+               worker, not of the job. The attempt is given back without spending it
+               (the job is due again 30 s later) and errand work stops with exit 2,
+               naming the command and the status.
+
+docs/cli.md (\"work --exec\") says more.";
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
     errand::parse_duration(s).map_err(|e| match e {
@@ -965,8 +1006,11 @@ async fn work(store: Arc<dyn Store>, a: WorkArgs) -> Result<ExitCode, Failure> {
     let handler = Arc::new(
         ExecHandler::new(a.exec)
             .stop_grace(a.stop_grace)
-            .timeout(a.timeout),
+            .timeout(a.timeout)
+            .max_inputs(a.max_inputs),
     );
+    // Made now: what killed workers left is removed even if no job comes.
+    handler.files_dir()?;
     if a.once {
         let config = WorkerConfig {
             queues,
@@ -975,10 +1019,10 @@ async fn work(store: Arc<dyn Store>, a: WorkArgs) -> Result<ExitCode, Failure> {
             ..WorkerConfig::default()
         };
         let report = Worker::new(store, config)
-            .run_once_and_report(handler)
+            .run_once_and_report(handler.clone())
             .await?;
         output::report(&report, a.json)?;
-        return Ok(ExitCode::SUCCESS);
+        return cannot_run(&handler);
     }
     let rate = match a.rate {
         Some(per_second) => {
@@ -1022,8 +1066,20 @@ async fn work(store: Arc<dyn Store>, a: WorkArgs) -> Result<ExitCode, Failure> {
         retry,
         json: a.json,
     };
-    serve_loop::run(store, handler, args).await?;
-    Ok(ExitCode::SUCCESS)
+    serve_loop::run(store, handler.clone(), args).await?;
+    cannot_run(&handler)
+}
+
+/// Exit 2, saying why, when the command could not be run; success
+/// otherwise.
+fn cannot_run(handler: &ExecHandler) -> Result<ExitCode, Failure> {
+    match handler.cannot_run_reason() {
+        Some(why) => Err(Failure::Coded(
+            exit::INVALID,
+            format!("{why}; this worker stopped: fix --exec and start it again"),
+        )),
+        None => Ok(ExitCode::SUCCESS),
+    }
 }
 
 fn serve_config(a: &ServeArgs) -> Result<errand_server::ServerConfig, Failure> {

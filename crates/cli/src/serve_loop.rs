@@ -3,13 +3,14 @@
 //! SIGINT stops claiming and lets running commands finish within the drain
 //! deadline, after which the rest are stopped and released without spending
 //! an attempt; a second signal exits at once (unfinished jobs then return
-//! after their lease).
+//! after their lease). A command that cannot be run (the shell exits 126
+//! or 127) stops the worker the same way as the first signal.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use errand::{Handler, Name, RetryPolicy, Runtime, Store};
+use errand::{ExecHandler, Name, RetryPolicy, Runtime, Store};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::output::{self, errln};
@@ -37,17 +38,18 @@ pub struct ServiceArgs {
     pub key_rate: Option<errand::RateLimit>,
 }
 
-/// Runs until a signal asks it to stop, then drains.
+/// Runs until a signal asks it to stop, or the command cannot be run, then
+/// drains.
 pub async fn run(
     store: Arc<dyn Store>,
-    handler: Arc<dyn Handler>,
+    handler: Arc<ExecHandler>,
     args: ServiceArgs,
 ) -> anyhow::Result<()> {
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let json = args.json;
     let mut builder = Runtime::builder(store)
-        .fallback(handler)
+        .fallback(handler.clone())
         .lease(args.lease)
         .poll(args.poll)
         .drain_deadline(args.drain)
@@ -84,7 +86,12 @@ pub async fn run(
     });
     runtime
         .run_until(async {
-            let _ = first_rx.await;
+            tokio::select! {
+                _ = first_rx => {}
+                () = handler.until_cannot_run() => {
+                    tracing::error!("the command cannot be run: finishing in-flight jobs, then stopping");
+                }
+            }
         })
         .await?;
     Ok(())

@@ -13,9 +13,14 @@
 //! job's output, where its dependents read it (at most 64 KiB; a larger or
 //! malformed one fails the attempt permanently, saying why; no file or an
 //! empty one records none). A job with dependencies also gets
-//! `ERRAND_INPUTS`: a file holding one JSON object, keyed by dependency id,
-//! of each dependency's output (`null` for one that recorded none). Both
-//! files live in the temporary directory and are removed after the attempt.
+//! `ERRAND_INPUTS`: a file holding one JSON object, keyed by dependency id
+//! (in byte order), of each dependency's output (`null` for one that
+//! recorded none), written as it is read from the store a page at a time
+//! and capped ([`ExecHandler::max_inputs`], default 32 MiB: a fan-in past
+//! it fails for good, saying so). The files live in a directory of the
+//! handler's own in the temporary directory, removed after the attempt;
+//! what a killed worker left is removed by the next one (see
+//! `exec_files.rs`).
 //!
 //! Output: its stdout is the worker's stderr itself (the worker's own
 //! stdout stays machine-readable; nothing passes through the worker's
@@ -27,7 +32,11 @@
 //! permanent failure, any other exit or a signal a retryable failure —
 //! unless the command wrote an outcome to the file named by
 //! `ERRAND_OUTCOME`, which then decides (cancel, snooze, retry at a time, a
-//! failure of a class; see `exec_outcome.rs`). With
+//! failure of a class; see `exec_outcome.rs`). Exit 126 or 127, the
+//! shell's "cannot execute" and "not found", is the worker's configuration
+//! rather than the job's failure: the attempt is given back unspent (due
+//! again after [`CANNOT_RUN_DELAY`]), the reason is logged and kept
+//! ([`ExecHandler::cannot_run_reason`]) for the worker to stop on. With
 //! [`ExecHandler::timeout`], an attempt still running after it is stopped
 //! like a cancelled one and fails with class `timeout`.
 //! Processes the command left running (a `cmd &` in the background) do not
@@ -49,44 +58,38 @@
 //! drain past its deadline, a per-kind deadline) kills the group with
 //! SIGKILL at once.
 
-use std::future::Future;
+use std::path::PathBuf;
 use std::pin::pin;
 use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-
 use async_trait::async_trait;
-use errand_core::{MAX_OUTPUT_BYTES, Outcome, Payload};
-use nix::errno::Errno;
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::{ChildStderr, ChildStdin, Command};
-use tokio::time::Instant;
+use errand_core::{Error, Outcome};
+use tokio::process::Command;
+use tokio_util::sync::CancellationToken;
 
+use crate::exec_files::{Exchange, Files, read_output};
+use crate::exec_process::{Group, Stderr, feed};
 use crate::worker::{Handler, JobContext};
+
+pub use crate::exec_files::DEFAULT_MAX_INPUTS;
 
 /// Exit status meaning "permanent failure" (`EX_DATAERR`).
 pub const EXIT_PERMANENT: i32 = 65;
 /// Exit status conventionally meaning "try again later" (`EX_TEMPFAIL`).
 pub const EXIT_TEMPFAIL: i32 = 75;
-/// At most this much of the command's stderr (its end) is recorded.
-const STDERR_TAIL_BYTES: usize = 2000;
-/// How much of the end of stderr is kept while it streams: more than the
-/// recorded tail, so trailing blank lines trimmed off still leave a full one.
-const STDERR_KEEP_BYTES: usize = 8 * 1024;
-/// Bytes read from stderr at a time.
-const READ_CHUNK: usize = 16 * 1024;
+/// The shell's exit status for a command it found but cannot execute.
+pub const EXIT_CANNOT_EXECUTE: i32 = 126;
+/// The shell's exit status for a command it cannot find.
+pub const EXIT_NOT_FOUND: i32 = 127;
+/// How long a job whose command cannot be run waits before it is due
+/// again (its attempt given back): long enough that a worker left running
+/// with a broken command does not spin on it.
+pub const CANNOT_RUN_DELAY: Duration = Duration::from_secs(30);
 /// How long output left in the stderr pipe is still read once the
 /// command's process group is gone.
 const OUTPUT_DRAIN: Duration = Duration::from_millis(250);
-/// How often a process group being stopped is looked at: first soon (most
-/// processes end at SIGTERM at once), then less and less often (a look
-/// reads `/proc`).
-const GROUP_POLL_FIRST: Duration = Duration::from_millis(10);
-const GROUP_POLL_MAX: Duration = Duration::from_millis(250);
 
 /// Runs a shell command for each job.
 #[derive(Clone, Debug)]
@@ -94,6 +97,25 @@ pub struct ExecHandler {
     command: String,
     stop_grace: Duration,
     timeout: Option<Duration>,
+    max_inputs: u64,
+    /// The directory of the attempts' files (shared by clones).
+    files: Arc<Files>,
+    /// Set once an attempt finds the command cannot be run.
+    cannot_run: Arc<CannotRun>,
+}
+
+/// What the first attempt that found the command cannot be run said.
+#[derive(Debug, Default)]
+struct CannotRun {
+    said: OnceLock<String>,
+    found: CancellationToken,
+}
+
+impl CannotRun {
+    fn say(&self, why: String) {
+        let _ = self.said.set(why);
+        self.found.cancel();
+    }
 }
 
 impl ExecHandler {
@@ -107,7 +129,50 @@ impl ExecHandler {
             command: command.into(),
             stop_grace: Self::DEFAULT_STOP_GRACE,
             timeout: None,
+            max_inputs: DEFAULT_MAX_INPUTS,
+            files: Arc::default(),
+            cannot_run: Arc::default(),
         }
+    }
+
+    /// The cap on a job's `$ERRAND_INPUTS` file (its dependencies' outputs,
+    /// in bytes; default [`DEFAULT_MAX_INPUTS`]). A fan-in whose inputs
+    /// pass it fails for good, saying so: they will not shrink.
+    pub fn max_inputs(mut self, bytes: u64) -> Self {
+        self.max_inputs = bytes;
+        self
+    }
+
+    /// Makes the directory that holds the attempts' files now rather than
+    /// at the first attempt — removing those that killed workers left
+    /// behind — and returns its path. `errand work` calls it as it starts.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] when the temporary directory (`$TMPDIR`) cannot
+    /// hold it.
+    pub fn files_dir(&self) -> crate::Result<PathBuf> {
+        self.files.dir().map_err(|e| {
+            Error::invalid(format!(
+                "cannot make a directory for the commands' files in {}: {e}; set TMPDIR to a \
+                 writable directory",
+                std::env::temp_dir().display()
+            ))
+        })
+    }
+
+    /// Why the command cannot be run, once an attempt found so (the shell
+    /// exited 126 or 127): that attempt, like each such one, was given back
+    /// without spending it, due again after [`CANNOT_RUN_DELAY`]. The
+    /// worker should stop: the command will not run until its
+    /// configuration is fixed. `errand work` stops (exit 2).
+    pub fn cannot_run_reason(&self) -> Option<&str> {
+        self.cannot_run.said.get().map(String::as_str)
+    }
+
+    /// Completes once an attempt finds the command cannot be run
+    /// ([`ExecHandler::cannot_run_reason`]).
+    pub async fn until_cannot_run(&self) {
+        self.cannot_run.found.cancelled().await;
     }
 
     /// How long the command's process group has, after SIGTERM, before it
@@ -130,385 +195,19 @@ impl ExecHandler {
     }
 }
 
-/// The end of a stream: the last [`STDERR_KEEP_BYTES`] bytes, and whether
-/// anything before them was dropped.
-#[derive(Debug, Default)]
-struct Tail {
-    bytes: Vec<u8>,
-    cut: bool,
+/// How the command's run ended, before its outcome is decided.
+struct Ended {
+    status: std::io::Result<ExitStatus>,
+    lease_lost: bool,
+    timed_out: bool,
+    /// The tail of its stderr.
+    tail: String,
 }
 
-impl Tail {
-    fn push(&mut self, data: &[u8]) {
-        if data.len() >= STDERR_KEEP_BYTES {
-            self.cut |= !self.bytes.is_empty() || data.len() > STDERR_KEEP_BYTES;
-            self.bytes.clear();
-            self.bytes
-                .extend_from_slice(&data[data.len() - STDERR_KEEP_BYTES..]);
-            return;
-        }
-        self.bytes.extend_from_slice(data);
-        if self.bytes.len() > STDERR_KEEP_BYTES {
-            let excess = self.bytes.len() - STDERR_KEEP_BYTES;
-            self.bytes.drain(..excess);
-            self.cut = true;
-        }
-    }
-
-    /// The recorded text: trimmed, at most [`STDERR_TAIL_BYTES`] bytes of
-    /// the end, marked with a leading `…` when its start was cut.
-    fn text(&self) -> String {
-        let text = String::from_utf8_lossy(&self.bytes);
-        let mut text = text.trim();
-        let mut cut = self.cut;
-        if cut {
-            // The kept bytes may begin inside a character.
-            text = text.trim_start_matches(char::REPLACEMENT_CHARACTER);
-        }
-        if text.len() > STDERR_TAIL_BYTES {
-            let mut start = text.len() - STDERR_TAIL_BYTES;
-            while !text.is_char_boundary(start) {
-                start += 1;
-            }
-            text = &text[start..];
-            cut = true;
-        }
-        if cut && !text.is_empty() {
-            format!("…{text}")
-        } else {
-            text.to_owned()
-        }
-    }
-}
-
-/// Reads the next chunk of `stream` into `buf`; never completes once the
-/// stream is gone (`None`).
-async fn read_some<R: AsyncRead + Unpin>(
-    stream: &mut Option<R>,
-    buf: &mut [u8],
-) -> std::io::Result<usize> {
-    match stream {
-        Some(s) => s.read(buf).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Writes the payload to the command's stdin and closes it.
-async fn feed(stdin: Option<ChildStdin>, payload: Vec<u8>) {
-    if let Some(mut stdin) = stdin {
-        // A command that does not read its stdin closes the pipe early;
-        // that is not a failure of the job.
-        let _ = stdin.write_all(&payload).await;
-        let _ = stdin.shutdown().await;
-    }
-}
-
-/// The command's stderr, read into its tail.
-struct Stderr {
-    stream: Option<ChildStderr>,
-    tail: Tail,
-    buf: Vec<u8>,
-}
-
-impl Stderr {
-    /// Reads one chunk (never completes once at the end).
-    async fn pump(&mut self) {
-        match read_some(&mut self.stream, &mut self.buf).await {
-            Ok(0) | Err(_) => self.stream = None,
-            Ok(n) => self.tail.push(&self.buf[..n]),
-        }
-    }
-
-    /// Reads on while `until` runs; returns its output.
-    async fn alongside<T>(&mut self, until: impl Future<Output = T>) -> T {
-        let mut until = pin!(until);
-        loop {
-            tokio::select! {
-                out = &mut until => return out,
-                () = self.pump() => {}
-            }
-        }
-    }
-}
-
-/// The command's process group. Dropped while armed (the attempt was
-/// abandoned), it is killed.
-struct Group {
-    pgid: Option<Pid>,
-    /// SIGTERM was sent; SIGKILL is due at this time (`None`: never, for a
-    /// grace too long to represent).
-    kill_at: Option<Option<Instant>>,
-    killed: bool,
-}
-
-impl Group {
-    fn signal(&self, signal: Signal) {
-        if let Some(pgid) = self.pgid {
-            // ESRCH: the group is gone already, which is what is wanted.
-            let _ = killpg(pgid, signal);
-        }
-    }
-
-    /// SIGTERM now, SIGKILL after `grace` (unless a stop is under way).
-    fn terminate(&mut self, grace: Duration) {
-        if self.kill_at.is_none() {
-            self.signal(Signal::SIGTERM);
-            self.kill_at = Some(Instant::now().checked_add(grace));
-        }
-    }
-
-    fn kill(&mut self) {
-        if !self.killed {
-            self.signal(Signal::SIGKILL);
-            self.killed = true;
-        }
-    }
-
-    /// When SIGKILL is due, if it is still to be sent.
-    fn kill_due(&self) -> Option<Instant> {
-        match self.kill_at {
-            Some(Some(at)) if !self.killed => Some(at),
-            _ => None,
-        }
-    }
-
-    /// Completes when SIGKILL is due (never when it is not).
-    async fn grace_over(&self) {
-        match self.kill_due() {
-            Some(at) => tokio::time::sleep_until(at).await,
-            None => std::future::pending().await,
-        }
-    }
-
-    /// Whether a process of the group is still running (a zombie nobody
-    /// has reaped yet is not).
-    fn alive(&self) -> bool {
-        let Some(pgid) = self.pgid else {
-            return false;
-        };
-        match killpg(pgid, None) {
-            Err(Errno::ESRCH) => false,
-            // Members exist; on Linux, look whether any is more than a
-            // zombie (an init that does not reap would otherwise make every
-            // group look alive until its grace is over).
-            _ => live_member(pgid.as_raw()).unwrap_or(true),
-        }
-    }
-
-    /// Whether [`Group::stop_rest`] has anything to do.
-    fn has_rest(&self) -> bool {
-        !self.killed && self.alive()
-    }
-
-    /// Stops what is left of the group: SIGTERM (unless sent already),
-    /// SIGKILL when anything of it is still there after the grace; returns
-    /// once it is gone or killed. Reads stderr meanwhile, so no process is
-    /// held up writing to a full pipe.
-    async fn stop_rest(&mut self, grace: Duration, stderr: &mut Stderr) {
-        self.terminate(grace);
-        let mut poll = GROUP_POLL_FIRST;
-        loop {
-            let now = Instant::now();
-            if self.kill_due().is_some_and(|at| now >= at) {
-                self.kill();
-            }
-            if self.killed || !self.alive() {
-                return;
-            }
-            // Never sleep past the SIGKILL.
-            let wake = match self.kill_due() {
-                Some(at) => at.min(now + poll),
-                None => now + poll,
-            };
-            stderr.alongside(tokio::time::sleep_until(wake)).await;
-            poll = (poll * 2).min(GROUP_POLL_MAX);
-        }
-    }
-
-    fn disarm(&mut self) {
-        self.pgid = None;
-    }
-}
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        self.signal(Signal::SIGKILL);
-    }
-}
-
-/// Whether a process of group `pgid` that is not a zombie exists, from
-/// `/proc`; `None` where `/proc` cannot be read.
-fn live_member(pgid: i32) -> Option<bool> {
-    let entries = std::fs::read_dir("/proc").ok()?;
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
-        else {
-            continue;
-        };
-        // A process that ended meanwhile has no stat any more.
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // "pid (comm) state ppid pgrp …"; comm may hold spaces and parens.
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let mut fields = rest.split_whitespace();
-        let state = fields.next();
-        let pgrp = fields.nth(1).and_then(|p| p.parse::<i32>().ok());
-        if pgrp == Some(pgid) && !matches!(state, Some("Z" | "X")) {
-            return Some(true);
-        }
-    }
-    Some(false)
-}
-
-/// The files one attempt exchanges with its command, removed when the
-/// attempt is over.
-struct Exchange {
-    output: PathBuf,
-    outcome: PathBuf,
-    inputs: Option<PathBuf>,
-}
-
-impl Exchange {
-    /// Names the output file and, for a job with dependencies, writes the
-    /// inputs file.
-    async fn prepare(ctx: &JobContext) -> Result<Self, Outcome> {
-        let dir = std::env::temp_dir();
-        // The lease token is random and new per attempt: a name no other
-        // attempt uses (kept to letters and digits, whatever it holds).
-        let token: String = ctx
-            .lease
-            .token
-            .as_str()
-            .chars()
-            .filter(char::is_ascii_alphanumeric)
-            .take(64)
-            .collect();
-        let stem = format!("errand-{}-{token}", std::process::id());
-        let mut exchange = Exchange {
-            output: dir.join(format!("{stem}-output.json")),
-            outcome: dir.join(format!("{stem}-outcome.json")),
-            inputs: None,
-        };
-        if ctx.job.on_dependency_failure.is_some() {
-            let outputs = ctx.dependency_outputs().await.map_err(|e| {
-                Outcome::retry(format!(
-                    "cannot read the outputs of the job's dependencies: {e}"
-                ))
-            })?;
-            let by_id: BTreeMap<String, Option<Payload>> = outputs
-                .into_iter()
-                .map(|(id, output)| (id.to_string(), output))
-                .collect();
-            let text = serde_json::to_vec(&by_id).map_err(|e| {
-                Outcome::retry(format!("cannot encode the dependencies' outputs: {e}"))
-            })?;
-            let path = dir.join(format!("{stem}-inputs.json"));
-            // Readable by this user only: the outputs are the jobs' data.
-            let written = tokio::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&path)
-                .await;
-            let cannot = |e: std::io::Error| {
-                Outcome::retry(format!(
-                    "cannot write the dependencies' outputs to {}: {e}",
-                    path.display()
-                ))
-            };
-            let mut file = written.map_err(cannot)?;
-            // Ours now: removed with the exchange whatever happens next.
-            exchange.inputs = Some(path.clone());
-            file.write_all(&text).await.map_err(cannot)?;
-            file.flush().await.map_err(cannot)?;
-        }
-        Ok(exchange)
-    }
-
-    /// What a successful command recorded: nothing (no file, or only
-    /// whitespace), its output, or a failure saying why it cannot be kept.
-    async fn result(&self) -> Outcome {
-        read_output(&self.output).await
-    }
-}
-
-impl Drop for Exchange {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.output);
-        let _ = std::fs::remove_file(&self.outcome);
-        if let Some(inputs) = &self.inputs {
-            let _ = std::fs::remove_file(inputs);
-        }
-    }
-}
-
-/// Reads the output a command left at `path` after it succeeded.
-async fn read_output(path: &Path) -> Outcome {
-    let refused = |why: String| {
-        Outcome::permanent(format!(
-            "the command succeeded but its output was refused: {why}; write one JSON value \
-             of at most {MAX_OUTPUT_BYTES} bytes to $ERRAND_OUTPUT"
-        ))
-    };
-    let cannot = |e: std::io::Error| {
-        Outcome::retry(format!(
-            "cannot read the command's output file {}: {e}",
-            path.display()
-        ))
-    };
-    // Room for surrounding whitespace, which is not kept; past it the file
-    // is refused without being read further.
-    let most = 2 * MAX_OUTPUT_BYTES as u64;
-    match tokio::fs::metadata(path).await {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Outcome::Success,
-        Err(e) => return cannot(e),
-        // A pipe or a device is not an output (and could be endless).
-        Ok(meta) if !meta.is_file() => {
-            return refused("it is not a regular file".to_owned());
-        }
-        Ok(meta) if meta.len() > most => {
-            return refused(format!("the file holds {} bytes", meta.len()));
-        }
-        Ok(_) => {}
-    }
-    let mut bytes = Vec::new();
-    let read = async {
-        let file = tokio::fs::File::open(path).await?;
-        file.take(most + 1).read_to_end(&mut bytes).await
-    };
-    if let Err(e) = read.await {
-        return cannot(e);
-    }
-    if bytes.len() as u64 > most {
-        return refused(format!("the file holds more than {most} bytes"));
-    }
-    let Ok(text) = String::from_utf8(bytes) else {
-        return refused("the file is not UTF-8 text".to_owned());
-    };
-    let text = text.trim();
-    if text.is_empty() {
-        return Outcome::Success;
-    }
-    match Payload::output(text) {
-        Ok(output) => Outcome::Output { output },
-        Err(errand_core::Error::Invalid(why)) => refused(why),
-        Err(e) => refused(e.to_string()),
-    }
-}
-
-#[async_trait]
-impl Handler for ExecHandler {
-    async fn handle(&self, ctx: JobContext) -> Outcome {
-        let exchange = match Exchange::prepare(&ctx).await {
-            Ok(x) => x,
-            Err(outcome) => return outcome,
-        };
+impl ExecHandler {
+    /// The command for one attempt: `sh -c COMMAND` with the job's
+    /// environment, leading a process group of its own.
+    fn command(&self, ctx: &JobContext, exchange: &Exchange) -> Command {
         let mut command = Command::new("sh");
         command.env("ERRAND_OUTPUT", &exchange.output);
         command.env("ERRAND_OUTCOME", &exchange.outcome);
@@ -529,7 +228,7 @@ impl Handler for ExecHandler {
         if let Some(tp) = attempt.as_ref().or(ctx.traceparent()) {
             command.env("TRACEPARENT", tp.as_str());
         }
-        let mut child = match command
+        command
             .arg("-c")
             .arg(&self.command)
             .env("ERRAND_JOB_ID", ctx.job.id.as_str())
@@ -541,30 +240,19 @@ impl Handler for ExecHandler {
             .stdout(Stdio::from(std::io::stderr()))
             .stderr(Stdio::piped())
             .process_group(0)
-            .kill_on_drop(true)
-            .spawn()
-        {
-            Ok(c) => c,
-            Err(e) => return Outcome::retry(format!("cannot start `sh -c {}`: {e}", self.command)),
-        };
-        // The shell leads a group of its own: its pid is the group's id.
-        let mut group = Group {
-            pgid: child
-                .id()
-                .and_then(|id| i32::try_from(id).ok())
-                .map(Pid::from_raw),
-            kill_at: None,
-            killed: false,
-        };
-        let mut stderr = Stderr {
-            stream: child.stderr.take(),
-            tail: Tail::default(),
-            buf: vec![0; READ_CHUNK],
-        };
+            .kill_on_drop(true);
+        command
+    }
+
+    /// Feeds the payload to the started command and watches it until the
+    /// shell exits (stopping it on a timeout or a lost lease), then stops
+    /// what it left in its group and reads the rest of its stderr.
+    async fn supervise(&self, ctx: &JobContext, mut child: tokio::process::Child) -> Ended {
+        let mut group = Group::new(child.id());
+        let mut stderr = Stderr::new(child.stderr.take());
         let payload = ctx.job.payload.as_str().as_bytes().to_vec();
         let stdin = child.stdin.take();
-        let mut lease_lost = false;
-        let mut timed_out = false;
+        let (mut lease_lost, mut timed_out) = (false, false);
         let timeout = self.timeout;
         let status = {
             let mut feeding = pin!(feed(stdin, payload));
@@ -618,30 +306,94 @@ impl Handler for ExecHandler {
             group.stop_rest(self.stop_grace, &mut stderr).await;
         }
         group.disarm();
-        let _ = tokio::time::timeout(OUTPUT_DRAIN, async {
-            while stderr.stream.is_some() {
-                stderr.pump().await;
-            }
-        })
-        .await;
-        if timed_out && !lease_lost {
+        stderr.drain(OUTPUT_DRAIN).await;
+        Ended {
+            status,
+            lease_lost,
+            timed_out,
+            tail: stderr.text(),
+        }
+    }
+
+    /// The attempt's outcome: a timeout, what the outcome file says, a
+    /// command that cannot be run, or what the exit status says.
+    async fn decide(&self, ctx: &JobContext, exchange: &Exchange, ended: Ended) -> Outcome {
+        if ended.timed_out && !ended.lease_lost {
             return Outcome::timed_out(format!(
                 "the command ran past its timeout of {}; its process group was stopped \
                  (SIGTERM, then SIGKILL after {})",
-                humantime::format_duration(timeout.unwrap_or_default()),
+                humantime::format_duration(self.timeout.unwrap_or_default()),
                 humantime::format_duration(self.stop_grace)
             ));
         }
-        if !lease_lost
-            && let Some(said) =
-                crate::exec_outcome::read(&exchange.outcome, errand_core::Timestamp::now()).await
+        if ended.lease_lost {
+            return outcome(ended.status, true, &ended.tail);
+        }
+        if let Some(said) =
+            crate::exec_outcome::read(&exchange.outcome, errand_core::Timestamp::now()).await
         {
             return said;
         }
-        match outcome(status, lease_lost, &stderr.tail.text()) {
-            Outcome::Success => exchange.result().await,
+        if let Ok(status) = &ended.status
+            && let Some(code @ (EXIT_CANNOT_EXECUTE | EXIT_NOT_FOUND)) = status.code()
+        {
+            return self.cannot_run(ctx, code, &ended.tail);
+        }
+        match outcome(ended.status, false, &ended.tail) {
+            Outcome::Success => read_output(&exchange.output).await,
             other => other,
         }
+    }
+
+    /// The shell could not run the command (status 126 or 127): logged,
+    /// kept for [`ExecHandler::cannot_run_reason`] (the first reason), and
+    /// the attempt given back unspent for [`CANNOT_RUN_DELAY`].
+    fn cannot_run(&self, ctx: &JobContext, code: i32, tail: &str) -> Outcome {
+        let meaning = if code == EXIT_NOT_FOUND {
+            "command not found"
+        } else {
+            "command found but not executable"
+        };
+        let said = if tail.is_empty() {
+            String::new()
+        } else {
+            format!(": {tail}")
+        };
+        let why = format!(
+            "the command `{}` could not be run: the shell exited with status {code} ({meaning}{said}). \
+             That is this worker's configuration, not a failure of job {}: its attempt was given \
+             back unspent and it runs again in {}. Check the command: its path (relative to the \
+             worker's directory), that it exists and that it is executable",
+            self.command,
+            ctx.job.id,
+            humantime::format_duration(CANNOT_RUN_DELAY)
+        );
+        tracing::error!(
+            job = %ctx.job.id,
+            attempt = ctx.attempt(),
+            status = code,
+            "the command cannot be run ({meaning}); the attempt was given back unspent"
+        );
+        self.cannot_run.say(why);
+        Outcome::Snooze {
+            delay: CANNOT_RUN_DELAY,
+        }
+    }
+}
+
+#[async_trait]
+impl Handler for ExecHandler {
+    async fn handle(&self, ctx: JobContext) -> Outcome {
+        let exchange = match Exchange::prepare(&ctx, &self.files, self.max_inputs).await {
+            Ok(x) => x,
+            Err(outcome) => return outcome,
+        };
+        let child = match self.command(&ctx, &exchange).spawn() {
+            Ok(c) => c,
+            Err(e) => return Outcome::retry(format!("cannot start `sh -c {}`: {e}", self.command)),
+        };
+        let ended = self.supervise(&ctx, child).await;
+        self.decide(&ctx, &exchange, ended).await
     }
 }
 
@@ -675,74 +427,5 @@ fn outcome(status: std::io::Result<ExitStatus>, lease_lost: bool, err_tail: &str
             let sig = status.signal().unwrap_or(0);
             Outcome::retry(describe(format!("command was killed by signal {sig}")))
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn tail_of(chunks: &[&[u8]]) -> String {
-        let mut t = Tail::default();
-        for c in chunks {
-            t.push(c);
-        }
-        assert!(t.bytes.len() <= STDERR_KEEP_BYTES);
-        t.text()
-    }
-
-    #[test]
-    fn the_tail_keeps_the_end_of_long_output() {
-        let long = "x".repeat(5000) + "the end";
-        let t = tail_of(&[long.as_bytes()]);
-        assert!(t.starts_with('…') && t.ends_with("the end"));
-        assert_eq!(t.len(), STDERR_TAIL_BYTES + '…'.len_utf8());
-        assert_eq!(tail_of(&[b"  short\n"]), "short");
-        assert_eq!(tail_of(&[b"in ", b"two\n"]), "in two");
-        assert_eq!(tail_of(&[]), "");
-    }
-
-    #[test]
-    fn a_streamed_tail_stays_bounded_and_marks_its_cut() {
-        // Many small chunks, one huge chunk, then blank lines: the kept
-        // bytes never pass the bound and the end survives the trimming.
-        let mut chunks: Vec<Vec<u8>> = (0..10_000)
-            .map(|i| format!("line {i}\n").into_bytes())
-            .collect();
-        chunks.push(vec![b'y'; 3 * STDERR_KEEP_BYTES]);
-        chunks.push(b"last words".to_vec());
-        chunks.push(vec![b'\n'; 3000]);
-        let refs: Vec<&[u8]> = chunks.iter().map(Vec::as_slice).collect();
-        let t = tail_of(&refs);
-        assert!(t.starts_with('…') && t.ends_with("ylast words"), "{t}");
-        assert_eq!(t.len(), STDERR_TAIL_BYTES + '…'.len_utf8());
-        // Exactly the kept size is not cut by the streaming; one byte more
-        // is, whether it comes first or in the same chunk.
-        let pushed = |chunks: &[&[u8]]| {
-            let mut t = Tail::default();
-            for c in chunks {
-                t.push(c);
-            }
-            (t.bytes.len(), t.cut)
-        };
-        let z = [b'z'; STDERR_KEEP_BYTES];
-        assert_eq!(pushed(&[&z]), (STDERR_KEEP_BYTES, false));
-        assert_eq!(pushed(&[b"a", &z]), (STDERR_KEEP_BYTES, true));
-        assert_eq!(
-            pushed(&[&[b'z'; STDERR_KEEP_BYTES + 1]]),
-            (STDERR_KEEP_BYTES, true)
-        );
-    }
-
-    #[test]
-    fn a_tail_cut_inside_a_character_does_not_start_with_garbage() {
-        // "é" is two bytes, each at an even offset. 17,001 bytes in all
-        // keep the last 8,192 from offset 8,809: inside an "é". Trailing
-        // blanks leave less than the recorded tail, so the cut shows.
-        let text = "é".repeat(5000);
-        let blanks = " ".repeat(7001);
-        let t = tail_of(&[text.as_bytes(), blanks.as_bytes()]);
-        assert!(!t.contains(char::REPLACEMENT_CHARACTER), "{t}");
-        assert_eq!(t, format!("…{}", "é".repeat(595)));
     }
 }

@@ -62,7 +62,9 @@
 mod client;
 mod cron;
 mod exec;
+mod exec_files;
 mod exec_outcome;
+mod exec_process;
 mod maintenance;
 mod minutes;
 pub mod probe;
@@ -106,7 +108,10 @@ pub use errand_core::{
     CronSchedule, Misfire, ScheduleActed, ScheduleAction, ScheduleAdd, ScheduleAddOutcome,
     ScheduleAdded, ScheduleDefinition, SchedulePause, ScheduleView, StoredSchedule,
 };
-pub use exec::{EXIT_PERMANENT, EXIT_TEMPFAIL, ExecHandler};
+pub use exec::{
+    CANNOT_RUN_DELAY, DEFAULT_MAX_INPUTS, EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, EXIT_PERMANENT,
+    EXIT_TEMPFAIL, ExecHandler,
+};
 pub use maintenance::{Pruner, Sweeper};
 pub use minutes::{MinuteCounter, sample_queues};
 pub use runtime::{KindOptions, ReportHook, RunStats, Runtime, RuntimeBuilder};

@@ -160,14 +160,42 @@ impl JobContext {
     /// # Errors
     /// The store cannot be read.
     pub async fn dependency_outputs(&self) -> Result<Vec<(JobId, Option<errand_core::Payload>)>> {
+        match self.outputs_store()? {
+            Some(store) => store.dependency_outputs(&self.job.id).await,
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Where the dependencies' outputs are read from: `None` for a job
+    /// without dependencies (nothing to read).
+    fn outputs_store(&self) -> Result<Option<&Arc<dyn Store>>> {
         if self.job.on_dependency_failure.is_none() {
-            return Ok(Vec::new());
+            return Ok(None);
         }
         match &self.reader.0 {
-            Some(store) => store.dependency_outputs(&self.job.id).await,
+            Some(store) => Ok(Some(store)),
             None => Err(Error::invalid(
                 "this context has no store to read the dependencies' outputs from",
             )),
+        }
+    }
+
+    /// One page of this job's dependencies' outputs, by dependency id:
+    /// those after `after`, at most `limit`
+    /// ([`JobStore::dependency_outputs_after`](errand_core::JobStore::dependency_outputs_after)).
+    /// Empty for a job without dependencies (no read).
+    pub(crate) async fn dependency_outputs_after(
+        &self,
+        after: Option<&JobId>,
+        limit: u32,
+    ) -> Result<Vec<(JobId, Option<errand_core::Payload>)>> {
+        match self.outputs_store()? {
+            Some(store) => {
+                store
+                    .dependency_outputs_after(&self.job.id, after, limit)
+                    .await
+            }
+            None => Ok(Vec::new()),
         }
     }
 
