@@ -108,8 +108,9 @@ fn print_view(view: &WorkflowView) {
     );
     for step in &view.steps {
         let deps: Vec<&str> = step.depends_on.iter().map(JobId::as_str).collect();
+        let more = (step.depends_on_count as usize).saturating_sub(deps.len());
         outln!(
-            "{:idw$}  {:9}  {:16}  {:8}  {}",
+            "{:idw$}  {:9}  {:16}  {:8}  {}{}",
             step.job.id.as_str(),
             step.job.state.as_str(),
             step.job.kind.as_str(),
@@ -118,6 +119,14 @@ fn print_view(view: &WorkflowView) {
                 "-".to_owned()
             } else {
                 deps.join(",")
+            },
+            if more > 0 {
+                format!(
+                    " and {more} more (all {}: errand show {})",
+                    step.depends_on_count, step.job.id
+                )
+            } else {
+                String::new()
             }
         );
     }

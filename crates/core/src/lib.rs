@@ -100,7 +100,7 @@ pub use store::{
 };
 pub use unique::{MAX_UNIQUE_KEY_BYTES, Unique, UniqueProbe, UniqueRule, check_unique_batch};
 pub use workflow::{
-    StateCount, Workflow, WorkflowActed, WorkflowAction, WorkflowStep, WorkflowView,
+    StateCount, StepEdge, Workflow, WorkflowActed, WorkflowAction, WorkflowStep, WorkflowView,
 };
 
 /// The examples of this crate's README, compiled and run as doctests so

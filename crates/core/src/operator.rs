@@ -454,23 +454,12 @@ impl Admin {
             workflow: Some(id.clone()),
             limit: Some(limit),
             after,
+            max_bytes: Some(crate::store::DEFAULT_PAGE_BYTES),
             ..JobFilter::default()
         };
         let jobs = self.store.list(&filter).await?;
-        let next_after = filter.next_after(&jobs).cloned();
-        let ids: Vec<JobId> = jobs.iter().map(|j| j.id.clone()).collect();
-        let mut edges: std::collections::HashMap<JobId, Vec<JobId>> =
-            std::collections::HashMap::new();
-        for (job, dep) in self.store.dependency_edges(&ids).await? {
-            edges.entry(job).or_default().push(dep);
-        }
-        let steps = jobs
-            .into_iter()
-            .map(|job| {
-                let depends_on = edges.remove(&job.id).unwrap_or_default();
-                WorkflowStep { job, depends_on }
-            })
-            .collect();
+        let listed_to = filter.next_after(&jobs).cloned();
+        let (steps, cut_after) = self.steps_within_budget(jobs).await?;
         let mut states: Vec<StateCount> = counts
             .into_iter()
             .map(|(state, count)| StateCount { state, count })
@@ -481,8 +470,53 @@ impl Admin {
             total: states.iter().map(|c| c.count).sum(),
             states,
             steps,
-            next_after,
+            next_after: cut_after.or(listed_to),
         })
+    }
+
+    /// `jobs` (one listing page) as steps with their dependencies, read a
+    /// few steps at a time, the page ending at the step that spends its
+    /// byte budget ([`WorkflowStep::listed_bytes`]: payloads and edges
+    /// alike). Returns the steps, and the last one when the page was cut
+    /// there.
+    async fn steps_within_budget(
+        &self,
+        jobs: Vec<Job>,
+    ) -> Result<(Vec<WorkflowStep>, Option<JobId>)> {
+        const STEPS_AT_ONCE: usize = 100;
+        let total = jobs.len();
+        let mut steps = Vec::with_capacity(total);
+        let mut spent = 0usize;
+        let mut jobs = jobs.into_iter();
+        loop {
+            let chunk: Vec<Job> = jobs.by_ref().take(STEPS_AT_ONCE).collect();
+            if chunk.is_empty() {
+                return Ok((steps, None));
+            }
+            let ids: Vec<JobId> = chunk.iter().map(|j| j.id.clone()).collect();
+            let mut edges: std::collections::HashMap<JobId, (Vec<JobId>, u32)> =
+                std::collections::HashMap::new();
+            let shown = WorkflowStep::DEPENDENCIES_SHOWN;
+            for edge in self.store.dependency_edges(&ids, shown).await? {
+                let entry = edges.entry(edge.job).or_default();
+                entry.0.push(edge.depends_on);
+                entry.1 = edge.of;
+            }
+            for job in chunk {
+                let (depends_on, depends_on_count) = edges.remove(&job.id).unwrap_or_default();
+                let step = WorkflowStep {
+                    job,
+                    depends_on,
+                    depends_on_count,
+                };
+                spent += step.listed_bytes();
+                let last = step.job.id.clone();
+                steps.push(step);
+                if spent >= crate::store::DEFAULT_PAGE_BYTES && steps.len() < total {
+                    return Ok((steps, Some(last)));
+                }
+            }
+        }
     }
 
     /// Cancels every unfinished step of a workflow (blocked, ready or

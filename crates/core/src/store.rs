@@ -571,9 +571,10 @@ pub trait AdminStore: Send + Sync + fmt::Debug {
     /// left out; nothing at all for a workflow no stored job carries).
     async fn workflow_counts(&self, workflow: &WorkflowId) -> Result<Vec<(JobState, u64)>>;
 
-    /// The dependency edges of the jobs in `ids`: `(job, dependency)`, each
-    /// job's in the order its dependencies were named.
-    async fn dependency_edges(&self, ids: &[JobId]) -> Result<Vec<(JobId, JobId)>>;
+    /// The first `first` dependency edges of each job in `ids`, each job's
+    /// in the order its dependencies were named, with how many it has in
+    /// all (a page of steps shows a bounded number).
+    async fn dependency_edges(&self, ids: &[JobId], first: u32) -> Result<Vec<crate::StepEdge>>;
 
     /// A batch with its counts by state; [`crate::Error::NoSuchBatch`]
     /// when none has that id.

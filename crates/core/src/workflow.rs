@@ -87,14 +87,46 @@ impl Workflow {
 }
 
 /// One step of a stored workflow: the job and the ids it depends on, in
-/// the order they were named.
+/// the order they were named — the first [`WorkflowStep::DEPENDENCIES_SHOWN`]
+/// of them, with how many there are (the job's own page lists them all).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct WorkflowStep {
     /// The job.
     #[serde(flatten)]
     pub job: Job,
-    /// The jobs it waits for (or waited for).
+    /// The jobs it waits for (or waited for): the first
+    /// [`WorkflowStep::DEPENDENCIES_SHOWN`].
     pub depends_on: Vec<JobId>,
+    /// How many jobs it depends on in all.
+    pub depends_on_count: u32,
+}
+
+impl WorkflowStep {
+    /// How many of a step's dependencies a page lists.
+    pub const DEPENDENCIES_SHOWN: u32 = 100;
+
+    /// What the step weighs in a page's byte budget: the job as a listing
+    /// counts it ([`crate::listed_bytes`]) and each dependency listed.
+    pub fn listed_bytes(&self) -> usize {
+        crate::store::listed_bytes(&self.job)
+            + self
+                .depends_on
+                .iter()
+                .map(|d| d.as_str().len() + 8)
+                .sum::<usize>()
+    }
+}
+
+/// One dependency edge as a page of steps reads it: the job, one job it
+/// depends on, and how many it depends on in all.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StepEdge {
+    /// The dependent.
+    pub job: JobId,
+    /// One of its dependencies.
+    pub depends_on: JobId,
+    /// How many dependencies the job has in all.
+    pub of: u32,
 }
 
 /// A stored workflow: how many steps are in each state, and one page of

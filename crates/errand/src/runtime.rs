@@ -1412,7 +1412,11 @@ mod tests {
         ) -> Result<Vec<(errand_core::JobState, u64)>> {
             full()
         }
-        async fn dependency_edges(&self, _: &[JobId]) -> Result<Vec<(JobId, JobId)>> {
+        async fn dependency_edges(
+            &self,
+            _: &[JobId],
+            _: u32,
+        ) -> Result<Vec<errand_core::StepEdge>> {
             full()
         }
         async fn paused_queues(&self) -> Result<Vec<errand_core::PausedQueue>> {

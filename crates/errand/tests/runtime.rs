@@ -1007,8 +1007,9 @@ impl errand::AdminStore for Intercepting {
     async fn dependency_edges(
         &self,
         ids: &[errand::JobId],
-    ) -> errand::Result<Vec<(errand::JobId, errand::JobId)>> {
-        self.inner.dependency_edges(ids).await
+        first: u32,
+    ) -> errand::Result<Vec<errand::core::StepEdge>> {
+        self.inner.dependency_edges(ids, first).await
     }
     async fn paused_queues(&self) -> errand::Result<Vec<errand::PausedQueue>> {
         self.inner.paused_queues().await

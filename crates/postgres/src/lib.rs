@@ -1071,9 +1071,13 @@ impl AdminStore for PgStore {
         queue::workflow_counts(&client, &self.queries, workflow).await
     }
 
-    async fn dependency_edges(&self, ids: &[JobId]) -> Result<Vec<(JobId, JobId)>> {
+    async fn dependency_edges(
+        &self,
+        ids: &[JobId],
+        first: u32,
+    ) -> Result<Vec<errand_core::StepEdge>> {
         let client = self.client().await?;
-        queue::dependency_edges(&client, &self.queries, ids).await
+        queue::dependency_edges(&client, &self.queries, ids, first).await
     }
 
     async fn batch(&self, id: &errand_core::WorkflowId) -> Result<errand_core::Batch> {

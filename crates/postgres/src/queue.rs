@@ -497,19 +497,23 @@ pub(crate) async fn workflow_counts<C: Conn>(
     Ok(counts)
 }
 
-/// The dependency edges of the jobs in `ids`.
+/// The first `first` dependency edges of each job in `ids`, each with how
+/// many its job has.
 pub(crate) async fn dependency_edges<C: Conn>(
     client: &C,
     q: &Queries,
     ids: &[JobId],
-) -> Result<Vec<(JobId, JobId)>> {
+    first: u32,
+) -> Result<Vec<errand_core::StepEdge>> {
     let ids: Vec<&str> = ids.iter().map(JobId::as_str).collect();
+    let first = i64::from(first);
     let mut edges = Vec::new();
-    for row in query(client, &q.dependency_edges, &[&ids]).await? {
-        edges.push((
-            JobId::new(col::<String>(&row, 0)?).map_err(bad_row)?,
-            JobId::new(col::<String>(&row, 1)?).map_err(bad_row)?,
-        ));
+    for row in query(client, &q.dependency_edges, &[&ids, &first]).await? {
+        edges.push(errand_core::StepEdge {
+            job: JobId::new(col::<String>(&row, 0)?).map_err(bad_row)?,
+            depends_on: JobId::new(col::<String>(&row, 1)?).map_err(bad_row)?,
+            of: u32::try_from(col::<i64>(&row, 2)?).unwrap_or(u32::MAX),
+        });
     }
     Ok(edges)
 }

@@ -733,9 +733,14 @@ impl AdminStore for SqliteStore {
             .await
     }
 
-    async fn dependency_edges(&self, ids: &[JobId]) -> Result<Vec<(JobId, JobId)>> {
+    async fn dependency_edges(
+        &self,
+        ids: &[JobId],
+        first: u32,
+    ) -> Result<Vec<errand_core::StepEdge>> {
         let ids = ids.to_vec();
-        self.read(move |c| queue::dependency_edges(c, &ids)).await
+        self.read(move |c| queue::dependency_edges(c, &ids, first))
+            .await
     }
 
     async fn batch(&self, id: &errand_core::WorkflowId) -> Result<errand_core::Batch> {

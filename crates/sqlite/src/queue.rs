@@ -1740,18 +1740,30 @@ pub(crate) fn workflow_counts(
 }
 
 /// The dependency edges of the jobs in `ids`.
-pub(crate) fn dependency_edges(conn: &Connection, ids: &[JobId]) -> Result<Vec<(JobId, JobId)>> {
+pub(crate) fn dependency_edges(
+    conn: &Connection,
+    ids: &[JobId],
+    first: u32,
+) -> Result<Vec<errand_core::StepEdge>> {
     let list = json_list(&ids.iter().map(JobId::as_str).collect::<Vec<_>>())?;
     let mut stmt = conn.prepare_cached(DEPENDENCY_EDGES).map_err(map_err)?;
     let rows = stmt
-        .query_map(named_params! {":ids": list}, |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        .query_map(named_params! {":ids": list, ":first": first}, |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                u32_col(r, 2)?,
+            ))
         })
         .map_err(map_err)?;
     let mut edges = Vec::new();
     for row in rows {
-        let (job, dep) = row.map_err(map_err)?;
-        edges.push((JobId::new(job)?, JobId::new(dep)?));
+        let (job, dep, total) = row.map_err(map_err)?;
+        edges.push(errand_core::StepEdge {
+            job: JobId::new(job)?,
+            depends_on: JobId::new(dep)?,
+            of: total,
+        });
     }
     Ok(edges)
 }

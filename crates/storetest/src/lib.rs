@@ -159,6 +159,7 @@ macro_rules! conformance_tests {
             tags_find_their_jobs_and_go_with_them,
             a_batch_runs_its_callbacks_once_its_jobs_have_ended,
             a_sealed_batch_takes_no_more_jobs,
+            a_workflow_page_counts_its_edges_in_its_byte_budget,
         );
         $crate::conformance_tests!(@in unique $make;
             unique_for_returns_the_job_created_within_the_period,

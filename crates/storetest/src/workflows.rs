@@ -135,8 +135,15 @@ pub async fn a_workflow_is_enqueued_whole_and_shown_step_by_step(
     assert!(twice[0].created && !twice[1].created);
     let dup = get(&*store, "dup").await;
     assert_eq!((dup.state, dup.waiting_on), (JobState::Blocked, 1));
-    let deps = store.dependency_edges(&[id("dup")]).await.unwrap();
-    assert_eq!(deps, [(id("dup"), id("a"))]);
+    let deps = store.dependency_edges(&[id("dup")], 10).await.unwrap();
+    assert_eq!(
+        deps,
+        [errand_core::StepEdge {
+            job: id("dup"),
+            depends_on: id("a"),
+            of: 1
+        }]
+    );
 
     // A workflow with a cycle is refused whole: none of its steps exists.
     let mut bad = Workflow::with_id(wid("cyclic"));
@@ -653,4 +660,59 @@ pub async fn a_sealed_batch_takes_no_more_jobs(store: Arc<dyn Store>, _clock: Ma
     assert_eq!(get(&*store, "empty-cb").await.state, JobState::Ready);
     let missing = admin(&store).batch(&bid("nowhere")).await;
     assert!(matches!(missing, Err(Error::NoSuchBatch(_))), "{missing:?}");
+}
+
+/// A page of a workflow's steps is bounded by what it holds, edges
+/// included: each step lists its first
+/// [`errand_core::WorkflowStep::DEPENDENCIES_SHOWN`] dependencies with how
+/// many it has, and the page ends at the step whose payload and listed
+/// edges spend the byte budget (here the fourth of five, which the
+/// payloads alone would not have ended), the next page starting after it.
+pub async fn a_workflow_page_counts_its_edges_in_its_byte_budget(
+    store: Arc<dyn Store>,
+    _clock: ManualClock,
+) {
+    let deps: Vec<JobId> = (0..150).map(|n| id(&format!("dep-{n:036}"))).collect();
+    store
+        .insert_many(deps.iter().map(|d| job(d.as_str())).collect())
+        .await
+        .unwrap();
+    // Each step weighs 1,046,000 bytes by its payload (and 512 for the
+    // rest): four stay under the 4 MiB budget, with their shown edges
+    // (100 of 48 bytes each) they pass it.
+    let payload = format!(r#""{}""#, "x".repeat(1_046_000 - 512 - 2));
+    let mut wf = Workflow::with_id(wid("wide"));
+    for n in 1..=5 {
+        let step = deps.iter().fold(
+            errand_core::NewJob {
+                payload: errand_core::Payload::from_json_text(&payload).unwrap(),
+                ..job(&format!("s{n}"))
+            },
+            |step, d| step.depends_on(d.clone()),
+        );
+        wf.step(step);
+    }
+    store.insert_many(wf.into_jobs()).await.unwrap();
+
+    let page = admin(&store)
+        .workflow(&wid("wide"), None, 100)
+        .await
+        .unwrap();
+    let shown: Vec<&str> = page.steps.iter().map(|s| s.job.id.as_str()).collect();
+    assert_eq!(
+        shown,
+        ["s1", "s2", "s3", "s4"],
+        "the edges count in the budget"
+    );
+    assert_eq!(page.next_after, Some(id("s4")));
+    for step in &page.steps {
+        assert_eq!(step.depends_on, deps[..100], "the first named, in order");
+        assert_eq!(step.depends_on_count, 150);
+    }
+    let rest = admin(&store)
+        .workflow(&wid("wide"), page.next_after.clone(), 100)
+        .await
+        .unwrap();
+    let shown: Vec<&str> = rest.steps.iter().map(|s| s.job.id.as_str()).collect();
+    assert_eq!((shown, rest.next_after), (vec!["s5"], None));
 }

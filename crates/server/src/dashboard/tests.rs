@@ -1646,3 +1646,42 @@ async fn the_queues_pages_draw_charts_from_the_per_minute_counts() {
         .await
         .refused(StatusCode::BAD_REQUEST, "not valid");
 }
+
+/// A step that depends on more jobs than a page lists shows the first
+/// ones and links its own page for the rest: a workflow page stays small
+/// however wide its fan-in.
+#[tokio::test]
+async fn a_wide_step_lists_its_first_dependencies_and_links_the_rest() {
+    let mut b = Browser::new();
+    let deps: Vec<JobId> = (0..130)
+        .map(|n| JobId::new(format!("in-{n:03}")).unwrap())
+        .collect();
+    let inputs: Vec<NewJob> = deps
+        .iter()
+        .map(|d| {
+            NewJob::new("fetch", Payload::default())
+                .unwrap()
+                .with_id(d.clone())
+        })
+        .collect();
+    b.store().insert_many(inputs).await.expect("inputs");
+    let mut wf = errand::Workflow::with_id(errand::WorkflowId::new("wide").unwrap());
+    let join = deps.iter().fold(
+        NewJob::new("join", Payload::default())
+            .unwrap()
+            .with_id(JobId::new("join").unwrap()),
+        |job, d| job.depends_on(d.clone()),
+    );
+    wf.step(join);
+    b.store().insert_many(wf.into_jobs()).await.expect("insert");
+    let p = b.get("/dashboard/workflows/wide").await;
+    p.html(StatusCode::OK);
+    assert!(p.body.contains("<code>in-099</code>"), "{}", p.body);
+    assert!(!p.body.contains("<code>in-100</code>"), "{}", p.body);
+    assert!(
+        p.body
+            .contains(r#"<a href="/dashboard/jobs/join">and 30 more</a>"#),
+        "{}",
+        p.body
+    );
+}

@@ -81,6 +81,10 @@ async fn show(
                             @for dep in &step.depends_on {
                                 a href=(job_path(dep)) { code { (truncate(dep.as_str(), 40)) } } " "
                             }
+                            @let more = (step.depends_on_count as usize).saturating_sub(step.depends_on.len());
+                            @if more > 0 {
+                                a href=(job_path(&step.job.id)) { "and " (more) " more" }
+                            }
                         }
                         td { (view::last_error(&step.job, 80)) }
                     }
