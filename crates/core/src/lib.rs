@@ -96,11 +96,11 @@ pub use step::StepGuard;
 pub use store::{
     AdminStore, AuditStamp, ClaimRate, ClaimRequest, DEFAULT_PAGE_BYTES, FailResult, Failure,
     Inserted, JobFilter, JobStore, Notifier, PageBudget, RateBucket, RateLimit, Reschedule,
-    RetryAt, Store, SweepReport, WorkSignal, check_recorded_text, listed_bytes,
+    RetryAt, StepEdge, Store, SweepReport, WorkSignal, check_recorded_text, listed_bytes,
 };
 pub use unique::{MAX_UNIQUE_KEY_BYTES, Unique, UniqueProbe, UniqueRule, check_unique_batch};
 pub use workflow::{
-    StateCount, StepEdge, Workflow, WorkflowActed, WorkflowAction, WorkflowStep, WorkflowView,
+    StateCount, Workflow, WorkflowActed, WorkflowAction, WorkflowStep, WorkflowView,
 };
 
 /// The examples of this crate's README, compiled and run as doctests so

@@ -137,6 +137,18 @@ pub fn check_recorded_text(what: &str, text: &str) -> Result<()> {
     Ok(())
 }
 
+/// One dependency edge as a page of steps reads it: the job, one job it
+/// depends on, and how many it depends on in all.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StepEdge {
+    /// The dependent.
+    pub job: JobId,
+    /// One of its dependencies.
+    pub depends_on: JobId,
+    /// How many dependencies the job has in all.
+    pub of: u32,
+}
+
 /// Which jobs to list.
 #[derive(Clone, Debug, Default)]
 pub struct JobFilter {
@@ -574,7 +586,7 @@ pub trait AdminStore: Send + Sync + fmt::Debug {
     /// The first `first` dependency edges of each job in `ids`, each job's
     /// in the order its dependencies were named, with how many it has in
     /// all (a page of steps shows a bounded number).
-    async fn dependency_edges(&self, ids: &[JobId], first: u32) -> Result<Vec<crate::StepEdge>>;
+    async fn dependency_edges(&self, ids: &[JobId], first: u32) -> Result<Vec<StepEdge>>;
 
     /// A batch with its counts by state; [`crate::Error::NoSuchBatch`]
     /// when none has that id.

@@ -117,18 +117,6 @@ impl WorkflowStep {
     }
 }
 
-/// One dependency edge as a page of steps reads it: the job, one job it
-/// depends on, and how many it depends on in all.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StepEdge {
-    /// The dependent.
-    pub job: JobId,
-    /// One of its dependencies.
-    pub depends_on: JobId,
-    /// How many dependencies the job has in all.
-    pub of: u32,
-}
-
 /// A stored workflow: how many steps are in each state, and one page of
 /// its steps in the order they were enqueued.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -1116,6 +1116,20 @@ pub(crate) async fn insert_many<C: Conn>(
     )
     .await
     .and_then(|rows| jobs_from_rows(&rows))?;
+    in_input_order(client, q, &ids, jobs, created).await
+}
+
+/// The answer of a bulk insert, in input order: the jobs `created`, and
+/// for every other id the stored job it found (which must be in the batch
+/// its job names). A duplicate id inside one call is created once, by its
+/// first occurrence.
+async fn in_input_order<C: Conn>(
+    client: &C,
+    q: &Queries,
+    ids: &[String],
+    jobs: &[NewJob],
+    created: Vec<Job>,
+) -> Result<Vec<Inserted>> {
     let mut by_id: std::collections::HashMap<String, Inserted> = created
         .into_iter()
         .map(|job| (job.id.to_string(), Inserted { job, created: true }))
@@ -1137,14 +1151,13 @@ pub(crate) async fn insert_many<C: Conn>(
             );
         }
     }
-    let mut out = Vec::with_capacity(n);
+    let mut out = Vec::with_capacity(ids.len());
     let mut seen = std::collections::HashSet::new();
     for (id, job) in ids.iter().zip(jobs) {
         let entry = by_id
             .get(id)
             .cloned()
             .ok_or_else(|| Error::storage(format!("job `{id}` vanished during a bulk insert")))?;
-        // A duplicate id inside one batch: only its first occurrence creates.
         let created = entry.created && seen.insert(id.as_str());
         if !entry.created {
             errand_core::check_found_in_batch(job, &entry.job)?;

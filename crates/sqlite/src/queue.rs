@@ -547,21 +547,48 @@ fn insert_many_statements(
     if !edges.is_empty() {
         link_dependencies(conn, &edges, now)?;
     }
+    insert_tags(conn, jobs, &ids, &made, now)?;
+    in_input_order(conn, jobs, ids, created, now)
+}
+
+/// The tag rows of the jobs just made (`made`, by position).
+fn insert_tags(
+    conn: &Connection,
+    jobs: &[NewJob],
+    ids: &[JobId],
+    made: &[bool],
+    now: Timestamp,
+) -> Result<()> {
     let tag_rows: Vec<(&str, &str)> = jobs
         .iter()
-        .zip(&ids)
-        .zip(&made)
+        .zip(ids)
+        .zip(made)
         .filter(|(_, made)| **made)
         .flat_map(|((job, id), _)| job.tags.iter().map(move |t| (id.as_str(), t.as_str())))
         .collect();
-    if !tag_rows.is_empty() {
-        let rows = serde_json::to_string(&tag_rows)
-            .map_err(|e| Error::storage(format!("encoding tags: {e}")))?;
-        conn.prepare_cached(INSERT_TAGS)
-            .map_err(map_err)?
-            .execute(named_params! {":rows": rows, ":now": now.as_millis()})
-            .map_err(map_err)?;
+    if tag_rows.is_empty() {
+        return Ok(());
     }
+    let rows = serde_json::to_string(&tag_rows)
+        .map_err(|e| Error::storage(format!("encoding tags: {e}")))?;
+    conn.prepare_cached(INSERT_TAGS)
+        .map_err(map_err)?
+        .execute(named_params! {":rows": rows, ":now": now.as_millis()})
+        .map_err(map_err)?;
+    Ok(())
+}
+
+/// The answer of an insert, in input order: each job `created` as it was
+/// written (read back when its dependencies may have changed it), and for
+/// every other id the stored job it found (which must be in the batch its
+/// job names).
+fn in_input_order(
+    conn: &Connection,
+    jobs: &[NewJob],
+    ids: Vec<JobId>,
+    mut created: HashSet<String>,
+    now: Timestamp,
+) -> Result<Vec<Inserted>> {
     jobs.iter()
         .zip(ids)
         .map(|(job, id)| {
