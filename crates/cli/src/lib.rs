@@ -501,10 +501,12 @@ Exit status of the command:
   75, any other non-zero status, or a signal
                retryable failure: tried again (--retry-base, --retry-max) while
                attempts remain, then dead
-  126, 127     the shell cannot execute the command, or cannot find it: a fault of this
-               worker, not of the job. The attempt is given back without spending it
-               (the job is due again 30 s later) and errand work stops with exit 2,
-               naming the command and the status.
+  126, 127     with the shell saying it cannot find or execute the command itself (its
+               first word): a fault of this worker, not of the job. The attempt is
+               given back without spending it (the job is due again 30 s later) and
+               errand work stops with exit 2, naming the command and the status.
+               From deeper inside (a program the command runs) they are a retryable
+               failure like any other status.
 
 docs/cli.md (\"work --exec\") says more.";
 

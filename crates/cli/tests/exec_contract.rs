@@ -289,6 +289,40 @@ fn a_missing_or_unexecutable_command_gives_the_attempt_back_and_stops_the_worker
         (job["state"].as_str(), job["attempts"].as_i64()),
         (Some("ready"), Some(0))
     );
+
+    // A 127 from deeper inside — a script whose own program is missing — is
+    // that job's failure like any other status: an attempt spent, the
+    // shell's message recorded, the worker carrying on.
+    std::fs::write(
+        b.dir.join("inner.sh"),
+        "#!/bin/sh
+no-such-tool-for-errand \"$@\"\n",
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(b.dir.join("inner.sh"))
+        .unwrap()
+        .permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(b.dir.join("inner.sh"), perms).unwrap();
+    b.ok(&["enqueue", "--kind", "email", "--id", "mail-4", "--json"]);
+    // mail-1..3 are due later: mail-4 is the one taken.
+    let out = b.work_once(&tmp, "./inner.sh", &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (report["job_id"].as_str(), report["outcome"].as_str()),
+        (Some("mail-4"), Some("retry_scheduled")),
+        "{report}"
+    );
+    let job = b.show("mail-4");
+    assert_eq!(job["attempts"].as_i64(), Some(1));
+    assert!(
+        job["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("no-such-tool-for-errand: not found")),
+        "{job}"
+    );
 }
 
 /// `errand work --help` states the contract a command is written against.

@@ -402,18 +402,42 @@ impl Admin {
         let wanted = filter.limit as usize;
         let mut page = filter.to_job_filter();
         // Read in pages with the listings' byte budget, each kept only as
-        // briefs: a bound on memory whatever the payloads weigh.
+        // briefs: the selection's memory is bounded whatever the payloads
+        // weigh. (The action's own step still reads back the rows it
+        // changes.)
         page.max_bytes = Some(crate::store::DEFAULT_PAGE_BYTES);
         let mut found = Vec::new();
         loop {
             page.limit = Some(u32::try_from(wanted - found.len()).unwrap_or(u32::MAX));
-            let jobs = self.store.list(&page).await?;
+            let jobs = self.page_after(&page).await?;
             let next = page.next_after(&jobs).cloned();
             found.extend(jobs.iter().map(JobBrief::from));
             match next {
                 Some(after) if found.len() < wanted => page.after = Some(after),
                 _ => return Ok(found),
             }
+        }
+    }
+
+    /// One page of `filter`; when the job it starts after has gone (purged
+    /// or pruned since the last page was read), [`Error::Busy`]: the
+    /// selection cannot go on where it stopped, and a bulk action must not
+    /// act on a part of it without saying so.
+    async fn page_after(&self, filter: &JobFilter) -> Result<Vec<Job>> {
+        let gone = |after: &JobId| {
+            Error::Busy(format!(
+                "job {after} left the selection while it was being read (purged or pruned \
+                 meanwhile); nothing was done: run the command again"
+            ))
+        };
+        match (self.store.list(filter).await, &filter.after) {
+            (Err(Error::NotFound(_)), Some(after)) => Err(gone(after)),
+            (Ok(jobs), Some(after)) if jobs.is_empty() => match self.store.get(after).await {
+                Err(Error::NotFound(_)) => Err(gone(after)),
+                Err(e) => Err(e),
+                Ok(_) => Ok(jobs),
+            },
+            (result, _) => result,
         }
     }
 

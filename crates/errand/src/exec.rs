@@ -336,6 +336,7 @@ impl ExecHandler {
         }
         if let Ok(status) = &ended.status
             && let Some(code @ (EXIT_CANNOT_EXECUTE | EXIT_NOT_FOUND)) = status.code()
+            && shell_refused_the_command(&self.command, &ended.tail)
         {
             return self.cannot_run(ctx, code, &ended.tail);
         }
@@ -397,6 +398,31 @@ impl Handler for ExecHandler {
     }
 }
 
+/// Whether the shell's complaint in `tail` is about the command itself —
+/// its first word (after an `exec`), not found or not executable — rather
+/// than about something the command ran in turn. Only the first is this
+/// worker's configuration: a 126 or 127 from inside a script (a program
+/// its job needs, a path built from the payload) is the job's failure like
+/// any other status, so one job cannot stop every worker that takes it.
+fn shell_refused_the_command(command: &str, tail: &str) -> bool {
+    let mut words = command.split_whitespace();
+    let first = match words.next() {
+        Some("exec") => words.next(),
+        other => other,
+    };
+    let Some(first) = first else {
+        return false;
+    };
+    [
+        "not found",
+        "Permission denied",
+        "cannot execute",
+        "Is a directory",
+    ]
+    .iter()
+    .any(|why| tail.contains(&format!("{first}: {why}")))
+}
+
 /// The job's outcome from how the shell ended and the tail of its stderr.
 fn outcome(status: std::io::Result<ExitStatus>, lease_lost: bool, err_tail: &str) -> Outcome {
     let status = match status {
@@ -427,5 +453,27 @@ fn outcome(status: std::io::Result<ExitStatus>, lease_lost: bool, err_tail: &str
             let sig = status.signal().unwrap_or(0);
             Outcome::retry(describe(format!("command was killed by signal {sig}")))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_refused_the_command;
+
+    #[test]
+    fn only_the_shells_complaint_about_the_command_itself_counts() {
+        let refused = |cmd: &str, tail: &str| shell_refused_the_command(cmd, tail);
+        assert!(refused(
+            "./send-email.sh",
+            "sh: 1: ./send-email.sh: not found"
+        ));
+        assert!(refused("./x.sh --fast", "sh: 1: ./x.sh: Permission denied"));
+        assert!(refused("exec ./x.sh", "sh: 1: exec: ./x.sh: not found"));
+        assert!(!refused("./run.sh", "./run.sh: 3: convert: not found"));
+        assert!(!refused(
+            r#"exec "./handlers/$ERRAND_KIND""#,
+            "sh: 1: exec: ./handlers/mail: not found"
+        ));
+        assert!(!refused("", "sh: 1: : not found"));
     }
 }

@@ -784,6 +784,9 @@ struct Intercepting {
     failure_batches: std::sync::Mutex<Vec<usize>>,
     /// Whether reading the stored schedules fails.
     fail_schedules: bool,
+    /// Whether a listing that starts after a job purges that job first (as
+    /// an operator's purge landing between two pages would).
+    purge_list_cursor: bool,
 }
 
 impl Intercepting {
@@ -797,6 +800,7 @@ impl Intercepting {
             single_failures: AtomicUsize::new(0),
             failure_batches: std::sync::Mutex::new(Vec::new()),
             fail_schedules: false,
+            purge_list_cursor: false,
         }
     }
 
@@ -993,6 +997,17 @@ impl errand::AdminStore for Intercepting {
         self.inner.detail(id).await
     }
     async fn list(&self, f: &JobFilter) -> errand::Result<Vec<errand::Job>> {
+        if self.purge_list_cursor
+            && let Some(after) = &f.after
+        {
+            let by = errand::AuditStamp {
+                operator: "someone else".into(),
+                reason: Some("meanwhile".into()),
+            };
+            self.inner
+                .purge_jobs(std::slice::from_ref(after), &by)
+                .await?;
+        }
         self.inner.list(f).await
     }
     async fn batch(&self, id: &errand::core::WorkflowId) -> errand::Result<errand::core::Batch> {
@@ -1427,4 +1442,49 @@ async fn schedules_in_code_run_when_the_stored_ones_cannot_be_read() {
     let jobs = sqlite.list(&JobFilter::default()).await.unwrap();
     assert_eq!(jobs.len(), 1, "the tick given in code was enqueued");
     assert!(jobs[0].id.as_str().starts_with("cron:in-code:"));
+}
+
+/// A bulk action's selection read in pages refuses, instead of acting on
+/// part of it, when the job a page starts after is purged between two
+/// pages: the rest could not be found where it stopped.
+#[tokio::test]
+async fn a_selection_whose_page_cursor_is_purged_meanwhile_is_refused() {
+    let (_d, sqlite) = store();
+    let heavy = format!(r#""{}""#, "x".repeat(errand::core::MAX_PAYLOAD_BYTES - 16));
+    for n in 0..6 {
+        let id = format!("h{n}");
+        enqueue(&sqlite, &id, "k", "heavy", &heavy).await;
+    }
+    let lease = std::time::Duration::from_secs(30);
+    let req = errand::ClaimRequest {
+        queues: Vec::new(),
+        limit: 10,
+        lease,
+        rate: None,
+        reclaim: false,
+    };
+    for c in sqlite.claim(&req).await.unwrap() {
+        let failure = errand::Failure {
+            error: "bad".into(),
+            class: errand::ErrorClass::Permanent,
+            retry: None,
+        };
+        sqlite.fail(&c.lease, failure).await.unwrap();
+    }
+    let mut wrapped = Intercepting::new(sqlite.clone(), false);
+    wrapped.purge_list_cursor = true;
+    let admin = errand::Admin::new(Arc::new(wrapped));
+    let filter = errand::BulkFilter {
+        state: errand::JobState::Dead,
+        queue: Some(errand::Name::parse("queue", "heavy").unwrap()),
+        kind: None,
+        error_contains: None,
+        since: None,
+        until: None,
+        limit: 10,
+    };
+    match admin.matching(&filter).await {
+        Err(errand::Error::Busy(m)) => assert!(m.contains("left the selection"), "{m}"),
+        other => panic!("a selection that lost its place must be refused, got {other:?}"),
+    }
 }

@@ -220,7 +220,7 @@ pub(crate) async fn replay(
     ids: &[JobId],
     by: &AuditStamp,
 ) -> Result<Vec<Job>> {
-    let tx = client.transaction().await.map_err(map_err)?;
+    let tx = crate::queue::read_committed(client).await?;
     query(&tx, &q.lock_unmet_dependencies, &[&id_array(ids)]).await?;
     let replayed = jobs_action(&tx, &q.replay, now, ids, by).await?;
     tx.commit().await.map_err(map_err)?;
@@ -238,7 +238,7 @@ pub(crate) async fn purge(
     by: &AuditStamp,
 ) -> Result<Vec<JobId>> {
     let ids = id_array(ids);
-    let tx = client.transaction().await.map_err(map_err)?;
+    let tx = crate::queue::read_committed(client).await?;
     query(&tx, &q.lock_jobs, &[&ids]).await?;
     let purged = query(&tx, &q.purge, &[&now, &ids, &by.operator, &by.reason])
         .await?
@@ -260,7 +260,10 @@ pub(crate) async fn copy(
     by: &AuditStamp,
 ) -> Result<Vec<Job>> {
     let originals = id_array(copies.iter().map(|(from, _)| from));
-    let tx = client.transaction().await.map_err(map_err)?;
+    let tx = crate::queue::read_committed(client).await?;
+    if copies.iter().any(|(_, job)| !job.depends_on.is_empty()) {
+        query(&tx, &q.lock_copied_dependencies, &[&originals]).await?;
+    }
     let qualify = query(&tx, &q.copy_check, &[&originals])
         .await?
         .first()

@@ -473,24 +473,10 @@ impl PgStore {
         queue::insert_many(conn, &self.queries, self.now(), jobs).await
     }
 
-    /// Opens a READ COMMITTED transaction on `client`, whatever the
-    /// server's default: a unique job's look-up, or a seal's listing of its
-    /// batch, runs after a lock and must see what others committed.
-    async fn read_committed(
-        client: &mut deadpool_postgres::Object,
-    ) -> Result<deadpool_postgres::Transaction<'_>> {
-        client
-            .build_transaction()
-            .isolation_level(tokio_postgres::IsolationLevel::ReadCommitted)
-            .start()
-            .await
-            .map_err(map_err)
-    }
-
     /// Inserts jobs of which some have dependencies, in a transaction.
     async fn insert_linked(&self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
         let mut client = self.client().await?;
-        let tx = Self::read_committed(&mut client).await?;
+        let tx = queue::read_committed(&mut client).await?;
         let out = queue::insert_linked(&tx, &self.queries, self.now(), jobs).await?;
         tx.commit().await.map_err(map_err)?;
         Ok(out)
@@ -769,7 +755,7 @@ impl JobStore for PgStore {
     async fn seal_batch(&self, seal: &errand_core::BatchSeal) -> Result<errand_core::Batch> {
         let _written = self.touched();
         let mut client = self.client().await?;
-        let tx = Self::read_committed(&mut client).await?;
+        let tx = queue::read_committed(&mut client).await?;
         let out = batch::seal(&tx, &self.queries, self.now(), seal).await?;
         tx.commit().await.map_err(map_err)?;
         Ok(out)

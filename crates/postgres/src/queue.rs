@@ -45,6 +45,7 @@ pub struct Queries {
     pub(crate) purge: String,
     pub(crate) lock_jobs: String,
     pub(crate) lock_unmet_dependencies: String,
+    pub(crate) lock_copied_dependencies: String,
     pub(crate) reschedule: String,
     pub(crate) copy_check: String,
     pub(crate) copy_audit: String,
@@ -128,6 +129,7 @@ impl Queries {
             purge: q(include_str!("../queries/purge.sql")),
             lock_jobs: q(include_str!("../queries/lock_jobs.sql")),
             lock_unmet_dependencies: q(include_str!("../queries/lock_unmet_dependencies.sql")),
+            lock_copied_dependencies: q(include_str!("../queries/lock_copied_dependencies.sql")),
             reschedule: q(include_str!("../queries/reschedule.sql")),
             copy_check: q(include_str!("../queries/copy_check.sql")),
             copy_audit: q(include_str!("../queries/copy_audit.sql")),
@@ -191,6 +193,7 @@ impl Queries {
             ("purge", &self.purge),
             ("lock_jobs", &self.lock_jobs),
             ("lock_unmet_dependencies", &self.lock_unmet_dependencies),
+            ("lock_copied_dependencies", &self.lock_copied_dependencies),
             ("reschedule", &self.reschedule),
             ("copy_check", &self.copy_check),
             ("copy_audit", &self.copy_audit),
@@ -645,6 +648,21 @@ pub(crate) fn has_side_rows(job: &NewJob) -> bool {
     !job.tags.is_empty() || job.workflow.is_some()
 }
 
+/// Opens a READ COMMITTED transaction on `client`, whatever the server's
+/// default: a unique job's look-up, a seal's listing of its batch, a purge
+/// or a replay runs a statement after a lock and must see what others
+/// committed before it got the lock.
+pub(crate) async fn read_committed(
+    client: &mut deadpool_postgres::Object,
+) -> Result<deadpool_postgres::Transaction<'_>> {
+    client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::ReadCommitted)
+        .start()
+        .await
+        .map_err(map_err)
+}
+
 /// Inserts a job, or returns the existing one with the same id.
 pub(crate) async fn insert<C: Conn>(
     client: &C,
@@ -738,10 +756,13 @@ pub(crate) async fn insert_linked<C: Conn>(
         let in_no_transaction =
             e.code() == Some(&tokio_postgres::error::SqlState::NO_ACTIVE_SQL_TRANSACTION);
         return Err(if in_no_transaction {
-            Error::invalid(
+            Error::invalid(if jobs.iter().all(|j| j.depends_on.is_empty()) {
+                "a job joining a batch must be enqueued inside a transaction: open one on the \
+                 connection and commit it after the call"
+            } else {
                 "jobs with dependencies must be enqueued inside a transaction: open one on the \
-                 connection and commit it after the call",
-            )
+                 connection and commit it after the call"
+            })
         } else {
             map_err(e)
         });

@@ -571,6 +571,13 @@ async fn unique_and_batch_enqueues_need_a_read_committed_transaction() {
         matches!(&outside, Err(Error::Invalid(m)) if m.contains("inside a transaction")),
         "{outside:?}"
     );
+    let batch = errand_core::BatchId::new("b-outside").expect("batch id");
+    let outside = store.enqueue_in(&client, job("b1").in_batch(batch)).await;
+    assert!(
+        matches!(&outside, Err(Error::Invalid(m))
+            if m.contains("a job joining a batch must be enqueued inside a transaction")),
+        "{outside:?}"
+    );
     let tx = client
         .build_transaction()
         .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
