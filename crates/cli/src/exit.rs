@@ -14,7 +14,8 @@ pub const INVALID: u8 = 2;
 pub const NOT_FOUND: u8 = 3;
 /// The job's state does not allow the operation.
 pub const REFUSED: u8 = 4;
-/// The schema is missing, outdated or newer than this program.
+/// The schema is missing, outdated, newer than this program, or a
+/// development build's from before release 0.1.
 pub const SCHEMA: u8 = 5;
 /// `errand stats --check`: at least one threshold is crossed.
 pub const THRESHOLD: u8 = 6;
@@ -76,7 +77,10 @@ fn code(e: &Error) -> u8 {
         | Error::NoSuchBatch(_)
         | Error::NoSuchSchedule(_) => NOT_FOUND,
         Error::InvalidState { .. } | Error::LeaseLost { .. } => REFUSED,
-        Error::NotErrand(_) | Error::SchemaOutdated(_) | Error::SchemaTooNew(_) => SCHEMA,
+        Error::NotErrand(_)
+        | Error::SchemaOutdated(_)
+        | Error::SchemaTooNew(_)
+        | Error::SchemaUnreleased(_) => SCHEMA,
         _ => RUNTIME,
     }
 }

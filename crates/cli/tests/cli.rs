@@ -632,6 +632,60 @@ fn a_newer_schema_is_refused_by_every_command() {
     }
 }
 
+/// A database a development build left before release 0.1 (its schema
+/// history begins with another first migration) is refused by `migrate`
+/// with exit 5 and a message that says what it is and what to do, and is
+/// left exactly as it was; every other command refuses it the same way.
+#[test]
+fn migrate_refuses_a_development_build_database_and_leaves_it_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dev.db");
+    errand::sqlite::rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "CREATE TABLE errand_schema_history (version INTEGER PRIMARY KEY, name TEXT,
+                 applied_on TEXT, checksum TEXT);
+             INSERT INTO errand_schema_history VALUES (1, 'jobs', '2026-09-01', '1'),
+                 (17, 'dependency_edges_by_source_and_met', '2026-11-30', '17');
+             CREATE TABLE errand_jobs (id TEXT PRIMARY KEY, state TEXT);
+             INSERT INTO errand_jobs VALUES ('kept', 'ready');",
+        )
+        .unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let out = errand(&path, &["migrate"]);
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "errand: {} (schema history at development version 17) holds Errand's schema from a \
+             development build before release 0.1, which this program cannot upgrade: keep what \
+             you need from it, then recreate it (move the SQLite file aside, or DROP SCHEMA ... \
+             CASCADE on PostgreSQL) and run `errand migrate`\n",
+            path.display()
+        )
+    );
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        before,
+        "the file is unchanged"
+    );
+    let mut names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["dev.db"], "no side files were left");
+    let out = errand(&path, &["migrate", "--json"]);
+    assert_eq!(out.status.code(), Some(5));
+    let out = errand(&path, &["jobs"]);
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("before release 0.1"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 #[test]
 fn two_worker_processes_never_run_the_same_job() {
     for trial in 0..5 {

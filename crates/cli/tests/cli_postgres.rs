@@ -39,8 +39,8 @@ impl Schema {
         serde_json::from_slice(&out.stdout).expect("JSON output")
     }
 
-    fn psql(&self, sql: &str) {
-        self.0.psql(sql);
+    fn psql(&self, sql: &str) -> String {
+        self.0.psql(sql)
     }
 }
 
@@ -181,6 +181,43 @@ fn a_newer_postgres_schema_is_refused() {
         assert_eq!(out.status.code(), Some(5), "{args:?}");
         assert!(String::from_utf8_lossy(&out.stderr).contains("newer"));
     }
+}
+
+/// A schema a development build left before release 0.1 is refused by
+/// `migrate` (exit 5, a message naming the schema and the fix) and is left
+/// as it was.
+#[test]
+fn migrate_refuses_a_development_build_schema_on_postgres() {
+    if url().is_none() {
+        return;
+    }
+    let s = Schema::new("development");
+    let name = &s.0.name;
+    s.psql(&format!(
+        "CREATE SCHEMA {name};
+         CREATE TABLE {name}.errand_schema_history (version int4 PRIMARY KEY, name varchar(255),
+             applied_on varchar(255), checksum varchar(255));
+         INSERT INTO {name}.errand_schema_history VALUES (1, 'jobs', '', '1'),
+             (22, 'json_stored_as_given', '', '22');
+         CREATE TABLE {name}.errand_jobs (id text PRIMARY KEY);"
+    ));
+    let out = s.errand(&["migrate"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    assert!(
+        stderr.starts_with(&format!(
+            "errand: schema {name} (schema history at development version 22) holds Errand's \
+             schema from a development build before release 0.1"
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("DROP SCHEMA"), "{stderr}");
+    let out = s.errand(&["jobs"]);
+    assert_eq!(out.status.code(), Some(5));
+    let tables = s.psql(&format!(
+        "SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE schemaname = '{name}'"
+    ));
+    assert_eq!(tables.trim(), "errand_jobs,errand_schema_history");
 }
 
 #[test]

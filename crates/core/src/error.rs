@@ -74,6 +74,13 @@ pub enum Error {
     )]
     SchemaTooNew(String),
 
+    /// The database holds Errand's schema as a development build before
+    /// release 0.1 left it: no program upgrades it; it must be recreated.
+    #[error(
+        "{0} holds Errand's schema from a development build before release 0.1, which this program cannot upgrade: keep what you need from it, then recreate it (move the SQLite file aside, or DROP SCHEMA ... CASCADE on PostgreSQL) and run `errand migrate`"
+    )]
+    SchemaUnreleased(String),
+
     /// The database is busy beyond the configured timeout; retry later.
     #[error("the database is busy: {0}; retry, or raise the busy timeout")]
     Busy(String),
@@ -155,6 +162,7 @@ impl Error {
             Error::NotErrand(_) => "not_errand",
             Error::SchemaOutdated(_) => "schema_outdated",
             Error::SchemaTooNew(_) => "schema_too_new",
+            Error::SchemaUnreleased(_) => "schema_unreleased",
             Error::Busy(_) => "busy",
             Error::StorageFull(_) => "storage_full",
             Error::Closed(_) => "closed",
@@ -181,7 +189,8 @@ impl Error {
             | Error::NotADatabase(_)
             | Error::NotErrand(_)
             | Error::SchemaOutdated(_)
-            | Error::SchemaTooNew(_) => 503,
+            | Error::SchemaTooNew(_)
+            | Error::SchemaUnreleased(_) => 503,
             Error::StorageFull(_) => 507,
             Error::Storage { .. } => 500,
         }
@@ -221,6 +230,7 @@ mod tests {
             (Error::NotErrand("o".into()), 503),
             (Error::SchemaOutdated("v1".into()), 503),
             (Error::SchemaTooNew("v99".into()), 503),
+            (Error::SchemaUnreleased("db".into()), 503),
             (Error::Busy("b".into()), 503),
             (Error::StorageFull("f".into()), 507),
             (Error::Closed("c".into()), 503),

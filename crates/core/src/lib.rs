@@ -91,7 +91,7 @@ pub use minutes::{
 pub use operator::Admin;
 pub use outcome::{ErrorClass, MAX_RECORDED_TEXT_BYTES, Outcome, storable_text};
 pub use retry::RetryPolicy;
-pub use schema::SchemaStatus;
+pub use schema::{BASELINE_NAME, SCHEMA_VERSION, SchemaStatus};
 pub use step::StepGuard;
 pub use store::{
     AdminStore, AuditStamp, ClaimRate, ClaimRequest, DEFAULT_PAGE_BYTES, FailResult, Failure,

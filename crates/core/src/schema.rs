@@ -3,6 +3,15 @@
 
 use crate::{Error, Result};
 
+/// The schema version this build of Errand uses, the same number on every
+/// backend: each version is one migration per backend.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// The name of version 1's migration in a schema history. Development
+/// builds before release 0.1 recorded another first migration, and their
+/// databases are refused ([`SchemaStatus::Unreleased`]).
+pub const BASELINE_NAME: &str = "baseline";
+
 /// What a database holds, as far as Errand is concerned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SchemaStatus {
@@ -25,6 +34,13 @@ pub enum SchemaStatus {
     },
     /// Errand's schema at the version this program uses.
     Current(i64),
+    /// Errand's schema as a development build before release 0.1 left it
+    /// (its history does not begin with the baseline): nothing upgrades
+    /// it; it must be recreated.
+    Unreleased {
+        /// The last version its history records.
+        found: i64,
+    },
     /// Errand's schema at a newer version than this program knows.
     Newer {
         /// The version the database is at.
@@ -49,13 +65,27 @@ impl SchemaStatus {
         }
     }
 
+    /// The status of a database whose schema history records `found` as
+    /// its last version and `first` as the name of its version 1 (`None`
+    /// and `None`: it has no Errand tables), for a program that uses
+    /// version `wanted`. A history that does not begin with the baseline
+    /// is a development build's.
+    pub fn of_history(found: Option<i64>, first: Option<&str>, wanted: i64) -> Self {
+        match found {
+            Some(v) if first != Some(BASELINE_NAME) => SchemaStatus::Unreleased { found: v },
+            found => SchemaStatus::of_version(found, wanted),
+        }
+    }
+
     /// Whether `errand migrate` can bring the database to this program's
-    /// version: everything but a newer schema and a file that is not a
-    /// database.
+    /// version: everything but a newer schema, a development build's and a
+    /// file that is not a database.
     pub fn migratable(self) -> bool {
         !matches!(
             self,
-            SchemaStatus::Newer { .. } | SchemaStatus::NotADatabase
+            SchemaStatus::Newer { .. }
+                | SchemaStatus::Unreleased { .. }
+                | SchemaStatus::NotADatabase
         )
     }
 
@@ -64,8 +94,8 @@ impl SchemaStatus {
     ///
     /// # Errors
     /// [`Error::NotADatabase`] for nothing there or not a database,
-    /// [`Error::NotErrand`], [`Error::SchemaOutdated`] or
-    /// [`Error::SchemaTooNew`].
+    /// [`Error::NotErrand`], [`Error::SchemaOutdated`],
+    /// [`Error::SchemaTooNew`] or [`Error::SchemaUnreleased`].
     pub fn require_current(self, db: &str) -> Result<()> {
         match self {
             SchemaStatus::Current(_) => Ok(()),
@@ -86,6 +116,9 @@ impl SchemaStatus {
             SchemaStatus::Newer { found, known } => Err(Error::SchemaTooNew(format!(
                 "{db} is at schema version {found}, this program knows up to {known}"
             ))),
+            SchemaStatus::Unreleased { found } => Err(Error::SchemaUnreleased(format!(
+                "{db} (schema history at development version {found})"
+            ))),
         }
     }
 
@@ -94,7 +127,8 @@ impl SchemaStatus {
     /// file that is not a database.
     ///
     /// # Errors
-    /// [`Error::SchemaTooNew`] or [`Error::NotADatabase`].
+    /// [`Error::SchemaTooNew`], [`Error::SchemaUnreleased`] or
+    /// [`Error::NotADatabase`].
     pub fn require_migratable(self, db: &str) -> Result<()> {
         if self.migratable() {
             Ok(())
@@ -128,6 +162,36 @@ mod tests {
         );
     }
 
+    /// A history that begins with the baseline is judged by its version; one
+    /// that begins otherwise is a development build's, whatever its version.
+    #[test]
+    fn a_history_is_judged_by_its_first_migration() {
+        assert_eq!(
+            SchemaStatus::of_history(None, None, 1),
+            SchemaStatus::NotErrand
+        );
+        assert_eq!(
+            SchemaStatus::of_history(Some(1), Some(BASELINE_NAME), 1),
+            SchemaStatus::Current(1)
+        );
+        assert_eq!(
+            SchemaStatus::of_history(Some(2), Some(BASELINE_NAME), 1),
+            SchemaStatus::Newer { found: 2, known: 1 }
+        );
+        for (found, first) in [
+            (22, Some("jobs")),
+            (17, Some("jobs")),
+            (1, Some("jobs")),
+            (3, None),
+        ] {
+            assert_eq!(
+                SchemaStatus::of_history(Some(found), first, 1),
+                SchemaStatus::Unreleased { found },
+                "{first:?}"
+            );
+        }
+    }
+
     /// Each status but the current one is refused with its own variant,
     /// which names the database; migrating is refused only where it
     /// cannot help.
@@ -149,6 +213,11 @@ mod tests {
             (
                 SchemaStatus::Newer { found: 3, known: 2 },
                 Some("schema_too_new"),
+                false,
+            ),
+            (
+                SchemaStatus::Unreleased { found: 22 },
+                Some("schema_unreleased"),
                 false,
             ),
         ];

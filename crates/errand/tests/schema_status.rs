@@ -64,21 +64,26 @@ async fn sqlite_files_are_judged_and_refused_by_variant() {
             .execute(sql, [version])
             .unwrap();
     };
+    // A development build's history, which began with another migration.
     history(
-        "DELETE FROM errand_schema_history WHERE version = ?1",
-        SQLITE_VERSION,
+        "UPDATE errand_schema_history SET name = 'jobs' WHERE version = ?1",
+        1,
     );
     assert_eq!(
         judged(&db, &options).await,
         (
-            SchemaStatus::Older {
-                found: SQLITE_VERSION - 1,
-                wanted: SQLITE_VERSION
+            SchemaStatus::Unreleased {
+                found: SQLITE_VERSION
             },
-            Some("schema_outdated")
+            Some("schema_unreleased")
         )
     );
-    // (The deleted row's migration stays applied: a newer row on top.)
+    let e = errand::connect(&db, &migrate).await.err().unwrap();
+    assert!(matches!(e, Error::SchemaUnreleased(_)), "{e}");
+    history(
+        "UPDATE errand_schema_history SET name = 'baseline' WHERE version = ?1",
+        1,
+    );
     history(
         "INSERT INTO errand_schema_history (version, name, applied_on, checksum) \
          VALUES (?1, 'future', '2030-01-01', '0')",
@@ -136,19 +141,22 @@ async fn postgres_schemas_are_judged_and_refused_by_variant() {
         (SchemaStatus::Current(PG_VERSION), None)
     );
     sql(format!(
-        "DELETE FROM {schema}.errand_schema_history WHERE version = {PG_VERSION}"
+        "UPDATE {schema}.errand_schema_history SET name = 'jobs' WHERE version = 1"
     ))
     .await;
     assert_eq!(
         judged(&url, &options).await,
         (
-            SchemaStatus::Older {
-                found: PG_VERSION - 1,
-                wanted: PG_VERSION
-            },
-            Some("schema_outdated")
+            SchemaStatus::Unreleased { found: PG_VERSION },
+            Some("schema_unreleased")
         )
     );
+    let e = errand::connect(&url, &migrate).await.err().unwrap();
+    assert!(matches!(e, Error::SchemaUnreleased(_)), "{e}");
+    sql(format!(
+        "UPDATE {schema}.errand_schema_history SET name = 'baseline' WHERE version = 1"
+    ))
+    .await;
     sql(format!(
         "INSERT INTO {schema}.errand_schema_history (version, name, applied_on, checksum) \
          VALUES ({}, 'future', '2030-01-01', '0')",

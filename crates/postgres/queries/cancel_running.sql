@@ -1,13 +1,17 @@
 -- Fenced cancel by the handler. $1 now, $2 id, $3 token, $4 reason, $5
 -- whether the caller releases dependents (false: a job with dependents is
 -- left for a transaction that does).
+-- "Running" is implied by the token, not named: only a running job has one
+-- (the table's CHECK). Named, it let the planner read the partial lease
+-- index, whose entries of settled jobs are dead until vacuum, instead of
+-- the primary key (`a_settlement_finds_its_job_by_primary_key` in src/lib.rs).
 WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now),
 gone AS (
     UPDATE __SCHEMA__.errand_jobs j
     SET state = 'cancelled', lease_token = NULL, lease_until = NULL,
         last_error = $4, last_error_class = 'cancelled', finished_at = t.now, updated_at = t.now
     FROM t
-    WHERE j.id = $2::text AND j.state = 'running' AND j.lease_token = $3 AND j.lease_until > t.now
+    WHERE j.id = $2::text AND j.lease_token = $3 AND j.lease_until > t.now
       AND (NOT j.has_dependents OR $5::boolean)
     RETURNING j.*
 ),

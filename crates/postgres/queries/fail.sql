@@ -3,6 +3,10 @@
 -- the caller releases dependents (false: a job with dependents is left for
 -- a transaction that does).
 -- No retry time, no attempt left, or a retry past the elapsed-time budget: dead.
+-- "Running" is implied by the token, not named: only a running job has one
+-- (the table's CHECK). Named, it let the planner read the partial lease
+-- index, whose entries of settled jobs are dead until vacuum, instead of
+-- the primary key (`a_settlement_finds_its_job_by_primary_key` in src/lib.rs).
 WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now),
 r AS (SELECT coalesce($6::timestamptz, t.now + $7::bigint * interval '1 millisecond') AS retry_at FROM t),
 cur AS (
@@ -21,9 +25,9 @@ failed AS (
         last_error = CASE WHEN c.gave_up
             THEN $4 || ' (gave up: the next retry would fall after the elapsed-time budget)'
             ELSE $4 END,
-        last_error_class = $5, updated_at = t.now
+        last_error_class = $5::text, updated_at = t.now
     FROM t, r, cur c
-    WHERE c.id = j.id AND j.id = $2::text AND j.state = 'running' AND j.lease_token = $3 AND j.lease_until > t.now
+    WHERE c.id = j.id AND j.id = $2::text AND j.lease_token = $3 AND j.lease_until > t.now
       AND (NOT j.has_dependents OR $8::boolean)
     RETURNING j.*
 ),

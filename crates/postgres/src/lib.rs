@@ -58,95 +58,12 @@ pub use queue::{Conn, Param, Queries};
 /// Jobs per statement of a large `insert_many`.
 const INSERT_CHUNK: usize = 1_000;
 
-/// The schema version this build expects.
-pub const SCHEMA_VERSION: i64 = 22;
-const MIGRATIONS: &[(&str, &str)] = &[
-    ("V1__jobs", include_str!("../migrations/V1__jobs.sql")),
-    (
-        "V2__enqueue_function_and_notify",
-        include_str!("../migrations/V2__enqueue_function_and_notify.sql"),
-    ),
-    (
-        "V3__concurrency_keys",
-        include_str!("../migrations/V3__concurrency_keys.sql"),
-    ),
-    (
-        "V4__cheap_name_check",
-        include_str!("../migrations/V4__cheap_name_check.sql"),
-    ),
-    (
-        "V5__current_attempt_on_the_job",
-        include_str!("../migrations/V5__current_attempt_on_the_job.sql"),
-    ),
-    (
-        "V6__operator_surface",
-        include_str!("../migrations/V6__operator_surface.sql"),
-    ),
-    (
-        "V7__deadline_and_trace_context",
-        include_str!("../migrations/V7__deadline_and_trace_context.sql"),
-    ),
-    (
-        "V8__dead_jobs_by_queue",
-        include_str!("../migrations/V8__dead_jobs_by_queue.sql"),
-    ),
-    (
-        "V9__audited_copies",
-        include_str!("../migrations/V9__audited_copies.sql"),
-    ),
-    (
-        "V10__cheaper_row_versions",
-        include_str!("../migrations/V10__cheaper_row_versions.sql"),
-    ),
-    (
-        "V11__audited_reschedules",
-        include_str!("../migrations/V11__audited_reschedules.sql"),
-    ),
-    (
-        "V12__dependencies",
-        include_str!("../migrations/V12__dependencies.sql"),
-    ),
-    (
-        "V13__dependency_edges_collate_c",
-        include_str!("../migrations/V13__dependency_edges_collate_c.sql"),
-    ),
-    (
-        "V14__outputs",
-        include_str!("../migrations/V14__outputs.sql"),
-    ),
-    (
-        "V15__progress",
-        include_str!("../migrations/V15__progress.sql"),
-    ),
-    (
-        "V16__workflows_batches_tags_and_unique_keys",
-        include_str!("../migrations/V16__workflows_batches_tags_and_unique_keys.sql"),
-    ),
-    (
-        "V17__stored_schedules",
-        include_str!("../migrations/V17__stored_schedules.sql"),
-    ),
-    (
-        "V18__enqueue_function_parameters",
-        include_str!("../migrations/V18__enqueue_function_parameters.sql"),
-    ),
-    (
-        "V19__chart_minutes",
-        include_str!("../migrations/V19__chart_minutes.sql"),
-    ),
-    (
-        "V20__workflow_steps_table",
-        include_str!("../migrations/V20__workflow_steps_table.sql"),
-    ),
-    (
-        "V21__settled_columns_checked_on_store",
-        include_str!("../migrations/V21__settled_columns_checked_on_store.sql"),
-    ),
-    (
-        "V22__json_stored_as_given",
-        include_str!("../migrations/V22__json_stored_as_given.sql"),
-    ),
-];
+pub use errand_core::SCHEMA_VERSION;
+/// Every migration, in order (`__SCHEMA__` stands for the quoted schema).
+const MIGRATIONS: &[(&str, &str)] = &[(
+    "V1__baseline",
+    include_str!("../migrations/V1__baseline.sql"),
+)];
 
 /// How to open a PostgreSQL store.
 #[derive(Clone, Debug)]
@@ -578,7 +495,12 @@ fn history_table(schema: &str) -> String {
     format!("\"{schema}\".errand_schema_history")
 }
 
-async fn schema_version(client: &tokio_postgres::Client, schema: &str) -> Result<Option<i64>> {
+/// The last version the schema history records and the name of its
+/// version 1, or `(None, None)` without a history.
+async fn history(
+    client: &tokio_postgres::Client,
+    schema: &str,
+) -> Result<(Option<i64>, Option<String>)> {
     let table = history_table(schema);
     let exists: Option<String> = client
         .query_one("SELECT to_regclass($1)::text", &[&table])
@@ -586,28 +508,26 @@ async fn schema_version(client: &tokio_postgres::Client, schema: &str) -> Result
         .map_err(map_err)?
         .get(0);
     if exists.is_none() {
-        return Ok(None);
+        return Ok((None, None));
     }
-    let v: Option<i32> = client
-        .query_one(&format!("SELECT max(version) FROM {table}"), &[])
+    let row = client
+        .query_one(
+            &format!(
+                "SELECT max(version), (SELECT name::text FROM {table} WHERE version = 1) FROM {table}"
+            ),
+            &[],
+        )
         .await
-        .map_err(map_err)?
-        .get(0);
-    Ok(v.map(i64::from))
+        .map_err(map_err)?;
+    let version: Option<i32> = row.get(0);
+    Ok((version.map(i64::from), row.get(1)))
 }
 
+/// Applies every pending migration, after refusing a schema that is
+/// newer than this build or a development build's (changing nothing).
 async fn migrate(client: &mut tokio_postgres::Client, schema: &str, quoted: &str) -> Result<()> {
-    migrate_to(client, schema, quoted, refinery::Target::Latest).await
-}
-
-/// Applies the migrations up to `target` (tests build older schemas with it).
-async fn migrate_to(
-    client: &mut tokio_postgres::Client,
-    schema: &str,
-    quoted: &str,
-    target: refinery::Target,
-) -> Result<()> {
-    SchemaStatus::of_version(schema_version(client, schema).await?, SCHEMA_VERSION)
+    schema_status_in(client, schema)
+        .await?
         .require_migratable(&format!("schema {schema}"))?;
     client
         .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {quoted}"))
@@ -619,7 +539,6 @@ async fn migrate_to(
         .collect::<std::result::Result<Vec<_>, _>>()
         .map_err(|e| Error::storage(format!("bad migration: {e}")))?;
     refinery::Runner::new(&migrations)
-        .set_target(target)
         .set_migration_table_name(history_table(schema))
         .run_async(client)
         .await
@@ -637,8 +556,10 @@ async fn check_schema(client: &tokio_postgres::Client, schema: &str) -> Result<(
 /// [`SchemaStatus::NotErrand`] like one without Errand's tables: the
 /// database is there, and `errand migrate` creates both.
 async fn schema_status_in(client: &tokio_postgres::Client, schema: &str) -> Result<SchemaStatus> {
-    Ok(SchemaStatus::of_version(
-        schema_version(client, schema).await?,
+    let (found, first) = history(client, schema).await?;
+    Ok(SchemaStatus::of_history(
+        found,
+        first.as_deref(),
         SCHEMA_VERSION,
     ))
 }
@@ -1171,13 +1092,13 @@ mod schema_name_tests {
 }
 
 #[cfg(test)]
-mod upgrade_tests {
+mod schema_tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use errand_core::{JobState, LeaseToken, TraceParent};
 
-    /// A schema of its own migrated to an older version, to seed rows into
-    /// and then upgrade.
+    /// A schema of its own with Errand's tables, to write rows into
+    /// directly and then open a store on.
     struct Old {
         url: String,
         schema: String,
@@ -1187,16 +1108,24 @@ mod upgrade_tests {
 
     impl Old {
         /// `None` (the test says it was skipped) without a PostgreSQL URL.
-        async fn at(test: &str, version: i32) -> Option<Old> {
-            let url =
-                errand_testsupport::postgres_url(&format!("{test} (upgrade from V{version})"))?;
-            // One schema per test: several tests start from the same
-            // version, and tests of one process run at the same time.
+        async fn at(test: &str) -> Option<Old> {
+            let old = Old::empty(test).await?;
+            let mut client = old.client;
+            migrate(&mut client, &old.schema, &old.quoted)
+                .await
+                .unwrap();
+            Some(Old { client, ..old })
+        }
+
+        /// A schema of its own with nothing in it yet.
+        async fn empty(test: &str) -> Option<Old> {
+            let url = errand_testsupport::postgres_url(test)?;
+            // One schema per test: tests of one process run at the same time.
             static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
             let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let schema = format!("errand_up{version}_{}_{n}", std::process::id());
+            let schema = format!("errand_schema_{}_{n}", std::process::id());
             let quoted = quote_schema(&schema).unwrap();
-            let (mut client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
                 .await
                 .unwrap();
             tokio::spawn(conn);
@@ -1204,14 +1133,6 @@ mod upgrade_tests {
                 .batch_execute(&format!("DROP SCHEMA IF EXISTS {quoted} CASCADE"))
                 .await
                 .unwrap();
-            migrate_to(
-                &mut client,
-                &schema,
-                &quoted,
-                refinery::Target::Version(version),
-            )
-            .await
-            .unwrap();
             Some(Old {
                 url,
                 schema,
@@ -1220,7 +1141,7 @@ mod upgrade_tests {
             })
         }
 
-        /// Runs the remaining migrations and opens a store on the schema.
+        /// Migrates (nothing is left to apply) and opens a store on the schema.
         async fn upgrade(&mut self) -> PgStore {
             migrate(&mut self.client, &self.schema, &self.quoted)
                 .await
@@ -1251,190 +1172,15 @@ mod upgrade_tests {
         }
     }
 
-    /// A schema at V4 with a running job (its attempt open in the history
-    /// table) and a done one upgrades to V5: the running attempt moves onto
-    /// the job row, shows as open, and the job settles normally.
-    #[tokio::test]
-    async fn v5_moves_a_running_attempt_onto_the_job_row() {
-        let Some(mut old) = Old::at("v5_moves_a_running_attempt_onto_the_job_row", 4).await else {
-            return;
-        };
-        let quoted = old.quoted.clone();
-        let started = "2026-11-30 10:00:00+00";
-        old.client
-            .batch_execute(&format!(
-                "INSERT INTO {quoted}.errand_jobs (id, queue, kind, state, payload, attempts, max_attempts,
-                     available_at, created_at, updated_at, lease_token, lease_until, finished_at)
-                 VALUES ('run', 'default', 'k', 'running', '{{}}', 2, 5, '{started}', '{started}', '{started}',
-                         'tok', '2099-01-01 00:00:00+00', NULL),
-                        ('fin', 'default', 'k', 'done', '{{}}', 1, 5, '{started}', '{started}', '{started}',
-                         NULL, NULL, '{started}');
-                 INSERT INTO {quoted}.errand_attempts (job_id, cycle, attempt, started_at, finished_at, outcome)
-                 VALUES ('run', 0, 1, '2026-11-30 09:00:00+00', '2026-11-30 09:30:00+00', 'retry'),
-                        ('run', 0, 2, '2026-11-30 09:45:00+00', NULL, NULL),
-                        ('fin', 0, 1, '{started}', '{started}', 'succeeded');"
-            ))
-            .await
-            .unwrap();
-        let store = old.upgrade().await;
-        let run = store.detail(&JobId::new("run").unwrap()).await.unwrap();
-        let summary: Vec<(u32, Option<&str>, bool)> = run
-            .history
-            .iter()
-            .map(|r| (r.attempt, r.outcome.as_deref(), r.finished_at.is_some()))
-            .collect();
-        assert_eq!(
-            summary,
-            vec![(1, Some("retry"), true), (2, None, false)],
-            "the open attempt shows once, still open"
-        );
-        // 2026-11-30T09:45:00Z: the open row's start, not the job's update.
-        let open_start = Timestamp::from_millis(1_796_031_900_000);
-        assert_eq!(run.job.attempt_started_at, Some(open_start));
-        assert_eq!(run.history[1].started_at, open_start);
-        let fin = store.detail(&JobId::new("fin").unwrap()).await.unwrap();
-        assert_eq!(fin.history.len(), 1, "a done job's history is unchanged");
-        let lease = Lease {
-            id: JobId::new("run").unwrap(),
-            token: errand_core::LeaseToken::from_string("tok".into()),
-            attempt: 2,
-        };
-        store.complete(&lease).await.unwrap();
-        let run = store.detail(&JobId::new("run").unwrap()).await.unwrap();
-        let outcomes: Vec<Option<&str>> =
-            run.history.iter().map(|r| r.outcome.as_deref()).collect();
-        assert_eq!(outcomes, vec![Some("retry"), Some("succeeded")]);
-        old.drop_schema().await;
-    }
-
-    /// A schema at V5 with audit entries (one of a job that still exists,
-    /// one of a job pruned since) upgrades to V6: the entries keep their
-    /// fields, gain the queue of a job that still exists, and the log takes
-    /// the new actions.
-    #[tokio::test]
-    async fn v6_keeps_the_audit_log_and_widens_it() {
-        let Some(mut old) = Old::at("v6_keeps_the_audit_log_and_widens_it", 5).await else {
-            return;
-        };
-        let quoted = old.quoted.clone();
-        let at = "2026-11-30 10:00:00+00";
-        old.client
-            .batch_execute(&format!(
-                "INSERT INTO {quoted}.errand_jobs (id, queue, kind, state, payload, attempts, max_attempts,
-                     available_at, created_at, updated_at, finished_at)
-                 VALUES ('kept', 'mail', 'k', 'dead', '{{}}', 1, 1, '{at}', '{at}', '{at}', '{at}');
-                 INSERT INTO {quoted}.errand_audit (job_id, action, operator, reason, at)
-                 VALUES ('gone', 'cancel', 'alice', NULL, '{at}'),
-                        ('kept', 'replay', 'bob', 'fixed', '{at}');"
-            ))
-            .await
-            .unwrap();
-        let store = old.upgrade().await;
-        let log = store.audit_log(&AuditFilter::default()).await.unwrap();
-        let summary: Vec<String> = log
-            .iter()
-            .map(|e| {
-                format!(
-                    "{} {:?} {:?} {}",
-                    e.action,
-                    e.job_id.as_ref().map(JobId::as_str),
-                    e.queue.as_ref().map(errand_core::Name::as_str),
-                    e.operator,
-                )
-            })
-            .collect();
-        assert_eq!(
-            summary,
-            [
-                r#"replay Some("kept") Some("mail") bob"#,
-                r#"cancel Some("gone") None alice"#,
-            ]
-        );
-        let purge = errand_core::PurgeRequest {
-            ids: vec![JobId::new("kept").unwrap()],
-            operator: "carol".into(),
-            reason: "done with it".into(),
-        };
-        errand_core::Admin::new(std::sync::Arc::new(store.clone()))
-            .purge(&purge)
-            .await
-            .unwrap();
-        let log = store.audit_log(&AuditFilter::default()).await.unwrap();
-        assert_eq!(log.len(), 3);
-        assert_eq!(log[0].action, "purge");
-        old.drop_schema().await;
-    }
-
-    /// A schema at V8 with audit entries upgrades to V9: the entries keep
-    /// their sequence numbers and fields, and the log takes a `copy` entry
-    /// that names both jobs and shows in each job's history.
-    #[tokio::test]
-    async fn v9_keeps_the_audit_log_and_records_copies() {
-        let Some(mut old) = Old::at("v9_keeps_the_audit_log_and_records_copies", 8).await else {
-            return;
-        };
-        let quoted = old.quoted.clone();
-        let at = "2026-11-30 10:00:00+00";
-        old.client
-            .batch_execute(&format!(
-                "INSERT INTO {quoted}.errand_jobs (id, queue, kind, state, payload, attempts, max_attempts,
-                     available_at, created_at, updated_at, finished_at)
-                 VALUES ('kept', 'mail', 'k', 'dead', '{{}}', 1, 1, '{at}', '{at}', '{at}', '{at}');
-                 INSERT INTO {quoted}.errand_audit (seq, job_id, queue, action, operator, reason, at)
-                 OVERRIDING SYSTEM VALUE
-                 VALUES (7, 'gone', 'mail', 'cancel', 'alice', NULL, '{at}'),
-                        (9, NULL, 'mail', 'pause', 'bob', 'deploy', '{at}');
-                 SELECT setval(pg_get_serial_sequence('{quoted}.errand_audit', 'seq'), 9);"
-            ))
-            .await
-            .unwrap();
-        let store = old.upgrade().await;
-        let log = store.audit_log(&AuditFilter::default()).await.unwrap();
-        let summary: Vec<String> = log
-            .iter()
-            .map(|e| {
-                format!(
-                    "{} {} {:?} {} {:?}",
-                    e.seq,
-                    e.action,
-                    e.job_id.as_ref().map(JobId::as_str),
-                    e.operator,
-                    e.reason,
-                )
-            })
-            .collect();
-        assert_eq!(
-            summary,
-            [
-                r#"9 pause None bob Some("deploy")"#,
-                r#"7 cancel Some("gone") alice None"#,
-            ]
-        );
-        let copied = errand_core::Admin::new(std::sync::Arc::new(store.clone()))
-            .copy(&errand_core::CopyRequest {
-                ids: vec![JobId::new("kept").unwrap()],
-                operator: "carol".into(),
-                reason: Some("fixed the template".into()),
-            })
-            .await
-            .unwrap();
-        assert_eq!(copied.len(), 1);
-        let log = store.audit_log(&AuditFilter::default()).await.unwrap();
-        assert_eq!(log.len(), 3);
-        assert_eq!(log[0].action, "copy");
-        assert!(log[0].seq > 9, "new entries follow the kept ones");
-        assert_eq!(log[0].copy_id.as_ref(), Some(&copied[0].job.id));
-        let copy = store.detail(&copied[0].job.id).await.unwrap();
-        assert_eq!(copy.audit.len(), 1, "the copy's history shows its origin");
-        old.drop_schema().await;
-    }
-    /// A schema at V9 with a job in each state upgrades to V10: every job
+    /// Jobs in each state written directly in SQL are read back: every job
     /// keeps its fields and can be listed, the running one settles with
-    /// its token, a paused queue still holds its jobs back, and the name
-    /// and trace-context rules still refuse bad values written directly.
+    /// its token, a paused queue holds its jobs back, and the name and
+    /// trace-context rules refuse bad values written directly.
     #[tokio::test]
-    async fn v10_keeps_every_job_and_every_rule() {
-        let Some(mut old) = Old::at("v10_keeps_every_job_and_every_rule", 9).await else {
+    async fn jobs_written_in_sql_are_read_back_and_the_name_rules_hold() {
+        let Some(mut old) =
+            Old::at("jobs_written_in_sql_are_read_back_and_the_name_rules_hold").await
+        else {
             return;
         };
         let quoted = old.quoted.clone();
@@ -1526,13 +1272,14 @@ mod upgrade_tests {
         old.drop_schema().await;
     }
 
-    /// V21 moves the rules of the columns written only at the insert into
-    /// domains: the jobs stored before it are kept and read back, every
-    /// rule still refuses a bad value (SQLSTATE 23514), NULL is still
-    /// allowed where it was, and the text columns keep comparing bytewise.
+    /// The rules of the columns written only at the insert live in domains:
+    /// jobs written in SQL are read back, every rule refuses a bad value
+    /// (SQLSTATE 23514), NULL is allowed where it should be, and the text
+    /// columns compare bytewise.
     #[tokio::test]
-    async fn v21_keeps_every_job_and_every_rule() {
-        let Some(mut old) = Old::at("v21_keeps_every_job_and_every_rule", 20).await else {
+    async fn the_columns_written_once_keep_their_rules_in_domains() {
+        let Some(mut old) = Old::at("the_columns_written_once_keep_their_rules_in_domains").await
+        else {
             return;
         };
         let quoted = old.quoted.clone();
@@ -1584,7 +1331,7 @@ mod upgrade_tests {
                 "batch = NULL, workflow = NULL, unique_key = NULL, tags = NULL, meta = NULL",
             ))
             .await
-            .expect("NULL is allowed where it was");
+            .expect("NULL is allowed");
         let collations: Vec<(String, String)> = old
             .client
             .query(
@@ -1615,12 +1362,7 @@ mod upgrade_tests {
     /// domain column.
     #[tokio::test]
     async fn no_statement_takes_a_domain_typed_parameter() {
-        let Some(old) = Old::at(
-            "no_statement_takes_a_domain_typed_parameter",
-            i32::try_from(SCHEMA_VERSION).unwrap(),
-        )
-        .await
-        else {
+        let Some(old) = Old::at("no_statement_takes_a_domain_typed_parameter").await else {
             return;
         };
         let queries = Queries::new(&old.quoted);
@@ -1652,11 +1394,8 @@ mod upgrade_tests {
     /// every claim).
     #[tokio::test]
     async fn an_all_queue_claim_reads_the_due_index_once_the_table_is_analyzed() {
-        let Some(old) = Old::at(
-            "an_all_queue_claim_reads_the_due_index_once_the_table_is_analyzed",
-            i32::try_from(SCHEMA_VERSION).unwrap(),
-        )
-        .await
+        let Some(old) =
+            Old::at("an_all_queue_claim_reads_the_due_index_once_the_table_is_analyzed").await
         else {
             return;
         };
@@ -1728,11 +1467,8 @@ mod upgrade_tests {
     /// hears its insert, and one nothing announces within a second.
     #[tokio::test]
     async fn claims_resume_where_the_last_stopped_and_forget_the_point_when_told() {
-        let Some(mut old) = Old::at(
-            "claims_resume_where_the_last_stopped_and_forget_the_point_when_told",
-            i32::try_from(SCHEMA_VERSION).unwrap(),
-        )
-        .await
+        let Some(mut old) =
+            Old::at("claims_resume_where_the_last_stopped_and_forget_the_point_when_told").await
         else {
             return;
         };
@@ -1833,57 +1569,225 @@ mod upgrade_tests {
         old.drop_schema().await;
     }
 
-    /// A schema at V19, whose workflow steps were found through an index on
-    /// errand_jobs, upgrades to V20: the steps already stored are shown and
-    /// counted through the new errand_workflow_steps, oldest first, jobs of
-    /// no workflow are not, and a step added after the upgrade joins them.
+    /// A schema a development build left (its history begins with another
+    /// first migration) is refused by `migrate`, which changes nothing in
+    /// it, and by `connect`.
     #[tokio::test]
-    async fn v20_moves_stored_workflow_steps_into_their_own_table() {
+    async fn a_development_build_schema_is_refused_and_left_as_it_was() {
         let Some(mut old) =
-            Old::at("v20_moves_stored_workflow_steps_into_their_own_table", 19).await
+            Old::empty("a_development_build_schema_is_refused_and_left_as_it_was").await
         else {
             return;
         };
         let quoted = old.quoted.clone();
         old.client
             .batch_execute(&format!(
-                "INSERT INTO {quoted}.errand_jobs (id, queue, kind, state, payload, attempts,
-                     max_attempts, available_at, created_at, updated_at, workflow, finished_at)
-                 VALUES ('s2', 'default', 'k', 'ready', '{{}}', 0, 3, now(),
-                         '2026-11-30 10:00:02+00', now(), 'wf-old', NULL),
-                        ('s1', 'default', 'k', 'done', '{{}}', 1, 3, now(),
-                         '2026-11-30 10:00:01+00', now(), 'wf-old', now()),
-                        ('lone', 'default', 'k', 'ready', '{{}}', 0, 3, now(),
-                         '2026-11-30 10:00:00+00', now(), NULL, NULL)"
+                "CREATE SCHEMA {quoted};
+                 CREATE TABLE {quoted}.errand_schema_history (version int4 PRIMARY KEY,
+                     name varchar(255), applied_on varchar(255), checksum varchar(255));
+                 INSERT INTO {quoted}.errand_schema_history VALUES
+                     (1, 'jobs', '2026-09-01', '1'), (22, 'json_stored_as_given', '2026-12-05', '22');
+                 CREATE TABLE {quoted}.errand_jobs (id text PRIMARY KEY, state text);
+                 INSERT INTO {quoted}.errand_jobs VALUES ('kept', 'ready');"
             ))
             .await
             .unwrap();
-        let store: Arc<dyn errand_core::Store> = Arc::new(old.upgrade().await);
-        let admin = errand_core::Admin::new(Arc::clone(&store));
-        let wf = errand_core::WorkflowId::new("wf-old").unwrap();
-        let view = admin.workflow(&wf, None, 10).await.unwrap();
-        let shown: Vec<&str> = view.steps.iter().map(|s| s.job.id.as_str()).collect();
-        assert_eq!(shown, ["s1", "s2"]);
-        assert_eq!(
+        let before = objects(&old.client, &old.schema).await;
+        let err = migrate(&mut old.client, &old.schema, &old.quoted)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::SchemaUnreleased(_)), "{err}");
+        let message = err.to_string();
+        for part in [
+            format!("schema {}", old.schema),
+            "development version 22".into(),
+            "before release 0.1".into(),
+            "DROP SCHEMA".into(),
+        ] {
+            assert!(message.contains(&part), "{part:?} missing in: {message}");
+        }
+        assert_eq!(objects(&old.client, &old.schema).await, before);
+        let refused = PgStore::connect(
+            &old.url,
+            PgOptions {
+                schema: old.schema.clone(),
+                ..PgOptions::default()
+            },
+        )
+        .await
+        .expect_err("a development build's schema is refused");
+        assert!(matches!(refused, Error::SchemaUnreleased(_)), "{refused}");
+        old.drop_schema().await;
+    }
+
+    /// Each fenced settlement of one job, and a heartbeat, finds the job by
+    /// its primary key even when planned for its actual parameters, as an
+    /// application's own client and the first runs of a cached statement
+    /// plan it. With the lease index small (five running jobs beside
+    /// 20,000 done ones, analyzed), a statement naming `state = 'running'`
+    /// was planned on the partial lease index, whose entries of settled
+    /// jobs are dead until vacuum, so after a busy minute it read them all.
+    #[tokio::test]
+    async fn a_settlement_finds_its_job_by_primary_key() {
+        let Some(old) = Old::at("a_settlement_finds_its_job_by_primary_key").await else {
+            return;
+        };
+        let quoted = old.quoted.clone();
+        old.client
+            .batch_execute(&format!(
+                "INSERT INTO {quoted}.errand_jobs (id, queue, kind, state, payload, attempts,
+                     max_attempts, available_at, created_at, updated_at, finished_at,
+                     attempt_started_at)
+                 SELECT 'd' || i, 'default', 'k', 'done', '{{}}', 1, 3, now(), now(), now(), now(), now()
+                 FROM generate_series(1, 20000) i;
+                 INSERT INTO {quoted}.errand_jobs (id, queue, kind, state, payload, attempts,
+                     max_attempts, available_at, created_at, updated_at, lease_token, lease_until,
+                     attempt_started_at)
+                 SELECT 'r' || i, 'default', 'k', 'running', '{{}}', 1, 3, now(), now(), now(),
+                        't' || i, now() + interval '1 hour', now()
+                 FROM generate_series(1, 5) i;
+                 ANALYZE {quoted}.errand_jobs;"
+            ))
+            .await
+            .unwrap();
+        let queries = Queries::new(&quoted);
+        for (name, sql, args) in [
             (
-                view.total,
-                view.count(JobState::Done),
-                view.count(JobState::Ready)
+                "complete",
+                &queries.complete,
+                "NULL, 'r1', 't1', NULL, false",
             ),
-            (2, 1, 1)
-        );
-        let mut more = errand_core::Workflow::with_id(wf.clone());
-        more.step(
-            NewJob::new("k", errand_core::Payload::default())
-                .unwrap()
-                .with_id(JobId::new("s3").unwrap()),
-        );
-        store.insert_many(more.into_jobs()).await.unwrap();
-        let view = admin.workflow(&wf, None, 10).await.unwrap();
-        let shown: Vec<&str> = view.steps.iter().map(|s| s.job.id.as_str()).collect();
-        assert_eq!(shown, ["s1", "s2", "s3"]);
-        drop(admin);
-        drop(store);
+            (
+                "heartbeat",
+                &queries.heartbeat,
+                "NULL, 'r1', 't1', 30000, NULL",
+            ),
+            (
+                "fail",
+                &queries.fail,
+                "NULL, 'r1', 't1', 'boom', 'retryable', NULL, 1000, false",
+            ),
+            (
+                "snooze",
+                &queries.snooze,
+                "NULL, 'r1', 't1', 1000, 'snoozed'",
+            ),
+            (
+                "cancel_running",
+                &queries.cancel_running,
+                "NULL, 'r1', 't1', 'stop', false",
+            ),
+        ] {
+            let types: Vec<String> = old
+                .client
+                .prepare(sql)
+                .await
+                .expect(name)
+                .params()
+                .iter()
+                .map(|t| t.name().to_owned())
+                .collect();
+            old.client
+                .batch_execute(&format!(
+                    "SET plan_cache_mode = force_custom_plan; PREPARE probe ({}) AS {sql}",
+                    types.join(", ")
+                ))
+                .await
+                .expect(name);
+            let plan: Vec<String> = old
+                .client
+                .query(&format!("EXPLAIN EXECUTE probe ({args})"), &[])
+                .await
+                .expect(name)
+                .iter()
+                .map(|r| r.get::<_, String>(0))
+                .collect();
+            old.client
+                .batch_execute("DEALLOCATE probe; RESET plan_cache_mode")
+                .await
+                .unwrap();
+            let plan = plan.join("\n");
+            assert!(plan.contains("errand_jobs_pkey"), "{name}: {plan}");
+            assert!(!plan.contains("errand_jobs_leases"), "{name}: {plan}");
+        }
+        old.drop_schema().await;
+    }
+
+    /// The names of everything in `schema`.
+    async fn objects(client: &tokio_postgres::Client, schema: &str) -> String {
+        let objects: Vec<String> = client
+            .query(
+                "SELECT relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                 WHERE n.nspname = $1 ORDER BY 1",
+                &[&schema],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        objects.join(",")
+    }
+
+    /// The job states are the schema's; the words the library defines
+    /// (actions, failure classes, outcomes) are checked only for their
+    /// shape, so a new one needs no migration.
+    #[tokio::test]
+    async fn the_schema_knows_the_states_and_the_shape_of_the_library_words() {
+        let Some(old) =
+            Old::at("the_schema_knows_the_states_and_the_shape_of_the_library_words").await
+        else {
+            return;
+        };
+        let quoted = old.quoted.clone();
+        old.client
+            .batch_execute(&format!(
+                "INSERT INTO {quoted}.errand_jobs (id, queue, kind, state, payload, max_attempts,
+                     available_at, created_at, updated_at)
+                 VALUES ('r', 'q', 'k', 'ready', '{{}}', 3, now(), now(), now());
+                 UPDATE {quoted}.errand_jobs SET last_error_class = 'a_new_class';
+                 INSERT INTO {quoted}.errand_audit (job_id, queue, action, operator, at)
+                 VALUES ('r', 'q', 'a_new_action', 'alice', now()),
+                        (NULL, 'q', 'pause', 'alice', now());
+                 INSERT INTO {quoted}.errand_audit (schedule, action, operator, at)
+                 VALUES ('nightly', 'schedule_add', 'alice', now());"
+            ))
+            .await
+            .unwrap();
+        let audit = |values: &str| {
+            format!(
+                "INSERT INTO {quoted}.errand_audit (job_id, queue, schedule, action, operator, reason, at)
+                 VALUES ({values}, now())"
+            )
+        };
+        for (what, sql) in [
+            (
+                "an unknown state",
+                format!("UPDATE {quoted}.errand_jobs SET state = 'paused'"),
+            ),
+            (
+                "a failure class of another shape",
+                format!("UPDATE {quoted}.errand_jobs SET last_error_class = 'Bad Class'"),
+            ),
+            (
+                "an action of another shape",
+                audit("'r', 'q', NULL, 'Not-A-Word', 'alice', NULL"),
+            ),
+            (
+                "an entry naming nothing",
+                audit("NULL, NULL, NULL, 'pause', 'alice', NULL"),
+            ),
+            (
+                "an entry naming a job and a schedule",
+                audit("'r', 'q', 'nightly', 'cancel', 'alice', NULL"),
+            ),
+            (
+                "a purge without a reason",
+                audit("'r', 'q', NULL, 'purge', 'alice', NULL"),
+            ),
+        ] {
+            old.assert_check_refuses(what, &sql).await;
+        }
         old.drop_schema().await;
     }
 }

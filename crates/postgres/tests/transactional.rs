@@ -942,7 +942,7 @@ async fn twenty_sql_enqueuers_of_one_unique_key_create_one_job() {
 #[test]
 fn the_sql_function_and_the_library_lock_a_unique_key_alike() {
     let library = include_str!("../queries/unique_lock.sql");
-    let function = include_str!("../migrations/V18__enqueue_function_parameters.sql");
+    let function = include_str!("../migrations/V1__baseline.sql");
     assert!(
         library.contains("pg_advisory_xact_lock(hashtextextended($1::text, 7266140))"),
         "{library}"

@@ -211,7 +211,10 @@ impl From<errand::Error> for Problem {
             E::Busy(_) => "Database busy",
             E::StorageFull(_) => "Storage full",
             E::NotADatabase(_) => "No database",
-            E::NotErrand(_) | E::SchemaOutdated(_) | E::SchemaTooNew(_) => "Schema not ready",
+            E::NotErrand(_)
+            | E::SchemaOutdated(_)
+            | E::SchemaTooNew(_)
+            | E::SchemaUnreleased(_) => "Schema not ready",
             E::Closed(_) => "Store closed",
             _ => "Storage error",
         };
@@ -229,7 +232,8 @@ impl From<errand::Error> for Problem {
             | E::NotADatabase(_)
             | E::NotErrand(_)
             | E::SchemaOutdated(_)
-            | E::SchemaTooNew(_) => e.to_string(),
+            | E::SchemaTooNew(_)
+            | E::SchemaUnreleased(_) => e.to_string(),
             // Storage internals stay in the server's log.
             _ => "the store failed; the server's log has the details — retry later".to_owned(),
         };

@@ -1030,6 +1030,11 @@ fn library_errors_map_one_to_one_onto_status_codes() {
         (E::NotErrand("other.db".into()), 503, "not_errand"),
         (E::SchemaOutdated("v1".into()), 503, "schema_outdated"),
         (E::SchemaTooNew("v9".into()), 503, "schema_too_new"),
+        (
+            E::SchemaUnreleased("old.db".into()),
+            503,
+            "schema_unreleased",
+        ),
         (E::Closed("writer".into()), 503, "closed"),
         (E::storage("SELECT secret"), 500, "storage"),
     ];

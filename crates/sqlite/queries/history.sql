@@ -1,7 +1,7 @@
 -- A job's attempts, oldest first: the finished ones in the history table,
 -- then the one the job row holds — running (open) or the one that
--- succeeded. (A job migrated from V2 while done has no start time on its
--- row: its succeeding attempt is already a history row.)
+-- succeeded. (A row without a start time, such as one written directly
+-- in SQL, shows only its history rows.)
 SELECT cycle, attempt, started_at, finished_at, outcome, error, error_class
 FROM (
     SELECT seq, cycle, attempt, started_at, finished_at, outcome, error, error_class

@@ -196,15 +196,20 @@ impl SqliteStore {
     /// a SQLite database, has no Errand schema or an older one (run
     /// `errand migrate`), or has a newer schema than this program knows.
     ///
-    /// Without `options.create` or `options.migrate` the file is first
-    /// looked at read-only ([`schema_status`]) and a file this program
-    /// cannot use is refused exactly as it was: only an Errand database at
+    /// The file is first looked at read-only ([`schema_status`]) and a
+    /// file this program cannot use is refused exactly as it was: without
+    /// `options.create` or `options.migrate` only an Errand database at
     /// this program's schema version is then opened for writing (and set
-    /// to WAL mode).
+    /// to WAL mode); with them, anything migrating can bring there (a
+    /// newer schema, a development build's and a file that is not a
+    /// database are refused untouched).
     pub fn open(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
-        if !options.create && !options.migrate {
-            schema::inspect(&path, options.busy_timeout)?.require_current(&schema::shown(&path))?;
+        let status = schema::inspect(&path, options.busy_timeout)?;
+        if options.create || options.migrate {
+            status.require_migratable(&schema::shown(&path))?;
+        } else {
+            status.require_current(&schema::shown(&path))?;
         }
         if !options.create && !path.exists() {
             SchemaStatus::Missing.require_current(&schema::shown(&path))?;
@@ -1000,8 +1005,21 @@ mod tests {
         )
         .unwrap();
         drop(conn);
+        // As a development build before release 0.1 left a database.
+        let development = dir.join("development.db");
+        Connection::open(&development)
+            .unwrap()
+            .execute_batch(
+                "CREATE TABLE errand_schema_history (version INTEGER PRIMARY KEY, name TEXT,
+                     applied_on TEXT, checksum TEXT);
+                 INSERT INTO errand_schema_history VALUES (1, 'jobs', '2026-09-01', '1'),
+                     (17, 'dependency_edges_by_source_and_met', '2026-11-30', '17');
+                 CREATE TABLE errand_jobs (id TEXT PRIMARY KEY);",
+            )
+            .unwrap();
         vec![
             (empty, SchemaStatus::NotErrand),
+            (development, SchemaStatus::Unreleased { found: 17 }),
             (other, SchemaStatus::NotErrand),
             (text, SchemaStatus::NotADatabase),
             (
@@ -1034,6 +1052,7 @@ mod tests {
             let expected = match status {
                 SchemaStatus::NotADatabase => matches!(err, Error::NotADatabase(_)),
                 SchemaStatus::Newer { .. } => matches!(err, Error::SchemaTooNew(_)),
+                SchemaStatus::Unreleased { .. } => matches!(err, Error::SchemaUnreleased(_)),
                 SchemaStatus::NotErrand => matches!(err, Error::NotErrand(_)),
                 _ => false,
             };
@@ -1063,7 +1082,7 @@ mod tests {
     }
 
     #[test]
-    fn a_current_database_is_opened_and_an_outdated_one_names_migrate() {
+    fn a_current_database_is_opened_and_a_development_builds_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ok.db");
         let options = SqliteOptions {
@@ -1071,30 +1090,28 @@ mod tests {
             migrate: true,
             ..Default::default()
         };
-        drop(SqliteStore::open(&path, options).unwrap());
+        drop(SqliteStore::open(&path, options.clone()).unwrap());
         assert_eq!(
             schema_status(&path).unwrap(),
             SchemaStatus::Current(SCHEMA_VERSION)
         );
         SqliteStore::open(&path, SqliteOptions::default()).unwrap();
+        // The same tables under a history that does not begin with the
+        // baseline: refused at open, and migrating does not touch it.
         Connection::open(&path)
             .unwrap()
             .execute(
-                "DELETE FROM errand_schema_history WHERE version = ?1",
-                [SCHEMA_VERSION],
+                "UPDATE errand_schema_history SET name = 'jobs' WHERE version = 1",
+                [],
             )
             .unwrap();
         let status = schema_status(&path).unwrap();
-        assert_eq!(
-            status,
-            SchemaStatus::Older {
-                found: SCHEMA_VERSION - 1,
-                wanted: SCHEMA_VERSION
-            }
-        );
-        let err = status.require_current("ok.db").unwrap_err();
-        assert!(matches!(err, Error::SchemaOutdated(_)));
-        assert!(err.to_string().contains("errand migrate"), "{err}");
+        assert_eq!(status, SchemaStatus::Unreleased { found: 1 });
+        let err = SqliteStore::open(&path, SqliteOptions::default()).unwrap_err();
+        assert!(matches!(err, Error::SchemaUnreleased(_)), "{err}");
+        let err = SqliteStore::open(&path, options).unwrap_err();
+        assert!(matches!(err, Error::SchemaUnreleased(_)), "{err}");
+        assert!(err.to_string().contains("recreate it"), "{err}");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+pub use errand_core::SCHEMA_VERSION;
 use errand_core::{Error, Result, SchemaStatus};
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension};
 
@@ -14,12 +15,15 @@ mod embedded {
 
 const HISTORY_TABLE: &str = "errand_schema_history";
 
-/// The schema version this build of the library expects.
-pub const SCHEMA_VERSION: i64 = 17;
-
 /// The version recorded in the database, or `None` if Errand's schema was
 /// never applied.
 pub fn schema_version(conn: &Connection) -> Result<Option<i64>> {
+    Ok(history(conn)?.0)
+}
+
+/// The last version the schema history records and the name of its
+/// version 1, or `(None, None)` without a history.
+fn history(conn: &Connection) -> Result<(Option<i64>, Option<String>)> {
     let exists: Option<i64> = conn
         .query_row(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1",
@@ -29,22 +33,35 @@ pub fn schema_version(conn: &Connection) -> Result<Option<i64>> {
         .optional()
         .map_err(map_err)?;
     if exists.is_none() {
-        return Ok(None);
+        return Ok((None, None));
     }
     conn.query_row(
-        &format!("SELECT MAX(version) FROM {HISTORY_TABLE}"),
+        &format!(
+            "SELECT MAX(version), (SELECT name FROM {HISTORY_TABLE} WHERE version = 1) \
+             FROM {HISTORY_TABLE}"
+        ),
         [],
-        |r| r.get(0),
+        |r| Ok((r.get(0)?, r.get(1)?)),
     )
     .map_err(map_err)
 }
 
+/// What the database on `conn` holds, judged against this build's version.
+fn status(conn: &Connection) -> Result<SchemaStatus> {
+    let (found, first) = history(conn)?;
+    Ok(SchemaStatus::of_history(
+        found,
+        first.as_deref(),
+        SCHEMA_VERSION,
+    ))
+}
+
 /// Applies every pending migration. Safe to run repeatedly; refuses a
-/// database whose schema is newer than this build.
+/// database whose schema is newer than this build, or a development
+/// build's from before release 0.1, and changes nothing in it.
 pub fn migrate(conn: &mut Connection) -> Result<()> {
     let db = Path::new(conn.path().unwrap_or_default());
-    SchemaStatus::of_version(schema_version(conn)?, SCHEMA_VERSION)
-        .require_migratable(&shown(db))?;
+    status(conn)?.require_migratable(&shown(db))?;
     embedded::migrations::runner()
         .set_migration_table_name(HISTORY_TABLE)
         .run(conn)
@@ -91,10 +108,7 @@ pub(crate) fn inspect(path: &Path, busy_timeout: Duration) -> Result<SchemaStatu
             Ok(SchemaStatus::NotADatabase)
         }
         Err(e) => Err(map_err(e)),
-        Ok(_) => Ok(SchemaStatus::of_version(
-            schema_version(&conn)?,
-            SCHEMA_VERSION,
-        )),
+        Ok(_) => status(&conn),
     }
 }
 
@@ -162,7 +176,7 @@ fn read_only(path: &Path, busy_timeout: Duration) -> Result<Connection> {
 
 /// Checks that the schema is exactly the one this build expects.
 pub(crate) fn check(conn: &Connection) -> Result<()> {
-    match SchemaStatus::of_version(schema_version(conn)?, SCHEMA_VERSION) {
+    match status(conn)? {
         SchemaStatus::Current(_) => check_job_columns(conn),
         refused => refused.require_current(&shown(Path::new(conn.path().unwrap_or_default()))),
     }
@@ -188,40 +202,18 @@ fn check_job_columns(conn: &Connection) -> Result<()> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use errand_core::{AdminStore, JobStore};
-    use errand_core::{JobId, JobState, Lease, LeaseToken};
 
-    /// A database file migrated to an older version, to seed rows into.
-    fn at_version(version: i32) -> (tempfile::TempDir, Connection) {
-        let dir = tempfile::tempdir().unwrap();
-        let mut conn = Connection::open(dir.path().join("up.db")).unwrap();
-        embedded::migrations::runner()
-            .set_target(refinery::Target::Version(version))
-            .set_migration_table_name(HISTORY_TABLE)
-            .run(&mut conn)
-            .unwrap();
-        (dir, conn)
-    }
-
-    /// Closes the seeding connection and opens the store, which migrates.
-    fn upgrade(dir: &tempfile::TempDir, conn: Connection) -> crate::SqliteStore {
-        drop(conn);
-        crate::SqliteStore::open(
-            dir.path().join("up.db"),
-            crate::SqliteOptions {
-                migrate: true,
-                ..crate::SqliteOptions::default()
-            },
-        )
-        .unwrap()
+    fn migrated() -> Connection {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn).unwrap();
+        conn
     }
 
     /// Job rows are read by position, so a table whose columns differ from
     /// the expected ones is refused at open, naming the cause.
     #[test]
     fn a_job_table_with_other_columns_is_refused() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        migrate(&mut conn).unwrap();
+        let conn = migrated();
         check(&conn).unwrap();
         conn.execute_batch("ALTER TABLE errand_jobs ADD COLUMN extra TEXT")
             .unwrap();
@@ -229,333 +221,131 @@ mod tests {
         assert!(err.contains("changed outside Errand's migrations"), "{err}");
     }
 
-    /// A database at V2 with a running job (its attempt open in the history
-    /// table) and a done one upgrades to V3: the running attempt moves onto
-    /// the job row, shows once and open, and the job settles normally.
-    #[tokio::test]
-    async fn v3_moves_a_running_attempt_onto_the_job_row() {
-        let (dir, conn) = at_version(2);
-        // Times in ms: the open attempt started at 1000, the job last
-        // changed at 2000.
-        conn.execute_batch(
-            "INSERT INTO errand_jobs (id, queue, kind, state, payload, attempts, max_attempts,
-                 available_at, created_at, updated_at, lease_token, lease_until, finished_at)
-             VALUES ('run', 'default', 'k', 'running', '{}', 2, 5, 0, 0, 2000, 'tok', 9000000000000, NULL),
-                    ('fin', 'default', 'k', 'done', '{}', 1, 5, 0, 0, 2000, NULL, NULL, 2000);
-             INSERT INTO errand_attempts (job_id, cycle, attempt, started_at, finished_at, outcome)
-             VALUES ('run', 0, 1, 100, 500, 'retry'),
-                    ('run', 0, 2, 1000, NULL, NULL),
-                    ('fin', 0, 1, 1500, 2000, 'succeeded');",
-        )
-        .unwrap();
-        let store = upgrade(&dir, conn);
-        let run = store.detail(&JobId::new("run").unwrap()).await.unwrap();
-        let summary: Vec<(u32, i64, Option<&str>, bool)> = run
-            .history
-            .iter()
-            .map(|r| {
-                (
-                    r.attempt,
-                    r.started_at.as_millis(),
-                    r.outcome.as_deref(),
-                    r.finished_at.is_some(),
-                )
-            })
-            .collect();
-        assert_eq!(
-            summary,
-            vec![(1, 100, Some("retry"), true), (2, 1000, None, false)],
-            "the open attempt shows once, still open, with its own start"
-        );
-        let fin = store.detail(&JobId::new("fin").unwrap()).await.unwrap();
-        assert_eq!(fin.history.len(), 1, "a done job's history is unchanged");
-        let lease = Lease {
-            id: JobId::new("run").unwrap(),
-            token: LeaseToken::from_string("tok".into()),
-            attempt: 2,
-        };
-        store.complete(&lease).await.unwrap();
-        let run = store.detail(&JobId::new("run").unwrap()).await.unwrap();
-        let outcomes: Vec<Option<&str>> =
-            run.history.iter().map(|r| r.outcome.as_deref()).collect();
-        assert_eq!(outcomes, vec![Some("retry"), Some("succeeded")]);
-    }
-
-    /// A database at V3 with audit entries (one of a job that still exists,
-    /// one of a job pruned since) upgrades to V4: the entries keep their
-    /// order and fields, gain the queue of a job that still exists, and the
-    /// log takes the new actions.
-    #[tokio::test]
-    async fn v4_keeps_the_audit_log_and_widens_it() {
-        let (dir, conn) = at_version(3);
-        conn.execute_batch(
-            "INSERT INTO errand_jobs (id, queue, kind, state, payload, attempts, max_attempts,
-                 available_at, created_at, updated_at, finished_at)
-             VALUES ('kept', 'mail', 'k', 'dead', '{}', 1, 1, 0, 0, 2000, 2000);
-             INSERT INTO errand_audit (job_id, action, operator, reason, at)
-             VALUES ('gone', 'cancel', 'alice', NULL, 100),
-                    ('kept', 'replay', 'bob', 'fixed', 200);",
-        )
-        .unwrap();
-        let store = upgrade(&dir, conn);
-        let log = store
-            .audit_log(&errand_core::AuditFilter::default())
-            .await
-            .unwrap();
-        let summary: Vec<String> = log
-            .iter()
-            .map(|e| {
-                format!(
-                    "{} {:?} {:?} {} {}",
-                    e.action,
-                    e.job_id.as_ref().map(JobId::as_str),
-                    e.queue.as_ref().map(errand_core::Name::as_str),
-                    e.operator,
-                    e.at.as_millis(),
-                )
-            })
-            .collect();
-        assert_eq!(
-            summary,
-            [
-                r#"replay Some("kept") Some("mail") bob 200"#,
-                r#"cancel Some("gone") None alice 100"#,
-            ]
-        );
-        let purge = errand_core::PurgeRequest {
-            ids: vec![JobId::new("kept").unwrap()],
-            operator: "carol".into(),
-            reason: "done with it".into(),
-        };
-        errand_core::Admin::new(std::sync::Arc::new(store.clone()))
-            .purge(&purge)
-            .await
-            .unwrap();
-        let log = store
-            .audit_log(&errand_core::AuditFilter::default())
-            .await
-            .unwrap();
-        assert_eq!(log.len(), 3);
-        assert_eq!(log[0].action, "purge");
-        assert!(log[0].seq > log[1].seq);
-    }
-
-    /// A database at V6 with audit entries upgrades to V7: the entries keep
-    /// their sequence numbers and fields, and the log takes a `copy` entry
-    /// that names both jobs and shows in each job's history.
-    #[tokio::test]
-    async fn v7_keeps_the_audit_log_and_records_copies() {
-        let (dir, conn) = at_version(6);
-        conn.execute_batch(
-            "INSERT INTO errand_jobs (id, queue, kind, state, payload, attempts, max_attempts,
-                 available_at, created_at, updated_at, finished_at)
-             VALUES ('kept', 'mail', 'k', 'dead', '{}', 1, 1, 0, 0, 2000, 2000);
-             INSERT INTO errand_audit (seq, job_id, queue, action, operator, reason, at)
-             VALUES (7, 'gone', 'mail', 'cancel', 'alice', NULL, 100),
-                    (9, NULL, 'mail', 'pause', 'bob', 'deploy', 200);",
-        )
-        .unwrap();
-        let store = upgrade(&dir, conn);
-        let log = store
-            .audit_log(&errand_core::AuditFilter::default())
-            .await
-            .unwrap();
-        let summary: Vec<String> = log
-            .iter()
-            .map(|e| {
-                format!(
-                    "{} {} {:?} {} {:?} {}",
-                    e.seq,
-                    e.action,
-                    e.job_id.as_ref().map(JobId::as_str),
-                    e.operator,
-                    e.reason,
-                    e.at.as_millis(),
-                )
-            })
-            .collect();
-        assert_eq!(
-            summary,
-            [
-                r#"9 pause None bob Some("deploy") 200"#,
-                r#"7 cancel Some("gone") alice None 100"#,
-            ]
-        );
-        let copied = errand_core::Admin::new(std::sync::Arc::new(store.clone()))
-            .copy(&errand_core::CopyRequest {
-                ids: vec![JobId::new("kept").unwrap()],
-                operator: "carol".into(),
-                reason: Some("fixed the template".into()),
-            })
-            .await
-            .unwrap();
-        assert_eq!(copied.len(), 1);
-        let log = store
-            .audit_log(&errand_core::AuditFilter::default())
-            .await
-            .unwrap();
-        assert_eq!(log.len(), 3);
-        assert_eq!(log[0].action, "copy");
-        assert!(log[0].seq > 9, "new entries follow the kept ones");
-        assert_eq!(log[0].copy_id.as_ref(), Some(&copied[0].job.id));
-        let copy = store.detail(&copied[0].job.id).await.unwrap();
-        assert_eq!(copy.audit.len(), 1, "the copy's history shows its origin");
-    }
-
-    /// V14 rebuilds the audit table for the schedule actions: every entry
-    /// is kept with its sequence number and fields, and new entries follow.
-    #[tokio::test]
-    async fn v14_keeps_the_audit_log_and_records_schedule_changes() {
-        let (dir, conn) = at_version(13);
-        conn.execute_batch(
-            "INSERT INTO errand_audit (seq, job_id, queue, action, operator, reason, at, copy_id)
-             VALUES (3, 'a', 'mail', 'copy', 'alice', 'again', 100, 'b'),
-                    (5, NULL, 'mail', 'pause', 'bob', NULL, 200, NULL),
-                    (8, 'c', 'mail', 'reschedule', 'carol', 'run now', 300, NULL);",
-        )
-        .unwrap();
-        let store = upgrade(&dir, conn);
-        let summary = |log: &[errand_core::AuditEntry]| -> Vec<String> {
-            log.iter()
-                .map(|e| {
-                    format!(
-                        "{} {} {:?} {:?} {:?} {} {:?} {}",
-                        e.seq,
-                        e.action,
-                        e.job_id.as_ref().map(JobId::as_str),
-                        e.copy_id.as_ref().map(JobId::as_str),
-                        e.schedule.as_ref().map(errand_core::Name::as_str),
-                        e.operator,
-                        e.reason,
-                        e.at.as_millis(),
-                    )
-                })
-                .collect()
-        };
-        let log = store
-            .audit_log(&errand_core::AuditFilter::default())
-            .await
-            .unwrap();
-        assert_eq!(
-            summary(&log),
-            [
-                r#"8 reschedule Some("c") None None carol Some("run now") 300"#,
-                r#"5 pause None None None bob None 200"#,
-                r#"3 copy Some("a") Some("b") None alice Some("again") 100"#,
-            ]
-        );
-        let def = errand_core::ScheduleDefinition::new(
-            "nightly",
-            "0 3 * * *",
-            "report",
-            errand_core::Payload::default(),
-        )
-        .unwrap();
-        let admin = errand_core::Admin::new(std::sync::Arc::new(store.clone()));
-        admin
-            .add_schedule(&errand_core::ScheduleAdd {
-                definition: def,
-                replace: false,
-                operator: "dan".into(),
-                reason: None,
-            })
-            .await
-            .unwrap();
-        let log = store
-            .audit_log(&errand_core::AuditFilter::default())
-            .await
-            .unwrap();
-        assert_eq!(log.len(), 4);
-        assert_eq!(log[0].action, "schedule_add");
-        assert!(log[0].seq > 8, "new entries follow the kept ones");
-        // The copy index still finds the entry that made a copy.
-        let of_copy = store
-            .audit_log(&errand_core::AuditFilter {
-                job: Some(JobId::new("b").unwrap()),
-                ..errand_core::AuditFilter::default()
-            })
-            .await
-            .unwrap();
-        assert_eq!(of_copy.len(), 1);
-    }
-
-    /// A database at V7 with a job in each state upgrades to V8: the
-    /// listing still finds every job by state (running ones through the
-    /// lease index), the running job settles, and retention still prunes
-    /// finished jobs through the now partial listing index.
-    #[tokio::test]
-    async fn v8_lists_every_state_and_prunes_after_the_listing_index_narrows() {
-        let (dir, conn) = at_version(7);
-        conn.execute_batch(
-            "INSERT INTO errand_jobs (id, queue, kind, state, payload, attempts, max_attempts,
-                 available_at, created_at, updated_at, lease_token, lease_until, finished_at)
-             VALUES ('r', 'default', 'k', 'ready', '{}', 0, 5, 0, 1, 1, NULL, NULL, NULL),
-                    ('g', 'default', 'k', 'running', '{}', 1, 5, 0, 2, 2, 'tok', 9000000000000, NULL),
-                    ('d', 'default', 'k', 'done', '{}', 1, 5, 0, 3, 3, NULL, NULL, 3),
-                    ('x', 'default', 'k', 'dead', '{}', 5, 5, 0, 4, 4, NULL, NULL, 4),
-                    ('c', 'default', 'k', 'cancelled', '{}', 0, 5, 0, 5, 5, NULL, NULL, 5);",
-        )
-        .unwrap();
-        let store = upgrade(&dir, conn);
-        let listed = |state: Option<JobState>| {
-            let store = &store;
-            async move {
-                let filter = errand_core::JobFilter {
-                    state,
-                    ..errand_core::JobFilter::default()
-                };
-                let jobs = store.list(&filter).await.unwrap();
-                jobs.iter()
-                    .map(|j| j.id.as_str().to_owned())
-                    .collect::<Vec<_>>()
-                    .join(",")
-            }
-        };
-        assert_eq!(listed(None).await, "r,g,d,x,c");
-        for (state, id) in [
-            (JobState::Ready, "r"),
-            (JobState::Running, "g"),
-            (JobState::Done, "d"),
-            (JobState::Dead, "x"),
-            (JobState::Cancelled, "c"),
-        ] {
-            assert_eq!(listed(Some(state)).await, id, "{state:?}");
-        }
-        let lease = Lease {
-            id: JobId::new("g").unwrap(),
-            token: LeaseToken::from_string("tok".into()),
-            attempt: 1,
-        };
-        store.complete(&lease).await.unwrap();
-        assert_eq!(listed(Some(JobState::Done)).await, "g,d");
-        assert_eq!(listed(Some(JobState::Running)).await, "");
-        // Done and cancelled jobs finished at 3, 5 and now; only the
-        // running job's fresh `done` row is younger than a day.
-        let pruned = store
-            .prune(std::time::Duration::from_secs(86_400), 100)
-            .await
-            .unwrap();
-        assert_eq!(pruned, 2);
-        assert_eq!(listed(None).await, "r,g,x");
-        let index: String = Connection::open(dir.path().join("up.db"))
-            .unwrap()
-            .query_row(
-                "SELECT sql FROM sqlite_master WHERE name = 'errand_jobs_state'",
-                [],
-                |r| r.get(0),
-            )
-            .unwrap();
-        assert!(index.contains("WHERE state <> 'running'"), "{index}");
-    }
-
     #[test]
-    fn the_embedded_migrations_end_at_the_declared_version() {
+    fn the_embedded_migrations_begin_with_the_baseline_and_end_at_the_declared_version() {
         let runner = embedded::migrations::runner();
-        let last = runner
-            .get_migrations()
-            .iter()
-            .map(|m| i64::from(m.version()))
-            .max();
+        let migrations = runner.get_migrations();
+        let first = migrations.iter().min_by_key(|m| m.version()).unwrap();
+        assert_eq!(
+            (first.version(), first.name()),
+            (1, errand_core::BASELINE_NAME)
+        );
+        let last = migrations.iter().map(|m| i64::from(m.version())).max();
         assert_eq!(last, Some(SCHEMA_VERSION));
+        let conn = migrated();
+        assert_eq!(
+            status(&conn).unwrap(),
+            SchemaStatus::Current(SCHEMA_VERSION)
+        );
+    }
+
+    /// A database a development build left (its history begins with
+    /// another first migration) is refused by `migrate`, which changes
+    /// nothing in it, and by the check at open.
+    #[test]
+    fn a_development_build_database_is_refused_and_left_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        let mut conn = Connection::open(&path).unwrap();
+        conn.execute_batch(&format!(
+            "CREATE TABLE {HISTORY_TABLE} (version INTEGER PRIMARY KEY, name TEXT,
+                 applied_on TEXT, checksum TEXT);
+             INSERT INTO {HISTORY_TABLE} VALUES (1, 'jobs', '2026-09-01', '1'),
+                 (2, 'concurrency_keys', '2026-09-02', '2'), (17, 'dependency_edges', '2026-11-30', '17');
+             CREATE TABLE errand_jobs (id TEXT PRIMARY KEY, state TEXT);
+             INSERT INTO errand_jobs VALUES ('kept', 'ready');"
+        ))
+        .unwrap();
+        let before = dump(&conn);
+        let err = migrate(&mut conn).unwrap_err();
+        assert!(matches!(err, Error::SchemaUnreleased(_)), "{err}");
+        let message = err.to_string();
+        for part in [
+            path.display().to_string(),
+            "development version 17".into(),
+            "before release 0.1".into(),
+            "errand migrate".into(),
+        ] {
+            assert!(message.contains(&part), "{part:?} missing in: {message}");
+        }
+        assert_eq!(dump(&conn), before);
+        assert!(matches!(check(&conn), Err(Error::SchemaUnreleased(_))));
+        drop(conn);
+        assert_eq!(
+            schema_status(&path).unwrap(),
+            SchemaStatus::Unreleased { found: 17 }
+        );
+    }
+
+    /// Every schema object and every history row, in one text.
+    fn dump(conn: &Connection) -> String {
+        let rows: Vec<String> = conn
+            .prepare(&format!(
+                "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL
+                 UNION ALL SELECT version || ' ' || name FROM {HISTORY_TABLE}
+                 UNION ALL SELECT id || ' ' || state FROM errand_jobs"
+            ))
+            .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+            .unwrap();
+        rows.join("\n")
+    }
+
+    /// The job states are the schema's, checked on insert and on every
+    /// change of state, while the words the library defines (actions,
+    /// failure classes, outcomes) are checked only for their shape.
+    #[test]
+    fn the_schema_knows_the_states_and_the_shape_of_the_library_words() {
+        let conn = migrated();
+        let insert = |id: &str, state: &str| {
+            conn.execute(
+                "INSERT INTO errand_jobs (id, queue, kind, state, payload, max_attempts,
+                     available_at, created_at, updated_at, waiting_on, on_dependency_failure)
+                 VALUES (?1, 'q', 'k', ?2, '{}', 3, 0, 0, 0,
+                     CASE ?2 WHEN 'blocked' THEN 1 ELSE 0 END,
+                     CASE ?2 WHEN 'blocked' THEN 'wait' END)",
+                [id, state],
+            )
+        };
+        insert("b", "blocked").unwrap();
+        insert("r", "ready").unwrap();
+        let err = insert("w", "waiting").unwrap_err().to_string();
+        assert!(err.contains("errand_jobs.state must be"), "{err}");
+        let err = conn
+            .execute("UPDATE errand_jobs SET state = 'paused' WHERE id = 'r'", [])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("errand_jobs.state must be"), "{err}");
+        conn.execute(
+            "UPDATE errand_jobs SET last_error_class = 'a_new_class' WHERE id = 'r'",
+            [],
+        )
+        .unwrap();
+        conn.execute(
+            "UPDATE errand_jobs SET last_error_class = 'Bad Class' WHERE id = 'r'",
+            [],
+        )
+        .unwrap_err();
+        let audit =
+            |job: Option<&str>, queue: Option<&str>, action: &str, schedule: Option<&str>| {
+                conn.execute(
+                "INSERT INTO errand_audit (job_id, queue, action, operator, reason, at, schedule)
+                 VALUES (?1, ?2, ?3, 'alice', 'why', 0, ?4)",
+                rusqlite::params![job, queue, action, schedule],
+            )
+            };
+        audit(Some("r"), Some("q"), "a_new_action", None).unwrap();
+        audit(None, Some("q"), "pause", None).unwrap();
+        audit(None, None, "schedule_add", Some("nightly")).unwrap();
+        audit(Some("r"), Some("q"), "Not-A-Word", None).unwrap_err();
+        // Nothing named, or both a job and a schedule.
+        audit(None, None, "pause", None).unwrap_err();
+        audit(Some("r"), None, "cancel", Some("nightly")).unwrap_err();
+        // A purge says why.
+        conn.execute(
+            "INSERT INTO errand_audit (job_id, queue, action, operator, at)
+             VALUES ('r', 'q', 'purge', 'alice', 0)",
+            [],
+        )
+        .unwrap_err();
     }
 }

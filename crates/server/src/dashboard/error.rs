@@ -62,7 +62,8 @@ impl From<errand::Error> for PageError {
             | E::NotADatabase(_)
             | E::NotErrand(_)
             | E::SchemaOutdated(_)
-            | E::SchemaTooNew(_) => {
+            | E::SchemaTooNew(_)
+            | E::SchemaUnreleased(_) => {
                 tracing::warn!(error = %e, "dashboard request failed");
                 ("Store unavailable", format!("{e}. Try again in a moment."))
             }
@@ -123,6 +124,7 @@ mod tests {
                 E::NotErrand("o".into()),
                 E::SchemaOutdated("v1".into()),
                 E::SchemaTooNew("v99".into()),
+                E::SchemaUnreleased("db".into()),
                 E::Busy("b".into()),
                 E::StorageFull("f".into()),
                 E::Closed("c".into()),
