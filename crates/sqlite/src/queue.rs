@@ -38,6 +38,7 @@ const CANDIDATES_EXPIRED: &str = include_str!("../queries/candidates_expired.sql
 const CANDIDATES_READY: &str = include_str!("../queries/candidates_ready.sql");
 const CANDIDATES_EXPIRED_IN: &str = include_str!("../queries/candidates_expired_in.sql");
 const CANDIDATES_READY_IN: &str = include_str!("../queries/candidates_ready_in.sql");
+const CANDIDATES_READY_OF: &str = include_str!("../queries/candidates_ready_of.sql");
 const KEY_RUNNING: &str = include_str!("../queries/key_running.sql");
 const KEY_NEXT: &str = include_str!("../queries/key_next.sql");
 const CLAIM: &str = include_str!("../queries/claim.sql");
@@ -992,7 +993,7 @@ struct Candidate {
 /// costs one index step per row, not a statement.
 fn ready_candidates(
     conn: &Connection,
-    queues: Option<&str>,
+    queues: Scope<'_>,
     now: Timestamp,
     limit: u32,
 ) -> Result<Vec<Candidate>> {
@@ -1013,16 +1014,17 @@ fn ready_candidates(
         })
     };
     let mut stmt = conn
-        .prepare_cached(if queues.is_some() {
-            CANDIDATES_READY_IN
-        } else {
-            CANDIDATES_READY
+        .prepare_cached(match queues {
+            Scope::All => CANDIDATES_READY,
+            Scope::One(_) => CANDIDATES_READY_OF,
+            Scope::Some(_) => CANDIDATES_READY_IN,
         })
         .map_err(map_err)?;
     let ms = now.as_millis();
     let mut rows = match queues {
-        None => stmt.query(named_params! {":now": ms}),
-        Some(q) => stmt.query(named_params! {":now": ms, ":queues": q}),
+        Scope::All => stmt.query(named_params! {":now": ms}),
+        Scope::One(q) => stmt.query(named_params! {":now": ms, ":queue": q}),
+        Scope::Some(q) => stmt.query(named_params! {":now": ms, ":queues": q}),
     }
     .map_err(map_err)?;
     let mut admitted: HashMap<(String, String), HashSet<String>> = HashMap::new();
@@ -1131,6 +1133,17 @@ fn candidate_ids(
     rows.map_err(map_err)
 }
 
+/// The queues a claim reads ready jobs from.
+#[derive(Clone, Copy)]
+enum Scope<'a> {
+    /// Every queue.
+    All,
+    /// One queue, read in claim order from its range of the due index.
+    One(&'a str),
+    /// Several queues: a JSON array of their names.
+    Some(&'a str),
+}
+
 /// Claims up to `req.limit` due jobs.
 pub(crate) fn claim(conn: &Connection, req: &ClaimRequest, clock: Now) -> Result<Vec<ClaimedJob>> {
     let now = clock.at;
@@ -1158,7 +1171,12 @@ pub(crate) fn claim(conn: &Connection, req: &ClaimRequest, clock: Now) -> Result
         Vec::new()
     };
     let rest = limit.saturating_sub(u32::try_from(expired.len()).unwrap_or(u32::MAX));
-    let ready = ready_candidates(conn, queues.as_deref(), now, rest)?;
+    let scope = match (req.queues.as_slice(), queues.as_deref()) {
+        ([one], _) => Scope::One(one.as_str()),
+        (_, Some(list)) => Scope::Some(list),
+        (_, None) => Scope::All,
+    };
+    let ready = ready_candidates(conn, scope, now, rest)?;
     let lease_until = now.plus(req.lease);
     // Claim order: reclaimed leases first, then ready jobs as the scan
     // found them.
@@ -1907,6 +1925,29 @@ mod plan_tests {
             .unwrap()
             .collect::<rusqlite::Result<_>>()
             .unwrap()
+    }
+
+    /// A claim of one named queue reads that queue's ready jobs in claim
+    /// order from the index and sorts nothing, so it stops after the jobs it
+    /// takes however large the queue's backlog (a list of queues has to
+    /// sort what it reads).
+    #[test]
+    fn a_claim_of_one_queue_reads_the_index_in_claim_order() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        crate::schema::migrate(&mut conn).unwrap();
+        let one = plan_of(&conn, CANDIDATES_READY_OF);
+        assert!(
+            job_reads(&one)
+                .iter()
+                .any(|l| l.contains("USING INDEX errand_jobs_due_by_queue (queue=?")),
+            "{one:?}"
+        );
+        assert!(!one.iter().any(|l| l.contains("TEMP B-TREE")), "{one:?}");
+        let several = plan_of(&conn, CANDIDATES_READY_IN);
+        assert!(
+            several.iter().any(|l| l.contains("TEMP B-TREE")),
+            "{several:?}"
+        );
     }
 
     /// `insert_many` on an application's connection is all or nothing even
