@@ -93,7 +93,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-pub use profile::Profile;
+pub use profile::{Profile, StatementCost};
 pub use stats::{Summary, ms, peak_rss_mb, per_second, percentile, ratio, thousands};
 
 /// The benchmark's result type.

@@ -12,7 +12,9 @@ use errand::{
 };
 use tokio_postgres::NoTls;
 
-use crate::profile::{CpuTimes, Mark, PgActivity, Profile};
+use crate::profile::{
+    CpuTimes, IoCounters, Mark, PgActivity, Profile, StatementStat, local_postmaster, server_ticks,
+};
 use crate::{BenchError, Result};
 
 /// The schema `errand` uses by default: never benchmarked into.
@@ -34,6 +36,8 @@ pub(crate) enum Target {
         /// Sessions connected to the database before the benchmark opened
         /// any (the statistics reader included).
         baseline_backends: i64,
+        /// The server's postmaster, when the server runs on this machine.
+        postmaster: Option<u32>,
     },
 }
 
@@ -118,9 +122,64 @@ async fn pg_counters(url: &str) -> Result<(u64, i64)> {
     Ok((u64::try_from(commits).unwrap_or(0), backends))
 }
 
+/// The postmaster of the server `url` names, when it runs on this machine
+/// (see [`local_postmaster`]).
+async fn pg_postmaster(url: &str) -> Result<Option<u32>> {
+    let session = PgSession::connect(url).await?;
+    let row = session
+        .client
+        .query_one(
+            "SELECT pg_backend_pid(), extract(epoch FROM pg_postmaster_start_time())::float8",
+            &[],
+        )
+        .await
+        .map_err(pg)
+        .and_then(|row| {
+            let pid: i32 = row.try_get(0).map_err(pg)?;
+            let started: f64 = row.try_get(1).map_err(pg)?;
+            Ok((pid, started))
+        });
+    // Looked for while the backend is there to be found.
+    let found = row.map(|(pid, started)| {
+        u32::try_from(pid)
+            .ok()
+            .and_then(|pid| local_postmaster(pid, started))
+    });
+    session.close().await;
+    found
+}
+
+/// `pg_stat_statements` entry by entry for the current database; `None`
+/// when it is not loaded or has no `toplevel` column (before PostgreSQL 14).
+async fn pg_statements(c: &tokio_postgres::Client) -> Option<Vec<StatementStat>> {
+    let rows = c
+        .query(
+            "SELECT queryid, toplevel, calls, total_exec_time, rows, coalesce(query, '') \
+             FROM pg_stat_statements \
+             WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+               AND queryid IS NOT NULL",
+            &[],
+        )
+        .await
+        .ok()?;
+    rows.iter()
+        .map(|r| {
+            Some(StatementStat {
+                queryid: r.try_get(0).ok()?,
+                toplevel: r.try_get(1).ok()?,
+                calls: u64::try_from(r.try_get::<_, i64>(2).ok()?).ok()?,
+                total_ms: r.try_get(3).ok()?,
+                rows: u64::try_from(r.try_get::<_, i64>(4).ok()?).ok()?,
+                query: r.try_get(5).ok()?,
+            })
+        })
+        .collect()
+}
+
 /// The cluster's WAL position, this database's statement count (with
-/// `pg_stat_statements`) and the row writes in `schema`.
-async fn pg_activity(url: &str, schema: &str) -> Result<PgActivity> {
+/// `pg_stat_statements`), the row writes in `schema` and the server's CPU
+/// (when `postmaster` is known).
+async fn pg_activity(url: &str, schema: &str, postmaster: Option<u32>) -> Result<PgActivity> {
     let session = PgSession::connect(url).await?;
     let read = async {
         let c = &session.client;
@@ -154,9 +213,17 @@ async fn pg_activity(url: &str, schema: &str) -> Result<PgActivity> {
                 .and_then(|v| u64::try_from(v).ok()),
             Err(_) => None,
         };
+        let by_statement = match statements {
+            Some(_) => pg_statements(c).await,
+            None => None,
+        };
         Ok(PgActivity {
             wal_lsn: n(0)?,
             statements,
+            by_statement,
+            // Read while this session's backend is alive, as at the other
+            // end of the phase: its own CPU then barely counts.
+            server_ticks: postmaster.and_then(server_ticks),
             inserted: n(1)?,
             updated: n(2)?,
             hot_updated: n(3)?,
@@ -212,6 +279,7 @@ impl Target {
                     )));
                 }
                 let (_, baseline_backends) = pg_counters(&url).await?;
+                let postmaster = pg_postmaster(&url).await?;
                 let options = PgOptions {
                     schema: schema.to_owned(),
                     migrate: true,
@@ -223,6 +291,7 @@ impl Target {
                     url,
                     schema: schema.to_owned(),
                     baseline_backends,
+                    postmaster,
                 }
             }
         };
@@ -318,11 +387,17 @@ impl Target {
                 mark: Mark {
                     cpu: CpuTimes::now(),
                     pg: None,
+                    io: IoCounters::now(),
                 },
             }),
-            Target::Postgres { url, schema, .. } => {
+            Target::Postgres {
+                url,
+                schema,
+                postmaster,
+                ..
+            } => {
                 let (commits_before, _) = self.settled_counters().await?;
-                let pg = Some(pg_activity(url, schema).await?);
+                let pg = Some(pg_activity(url, schema, *postmaster).await?);
                 let options = PgOptions {
                     schema: schema.clone(),
                     migrate: false,
@@ -336,6 +411,7 @@ impl Target {
                     mark: Mark {
                         cpu: CpuTimes::now(),
                         pg,
+                        io: None,
                     },
                 })
             }
@@ -356,13 +432,19 @@ impl Target {
         match self {
             Target::Sqlite { store: sqlite, .. } => {
                 drop(store);
+                let io = IoCounters::now();
                 Ok(Finished {
                     commits: sqlite.commits().saturating_sub(commits_before),
                     note: None,
-                    marks: (mark, Mark { cpu, pg: None }),
+                    marks: (mark, Mark { cpu, pg: None, io }),
                 })
             }
-            Target::Postgres { url, schema, .. } => {
+            Target::Postgres {
+                url,
+                schema,
+                postmaster,
+                ..
+            } => {
                 // The PostgreSQL sessions of the phase flush their
                 // statistics when they end, which they do once the store
                 // (its pool and its LISTEN connection) is gone.
@@ -388,11 +470,11 @@ impl Target {
                             .to_owned(),
                     );
                 }
-                let pg = Some(pg_activity(url, schema).await?);
+                let pg = Some(pg_activity(url, schema, *postmaster).await?);
                 Ok(Finished {
                     commits: after.saturating_sub(commits_before),
                     note,
-                    marks: (mark, Mark { cpu, pg }),
+                    marks: (mark, Mark { cpu, pg, io: None }),
                 })
             }
         }
