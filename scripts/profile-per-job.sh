@@ -33,7 +33,7 @@
 #   - for SQLite's statement count (skipped, with a message, without it):
 #     gdb. Each SQLite workload then runs a second time under gdb, with one
 #     breakpoint on the line of SQLite's sqlite3Step that only a statement's
-#     first step runs (SQLITE_STEP_LINE, default 94370: the SQLite that
+#     first step runs (SQLITE_STEP_LINE, default 94372: the SQLite that
 #     libsqlite3-sys 0.38.2 compiles in; the script checks that gdb puts it
 #     in sqlite3Step), counted between the measured phase's start and end
 #     (errand bench reads /proc/self/io at both). The breakpoint stops the
@@ -138,7 +138,7 @@ set confirm off
 set language c
 set print thread-events off
 set print inferior-events off
-break sqlite3/sqlite3.c:${SQLITE_STEP_LINE:-94370}
+break sqlite3/sqlite3.c:${SQLITE_STEP_LINE:-94372}
 info breakpoints
 ignore 1 2000000000
 catch syscall openat
