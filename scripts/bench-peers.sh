@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# Errand beside graphile-worker and the raw SQL floor, measured in one run:
-# every round runs each workload once, Errand and peer interleaved, so that
-# the machine's load moves both alike. Only ratios taken in one such run
-# mean anything on a shared machine.
+# Errand beside its peers and floors, measured in one run: every round runs
+# each workload once, Errand and peer interleaved, so that the machine's
+# load moves both alike. Only ratios taken in one such run mean anything on
+# a shared machine.
+#
+# Each round: on PostgreSQL, Errand's burn-down, River's and
+# graphile-worker's, Errand's bulk enqueue, the raw SQL floor (pgbench),
+# Errand's workflow drain, its idle latency and its retry-heavy drain; on
+# SQLite, Errand's burn-down, the SQLite floor and Errand's workflow drain.
 #
 # Usage: scripts/bench-peers.sh [ROUNDS (3)] [JOBS (100000)]
 #
@@ -12,12 +17,18 @@
 #   - psql and pgbench: PGBIN (default /usr/lib/postgresql/15/bin);
 #   - a PostgreSQL cluster: PGBASE, its URL without a database (default
 #     postgres://postgres@127.0.0.1:5432). The script creates and drops the
-#     databases errand_peers, gw_peers and rawsql_peers there;
-#   - python3, for the summary;
+#     databases errand_peers, gw_peers, river_peers and rawsql_peers there;
+#   - python3, for the SQLite floor (its sqlite3 module; the line it
+#     prints names the SQLite version) and the summary;
 #   - for graphile-worker (skipped, with a message, without it): Node.js and
 #     NODE_PATH naming a node_modules that holds graphile-worker 0.17.3 and
 #     pg, made once with
 #       mkdir -p /tmp/peer-node && cd /tmp/peer-node && npm init -y && npm i graphile-worker@0.17.3 pg
+#   - for River (skipped, with a message, without it): the riverqueue
+#     binary of River for Rust 0.3.0, RIVERQUEUE (default
+#     /tmp/peer-cargo/bin/riverqueue), built once (about 6 minutes on two
+#     cores) with
+#       CARGO_TARGET_DIR=/tmp/peer-target cargo install riverqueue-cli --version 0.3.0 --locked --root /tmp/peer-cargo
 #
 # Each measurement is one JSON line in OUT (default
 # /tmp/bench-peers-<time>.jsonl); the summary (median, min and max of each
@@ -39,6 +50,12 @@ fail() { echo "bench-peers: $*" >&2; exit 2; }
 command -v python3 >/dev/null || fail "python3 is needed for the summary"
 psql=("$pgbin/psql" -X -q -v ON_ERROR_STOP=1)
 "${psql[@]}" "$base/postgres" -c "SELECT 1" >/dev/null || fail "cannot connect to $base/postgres: set PGBASE"
+
+river=${RIVERQUEUE:-/tmp/peer-cargo/bin/riverqueue}
+rv=yes
+if [ ! -x "$river" ]; then
+  rv=no; echo "bench-peers: no riverqueue binary at $river: River is skipped (see the top of this script, or set RIVERQUEUE)" >&2
+fi
 
 gw=yes
 if ! command -v node >/dev/null; then
@@ -85,6 +102,37 @@ rawsql() { # round clients
     "$clients" "$jobs" "$(python3 -c "print(round($tps*100))")" "$left" | keep "$round" "rawsql-$clients"
 }
 
+sqlite_floor() { # round
+  local dir; dir=$(mktemp -d)
+  python3 "$here/peers/sqlite/floor.py" "$dir/floor.db" "$jobs" | keep "$1" "sqlite-floor"
+  rm -rf "$dir"
+}
+
+river() { # round
+  [ "$rv" = yes ] || return 0
+  local url=$base/river_peers text line
+  "${psql[@]}" "$base/postgres" -c "DROP DATABASE IF EXISTS river_peers WITH (FORCE)" -c "CREATE DATABASE river_peers"
+  "$river" migrate-up --database-url "$url" >/dev/null
+  # River's bench inserts its jobs (untimed, in batches of 5,000), starts
+  # its client and times from the client's being ready to the last job
+  # worked: its last line gives that drain's jobs per second, the figure
+  # Errand's burn-down is compared with. Its event buffer holds --backlog
+  # events: as many as jobs, or it reports 'receiver lagged'.
+  text=$("$river" bench --database-url "$url" -n "$jobs" --backlog "$jobs" 2>&1) || fail "riverqueue bench failed: $text"
+  line=$(grep 'total jobs worked' <<<"$text" | tail -n 1)
+  [ -n "$line" ] || fail "riverqueue bench printed no 'total jobs worked' line: $text"
+  python3 - "$line" "$jobs" "$("$pgbin/psql" -X -Atq "$url" -c "SELECT count(*) FROM river_job WHERE state <> 'completed'")" <<'PY' | keep "$1" "river-burn-down"
+import json, re, sys
+line, jobs, left = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+worked = re.search(r"total jobs worked \[\s*(\d+)\s*\]", line)
+rate = re.search(r"overall job/sec \[\s*([\d.]+)\s*\]", line)
+if not (worked and rate):
+    sys.exit(f"bench-peers: cannot read River's line: {line}")
+print(json.dumps({"peer": "River", "workload": "burn-down", "jobs": int(worked.group(1)),
+                  "jobs_per_sec": round(float(rate.group(1))), "jobs_left": left, "line": line.strip()}))
+PY
+}
+
 graphile() { # round
   [ "$gw" = yes ] || return 0
   PGBASE=$base node "$here/peers/graphile-worker/burn.js" "$jobs" 2 24 | keep "$1" "gw-burn-down"
@@ -95,13 +143,18 @@ echo "bench-peers: $rounds rounds of $jobs jobs; results in $out" >&2
 for round in $(seq 1 "$rounds"); do
   echo "bench-peers: round $round" >&2
   errand_pg "$round" burn-down burn-down --jobs "$jobs"
+  river "$round"
   graphile "$round"
   errand_pg "$round" enqueue enqueue --batch 5000 --jobs "$jobs"
   rawsql "$round" 2
+  errand_pg "$round" workflow workflow --jobs "$jobs"
   errand_pg "$round" latency latency
   errand_pg "$round" retry-heavy retry-heavy --jobs "$jobs"
   errand_sqlite "$round" burn-down burn-down --jobs "$jobs"
+  sqlite_floor "$round"
+  errand_sqlite "$round" workflow workflow --jobs "$jobs"
 done
-"${psql[@]}" "$base/postgres" -c "DROP DATABASE IF EXISTS errand_peers WITH (FORCE)" -c "DROP DATABASE IF EXISTS rawsql_peers WITH (FORCE)" \
-  -c "DROP DATABASE IF EXISTS gw_peers WITH (FORCE)"
+for db in errand_peers rawsql_peers gw_peers river_peers; do
+  "${psql[@]}" "$base/postgres" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)"
+done
 python3 "$here/peers/summary.py" "$out"

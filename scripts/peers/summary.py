@@ -35,6 +35,9 @@ def main(path):
             ("other_cpu_us", "other CPU µs/job"),
             ("wal_bytes", "WAL B/job"),
             ("statements", "statements/job"),
+            ("round_trips", "round trips/job"),
+            ("server_cpu_us", "server CPU µs/job"),
+            ("db_exec_us", "statement time µs/job"),
         ]:
             if prof.get(key) is not None:
                 out[label] = prof[key]
@@ -56,7 +59,11 @@ def main(path):
 
         pairs = [
             ("PostgreSQL burn-down: Errand / graphile-worker", ("errand-pg-burn-down", "jobs/s"), ("gw-burn-down", "jobs/s")),
+            ("PostgreSQL burn-down: Errand / River", ("errand-pg-burn-down", "jobs/s"), ("river-burn-down", "jobs/s")),
             ("PostgreSQL burn-down: Errand / raw SQL (2 clients)", ("errand-pg-burn-down", "jobs/s"), ("rawsql-2", "jobs/s")),
+            ("SQLite burn-down: Errand / SQLite floor", ("errand-sqlite-burn-down", "jobs/s"), ("sqlite-floor", "jobs/s")),
+            ("workflow drain / burn-down (Errand, PostgreSQL)", ("errand-pg-workflow", "jobs/s"), ("errand-pg-burn-down", "jobs/s")),
+            ("workflow drain / burn-down (Errand, SQLite)", ("errand-sqlite-workflow", "jobs/s"), ("errand-sqlite-burn-down", "jobs/s")),
             ("bulk enqueue: Errand (batches of 5,000) / graphile-worker add_jobs", ("errand-pg-enqueue", "jobs/s"), ("gw-burn-down", "add_jobs jobs/s")),
             ("retry-heavy / burn-down (Errand, PostgreSQL)", ("errand-pg-retry-heavy", "jobs/s"), ("errand-pg-burn-down", "jobs/s")),
             ("idle enqueue-to-start p50: Errand / graphile-worker", ("errand-pg-latency", "p50 ms"), ("gw-latency", "p50 ms")),
@@ -80,6 +87,20 @@ def main(path):
     print("|---|---|---|---|")
     for label, vs in ratios.items():
         print(f"| {label} | {min(vs):.2f} | {statistics.median(vs):.2f} | {max(vs):.2f} |")
+    notes = []
+    for r in sorted(rounds):
+        for name, d in sorted(rounds[r].items()):
+            if "sqlite_version" in d:
+                note = (f"{name}: Python's sqlite3 module on SQLite {d['sqlite_version']}, "
+                        f"journal_mode={d.get('journal_mode')}, synchronous={d.get('synchronous')}")
+                if note not in notes:
+                    notes.append(note)
+            if d.get("jobs_left"):
+                notes.append(f"{name}, round {r}: {d['jobs_left']} jobs left unfinished")
+    if notes:
+        print()
+        for note in notes:
+            print(f"- {note}")
 
 
 if __name__ == "__main__":
