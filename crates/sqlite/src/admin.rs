@@ -12,13 +12,11 @@ use errand_core::{
     PausedQueue, QueueSample, Reschedule, Result, Schedule, Stats, StatsRequest, Timestamp,
     WindowRow, WorkerMetrics, WorkerReport, WorkerSeen, assemble_stats,
 };
-use rusqlite::{Connection, OptionalExtension, Row, named_params};
+use rusqlite::{Connection, OptionalExtension, named_params};
 
-use crate::map_err;
-use crate::queue::{
-    AuditRow, Release, audit, insert_many, job_from_row, opt_ts_col, release_dependents, ts_col,
-    u32_col,
-};
+use crate::conn::map_err;
+use crate::queue::{AuditRow, Release, audit, insert_many, release_dependents};
+use crate::rows::{job_from_row, name_col, opt_ts_col, ts_col, u32_col, u64_col};
 
 const REPLAY: &str = include_str!("../queries/replay.sql");
 const CANCEL: &str = include_str!("../queries/cancel.sql");
@@ -35,18 +33,6 @@ const REPORT_WORKER: &str = include_str!("../queries/report_worker.sql");
 
 /// Worker reports older than this are deleted when another arrives.
 const WORKER_FORGOTTEN_AFTER: Duration = Duration::from_secs(24 * 3600);
-
-fn u64_col(row: &Row<'_>, col: usize) -> rusqlite::Result<u64> {
-    let v: i64 = row.get(col)?;
-    Ok(u64::try_from(v).unwrap_or(0))
-}
-
-fn name_col(row: &Row<'_>, col: usize) -> rusqlite::Result<Name> {
-    let s: String = row.get(col)?;
-    Name::parse("queue", s).map_err(|e| {
-        rusqlite::Error::FromSqlConversionFailure(col, rusqlite::types::Type::Text, Box::new(e))
-    })
-}
 
 /// Pauses a queue; `false` when it already was.
 pub(crate) fn pause(

@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 use errand_core::{Batch, BatchId, BatchSeal, Error, JobId, JobState, NewJob, Result, Timestamp};
 use rusqlite::{Connection, OptionalExtension, named_params};
 
-use crate::map_err;
-use crate::queue::{insert_many, opt_ts_col, ts_col};
+use crate::conn::map_err;
+use crate::queue::insert_many;
+use crate::rows::{opt_ts_col, ts_col};
 
 const OPEN: &str = include_str!("../queries/batch_open.sql");
 const ROW: &str = include_str!("../queries/batch_row.sql");

@@ -26,8 +26,10 @@
 
 mod admin;
 mod batch;
+mod conn;
 mod minutes;
 mod queue;
+mod rows;
 mod schedules;
 mod schema;
 mod writer;
@@ -50,7 +52,7 @@ use errand_core::{
 use errand_core::{bounds, check_recorded_text};
 use rusqlite::{Connection, OpenFlags};
 
-use crate::queue::Now;
+use crate::conn::{Now, map_err};
 
 pub use errand_core::SchemaStatus;
 pub use queue::{complete as complete_in, insert as enqueue_in, insert_many as enqueue_many_in};
@@ -117,27 +119,6 @@ impl Default for SqliteOptions {
             clock: Arc::new(SystemClock),
         }
     }
-}
-
-/// Maps a SQLite error to Errand's error, naming the cause; any other
-/// failure keeps the `rusqlite::Error` as its `source()`.
-pub(crate) fn map_err(e: rusqlite::Error) -> Error {
-    use rusqlite::ErrorCode;
-    if let rusqlite::Error::SqliteFailure(f, _) = &e {
-        match f.code {
-            ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => {
-                return Error::Busy(e.to_string());
-            }
-            ErrorCode::DiskFull => return Error::StorageFull(e.to_string()),
-            ErrorCode::NotADatabase => {
-                return Error::NotADatabase(format!(
-                    "the file is not a SQLite database ({e}); check the --db path"
-                ));
-            }
-            _ => {}
-        }
-    }
-    Error::storage_caused_by(e.to_string(), e)
 }
 
 /// The SQLite store. Cheap to clone; clones share the writer thread.
@@ -625,7 +606,7 @@ impl JobStore for SqliteStore {
 
     async fn get(&self, id: &JobId) -> Result<Job> {
         let id = id.clone();
-        self.read(move |c| queue::get(c, &id)).await
+        self.read(move |c| rows::get(c, &id)).await
     }
 
     async fn report_worker(&self, report: &WorkerReport) -> Result<()> {
@@ -707,7 +688,7 @@ impl AdminStore for SqliteStore {
         self.read(move |c| {
             // One read transaction, so the job and its history agree.
             c.execute_batch("BEGIN").map_err(map_err)?;
-            let out = queue::get(c, &id).and_then(|job| {
+            let out = rows::get(c, &id).and_then(|job| {
                 let (history, audit) = queue::history(c, &id)?;
                 let (dependencies, dependents) = queue::dependencies(c, &job)?;
                 Ok(JobDetail {

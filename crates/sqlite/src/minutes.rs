@@ -3,7 +3,7 @@
 use errand_core::{Error, MinuteCount, MinuteQuery, MinuteRow, Result, check_minutes};
 use rusqlite::{Connection, named_params};
 
-use crate::map_err;
+use crate::conn::map_err;
 
 /// A counter adds to the stored value (saturating at the largest integer
 /// SQLite keeps, where plain addition would turn the column into a

@@ -7,8 +7,9 @@ use errand_core::{
 };
 use rusqlite::{Connection, OptionalExtension, Row, named_params};
 
-use crate::map_err;
-use crate::queue::{AuditRow, audit, opt_ts_col, ts_col};
+use crate::conn::map_err;
+use crate::queue::{AuditRow, audit};
+use crate::rows::{opt_ts_col, ts_col};
 
 const COLUMNS: &str = "name, cron, kind, queue, payload, max_attempts, misfire, created_at, \
                        updated_at, active_since, paused_at, paused_by, paused_reason";

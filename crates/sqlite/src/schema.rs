@@ -7,7 +7,7 @@ pub use errand_core::SCHEMA_VERSION;
 use errand_core::{Error, Result, SchemaStatus};
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension};
 
-use crate::map_err;
+use crate::conn::map_err;
 
 mod embedded {
     refinery::embed_migrations!("migrations");
@@ -189,7 +189,7 @@ fn check_job_columns(conn: &Connection) -> Result<()> {
         .prepare("SELECT name FROM pragma_table_info('errand_jobs') ORDER BY cid")
         .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
         .map_err(map_err)?;
-    if columns != crate::queue::JOB_COLUMNS {
+    if columns != crate::rows::JOB_COLUMNS {
         return Err(Error::storage(format!(
             "errand_jobs has the columns {columns:?}, not the ones schema version \
              {SCHEMA_VERSION} defines; the table was changed outside Errand's migrations"

@@ -17,7 +17,7 @@ use errand_core::{Clock, Error, Timestamp};
 use rusqlite::{Connection, TransactionBehavior};
 use tokio::sync::oneshot;
 
-use crate::map_err;
+use crate::conn::map_err;
 
 /// Most operations committed together in one transaction.
 const MAX_BATCH: usize = 256;
