@@ -15,7 +15,9 @@ use errand_core::{
 use rusqlite::{Connection, OptionalExtension, named_params};
 
 use crate::conn::map_err;
-use crate::queue::{AuditRow, Release, audit, insert_many, release_dependents};
+use crate::insert::insert_many;
+use crate::queue::{AuditRow, audit};
+use crate::release::{Release, release_dependents};
 use crate::rows::{job_from_row, name_col, opt_ts_col, ts_col, u32_col, u64_col};
 
 const REPLAY: &str = include_str!("../queries/replay.sql");

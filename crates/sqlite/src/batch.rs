@@ -1,24 +1,22 @@
 //! Batches on SQLite: jobs join an open batch in the write transaction
-//! that inserts them, and a seal lists the batch's jobs and inserts its
-//! callbacks in its own; the single writer runs them one after another.
+//! that inserts them, and a seal (seal.rs) lists the batch's jobs and
+//! inserts its callbacks in its own; the single writer runs them one after
+//! another.
 
 use std::collections::BTreeMap;
 
-use errand_core::{Batch, BatchId, BatchSeal, Error, JobId, JobState, NewJob, Result, Timestamp};
+use errand_core::{Batch, BatchId, Error, JobId, JobState, NewJob, Result, Timestamp};
 use rusqlite::{Connection, OptionalExtension, named_params};
 
 use crate::conn::map_err;
-use crate::queue::insert_many;
 use crate::rows::{opt_ts_col, ts_col};
 
-const OPEN: &str = include_str!("../queries/batch_open.sql");
+pub(crate) const OPEN: &str = include_str!("../queries/batch_open.sql");
 const ROW: &str = include_str!("../queries/batch_row.sql");
-const MEMBERS: &str = include_str!("../queries/batch_members.sql");
 const COUNTS: &str = include_str!("../queries/batch_counts.sql");
-const SEAL: &str = include_str!("../queries/batch_seal.sql");
 
 /// A batch row: the batch, with its job count (no counts by state).
-fn row(conn: &Connection, id: &BatchId) -> Result<Option<Batch>> {
+pub(crate) fn row(conn: &Connection, id: &BatchId) -> Result<Option<Batch>> {
     conn.prepare_cached(ROW)
         .map_err(map_err)?
         .query_row(named_params! {":id": id.as_str()}, |r| {
@@ -62,44 +60,6 @@ pub(crate) fn join(conn: &Connection, jobs: &[NewJob], now: Timestamp) -> Result
         errand_core::check_batch_size(batch, held.total, n)?;
     }
     Ok(())
-}
-
-/// Seals a batch and inserts its callbacks (see `JobStore::seal_batch`).
-pub(crate) fn seal(conn: &Connection, seal: &BatchSeal, now: Timestamp) -> Result<Batch> {
-    conn.prepare_cached(OPEN)
-        .map_err(map_err)?
-        .execute(named_params! {":id": seal.batch.as_str(), ":now": now.as_millis()})
-        .map_err(map_err)?;
-    let current = row(conn, &seal.batch)?
-        .ok_or_else(|| Error::storage(format!("batch {} vanished while sealed", seal.batch)))?;
-    if current.sealed_at.is_none() {
-        let mut members = Vec::new();
-        {
-            let mut stmt = conn.prepare_cached(MEMBERS).map_err(map_err)?;
-            let rows = stmt
-                .query_map(named_params! {":id": seal.batch.as_str()}, |r| {
-                    r.get::<_, String>(0)
-                })
-                .map_err(map_err)?;
-            for id in rows {
-                members.push(JobId::new(id.map_err(map_err)?)?);
-            }
-        }
-        let callbacks = seal.callbacks(&members)?;
-        if !callbacks.jobs.is_empty() {
-            errand_core::check_callbacks_created(&insert_many(conn, &callbacks.jobs, now)?)?;
-        }
-        conn.prepare_cached(SEAL)
-            .map_err(map_err)?
-            .execute(named_params! {
-                ":id": seal.batch.as_str(),
-                ":now": now.as_millis(),
-                ":on_success": callbacks.on_success.as_ref().map(JobId::as_str),
-                ":on_finish": callbacks.on_finish.as_ref().map(JobId::as_str),
-            })
-            .map_err(map_err)?;
-    }
-    batch(conn, &seal.batch)
 }
 
 /// A batch with its counts by state.

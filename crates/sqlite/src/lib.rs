@@ -27,11 +27,14 @@
 mod admin;
 mod batch;
 mod conn;
+mod insert;
 mod minutes;
 mod queue;
+mod release;
 mod rows;
 mod schedules;
 mod schema;
+mod seal;
 mod writer;
 
 use std::fmt;
@@ -55,7 +58,8 @@ use rusqlite::{Connection, OpenFlags};
 use crate::conn::{Now, map_err};
 
 pub use errand_core::SchemaStatus;
-pub use queue::{complete as complete_in, insert as enqueue_in, insert_many as enqueue_many_in};
+pub use insert::{insert as enqueue_in, insert_many as enqueue_many_in};
+pub use queue::complete as complete_in;
 pub use rusqlite;
 pub use schema::{SCHEMA_VERSION, migrate, open_read_only, schema_status, schema_version};
 
@@ -274,13 +278,13 @@ impl SqliteStore {
     /// idle workers at their next poll; one enqueued inside
     /// [`SqliteStore::write`] wakes them at once.
     pub fn enqueue_in(&self, conn: &Connection, job: impl IntoNewJob) -> Result<Inserted> {
-        queue::insert(conn, &job.into_new_job()?, self.now())
+        insert::insert(conn, &job.into_new_job()?, self.now())
     }
 
     /// Enqueues many jobs on `conn`, all or none, like
     /// [`SqliteStore::enqueue_in`].
     pub fn enqueue_many_in(&self, conn: &Connection, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
-        queue::insert_many(conn, jobs, self.now())
+        insert::insert_many(conn, jobs, self.now())
     }
 
     /// Acknowledges a claimed job on `conn` — the handler's own open
@@ -395,9 +399,9 @@ impl SqliteStore {
                 } else {
                     steps.leases_now(at, std::time::Instant::now())
                 };
-                let before = queue::releases_so_far();
+                let before = release::releases_so_far();
                 let out = f(c, Now { at, leases })?;
-                Ok((out, queue::releases_so_far() != before))
+                Ok((out, release::releases_so_far() != before))
             })
             .await?;
         // A settlement that released dependents made work due.
@@ -437,11 +441,11 @@ impl Inner {
 #[async_trait]
 impl JobStore for SqliteStore {
     async fn insert(&self, job: NewJob) -> Result<Inserted> {
-        self.write(move |c, now| queue::insert(c, &job, now)).await
+        self.write(move |c, now| insert::insert(c, &job, now)).await
     }
 
     async fn insert_many(&self, jobs: Vec<NewJob>) -> Result<Vec<Inserted>> {
-        self.write(move |c, now| queue::insert_many(c, &jobs, now))
+        self.write(move |c, now| insert::insert_many(c, &jobs, now))
             .await
     }
 
@@ -576,7 +580,7 @@ impl JobStore for SqliteStore {
 
     async fn seal_batch(&self, seal: &errand_core::BatchSeal) -> Result<errand_core::Batch> {
         let seal = seal.clone();
-        self.write(move |c, now| batch::seal(c, &seal, now)).await
+        self.write(move |c, now| seal::seal(c, &seal, now)).await
     }
 
     async fn release(&self, lease: &Lease) -> Result<Job> {
