@@ -26,8 +26,10 @@
 
 mod admin;
 mod batch;
+mod claim;
 mod conn;
 mod insert;
+mod maintenance;
 mod minutes;
 mod queue;
 mod release;
@@ -35,6 +37,7 @@ mod rows;
 mod schedules;
 mod schema;
 mod seal;
+mod settle;
 mod writer;
 
 use std::fmt;
@@ -59,9 +62,9 @@ use crate::conn::{Now, map_err};
 
 pub use errand_core::SchemaStatus;
 pub use insert::{insert as enqueue_in, insert_many as enqueue_many_in};
-pub use queue::complete as complete_in;
 pub use rusqlite;
 pub use schema::{SCHEMA_VERSION, migrate, open_read_only, schema_status, schema_version};
+pub use settle::complete as complete_in;
 
 use writer::Writer;
 
@@ -303,7 +306,7 @@ impl SqliteStore {
         } else {
             self.inner.steps.leases_now(at, std::time::Instant::now())
         };
-        queue::complete_on(conn, lease, Now { at, leases })
+        settle::complete_on(conn, lease, Now { at, leases })
     }
 
     /// Runs `f` on the writer thread inside the shared write transaction
@@ -453,18 +456,18 @@ impl JobStore for SqliteStore {
         req.validate()?;
         let req = req.clone();
         self.inner.steps.note_lease(req.lease);
-        self.op(move |c, now| queue::claim(c, &req, now)).await
+        self.op(move |c, now| claim::claim(c, &req, now)).await
     }
 
     async fn complete(&self, lease: &Lease) -> Result<Job> {
         let lease = lease.clone();
-        self.op(move |c, now| queue::complete_at(c, &lease, None, now))
+        self.op(move |c, now| settle::complete_at(c, &lease, None, now))
             .await
     }
 
     async fn complete_with_output(&self, lease: &Lease, output: &Payload) -> Result<Job> {
         let (lease, output) = (lease.clone(), output.clone());
-        self.op(move |c, now| queue::complete_at(c, &lease, Some(&output), now))
+        self.op(move |c, now| settle::complete_at(c, &lease, Some(&output), now))
             .await
     }
 
@@ -486,7 +489,7 @@ impl JobStore for SqliteStore {
 
     async fn complete_many(&self, leases: &[Lease]) -> Result<Vec<bool>> {
         let leases = leases.to_vec();
-        self.op(move |c, now| queue::complete_many(c, &leases, now))
+        self.op(move |c, now| settle::complete_many(c, &leases, now))
             .await
     }
 
@@ -501,9 +504,9 @@ impl JobStore for SqliteStore {
         // One write operation, so one commit for both. The claim has a
         // savepoint of its own: a failed claim undoes only itself.
         self.op(move |c, now| {
-            let acked = queue::complete_many(c, &leases, now)?;
+            let acked = settle::complete_many(c, &leases, now)?;
             c.execute_batch("SAVEPOINT errand_claim").map_err(map_err)?;
-            let claimed = queue::claim(c, &req, now);
+            let claimed = claim::claim(c, &req, now);
             let end = if claimed.is_ok() {
                 "RELEASE errand_claim"
             } else {
@@ -518,7 +521,7 @@ impl JobStore for SqliteStore {
     async fn fail(&self, lease: &Lease, failure: Failure) -> Result<Job> {
         failure.validate()?;
         let lease = lease.clone();
-        self.op(move |c, now| queue::fail(c, &lease, &failure, now))
+        self.op(move |c, now| settle::fail(c, &lease, &failure, now))
             .await
     }
 
@@ -532,7 +535,7 @@ impl JobStore for SqliteStore {
             items
                 .iter()
                 .map(
-                    |(lease, failure)| match queue::fail(c, lease, failure, now) {
+                    |(lease, failure)| match settle::fail(c, lease, failure, now) {
                         Ok(job) => Ok(Some(job)),
                         Err(Error::LeaseLost { .. }) => Ok(None),
                         Err(e) => Err(e),
@@ -546,14 +549,14 @@ impl JobStore for SqliteStore {
     async fn snooze(&self, lease: &Lease, delay: Duration) -> Result<Job> {
         bounds::check_delay("a snooze", delay)?;
         let lease = lease.clone();
-        self.op(move |c, now| queue::snooze(c, &lease, delay, now, "snoozed"))
+        self.op(move |c, now| settle::snooze(c, &lease, delay, now, "snoozed"))
             .await
     }
 
     async fn cancel_running(&self, lease: &Lease, reason: &str) -> Result<Job> {
         check_recorded_text("the reason", reason)?;
         let (lease, reason) = (lease.clone(), reason.to_owned());
-        self.op(move |c, now| queue::cancel_running(c, &lease, &reason, now))
+        self.op(move |c, now| settle::cancel_running(c, &lease, &reason, now))
             .await
     }
 
@@ -561,7 +564,7 @@ impl JobStore for SqliteStore {
         bounds::check_lease("a lease renewal", extend)?;
         let lease = lease.clone();
         self.inner.steps.note_lease(extend);
-        self.op(move |c, now| queue::heartbeat(c, &lease, extend, None, now))
+        self.op(move |c, now| settle::heartbeat(c, &lease, extend, None, now))
             .await
     }
 
@@ -574,7 +577,7 @@ impl JobStore for SqliteStore {
         bounds::check_lease("a lease renewal", extend)?;
         let (lease, progress) = (lease.clone(), progress.to_json()?);
         self.inner.steps.note_lease(extend);
-        self.op(move |c, now| queue::heartbeat(c, &lease, extend, Some(&progress), now))
+        self.op(move |c, now| settle::heartbeat(c, &lease, extend, Some(&progress), now))
             .await
     }
 
@@ -586,7 +589,7 @@ impl JobStore for SqliteStore {
     async fn release(&self, lease: &Lease) -> Result<Job> {
         let lease = lease.clone();
         let out = self
-            .op(move |c, now| queue::snooze(c, &lease, Duration::ZERO, now, "released"))
+            .op(move |c, now| settle::snooze(c, &lease, Duration::ZERO, now, "released"))
             .await;
         if out.is_ok() {
             self.wake();
@@ -597,14 +600,14 @@ impl JobStore for SqliteStore {
     async fn sweep_expired(&self) -> Result<SweepReport> {
         self.op(|c, now| {
             Ok(SweepReport {
-                dead: queue::expire_final(c, now)?,
+                dead: maintenance::expire_final(c, now)?,
             })
         })
         .await
     }
 
     async fn prune(&self, older_than: Duration, limit: u32) -> Result<u64> {
-        self.op(move |c, now| queue::prune(c, older_than, limit, now.at))
+        self.op(move |c, now| maintenance::prune(c, older_than, limit, now.at))
             .await
     }
 
@@ -621,7 +624,7 @@ impl JobStore for SqliteStore {
 
     async fn take_tokens(&self, bucket: &RateBucket, limit: RateLimit, want: u32) -> Result<u32> {
         let bucket = bucket.clone();
-        self.op(move |c, now| queue::take_tokens(c, &bucket, limit, want, now.at))
+        self.op(move |c, now| claim::take_tokens(c, &bucket, limit, want, now.at))
             .await
     }
 
