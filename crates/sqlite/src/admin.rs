@@ -14,9 +14,9 @@ use errand_core::{
 };
 use rusqlite::{Connection, OptionalExtension, named_params};
 
+use crate::audit::{AuditRow, audit};
 use crate::conn::map_err;
 use crate::insert::insert_many;
-use crate::queue::{AuditRow, audit};
 use crate::release::{Release, release_dependents};
 use crate::rows::{job_from_row, name_col, opt_ts_col, ts_col, u32_col, u64_col};
 

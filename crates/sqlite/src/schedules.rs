@@ -7,8 +7,8 @@ use errand_core::{
 };
 use rusqlite::{Connection, OptionalExtension, Row, named_params};
 
+use crate::audit::{AuditRow, audit};
 use crate::conn::map_err;
-use crate::queue::{AuditRow, audit};
 use crate::rows::{opt_ts_col, ts_col};
 
 const COLUMNS: &str = "name, cron, kind, queue, payload, max_attempts, misfire, created_at, \
