@@ -39,6 +39,7 @@ mod schedules;
 mod schema;
 mod seal;
 mod settle;
+mod stats;
 mod workflows;
 mod writer;
 
@@ -620,7 +621,7 @@ impl JobStore for SqliteStore {
 
     async fn report_worker(&self, report: &WorkerReport) -> Result<()> {
         let report = report.clone();
-        self.submit(move |c, now| admin::report_worker(c, &report, now))
+        self.submit(move |c, now| stats::report_worker(c, &report, now))
             .await
     }
 
@@ -763,7 +764,7 @@ impl AdminStore for SqliteStore {
 
     async fn audit_log(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
         let filter = filter.clone();
-        self.read(move |c| admin::audit_log(c, &filter)).await
+        self.read(move |c| audit::audit_log(c, &filter)).await
     }
 
     async fn stats(&self, req: &StatsRequest) -> Result<Stats> {
@@ -772,7 +773,7 @@ impl AdminStore for SqliteStore {
         self.read(move |c| {
             // One read transaction, so the counts agree with each other.
             c.execute_batch("BEGIN").map_err(map_err)?;
-            let out = admin::stats(c, &req, clock.now());
+            let out = stats::stats(c, &req, clock.now());
             c.execute_batch("COMMIT").map_err(map_err)?;
             out
         })
