@@ -13,7 +13,7 @@ use rusqlite::{Connection, OptionalExtension, Row, named_params};
 use crate::conn::{Now, map_err};
 use crate::maintenance::expire_final;
 use crate::rows::{col, job_from_row, opt_ts_col, u32_col};
-use crate::settle::{Held, LEASE_EXPIRED, record_attempt};
+use crate::settle::{Held, LEASE_EXPIRED, complete_many, record_attempt};
 
 const CANDIDATES_EXPIRED: &str = include_str!("../queries/candidates_expired.sql");
 const CANDIDATES_READY: &str = include_str!("../queries/candidates_ready.sql");
@@ -401,4 +401,27 @@ fn give_back_tokens(
         })
         .map_err(map_err)?;
     Ok(())
+}
+
+/// Acknowledges `leases`, then claims for `req`, in the caller's one write
+/// operation. The claim has a savepoint of its own: a failed claim undoes
+/// only itself, and the answer carries its error beside the
+/// acknowledgments.
+pub(crate) fn complete_and_claim(
+    conn: &Connection,
+    leases: &[Lease],
+    req: &ClaimRequest,
+    now: Now,
+) -> Result<(Vec<bool>, Result<Vec<ClaimedJob>>)> {
+    let acked = complete_many(conn, leases, now)?;
+    conn.execute_batch("SAVEPOINT errand_claim")
+        .map_err(map_err)?;
+    let claimed = claim(conn, req, now);
+    let end = if claimed.is_ok() {
+        "RELEASE errand_claim"
+    } else {
+        "ROLLBACK TO errand_claim; RELEASE errand_claim"
+    };
+    conn.execute_batch(end).map_err(map_err)?;
+    Ok((acked, claimed))
 }

@@ -1,8 +1,9 @@
 //! What the statement runners of every file share: SQLite's errors as
-//! Errand's, the clock readings an operation runs by, and ids as the JSON
-//! array the set-based statements read.
+//! Errand's, the clock readings an operation runs by, ids as the JSON
+//! array the set-based statements read, and a read transaction.
 
 use errand_core::{Error, Result, Timestamp};
+use rusqlite::Connection;
 
 /// Maps a SQLite error to Errand's error, naming the cause; any other
 /// failure keeps the `rusqlite::Error` as its `source()`.
@@ -37,4 +38,16 @@ pub(crate) struct Now {
 
 pub(crate) fn json_list(ids: &[&str]) -> Result<String> {
     serde_json::to_string(ids).map_err(|e| Error::storage(format!("encoding job ids: {e}")))
+}
+
+/// Runs `f` on `conn` in one read transaction, so that what it reads
+/// agrees.
+pub(crate) fn in_one_read<T>(
+    conn: &Connection,
+    f: impl FnOnce(&Connection) -> Result<T>,
+) -> Result<T> {
+    conn.execute_batch("BEGIN").map_err(map_err)?;
+    let out = f(conn);
+    conn.execute_batch("COMMIT").map_err(map_err)?;
+    out
 }

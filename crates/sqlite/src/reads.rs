@@ -9,7 +9,7 @@ use errand_core::{
 };
 use rusqlite::{Connection, named_params};
 
-use crate::conn::map_err;
+use crate::conn::{in_one_read, map_err};
 use crate::rows::{class_col, get, job_from_row, opt_ts_col, ts_col, u32_col};
 
 const DEPENDENCY_OUTPUTS: &str = include_str!("../queries/dependency_outputs.sql");
@@ -157,6 +157,24 @@ pub(crate) fn history(
         })
         .collect::<Result<Vec<_>>>()?;
     Ok((attempts, audit))
+}
+
+/// A job with its attempt history, audit entries, dependencies and first
+/// dependents, read in one transaction so that they agree.
+pub(crate) fn detail(conn: &Connection, id: &JobId) -> Result<JobDetail> {
+    in_one_read(conn, |c| {
+        get(c, id).and_then(|job| {
+            let (history, audit) = history(c, id)?;
+            let (dependencies, dependents) = dependencies(c, &job)?;
+            Ok(JobDetail {
+                job,
+                history,
+                audit,
+                dependencies,
+                dependents,
+            })
+        })
+    })
 }
 
 /// The listing without a tag or workflow filter: list.sql with its members

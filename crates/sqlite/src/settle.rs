@@ -255,6 +255,23 @@ pub(crate) fn fail(conn: &Connection, lease: &Lease, failure: &Failure, clock: N
     released(conn, job, now)
 }
 
+/// Fenced failures of many jobs, in order: for each, the job as its
+/// failure left it, or `None` when its lease was lost.
+pub(crate) fn fail_many(
+    conn: &Connection,
+    items: &[(Lease, Failure)],
+    now: Now,
+) -> Result<Vec<Option<Job>>> {
+    items
+        .iter()
+        .map(|(lease, failure)| match fail(conn, lease, failure, now) {
+            Ok(job) => Ok(Some(job)),
+            Err(Error::LeaseLost { .. }) => Ok(None),
+            Err(e) => Err(e),
+        })
+        .collect()
+}
+
 /// Fenced snooze (`release` is a snooze due now).
 pub(crate) fn snooze(
     conn: &Connection,

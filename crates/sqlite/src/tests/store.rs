@@ -1,7 +1,16 @@
 //! Opening a store: the files it refuses and leaves as they were, the
 //! connection settings it applies, and its readers, writer and wake-up.
 
-use crate::*;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use errand_core::{ClaimRequest, Error, JobStore, NewJob, Notifier, Result};
+use rusqlite::Connection;
+
+use crate::conn::map_err;
+use crate::{
+    SCHEMA_VERSION, SchemaStatus, SqliteOptions, SqliteStore, Synchronous, schema, schema_status,
+};
 
 fn pragma(store: &SqliteStore, name: &'static str) -> String {
     store

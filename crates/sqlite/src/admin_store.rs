@@ -1,0 +1,135 @@
+//! [`AdminStore`] for [`SqliteStore`]: each method hands its operation (in
+//! admin.rs, reads.rs, stats.rs, …) to the writer thread or to a reader.
+
+use async_trait::async_trait;
+use errand_core::{
+    AdminStore, AuditEntry, AuditFilter, AuditStamp, Job, JobDetail, JobFilter, JobId, Name,
+    NewJob, PausedQueue, Reschedule, Result, Stats, StatsRequest,
+};
+
+use crate::SqliteStore;
+use crate::conn::in_one_read;
+use crate::{admin, audit, batch, minutes, reads, schedules, stats, workflows};
+
+#[async_trait]
+impl AdminStore for SqliteStore {
+    async fn replay_jobs(&self, ids: &[JobId], by: &AuditStamp) -> Result<Vec<Job>> {
+        let (ids, by) = (ids.to_vec(), by.clone());
+        self.write(move |c, now| admin::replay(c, &ids, &by, now))
+            .await
+    }
+
+    async fn cancel_jobs(&self, ids: &[JobId], by: &AuditStamp) -> Result<Vec<Job>> {
+        let (ids, by) = (ids.to_vec(), by.clone());
+        self.write(move |c, now| admin::cancel(c, &ids, &by, now))
+            .await
+    }
+
+    async fn purge_jobs(&self, ids: &[JobId], by: &AuditStamp) -> Result<Vec<JobId>> {
+        let (ids, by) = (ids.to_vec(), by.clone());
+        self.submit(move |c, now| admin::purge(c, &ids, &by, now))
+            .await
+    }
+
+    async fn copy_jobs(&self, copies: &[(JobId, NewJob)], by: &AuditStamp) -> Result<Vec<Job>> {
+        let (copies, by) = (copies.to_vec(), by.clone());
+        self.write(move |c, now| admin::copy(c, &copies, &by, now))
+            .await
+    }
+
+    async fn reschedule_jobs(
+        &self,
+        ids: &[JobId],
+        to: &Reschedule,
+        by: &AuditStamp,
+    ) -> Result<Vec<Job>> {
+        let (ids, to, by) = (ids.to_vec(), *to, by.clone());
+        self.write(move |c, now| admin::reschedule(c, &ids, &to, &by, now))
+            .await
+    }
+
+    async fn pause_queue(&self, queue: &Name, by: &AuditStamp) -> Result<bool> {
+        let (queue, by) = (queue.clone(), by.clone());
+        self.submit(move |c, now| admin::pause(c, &queue, &by, now))
+            .await
+    }
+
+    async fn resume_queue(&self, queue: &Name, by: &AuditStamp) -> Result<bool> {
+        let (queue, by) = (queue.clone(), by.clone());
+        self.write(move |c, now| admin::resume(c, &queue, &by, now))
+            .await
+    }
+
+    async fn detail(&self, id: &JobId) -> Result<JobDetail> {
+        let id = id.clone();
+        self.read(move |c| reads::detail(c, &id)).await
+    }
+
+    async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
+        let filter = filter.clone();
+        self.read(move |c| reads::list(c, &filter)).await
+    }
+
+    async fn workflow_counts(
+        &self,
+        workflow: &errand_core::WorkflowId,
+    ) -> Result<Vec<(errand_core::JobState, u64)>> {
+        let workflow = workflow.clone();
+        self.read(move |c| workflows::workflow_counts(c, &workflow))
+            .await
+    }
+
+    async fn dependency_edges(
+        &self,
+        ids: &[JobId],
+        first: u32,
+    ) -> Result<Vec<errand_core::StepEdge>> {
+        let ids = ids.to_vec();
+        self.read(move |c| workflows::dependency_edges(c, &ids, first))
+            .await
+    }
+
+    async fn batch(&self, id: &errand_core::WorkflowId) -> Result<errand_core::Batch> {
+        let id = id.clone();
+        self.read(move |c| batch::batch(c, &id)).await
+    }
+
+    async fn paused_queues(&self) -> Result<Vec<PausedQueue>> {
+        self.read(admin::paused).await
+    }
+
+    async fn change_schedule(
+        &self,
+        change: &errand_core::ScheduleChange,
+        by: &AuditStamp,
+    ) -> Result<Option<errand_core::StoredSchedule>> {
+        let (change, by) = (change.clone(), by.clone());
+        self.submit(move |c, now| schedules::change(c, &change, &by, now))
+            .await
+    }
+
+    async fn schedules(&self) -> Result<Vec<errand_core::StoredSchedule>> {
+        self.read(schedules::list).await
+    }
+
+    async fn audit_log(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
+        let filter = filter.clone();
+        self.read(move |c| audit::audit_log(c, &filter)).await
+    }
+
+    async fn stats(&self, req: &StatsRequest) -> Result<Stats> {
+        let req = *req;
+        let clock = self.inner.options.clock.clone();
+        // One read transaction, so the counts agree with each other.
+        self.read(move |c| in_one_read(c, |c| stats::stats(c, &req, clock.now())))
+            .await
+    }
+
+    async fn minutes(
+        &self,
+        query: &errand_core::MinuteQuery,
+    ) -> Result<Vec<errand_core::MinuteRow>> {
+        let query = query.clone();
+        self.read(move |c| minutes::read(c, &query)).await
+    }
+}
