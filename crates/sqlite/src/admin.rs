@@ -18,13 +18,13 @@ use crate::insert::insert_many;
 use crate::release::{Release, release_dependents};
 use crate::rows::{job_from_row, name_col, ts_col};
 
-const REPLAY: &str = include_str!("../queries/replay.sql");
-const CANCEL: &str = include_str!("../queries/cancel.sql");
+pub(crate) const REPLAY: &str = include_str!("../queries/replay.sql");
+pub(crate) const CANCEL: &str = include_str!("../queries/cancel.sql");
 const CANCEL_ATTEMPTS: &str = include_str!("../queries/cancel_attempts.sql");
-const PURGE: &str = include_str!("../queries/purge.sql");
+pub(crate) const PURGE: &str = include_str!("../queries/purge.sql");
 const PURGE_STRANDS: &str = include_str!("../queries/purge_strands.sql");
 const REPLAY_STRANDS: &str = include_str!("../queries/replay_strands.sql");
-const RESCHEDULE: &str = include_str!("../queries/reschedule.sql");
+pub(crate) const RESCHEDULE: &str = include_str!("../queries/reschedule.sql");
 const COUNT_IN_STATES: &str = include_str!("../queries/count_in_states.sql");
 
 /// Pauses a queue; `false` when it already was.

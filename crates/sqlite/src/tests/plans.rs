@@ -6,6 +6,7 @@
 use errand_core::{JobFilter, JobId, JobState, NewJob, Payload, Timestamp};
 use rusqlite::Connection;
 
+use crate::admin::{CANCEL, PURGE, REPLAY, RESCHEDULE};
 use crate::claim::{CANDIDATES_READY_IN, CANDIDATES_READY_OF, CLAIM_MANY};
 use crate::insert::insert_many;
 use crate::reads::{LIST_STATEMENT, list};
@@ -352,5 +353,25 @@ fn batch_claims_and_acknowledgments_look_jobs_up_by_key() {
         let jobs: Vec<&String> = plan.iter().filter(|l| l.contains("errand_jobs")).collect();
         assert_eq!(jobs.len(), 1, "{sql}\n{plan:#?}");
         assert!(jobs[0].starts_with(search), "{sql}\n{plan:#?}");
+    }
+}
+
+/// The operator's set-based actions find the jobs they change by id, as
+/// the batch statements do: a plan that walked the index on `state`
+/// instead would read every job in the states the action accepts.
+#[test]
+fn operator_actions_look_jobs_up_by_id() {
+    let mut conn = Connection::open_in_memory().unwrap();
+    crate::schema::migrate(&mut conn).unwrap();
+    for sql in [REPLAY, CANCEL, PURGE, RESCHEDULE] {
+        let plan = plan_of(&conn, sql);
+        let jobs: Vec<&String> = plan.iter().filter(|l| l.contains("errand_jobs")).collect();
+        assert_eq!(jobs.len(), 1, "{sql}\n{plan:#?}");
+        assert!(
+            jobs[0].starts_with(
+                "SEARCH errand_jobs USING INDEX sqlite_autoindex_errand_jobs_1 (id=?)"
+            ),
+            "{sql}\n{plan:#?}"
+        );
     }
 }
