@@ -1,6 +1,7 @@
 -- Operator cancel of every job in :ids (a JSON array of distinct ids). The
--- caller has checked, in the same transaction, that every one is blocked,
--- ready or running, and has closed the running ones' attempts (cancel_attempts.sql).
+-- caller has checked, in the same transaction, that every one is in one of
+-- :states (a JSON array of the states CancelRequest::ACCEPTS names), and
+-- has closed the running ones' attempts (cancel_attempts.sql).
 UPDATE errand_jobs
 SET state            = 'cancelled',
     lease_token      = NULL,
@@ -10,5 +11,5 @@ SET state            = 'cancelled',
     finished_at      = :now,
     updated_at       = :now
 WHERE id IN (SELECT value FROM json_each(:ids))
-  AND state IN ('blocked', 'ready', 'running')
+  AND state IN (SELECT value FROM json_each(:states))
 RETURNING *

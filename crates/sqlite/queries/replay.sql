@@ -1,7 +1,8 @@
 -- Operator replay of every job in :ids (a JSON array of distinct ids):
 -- a fresh attempt budget, due now (blocked again if it still waits for a
 -- dependency). The caller has checked, in the same
--- transaction, that every one is dead or cancelled.
+-- transaction, that every one is in one of :states (a JSON array of the
+-- states ReplayRequest::ACCEPTS names).
 UPDATE errand_jobs
 SET state          = CASE WHEN waiting_on > 0 THEN 'blocked' ELSE 'ready' END,
     attempts       = 0,
@@ -14,5 +15,5 @@ SET state          = CASE WHEN waiting_on > 0 THEN 'blocked' ELSE 'ready' END,
     -- for the new one's.
     progress       = NULL
 WHERE id IN (SELECT value FROM json_each(:ids))
-  AND state IN ('dead', 'cancelled')
+  AND state IN (SELECT value FROM json_each(:states))
 RETURNING *

@@ -113,12 +113,18 @@ fn id_array<'a>(ids: impl IntoIterator<Item = &'a JobId>) -> Result<String> {
         .map_err(|e| Error::storage(format!("the job ids could not be encoded: {e}")))
 }
 
+/// The states as the JSON array the set-based statements read: an
+/// action's accepted states, as core lists them (`ReplayRequest::ACCEPTS`
+/// and its siblings).
+fn state_array(states: &[JobState]) -> Result<String> {
+    serde_json::to_string(&states.iter().map(|s| s.as_str()).collect::<Vec<_>>())
+        .map_err(|e| Error::storage(format!("the job states could not be encoded: {e}")))
+}
+
 /// Whether every job in `ids` (a JSON array of `n` distinct ids) is in one
-/// of `states`. The writer's transaction keeps the answer true until the
-/// action that asked commits.
-fn all_in(conn: &Connection, ids: &str, n: usize, states: &[JobState]) -> Result<bool> {
-    let states = serde_json::to_string(&states.iter().map(|s| s.as_str()).collect::<Vec<_>>())
-        .map_err(|e| Error::storage(format!("the job states could not be encoded: {e}")))?;
+/// of `states` (a JSON array). The writer's transaction keeps the answer
+/// true until the action that asked commits.
+fn all_in(conn: &Connection, ids: &str, n: usize, states: &str) -> Result<bool> {
     let found: i64 = conn
         .prepare_cached(COUNT_IN_STATES)
         .map_err(map_err)?
@@ -160,10 +166,10 @@ fn changed_jobs(
 }
 
 /// The shape every operator action on jobs takes here: when every job
-/// named is in one of `states`, `change` (set-based, given the ids as a
-/// JSON array) and an `action` audit entry each — for a purge written
-/// before the change, while the jobs can still be read; otherwise nothing
-/// and an empty answer.
+/// named is in one of `states`, `change` (set-based, given the ids and
+/// `states` as JSON arrays) and an `action` audit entry each — for a purge
+/// written before the change, while the jobs can still be read; otherwise
+/// nothing and an empty answer.
 fn all_or_none<T: Default>(
     conn: &Connection,
     ids: &[JobId],
@@ -171,24 +177,26 @@ fn all_or_none<T: Default>(
     action: &str,
     by: &AuditStamp,
     now: Timestamp,
-    change: impl FnOnce(&str) -> Result<T>,
+    change: impl FnOnce(&str, &str) -> Result<T>,
 ) -> Result<T> {
     let list = id_array(ids)?;
-    if !all_in(conn, &list, ids.len(), states)? || strands(conn, action, &list)? {
+    let states = state_array(states)?;
+    if !all_in(conn, &list, ids.len(), &states)? || strands(conn, action, &list)? {
         return Ok(T::default());
     }
     let deletes = action == "purge";
     if deletes {
         audit_all(conn, &list, action, by, None, now)?;
     }
-    let out = change(&list)?;
+    let out = change(&list, &states)?;
     if !deletes {
         audit_all(conn, &list, action, by, None, now)?;
     }
     Ok(out)
 }
 
-/// Replays every job named, if each is dead or cancelled; else none.
+/// Replays every job named, if each is in a state
+/// `ReplayRequest::ACCEPTS` names; else none.
 pub(crate) fn replay(
     conn: &Connection,
     ids: &[JobId],
@@ -196,18 +204,19 @@ pub(crate) fn replay(
     now: Timestamp,
 ) -> Result<Vec<Job>> {
     let states = errand_core::ReplayRequest::ACCEPTS;
-    all_or_none(conn, ids, states, "replay", by, now, |list| {
+    all_or_none(conn, ids, states, "replay", by, now, |list, states| {
         changed_jobs(
             conn,
             REPLAY,
-            named_params! {":ids": list, ":now": now.as_millis()},
+            named_params! {":ids": list, ":states": states, ":now": now.as_millis()},
         )
     })
 }
 
-/// Cancels every job named, if each is blocked, ready or running; else
-/// none. The running ones' attempts end in the history first; the
-/// dependents of the cancelled jobs are released (or cancelled in turn).
+/// Cancels every job named, if each is in a state
+/// `CancelRequest::ACCEPTS` names; else none. The running ones' attempts
+/// end in the history first; the dependents of the cancelled jobs are
+/// released (or cancelled in turn).
 pub(crate) fn cancel(
     conn: &Connection,
     ids: &[JobId],
@@ -215,13 +224,14 @@ pub(crate) fn cancel(
     now: Timestamp,
 ) -> Result<Vec<Job>> {
     let states = errand_core::CancelRequest::ACCEPTS;
-    all_or_none(conn, ids, states, "cancel", by, now, |list| {
+    all_or_none(conn, ids, states, "cancel", by, now, |list, states| {
         conn.prepare_cached(CANCEL_ATTEMPTS)
             .map_err(map_err)?
             .execute(named_params! {":ids": list, ":now": now.as_millis()})
             .map_err(map_err)?;
-        let params =
-            named_params! {":ids": list, ":operator": by.operator, ":now": now.as_millis()};
+        let params = named_params! {
+            ":ids": list, ":states": states, ":operator": by.operator, ":now": now.as_millis(),
+        };
         let cancelled = changed_jobs(conn, CANCEL, params)?;
         let depended_on: Vec<&str> = cancelled
             .iter()
@@ -235,8 +245,8 @@ pub(crate) fn cancel(
     })
 }
 
-/// Moves every job named to a new due time and/or priority, if each is
-/// ready; else none.
+/// Moves every job named to a new due time and/or priority, if each is in
+/// a state `RescheduleRequest::ACCEPTS` names; else none.
 pub(crate) fn reschedule(
     conn: &Connection,
     ids: &[JobId],
@@ -256,9 +266,9 @@ pub(crate) fn reschedule(
         "reschedule",
         by,
         now,
-        |list| {
+        |list, states| {
             let params = named_params! {
-                ":ids": list, ":now": now.as_millis(),
+                ":ids": list, ":states": states, ":now": now.as_millis(),
                 ":available_at": available_at.map(Timestamp::as_millis), ":priority": to.priority,
             };
             changed_jobs(conn, RESCHEDULE, params)
@@ -266,7 +276,8 @@ pub(crate) fn reschedule(
     )
 }
 
-/// Deletes every job named, if each is dead; else none.
+/// Deletes every job named, if each is in a state `PurgeRequest::ACCEPTS`
+/// names; else none.
 pub(crate) fn purge(
     conn: &Connection,
     ids: &[JobId],
@@ -280,10 +291,12 @@ pub(crate) fn purge(
         "purge",
         by,
         now,
-        |list| {
+        |list, states| {
             conn.prepare_cached(PURGE)
                 .map_err(map_err)?
-                .query_map(named_params! {":ids": list}, |r| r.get::<_, String>(0))
+                .query_map(named_params! {":ids": list, ":states": states}, |r| {
+                    r.get::<_, String>(0)
+                })
                 .map_err(map_err)?
                 .map(|id| JobId::new(id.map_err(map_err)?))
                 .collect()
@@ -300,7 +313,8 @@ pub(crate) fn copy(
     now: Timestamp,
 ) -> Result<Vec<Job>> {
     let originals = id_array(copies.iter().map(|(from, _)| from))?;
-    if !all_in(conn, &originals, copies.len(), CopyRequest::ACCEPTS)? {
+    let states = state_array(CopyRequest::ACCEPTS)?;
+    if !all_in(conn, &originals, copies.len(), &states)? {
         return Ok(Vec::new());
     }
     let new_jobs: Vec<NewJob> = copies.iter().map(|(_, job)| job.clone()).collect();
