@@ -2,7 +2,7 @@
 -- created at the same instant in the order they were stored (rowid) — one
 -- page after the job :after (keyset pagination).
 --
--- The members (list_member.sql, joined with UNION ALL by queue.rs where
+-- The members (list_member.sql, joined with UNION ALL by reads.rs where
 -- the placeholder below stands) are two per state but running: the rest
 -- of the cursor's instant (created_at equal, rowid above the cursor's) and
 -- the later instants. Each is a range scan of errand_jobs_state (state, created_at,

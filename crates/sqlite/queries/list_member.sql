@@ -1,5 +1,5 @@
 -- One member of list.sql (whose comment explains the listing), built by
--- queue.rs: the jobs in one state (the state's name stands for the
+-- reads.rs: the jobs in one state (the state's name stands for the
 -- placeholder `state`, the table or index read for `source`, the listing
 -- index's condition for `partial`) in one range of places (`range`).
 -- Comment lines are left out of the statement.

@@ -1,5 +1,5 @@
 -- Releases the dependents of jobs that have ended, inside the transaction
--- that ended them (release_dependents in queue.rs). Two selections:
+-- that ended them (release_dependents in release.rs). Two selections:
 --
 -- `@general`, for jobs in :ids (a JSON array) that ended dead or
 -- cancelled. Three statements run in this order, each reading what the
