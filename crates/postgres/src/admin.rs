@@ -11,11 +11,11 @@ use errand_core::{
 use time::OffsetDateTime;
 use tokio_postgres::Row;
 
-use crate::map_err;
-use crate::queue::{
-    Conn, Param, Queries, from_odt, insert_linked, insert_many, job_from_row, millis, query,
-    query_opt, to_odt,
-};
+use crate::conn::{Conn, Param, query, query_opt, read_committed, read_snapshot};
+use crate::error::map_err;
+use crate::queries::Queries;
+use crate::queue::{insert_linked, insert_many};
+use crate::rows::{from_odt, job_from_row, millis, to_odt};
 
 fn name_of(s: String) -> Result<Name> {
     Name::parse("queue", s)
@@ -220,7 +220,7 @@ pub(crate) async fn replay(
     ids: &[JobId],
     by: &AuditStamp,
 ) -> Result<Vec<Job>> {
-    let tx = crate::queue::read_committed(client).await?;
+    let tx = read_committed(client).await?;
     query(&tx, &q.lock_unmet_dependencies, &[&id_array(ids)]).await?;
     let replayed = jobs_action(&tx, &q.replay, now, ids, by).await?;
     tx.commit().await.map_err(map_err)?;
@@ -238,7 +238,7 @@ pub(crate) async fn purge(
     by: &AuditStamp,
 ) -> Result<Vec<JobId>> {
     let ids = id_array(ids);
-    let tx = crate::queue::read_committed(client).await?;
+    let tx = read_committed(client).await?;
     query(&tx, &q.lock_jobs, &[&ids]).await?;
     let purged = query(&tx, &q.purge, &[&now, &ids, &by.operator, &by.reason])
         .await?
@@ -260,7 +260,7 @@ pub(crate) async fn copy(
     by: &AuditStamp,
 ) -> Result<Vec<Job>> {
     let originals = id_array(copies.iter().map(|(from, _)| from));
-    let tx = crate::queue::read_committed(client).await?;
+    let tx = read_committed(client).await?;
     if copies.iter().any(|(_, job)| !job.depends_on.is_empty()) {
         query(&tx, &q.lock_copied_dependencies, &[&originals]).await?;
     }
@@ -354,7 +354,7 @@ pub(crate) async fn report_worker<C: Conn>(
     w.validate()?;
     let queues = encode_queues(w)?;
     let metrics = encode_metrics(&w.metrics)?;
-    let started = crate::queue::to_odt(w.started_at);
+    let started = to_odt(w.started_at);
     write_report(client, q, now, w, &queues, started, &metrics).await
 }
 
@@ -379,7 +379,7 @@ pub(crate) async fn report_one_shot(
 ) -> Result<()> {
     w.validate()?;
     let queues = encode_queues(w)?;
-    let started = crate::queue::to_odt(w.started_at);
+    let started = to_odt(w.started_at);
     let tx = client.transaction().await.map_err(map_err)?;
     let first = format!(
         "INSERT INTO {}.errand_workers (id, host, pid, queues, started_at, last_cycle_at, metrics)
@@ -483,7 +483,7 @@ pub(crate) async fn stats(
     now: Option<OffsetDateTime>,
     req: &StatsRequest,
 ) -> Result<Stats> {
-    let tx = crate::queue::read_snapshot(client).await?;
+    let tx = read_snapshot(client).await?;
     // The snapshot's time: every comparison below uses it.
     let now_row = query_opt(
         &tx,

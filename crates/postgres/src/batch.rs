@@ -7,10 +7,11 @@ use std::collections::BTreeMap;
 use errand_core::{Batch, BatchId, BatchSeal, Error, JobId, JobState, NewJob, Result};
 use time::OffsetDateTime;
 
-use crate::map_err;
-use crate::queue::{
-    Conn, Queries, col, from_odt, insert_linked, query, query_opt, require_transaction,
-};
+use crate::conn::{Conn, query, query_opt, require_transaction};
+use crate::error::map_err;
+use crate::queries::Queries;
+use crate::queue::insert_linked;
+use crate::rows::{col, from_odt};
 
 /// The batch `id` with its job count (no counts by state), if it exists.
 async fn row<C: Conn>(client: &C, q: &Queries, id: &BatchId) -> Result<Option<Batch>> {

@@ -26,9 +26,13 @@
 
 mod admin;
 mod batch;
+mod conn;
+mod error;
 mod listen;
 mod minutes;
+mod queries;
 mod queue;
+mod rows;
 mod schedules;
 #[cfg(feature = "sqlx")]
 pub mod sqlx_adapter;
@@ -52,8 +56,11 @@ use errand_core::{
 use errand_core::{IntoNewJob, bounds, check_recorded_text};
 use tokio_postgres::NoTls;
 
+use crate::error::{map_err, pool_err};
+
+pub use conn::{Conn, Param};
 pub use listen::PgSignal;
-pub use queue::{Conn, Param, Queries};
+pub use queries::Queries;
 
 /// Jobs per statement of a large `insert_many`.
 const INSERT_CHUNK: usize = 1_000;
@@ -113,39 +120,6 @@ impl PgOptions {
             )));
         }
         Ok(quoted)
-    }
-}
-
-/// Maps a driver error to Errand's error.
-pub(crate) fn map_err(e: tokio_postgres::Error) -> Error {
-    use tokio_postgres::error::SqlState;
-    if let Some(db) = e.as_db_error() {
-        let code = db.code();
-        if *code == SqlState::UNDEFINED_TABLE || *code == SqlState::INVALID_SCHEMA_NAME {
-            return Error::SchemaOutdated(db.message().to_owned());
-        }
-        if *code == SqlState::DISK_FULL || *code == SqlState::OUT_OF_MEMORY {
-            return Error::StorageFull(db.message().to_owned());
-        }
-        if *code == SqlState::T_R_SERIALIZATION_FAILURE
-            || *code == SqlState::T_R_DEADLOCK_DETECTED
-            || *code == SqlState::LOCK_NOT_AVAILABLE
-        {
-            return Error::Busy(db.message().to_owned());
-        }
-        if *code == SqlState::CHECK_VIOLATION || *code == SqlState::INVALID_TEXT_REPRESENTATION {
-            return Error::invalid(db.message().to_owned());
-        }
-        let message = format!("{}: {}", code.code(), db.message());
-        return Error::storage_caused_by(message, e);
-    }
-    Error::storage_caused_by(format!("PostgreSQL: {e}"), e)
-}
-
-fn pool_err(e: deadpool_postgres::PoolError) -> Error {
-    match e {
-        deadpool_postgres::PoolError::Backend(e) => map_err(e),
-        other => Error::storage(format!("cannot get a PostgreSQL connection: {other}")),
     }
 }
 
@@ -344,7 +318,7 @@ impl PgStore {
             Err(Error::LeaseLost { .. }) => {}
             other => return other,
         }
-        if !queue::in_transaction(conn).await? {
+        if !conn::in_transaction(conn).await? {
             let job = match queue::get(conn, q, &lease.id).await {
                 Ok(job) => Some(job),
                 Err(Error::NotFound(_)) => None,
@@ -353,7 +327,7 @@ impl PgStore {
             // Running in this attempt under a live lease (the token is not
             // read back; a wrong one is refused inside a transaction as
             // lost).
-            let at = now.map_or_else(errand_core::Timestamp::now, queue::from_odt);
+            let at = now.map_or_else(errand_core::Timestamp::now, rows::from_odt);
             let ours = job.as_ref().is_some_and(|job| {
                 job.state == errand_core::JobState::Running
                     && job.attempts == lease.attempt
@@ -393,7 +367,7 @@ impl PgStore {
     /// Inserts jobs of which some have dependencies, in a transaction.
     async fn insert_linked(&self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
         let mut client = self.client().await?;
-        let tx = queue::read_committed(&mut client).await?;
+        let tx = conn::read_committed(&mut client).await?;
         let out = queue::insert_linked(&tx, &self.queries, self.now(), jobs).await?;
         tx.commit().await.map_err(map_err)?;
         Ok(out)
@@ -483,7 +457,7 @@ impl PgStore {
     }
 
     fn now(&self) -> Option<time::OffsetDateTime> {
-        self.clock.as_ref().map(|c| queue::to_odt(c.now()))
+        self.clock.as_ref().map(|c| rows::to_odt(c.now()))
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Object> {
@@ -655,7 +629,7 @@ impl JobStore for PgStore {
                 .await
                 .map_err(map_err)?;
         }
-        let tx = queue::Pipelined::new(&client);
+        let tx = conn::Pipelined::new(&client);
         let result = async {
             let inserts = futures_util::future::try_join_all(
                 jobs.chunks(INSERT_CHUNK)
@@ -676,7 +650,7 @@ impl JobStore for PgStore {
     async fn seal_batch(&self, seal: &errand_core::BatchSeal) -> Result<errand_core::Batch> {
         let _written = self.touched();
         let mut client = self.client().await?;
-        let tx = queue::read_committed(&mut client).await?;
+        let tx = conn::read_committed(&mut client).await?;
         let out = batch::seal(&tx, &self.queries, self.now(), seal).await?;
         tx.commit().await.map_err(map_err)?;
         Ok(out)

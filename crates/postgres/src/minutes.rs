@@ -2,8 +2,9 @@
 
 use errand_core::{Error, MinuteCount, MinuteQuery, MinuteRow, Result, check_minutes};
 
-use crate::map_err;
-use crate::queue::{Conn, Queries, query};
+use crate::conn::{Conn, query};
+use crate::error::map_err;
+use crate::queries::Queries;
 
 /// Adds the rows in one statement: counters add to the stored values,
 /// gauges keep the larger. Rows are taken in key order, so two workers

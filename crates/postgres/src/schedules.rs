@@ -7,8 +7,10 @@ use time::OffsetDateTime;
 use tokio_postgres::Row;
 
 use crate::admin::{Entry, audit};
-use crate::map_err;
-use crate::queue::{Conn, Param, Queries, from_odt, query, query_opt};
+use crate::conn::{Conn, Param, query, query_opt};
+use crate::error::map_err;
+use crate::queries::Queries;
+use crate::rows::from_odt;
 
 const COLUMNS: &str = "name, cron, kind, queue, payload, max_attempts, misfire, created_at, \
                        updated_at, active_since, paused_at, paused_by, paused_reason";

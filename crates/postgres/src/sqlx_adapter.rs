@@ -25,7 +25,7 @@
 use errand_core::{Error, IntoNewJob, JobId, Lease, Result, Schedule};
 use sqlx::Row;
 
-use crate::queue::Queries;
+use crate::queries::Queries;
 
 /// What an enqueue did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -101,7 +101,7 @@ pub async fn enqueue_in(
     let insert = Queries::fill(
         &crate::quote_schema(schema)?,
         &if job.workflow.is_some() {
-            crate::queue::side_rows(include_str!("../queries/insert.sql"))
+            crate::queries::side_rows(include_str!("../queries/insert.sql"))
         } else {
             include_str!("../queries/insert.sql").to_owned()
         },
@@ -192,7 +192,7 @@ pub async fn complete_in(
         complete: Queries::fill(&quoted, include_str!("../queries/complete.sql")),
         // The job ends done: its dependents take the release for
         // acknowledged jobs, as the store's own completion does.
-        release: Queries::fill(&quoted, &crate::queue::release_done_text()),
+        release: Queries::fill(&quoted, &crate::queries::release_done_text()),
     };
     // The two statements commit together: inside the caller's transaction
     // (however it was opened — sqlx's own bookkeeping does not know a

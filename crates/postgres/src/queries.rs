@@ -1,0 +1,230 @@
+//! The registry of every statement the store runs ([`Queries`]): the
+//! files of `queries/`, with the schema name filled in.
+
+/// The store's SQL with the schema name filled in.
+#[derive(Debug)]
+pub struct Queries {
+    /// The quoted schema name, for the operator's rarer statements.
+    pub(crate) schema: String,
+    pub(crate) insert: String,
+    pub(crate) insert_many: String,
+    /// insert_many.sql that also writes the jobs' tag and workflow-step
+    /// rows (`side_rows`), for batches where a job has either.
+    pub(crate) insert_many_side_rows: String,
+    pub(crate) get_many: String,
+    pub(crate) get: String,
+    pub(crate) expire_final: String,
+    pub(crate) claim: String,
+    pub(crate) claim_ready: String,
+    pub(crate) key_lock: String,
+    pub(crate) complete: String,
+    pub(crate) complete_many: String,
+    pub(crate) fail: String,
+    pub(crate) fail_many: String,
+    pub(crate) snooze: String,
+    pub(crate) cancel_running: String,
+    pub(crate) heartbeat: String,
+    pub(crate) replay: String,
+    pub(crate) cancel: String,
+    pub(crate) purge: String,
+    pub(crate) lock_jobs: String,
+    pub(crate) lock_unmet_dependencies: String,
+    pub(crate) lock_copied_dependencies: String,
+    pub(crate) reschedule: String,
+    pub(crate) copy_check: String,
+    pub(crate) copy_audit: String,
+    pub(crate) history: String,
+    pub(crate) audit_of: String,
+    pub(crate) list: String,
+    pub(crate) list_workflow: String,
+    pub(crate) list_tag: String,
+    pub(crate) workflow_counts: String,
+    pub(crate) dependency_edges: String,
+    pub(crate) find_unique: String,
+    pub(crate) debounce: String,
+    pub(crate) unique_lock: String,
+    pub(crate) batch_open: String,
+    pub(crate) batch_lock: String,
+    pub(crate) batch_row: String,
+    pub(crate) batch_members: String,
+    pub(crate) batch_counts: String,
+    pub(crate) batch_seal: String,
+    pub(crate) prune: String,
+    pub(crate) take_tokens: String,
+    pub(crate) give_back_tokens: String,
+    pub(crate) audit: String,
+    pub(crate) stats_sample: String,
+    pub(crate) stats_window: String,
+    pub(crate) report_worker: String,
+    pub(crate) release: String,
+    pub(crate) release_done: String,
+    pub(crate) lock_dependencies: String,
+    pub(crate) link_dependencies: String,
+    pub(crate) met_at_insert: String,
+    pub(crate) dependency_outputs: String,
+    pub(crate) dependency_outputs_after: String,
+    pub(crate) dependencies_of: String,
+    pub(crate) dependents_of: String,
+}
+
+/// The end both release statements share (the wake-up and the answer).
+const RELEASE_WAKE: &str = include_str!("../queries/release_wake.sql");
+
+/// The text of release.sql, whole (its shared end appended), schema unfilled.
+pub(crate) fn release_text() -> String {
+    [include_str!("../queries/release.sql"), RELEASE_WAKE].concat()
+}
+
+/// The text of release_done.sql, whole, schema unfilled: the release of
+/// jobs the caller has just acknowledged.
+pub(crate) fn release_done_text() -> String {
+    [include_str!("../queries/release_done.sql"), RELEASE_WAKE].concat()
+}
+
+/// `insert` (insert.sql or insert_many.sql, unfilled) wrapped so that the
+/// same statement also writes the created jobs' rows in errand_job_tags
+/// and errand_workflow_steps (insert_tags.sql, insert_steps.sql); it
+/// answers with the jobs, as `insert` does.
+pub(crate) fn side_rows(insert: &str) -> String {
+    format!(
+        "WITH ins AS (\n{insert}\n)\n{}{}SELECT * FROM ins",
+        include_str!("../queries/insert_tags.sql"),
+        include_str!("../queries/insert_steps.sql")
+    )
+}
+
+impl Queries {
+    /// Fills `quoted_schema` into one query's text.
+    pub(crate) fn fill(quoted_schema: &str, sql: &str) -> String {
+        sql.replace("__SCHEMA__", quoted_schema)
+    }
+
+    /// Fills `quoted_schema` into every query.
+    pub fn new(quoted_schema: &str) -> Self {
+        let q = |sql: &str| Self::fill(quoted_schema, sql);
+        Queries {
+            schema: quoted_schema.to_owned(),
+            insert: q(include_str!("../queries/insert.sql")),
+            insert_many: q(include_str!("../queries/insert_many.sql")),
+            insert_many_side_rows: q(&side_rows(include_str!("../queries/insert_many.sql"))),
+            get_many: q(include_str!("../queries/get_many.sql")),
+            get: q(include_str!("../queries/get.sql")),
+            expire_final: q(include_str!("../queries/expire_final.sql")),
+            claim: q(include_str!("../queries/claim.sql")),
+            claim_ready: q(include_str!("../queries/claim_ready.sql")),
+            key_lock: q(include_str!("../queries/key_lock.sql")),
+            complete: q(include_str!("../queries/complete.sql")),
+            complete_many: q(include_str!("../queries/complete_many.sql")),
+            fail: q(include_str!("../queries/fail.sql")),
+            fail_many: q(include_str!("../queries/fail_many.sql")),
+            snooze: q(include_str!("../queries/snooze.sql")),
+            cancel_running: q(include_str!("../queries/cancel_running.sql")),
+            heartbeat: q(include_str!("../queries/heartbeat.sql")),
+            replay: q(include_str!("../queries/replay.sql")),
+            cancel: q(include_str!("../queries/cancel.sql")),
+            purge: q(include_str!("../queries/purge.sql")),
+            lock_jobs: q(include_str!("../queries/lock_jobs.sql")),
+            lock_unmet_dependencies: q(include_str!("../queries/lock_unmet_dependencies.sql")),
+            lock_copied_dependencies: q(include_str!("../queries/lock_copied_dependencies.sql")),
+            reschedule: q(include_str!("../queries/reschedule.sql")),
+            copy_check: q(include_str!("../queries/copy_check.sql")),
+            copy_audit: q(include_str!("../queries/copy_audit.sql")),
+            history: q(include_str!("../queries/history.sql")),
+            audit_of: q(include_str!("../queries/audit_of.sql")),
+            list: q(include_str!("../queries/list.sql")),
+            list_workflow: q(include_str!("../queries/list_workflow.sql")),
+            list_tag: q(include_str!("../queries/list_tag.sql")),
+            workflow_counts: q(include_str!("../queries/workflow_counts.sql")),
+            dependency_edges: q(include_str!("../queries/dependency_edges.sql")),
+            find_unique: q(include_str!("../queries/find_unique.sql")),
+            debounce: q(include_str!("../queries/debounce.sql")),
+            unique_lock: q(include_str!("../queries/unique_lock.sql")),
+            batch_open: q(include_str!("../queries/batch_open.sql")),
+            batch_lock: q(include_str!("../queries/batch_lock.sql")),
+            batch_row: q(include_str!("../queries/batch_row.sql")),
+            batch_members: q(include_str!("../queries/batch_members.sql")),
+            batch_counts: q(include_str!("../queries/batch_counts.sql")),
+            batch_seal: q(include_str!("../queries/batch_seal.sql")),
+            prune: q(include_str!("../queries/prune.sql")),
+            take_tokens: q(include_str!("../queries/take_tokens.sql")),
+            give_back_tokens: q(include_str!("../queries/give_back_tokens.sql")),
+            audit: q(include_str!("../queries/audit.sql")),
+            stats_sample: q(include_str!("../queries/stats_sample.sql")),
+            stats_window: q(include_str!("../queries/stats_window.sql")),
+            report_worker: q(include_str!("../queries/report_worker.sql")),
+            release: q(&release_text()),
+            release_done: q(&release_done_text()),
+            lock_dependencies: q(include_str!("../queries/lock_dependencies.sql")),
+            link_dependencies: q(include_str!("../queries/link_dependencies.sql")),
+            met_at_insert: q(include_str!("../queries/met_at_insert.sql")),
+            dependency_outputs: q(include_str!("../queries/dependency_outputs.sql")),
+            dependency_outputs_after: q(include_str!("../queries/dependency_outputs_after.sql")),
+            dependencies_of: q(include_str!("../queries/dependencies_of.sql")),
+            dependents_of: q(include_str!("../queries/dependents_of.sql")),
+        }
+    }
+
+    /// Every statement, named.
+    #[cfg(test)]
+    pub(crate) fn all(&self) -> Vec<(&'static str, &str)> {
+        vec![
+            ("insert", &self.insert),
+            ("insert_many", &self.insert_many),
+            ("insert_many_side_rows", &self.insert_many_side_rows),
+            ("get_many", &self.get_many),
+            ("get", &self.get),
+            ("expire_final", &self.expire_final),
+            ("claim", &self.claim),
+            ("claim_ready", &self.claim_ready),
+            ("key_lock", &self.key_lock),
+            ("complete", &self.complete),
+            ("complete_many", &self.complete_many),
+            ("fail", &self.fail),
+            ("fail_many", &self.fail_many),
+            ("snooze", &self.snooze),
+            ("cancel_running", &self.cancel_running),
+            ("heartbeat", &self.heartbeat),
+            ("replay", &self.replay),
+            ("cancel", &self.cancel),
+            ("purge", &self.purge),
+            ("lock_jobs", &self.lock_jobs),
+            ("lock_unmet_dependencies", &self.lock_unmet_dependencies),
+            ("lock_copied_dependencies", &self.lock_copied_dependencies),
+            ("reschedule", &self.reschedule),
+            ("copy_check", &self.copy_check),
+            ("copy_audit", &self.copy_audit),
+            ("history", &self.history),
+            ("audit_of", &self.audit_of),
+            ("list", &self.list),
+            ("list_workflow", &self.list_workflow),
+            ("list_tag", &self.list_tag),
+            ("workflow_counts", &self.workflow_counts),
+            ("dependency_edges", &self.dependency_edges),
+            ("find_unique", &self.find_unique),
+            ("debounce", &self.debounce),
+            ("unique_lock", &self.unique_lock),
+            ("batch_open", &self.batch_open),
+            ("batch_lock", &self.batch_lock),
+            ("batch_row", &self.batch_row),
+            ("batch_members", &self.batch_members),
+            ("batch_counts", &self.batch_counts),
+            ("batch_seal", &self.batch_seal),
+            ("prune", &self.prune),
+            ("take_tokens", &self.take_tokens),
+            ("give_back_tokens", &self.give_back_tokens),
+            ("audit", &self.audit),
+            ("stats_sample", &self.stats_sample),
+            ("stats_window", &self.stats_window),
+            ("report_worker", &self.report_worker),
+            ("release", &self.release),
+            ("release_done", &self.release_done),
+            ("lock_dependencies", &self.lock_dependencies),
+            ("link_dependencies", &self.link_dependencies),
+            ("met_at_insert", &self.met_at_insert),
+            ("dependency_outputs", &self.dependency_outputs),
+            ("dependency_outputs_after", &self.dependency_outputs_after),
+            ("dependencies_of", &self.dependencies_of),
+            ("dependents_of", &self.dependents_of),
+        ]
+    }
+}
