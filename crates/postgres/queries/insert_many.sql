@@ -9,9 +9,9 @@
 -- a dependency fails, $19 workflows, $20 tags (JSON arrays as text),
 -- $21 metadata (JSON objects as text), $22 unique keys, $23 batches.
 --
--- For jobs with tags, queue.rs wraps this statement in `WITH ins AS (…)`
--- and appends insert_tags.sql, which writes their tag rows in the same
--- statement.
+-- For jobs with tags, `side_rows` in queries.rs wraps this statement in
+-- `WITH ins AS (…)` and appends insert_tags.sql, which writes their tag
+-- rows in the same statement.
 INSERT INTO __SCHEMA__.errand_jobs
     (id, queue, kind, state, payload, priority, attempts, max_attempts, replays,
      max_lease_expiries, give_up_at, available_at, created_at, updated_at,

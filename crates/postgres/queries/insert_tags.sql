@@ -1,6 +1,6 @@
 -- Appended, with insert_steps.sql and the final `SELECT * FROM ins`, to
 -- `WITH ins AS (insert_many.sql)` for jobs with tags or a workflow (see
--- queue.rs): the tag rows of the jobs created go in by the same statement
+-- `side_rows` in queries.rs): the tag rows of the jobs created go in by the same statement
 -- as the jobs, so a job and its tags are written together in or out of a
 -- transaction; the statement answers with the jobs, as insert_many.sql.
 , tagged AS (

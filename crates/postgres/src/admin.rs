@@ -13,8 +13,8 @@ use tokio_postgres::Row;
 
 use crate::conn::{Conn, Param, query, query_opt, read_committed, read_snapshot};
 use crate::error::map_err;
+use crate::insert::{insert_linked, insert_many};
 use crate::queries::Queries;
-use crate::queue::{insert_linked, insert_many};
 use crate::rows::{from_odt, job_from_row, millis, to_odt};
 
 fn name_of(s: String) -> Result<Name> {

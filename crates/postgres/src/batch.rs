@@ -1,16 +1,16 @@
 //! Batches on PostgreSQL: jobs joining a batch and its seal each lock the
 //! batch's row for the rest of their transaction, so a job joins before the
-//! seal lists the batch's jobs, or is refused after it.
+//! seal lists the batch's jobs, or is refused after it. The seal itself,
+//! which enqueues the batch's callbacks, is in workflow.rs.
 
 use std::collections::BTreeMap;
 
-use errand_core::{Batch, BatchId, BatchSeal, Error, JobId, JobState, NewJob, Result};
+use errand_core::{Batch, BatchId, Error, JobId, JobState, NewJob, Result};
 use time::OffsetDateTime;
 
 use crate::conn::{Conn, query, query_opt, require_transaction};
 use crate::error::map_err;
 use crate::queries::Queries;
-use crate::queue::insert_linked;
 use crate::rows::{col, from_odt};
 
 /// The batch `id` with its job count (no counts by state), if it exists.
@@ -38,7 +38,7 @@ async fn row<C: Conn>(client: &C, q: &Queries, id: &BatchId) -> Result<Option<Ba
 }
 
 /// Opens (or finds) and locks the batch `id`, and reads it.
-async fn open_locked<C: Conn>(
+pub(crate) async fn open_locked<C: Conn>(
     client: &C,
     q: &Queries,
     now: Option<OffsetDateTime>,
@@ -77,41 +77,6 @@ pub(crate) async fn join<C: Conn>(
         errand_core::check_batch_size(batch, held.total, n)?;
     }
     Ok(())
-}
-
-/// Seals a batch and inserts its callbacks, in the transaction `client`
-/// holds.
-pub(crate) async fn seal<C: Conn>(
-    client: &C,
-    q: &Queries,
-    now: Option<OffsetDateTime>,
-    seal: &BatchSeal,
-) -> Result<Batch> {
-    let current = open_locked(client, q, now, &seal.batch).await?;
-    if current.sealed_at.is_none() {
-        let mut members = Vec::new();
-        for r in query(client, &q.batch_members, &[&seal.batch.as_str()]).await? {
-            members.push(JobId::new(r.try_get::<_, String>(0).map_err(map_err)?)?);
-        }
-        let callbacks = seal.callbacks(&members)?;
-        if !callbacks.jobs.is_empty() {
-            errand_core::check_callbacks_created(
-                &insert_linked(client, q, now, &callbacks.jobs).await?,
-            )?;
-        }
-        query(
-            client,
-            &q.batch_seal,
-            &[
-                &seal.batch.as_str(),
-                &now,
-                &callbacks.on_success.as_ref().map(JobId::as_str),
-                &callbacks.on_finish.as_ref().map(JobId::as_str),
-            ],
-        )
-        .await?;
-    }
-    batch(client, q, &seal.batch).await
 }
 
 /// A batch with its counts by state.

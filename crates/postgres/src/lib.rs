@@ -26,16 +26,21 @@
 
 mod admin;
 mod batch;
+mod claim;
 mod conn;
 mod error;
+mod insert;
 mod listen;
+mod maintenance;
 mod minutes;
 mod queries;
-mod queue;
+mod reads;
 mod rows;
 mod schedules;
+mod settle;
 #[cfg(feature = "sqlx")]
 pub mod sqlx_adapter;
+mod workflow;
 
 use std::fmt;
 use std::str::FromStr;
@@ -204,7 +209,7 @@ impl Drop for Touched<'_> {
 
 #[derive(Debug)]
 struct ResumePoint {
-    key: queue::ResumeKey,
+    key: claim::ResumeKey,
     /// The store's generation when the claim that set it began.
     generation: u64,
     set_at: std::time::Instant,
@@ -295,7 +300,7 @@ impl PgStore {
     pub async fn enqueue_in<C: Conn>(&self, conn: &C, job: impl IntoNewJob) -> Result<Inserted> {
         let job = job.into_new_job()?;
         let _written = self.touched();
-        queue::insert(conn, &self.queries, self.now(), &job).await
+        insert::insert(conn, &self.queries, self.now(), &job).await
     }
 
     /// Acknowledges a claimed job on `conn` — the handler's own open
@@ -314,12 +319,12 @@ impl PgStore {
         let no_output: Option<&str> = None;
         // One statement for a job without dependents, in a transaction or
         // not; it leaves a job with dependents alone.
-        match queue::fenced(conn, &q.complete, now, lease, &[&no_output, &false]).await {
+        match settle::fenced(conn, &q.complete, now, lease, &[&no_output, &false]).await {
             Err(Error::LeaseLost { .. }) => {}
             other => return other,
         }
         if !conn::in_transaction(conn).await? {
-            let job = match queue::get(conn, q, &lease.id).await {
+            let job = match reads::get(conn, q, &lease.id).await {
                 Ok(job) => Some(job),
                 Err(Error::NotFound(_)) => None,
                 Err(e) => return Err(e),
@@ -346,7 +351,7 @@ impl PgStore {
                 }
             });
         }
-        queue::settled_in(conn, q, now, &q.complete, lease, &[&no_output]).await
+        settle::settled_in(conn, q, now, &q.complete, lease, &[&no_output]).await
     }
 
     /// Enqueues many jobs on `conn` in one statement (one round trip).
@@ -359,16 +364,16 @@ impl PgStore {
             .iter()
             .any(|j| !j.depends_on.is_empty() || j.batch.is_some())
         {
-            return queue::insert_linked(conn, &self.queries, self.now(), jobs).await;
+            return insert::insert_linked(conn, &self.queries, self.now(), jobs).await;
         }
-        queue::insert_many(conn, &self.queries, self.now(), jobs).await
+        insert::insert_many(conn, &self.queries, self.now(), jobs).await
     }
 
     /// Inserts jobs of which some have dependencies, in a transaction.
     async fn insert_linked(&self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
         let mut client = self.client().await?;
         let tx = conn::read_committed(&mut client).await?;
-        let out = queue::insert_linked(&tx, &self.queries, self.now(), jobs).await?;
+        let out = insert::insert_linked(&tx, &self.queries, self.now(), jobs).await?;
         tx.commit().await.map_err(map_err)?;
         Ok(out)
     }
@@ -432,7 +437,7 @@ impl PgStore {
             None
         };
         let client = self.client().await?;
-        let (acked, claimed, next) = queue::claim(
+        let (acked, claimed, next) = claim::claim(
             &client,
             &self.queries,
             self.now(),
@@ -595,7 +600,7 @@ impl JobStore for PgStore {
                 .ok_or_else(|| Error::storage("inserting one job answered with none"));
         }
         let client = self.client().await?;
-        queue::insert(&client, &self.queries, self.now(), &job).await
+        insert::insert(&client, &self.queries, self.now(), &job).await
     }
 
     async fn insert_many(&self, jobs: Vec<NewJob>) -> Result<Vec<Inserted>> {
@@ -609,7 +614,7 @@ impl JobStore for PgStore {
         let client = self.client().await?;
         let now = self.now();
         if jobs.len() <= INSERT_CHUNK {
-            return queue::insert_many(&client, &self.queries, now, &jobs).await;
+            return insert::insert_many(&client, &self.queries, now, &jobs).await;
         }
         // A large batch goes as statements of INSERT_CHUNK jobs, sent
         // together in one transaction: PostgreSQL inserts one chunk while
@@ -623,7 +628,7 @@ impl JobStore for PgStore {
             .prepare_cached(&self.queries.insert_many)
             .await
             .map_err(map_err)?;
-        if jobs.iter().any(queue::has_side_rows) {
+        if jobs.iter().any(insert::has_side_rows) {
             client
                 .prepare_cached(&self.queries.insert_many_side_rows)
                 .await
@@ -633,7 +638,7 @@ impl JobStore for PgStore {
         let result = async {
             let inserts = futures_util::future::try_join_all(
                 jobs.chunks(INSERT_CHUNK)
-                    .map(|chunk| queue::insert_many(&client, &self.queries, now, chunk)),
+                    .map(|chunk| insert::insert_many(&client, &self.queries, now, chunk)),
             );
             let (_, parts) = tokio::try_join!(
                 biased;
@@ -651,7 +656,7 @@ impl JobStore for PgStore {
         let _written = self.touched();
         let mut client = self.client().await?;
         let tx = conn::read_committed(&mut client).await?;
-        let out = batch::seal(&tx, &self.queries, self.now(), seal).await?;
+        let out = workflow::seal(&tx, &self.queries, self.now(), seal).await?;
         tx.commit().await.map_err(map_err)?;
         Ok(out)
     }
@@ -665,7 +670,7 @@ impl JobStore for PgStore {
         let mut client = self.client().await?;
         let q = &self.queries;
         let no_output: Option<&str> = None;
-        queue::settle(
+        settle::settle(
             &mut client,
             q,
             self.now(),
@@ -680,12 +685,12 @@ impl JobStore for PgStore {
         let mut client = self.client().await?;
         let q = &self.queries;
         let output = Some(output.as_str());
-        queue::settle(&mut client, q, self.now(), &q.complete, lease, &[&output]).await
+        settle::settle(&mut client, q, self.now(), &q.complete, lease, &[&output]).await
     }
 
     async fn dependency_outputs(&self, id: &JobId) -> Result<Vec<(JobId, Option<Payload>)>> {
         let client = self.client().await?;
-        queue::dependency_outputs(&client, &self.queries, id).await
+        reads::dependency_outputs(&client, &self.queries, id).await
     }
 
     async fn dependency_outputs_after(
@@ -695,13 +700,13 @@ impl JobStore for PgStore {
         limit: u32,
     ) -> Result<Vec<(JobId, Option<Payload>)>> {
         let client = self.client().await?;
-        queue::dependency_outputs_after(&client, &self.queries, id, after, limit).await
+        reads::dependency_outputs_after(&client, &self.queries, id, after, limit).await
     }
 
     async fn complete_many(&self, leases: &[Lease]) -> Result<Vec<bool>> {
         let mut client = self.client().await?;
         let (q, now) = (&self.queries, self.now());
-        let mut acked = queue::complete_many(&client, q, now, leases, false).await?;
+        let mut acked = settle::complete_many(&client, q, now, leases, false).await?;
         // Jobs with dependents (and lost leases) are left alone by the
         // statement above; they are settled again, together, in one
         // transaction that releases the dependents.
@@ -709,7 +714,7 @@ impl JobStore for PgStore {
         if !left.is_empty() {
             let again: Vec<Lease> = left.iter().map(|&i| leases[i].clone()).collect();
             let tx = client.transaction().await.map_err(map_err)?;
-            let settled = queue::complete_many(&tx, q, now, &again, true).await?;
+            let settled = settle::complete_many(&tx, q, now, &again, true).await?;
             tx.commit().await.map_err(map_err)?;
             for (i, ok) in left.into_iter().zip(settled) {
                 acked[i] = ok;
@@ -732,10 +737,10 @@ impl JobStore for PgStore {
         failure.validate()?;
         let mut client = self.client().await?;
         let q = &self.queries;
-        let (at, delay) = queue::retry_params(&failure);
+        let (at, delay) = settle::retry_params(&failure);
         let class = failure.class.as_str();
         let extra: [Param<'_>; 4] = [&failure.error, &class, &at, &delay];
-        queue::settle(&mut client, q, self.now(), &q.fail, lease, &extra).await
+        settle::settle(&mut client, q, self.now(), &q.fail, lease, &extra).await
     }
 
     async fn fail_many(&self, items: &[(Lease, Failure)]) -> Result<Vec<Option<Job>>> {
@@ -748,7 +753,7 @@ impl JobStore for PgStore {
         }
         let mut client = self.client().await?;
         let (q, now) = (&self.queries, self.now());
-        let mut failed = queue::fail_many(&client, q, now, items, false).await?;
+        let mut failed = settle::fail_many(&client, q, now, items, false).await?;
         // Jobs with dependents (and lost leases) are left alone by the
         // statement above; they are settled again, together, in one
         // transaction that releases the dependents.
@@ -756,7 +761,7 @@ impl JobStore for PgStore {
         if !left.is_empty() {
             let again: Vec<(Lease, Failure)> = left.iter().map(|&i| items[i].clone()).collect();
             let tx = client.transaction().await.map_err(map_err)?;
-            let settled = queue::fail_many(&tx, q, now, &again, true).await?;
+            let settled = settle::fail_many(&tx, q, now, &again, true).await?;
             tx.commit().await.map_err(map_err)?;
             for (i, job) in left.into_iter().zip(settled) {
                 failed[i] = job;
@@ -769,7 +774,7 @@ impl JobStore for PgStore {
         let _written = self.touched();
         bounds::check_delay("a snooze", delay)?;
         let client = self.client().await?;
-        queue::snooze(&client, &self.queries, self.now(), lease, delay, "snoozed").await
+        settle::snooze(&client, &self.queries, self.now(), lease, delay, "snoozed").await
     }
 
     async fn cancel_running(&self, lease: &Lease, reason: &str) -> Result<Job> {
@@ -777,7 +782,7 @@ impl JobStore for PgStore {
         let mut client = self.client().await?;
         let q = &self.queries;
         let reason = reason.to_owned();
-        queue::settle(
+        settle::settle(
             &mut client,
             q,
             self.now(),
@@ -791,7 +796,7 @@ impl JobStore for PgStore {
     async fn heartbeat(&self, lease: &Lease, extend: Duration) -> Result<Timestamp> {
         bounds::check_lease("a lease renewal", extend)?;
         let client = self.client().await?;
-        queue::heartbeat(&client, &self.queries, self.now(), lease, extend, None).await
+        settle::heartbeat(&client, &self.queries, self.now(), lease, extend, None).await
     }
 
     async fn heartbeat_with_progress(
@@ -803,7 +808,7 @@ impl JobStore for PgStore {
         bounds::check_lease("a lease renewal", extend)?;
         let client = self.client().await?;
         let progress = progress.to_json()?;
-        queue::heartbeat(
+        settle::heartbeat(
             &client,
             &self.queries,
             self.now(),
@@ -817,7 +822,7 @@ impl JobStore for PgStore {
     async fn release(&self, lease: &Lease) -> Result<Job> {
         let _written = self.touched();
         let client = self.client().await?;
-        queue::snooze(
+        settle::snooze(
             &client,
             &self.queries,
             self.now(),
@@ -831,19 +836,19 @@ impl JobStore for PgStore {
     async fn sweep_expired(&self) -> Result<SweepReport> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(map_err)?;
-        let dead = queue::expire_final(&tx, &self.queries, self.now()).await?;
+        let dead = maintenance::expire_final(&tx, &self.queries, self.now()).await?;
         tx.commit().await.map_err(map_err)?;
         Ok(SweepReport { dead })
     }
 
     async fn prune(&self, older_than: Duration, limit: u32) -> Result<u64> {
         let client = self.client().await?;
-        queue::prune(&client, &self.queries, self.now(), older_than, limit).await
+        maintenance::prune(&client, &self.queries, self.now(), older_than, limit).await
     }
 
     async fn get(&self, id: &JobId) -> Result<Job> {
         let client = self.client().await?;
-        queue::get(&client, &self.queries, id).await
+        reads::get(&client, &self.queries, id).await
     }
 
     async fn report_worker(&self, report: &WorkerReport) -> Result<()> {
@@ -856,7 +861,7 @@ impl JobStore for PgStore {
 
     async fn take_tokens(&self, bucket: &RateBucket, limit: RateLimit, want: u32) -> Result<u32> {
         let client = self.client().await?;
-        queue::take_tokens(&client, &self.queries, self.now(), bucket, limit, want).await
+        claim::take_tokens(&client, &self.queries, self.now(), bucket, limit, want).await
     }
 
     async fn record_minutes(&self, counts: &[errand_core::MinuteCount]) -> Result<()> {
@@ -893,7 +898,7 @@ impl AdminStore for PgStore {
             .filter(|j| j.has_dependents)
             .map(|j| j.id.as_str())
             .collect();
-        queue::release_dependents(&tx, q, now, &ended).await?;
+        settle::release_dependents(&tx, q, now, &ended).await?;
         tx.commit().await.map_err(map_err)?;
         Ok(cancelled)
     }
@@ -933,15 +938,15 @@ impl AdminStore for PgStore {
 
     async fn detail(&self, id: &JobId) -> Result<JobDetail> {
         let mut client = self.client().await?;
-        queue::detail(&mut client, &self.queries, id).await
+        reads::detail(&mut client, &self.queries, id).await
     }
 
     async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
         let mut client = self.client().await?;
         if filter.max_bytes.is_some() {
-            return queue::list_within_budget(&mut client, &self.queries, filter).await;
+            return reads::list_within_budget(&mut client, &self.queries, filter).await;
         }
-        queue::list(&client, &self.queries, filter).await
+        reads::list(&client, &self.queries, filter).await
     }
 
     async fn workflow_counts(
@@ -949,7 +954,7 @@ impl AdminStore for PgStore {
         workflow: &errand_core::WorkflowId,
     ) -> Result<Vec<(errand_core::JobState, u64)>> {
         let client = self.client().await?;
-        queue::workflow_counts(&client, &self.queries, workflow).await
+        workflow::workflow_counts(&client, &self.queries, workflow).await
     }
 
     async fn dependency_edges(
@@ -958,7 +963,7 @@ impl AdminStore for PgStore {
         first: u32,
     ) -> Result<Vec<errand_core::StepEdge>> {
         let client = self.client().await?;
-        queue::dependency_edges(&client, &self.queries, ids, first).await
+        workflow::dependency_edges(&client, &self.queries, ids, first).await
     }
 
     async fn batch(&self, id: &errand_core::WorkflowId) -> Result<errand_core::Batch> {
@@ -1411,7 +1416,7 @@ mod schema_tests {
             old.client
                 .batch_execute(&format!(
                     "{}; PREPARE probe ({types}) AS {sql}",
-                    queue::ALL_QUEUES_CLAIM
+                    claim::ALL_QUEUES_CLAIM
                 ))
                 .await
                 .unwrap();

@@ -134,7 +134,7 @@ pub async fn enqueue_in(
                 .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
         )
         .bind(job.key.as_ref().map(|k| k.name.as_str()))
-        .bind(crate::queue::key_limit(&job)?)
+        .bind(crate::insert::key_limit(&job)?)
         .bind(job.key.as_ref().is_some_and(|k| k.ordered))
         .bind(job.deadline.map(|t| t.to_rfc3339()))
         .bind(

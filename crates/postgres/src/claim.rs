@@ -1,0 +1,277 @@
+//! Claims: the short transaction that acknowledges finished jobs and
+//! claims due ones, the rate-limit tokens a claim takes, and where the
+//! next claim across every queue may resume.
+
+use errand_core::{ClaimRequest, ClaimedJob, Lease, LeaseToken, Name, Result};
+use time::OffsetDateTime;
+
+use crate::conn::{Conn, Param, Pipelined, query, query_opt};
+use crate::error::map_err;
+use crate::maintenance::expire_final;
+use crate::queries::Queries;
+use crate::rows::{JobCols, LEASE_TOKEN, col, jobs_from_rows, millis};
+use crate::settle::complete_many;
+
+/// Where a claim across every queue resumes its walk of the due index:
+/// the priority, due time and id of the last ready job the previous claim
+/// took (see `claim_ready.sql`).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct ResumeKey {
+    pub(crate) priority: i16,
+    pub(crate) available_at: OffsetDateTime,
+    pub(crate) id: String,
+}
+
+/// What a claim gave back: the acknowledgments' verdicts, the claimed
+/// jobs, and where the next claim may resume (`None`: from the start).
+pub(crate) type ClaimOutcome = (Vec<bool>, Vec<ClaimedJob>, Option<ResumeKey>);
+
+/// How a claim across every queue begins its transaction. Its statements
+/// run generic plans (planned once per connection), and those plans must
+/// read the due index in claim order and stop at the limit. Left to its
+/// estimates, PostgreSQL prefers, once the table has statistics, to read
+/// the whole backlog and sort it: the paused-queue filter and the row
+/// lock under the limit make the index look dear, and a claim of 256 from
+/// a 100,000-job backlog then took 40 ms instead of 1 ms. So the scans and
+/// sorts it could use instead are priced out for this transaction (every
+/// statement in it has an index made for it), and JIT, which such prices
+/// would start, is off.
+pub(crate) const ALL_QUEUES_CLAIM: &str = "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; \
+     SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; \
+     SET LOCAL enable_sort = off; SET LOCAL jit = off";
+
+/// Acknowledges `leases` (none: a plain claim) and claims due jobs in one
+/// short transaction of two round trips: `BEGIN`, the acknowledgments, the
+/// sweep of expired final attempts (when the request reclaims) and the key
+/// lock are sent together; then the claim (whose snapshot follows the
+/// lock) and `COMMIT`. The claim is `claim.sql`, or the smaller
+/// `claim_ready.sql` when it neither reclaims nor holds the key lock. An error
+/// rolls everything back (nothing acknowledged, nothing claimed) — except
+/// in the one case the client cannot tell: the claim failing before it was
+/// sent (its parameters not encodable) while the `COMMIT` behind it goes
+/// out; the runtime then retries the acknowledgments, which, fenced, find
+/// their jobs done.
+pub(crate) async fn claim(
+    client: &deadpool_postgres::Client,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    leases: &[Lease],
+    req: &ClaimRequest,
+    resume: Option<&ResumeKey>,
+) -> Result<ClaimOutcome> {
+    // The request was validated by the caller (`ClaimRequest::validate`).
+    // Every statement prepared first (no round trip once cached), so each
+    // goes on the wire when first polled — in the order written below.
+    tokio::try_join!(
+        client.prepare_cached(&q.complete_many),
+        client.prepare_cached(&q.expire_final),
+        client.prepare_cached(&q.key_lock),
+        client.prepare_cached(&q.claim),
+        client.prepare_cached(&q.claim_ready),
+        async {
+            if req.rate.is_some() {
+                client.prepare_cached(&q.take_tokens).await?;
+                client.prepare_cached(&q.give_back_tokens).await?;
+            }
+            Ok(())
+        },
+    )
+    .map_err(map_err)?;
+    let tx = Pipelined::new(client);
+    let result = claim_in_transaction(client, q, now, leases, req, resume).await;
+    tx.end(result).await
+}
+
+async fn claim_in_transaction(
+    client: &deadpool_postgres::Client,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    leases: &[Lease],
+    req: &ClaimRequest,
+    resume: Option<&ResumeKey>,
+) -> Result<ClaimOutcome> {
+    let asked = req.limit.min(10_000);
+    let queues: Option<Vec<&str>> =
+        (!req.queues.is_empty()).then(|| req.queues.iter().map(Name::as_str).collect());
+    let lease = millis(req.lease);
+    // A claim across every queue runs generic plans: PostgreSQL otherwise
+    // plans these statements afresh at every execution (a sixth of its
+    // time in a burn-down). A claim of named queues keeps plans made for
+    // its queues: generically planned, it would walk the due index past
+    // other queues' backlog.
+    let begin = if queues.is_none() {
+        ALL_QUEUES_CLAIM
+    } else {
+        "BEGIN"
+    };
+    // Sent in this order on one connection, without waiting in between.
+    // A rate-limited claim takes up to `asked` tokens here (its upsert
+    // holds the bucket's row until the commit), claims no more jobs than it
+    // was granted, and gives the rest back before committing.
+    let (_, acked, _, locked, granted) = tokio::try_join!(
+        biased;
+        async { client.batch_execute(begin).await.map_err(map_err) },
+        async {
+            if leases.is_empty() {
+                Ok(Vec::new())
+            } else {
+                complete_many(client, q, now, leases, true).await
+            }
+        },
+        async {
+            if req.reclaim {
+                expire_final(client, q, now).await
+            } else {
+                Ok(Vec::new())
+            }
+        },
+        async {
+            if asked == 0 {
+                return Ok(0);
+            }
+            let rows = query(client, &q.key_lock, &[&now, &queues]).await?;
+            rows.first().map_or(Ok(0), |r| col::<i64>(r, 0))
+        },
+        async {
+            match &req.rate {
+                Some(rate) => take_tokens(client, q, now, &rate.bucket, rate.limit, asked)
+                    .await
+                    .map(Some),
+                None => Ok(None),
+            }
+        },
+    )?;
+    let limit = i64::from(granted.map_or(asked, |g| g.min(asked)));
+    let tokens: Vec<LeaseToken> = (0..limit).map(|_| LeaseToken::generate()).collect();
+    let token_text: Vec<&str> = tokens.iter().map(LeaseToken::as_str).collect();
+    let keyed = locked > 0;
+    let params: [Param<'_>; 7] = [
+        &now,
+        &limit,
+        &queues,
+        &token_text,
+        &lease,
+        &keyed,
+        &req.reclaim,
+    ];
+    let claim = async {
+        if limit == 0 {
+            Ok(Vec::new())
+        } else if !keyed && !req.reclaim {
+            // Neither expired leases nor keyed jobs to look at: the
+            // smaller statement, with the same order and rechecks,
+            // resuming where the last claim stopped if it may.
+            let (priority, at, id) = match resume {
+                Some(r) => (Some(r.priority), Some(r.available_at), Some(r.id.as_str())),
+                None => (None, None, None),
+            };
+            let params: [Param<'_>; 8] = [
+                &now,
+                &limit,
+                &queues,
+                &token_text,
+                &lease,
+                &priority,
+                &at,
+                &id,
+            ];
+            query(client, &q.claim_ready, &params).await
+        } else {
+            query(client, &q.claim, &params).await
+        }
+    };
+    let rows = match (&req.rate, granted) {
+        (Some(rate), Some(granted)) => {
+            // The tokens to give back are known once the claim has
+            // answered: one more round trip, for rate-limited claims only.
+            let rows = claim.await?;
+            let unspent = granted.saturating_sub(u32::try_from(rows.len()).unwrap_or(u32::MAX));
+            let (given, committed) = tokio::join!(
+                biased;
+                async {
+                    if unspent == 0 {
+                        return Ok(Vec::new());
+                    }
+                    let (name, burst) = (rate.bucket.as_str(), f64::from(rate.limit.burst));
+                    let unspent = i32::try_from(unspent).unwrap_or(i32::MAX);
+                    query(client, &q.give_back_tokens, &[&name, &unspent, &burst]).await
+                },
+                client.batch_execute("COMMIT"),
+            );
+            // A failed give-back aborts the transaction: COMMIT then rolls
+            // back.
+            given?;
+            committed.map_err(map_err)?;
+            rows
+        }
+        _ => {
+            let (rows, committed) = tokio::join!(biased; claim, client.batch_execute("COMMIT"));
+            // A failed claim aborts the transaction: COMMIT then rolls back.
+            let rows = rows?;
+            committed.map_err(map_err)?;
+            rows
+        }
+    };
+    let jobs = jobs_from_rows(&rows)?;
+    let token_at = rows
+        .first()
+        .map(|r| JobCols::of(r).map(|c| c.0[LEASE_TOKEN]))
+        .transpose()?
+        .unwrap_or(0);
+    let claimed = rows
+        .iter()
+        .zip(jobs)
+        .map(|(row, job)| {
+            let token: String = row.try_get(token_at).map_err(map_err)?;
+            Ok(ClaimedJob {
+                lease: Lease {
+                    id: job.id.clone(),
+                    token: LeaseToken::from_string(token),
+                    attempt: job.attempts,
+                },
+                job,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    // The last ready job taken (not a reclaimed lease), where the next
+    // claim may resume; none after a claim that came up short.
+    let next = if rows.len() < usize::try_from(limit).unwrap_or(usize::MAX) {
+        None
+    } else {
+        match rows
+            .iter()
+            .rev()
+            .find(|r| r.try_get::<_, i32>("src").is_ok_and(|src| src == 1))
+        {
+            Some(row) => Some(ResumeKey {
+                priority: row.try_get("priority").map_err(map_err)?,
+                available_at: row.try_get("available_at").map_err(map_err)?,
+                id: row.try_get("id").map_err(map_err)?,
+            }),
+            None => None,
+        }
+    };
+    Ok((acked, claimed, next))
+}
+
+/// Takes up to `want` tokens from a shared bucket.
+pub(crate) async fn take_tokens<C: Conn>(
+    client: &C,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    bucket: &errand_core::RateBucket,
+    limit: errand_core::RateLimit,
+    want: u32,
+) -> Result<u32> {
+    limit.validate()?;
+    let want = i32::try_from(want).unwrap_or(i32::MAX);
+    let burst = f64::from(limit.burst);
+    let row = query_opt(
+        client,
+        &q.take_tokens,
+        &[&now, &bucket.as_str(), &want, &limit.per_second, &burst],
+    )
+    .await?;
+    let granted: i32 = row.as_ref().map_or(Ok(0), |r| col(r, 0))?;
+    Ok(u32::try_from(granted).unwrap_or(0))
+}
