@@ -6,7 +6,7 @@
 -- "Running" is implied by the token, not named: only a running job has one
 -- (the table's CHECK). Named, it let the planner read the partial lease
 -- index, whose entries of settled jobs are dead until vacuum, instead of
--- the primary key (`a_settlement_finds_its_job_by_primary_key` in src/lib.rs).
+-- the primary key (`a_settlement_finds_its_job_by_primary_key` in src/schema_tests.rs).
 WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now),
 r AS (SELECT coalesce($6::timestamptz, t.now + $7::bigint * interval '1 millisecond') AS retry_at FROM t),
 cur AS (

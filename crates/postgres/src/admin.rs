@@ -16,6 +16,7 @@ use crate::error::map_err;
 use crate::insert::{insert_linked, insert_many};
 use crate::queries::Queries;
 use crate::rows::{from_odt, job_from_row, millis, to_odt};
+use crate::settle::release_dependents;
 
 fn name_of(s: String) -> Result<Name> {
     Name::parse("queue", s)
@@ -175,6 +176,28 @@ pub(crate) async fn jobs_action<C: Conn>(
         .iter()
         .map(job_from_row)
         .collect()
+}
+
+/// Cancels every job named, if each is blocked, ready or running; else
+/// none. The dependents of the jobs cancelled are released (or cancelled
+/// in turn) by the same transaction.
+pub(crate) async fn cancel(
+    client: &mut deadpool_postgres::Client,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    ids: &[JobId],
+    by: &AuditStamp,
+) -> Result<Vec<Job>> {
+    let tx = client.transaction().await.map_err(map_err)?;
+    let cancelled = jobs_action(&tx, &q.cancel, now, ids, by).await?;
+    let ended: Vec<&str> = cancelled
+        .iter()
+        .filter(|j| j.has_dependents)
+        .map(|j| j.id.as_str())
+        .collect();
+    release_dependents(&tx, q, now, &ended).await?;
+    tx.commit().await.map_err(map_err)?;
+    Ok(cancelled)
 }
 
 /// Moves every job named to a new due time and/or priority, if each is

@@ -2,15 +2,124 @@
 //! claims due ones, the rate-limit tokens a claim takes, and where the
 //! next claim across every queue may resume.
 
+use std::time::Duration;
+
 use errand_core::{ClaimRequest, ClaimedJob, Lease, LeaseToken, Name, Result};
 use time::OffsetDateTime;
 
+use crate::PgStore;
 use crate::conn::{Conn, Param, Pipelined, query, query_opt};
 use crate::error::map_err;
 use crate::maintenance::expire_final;
 use crate::queries::Queries;
 use crate::rows::{JobCols, LEASE_TOKEN, col, jobs_from_rows, millis};
 use crate::settle::complete_many;
+
+/// How long a claim across every queue may resume where the last one
+/// stopped before it walks the due index from the start again.
+pub(crate) const RESUME_FOR: Duration = Duration::from_secs(1);
+
+/// Where the next claim across every queue may resume its walk of the due
+/// index, shared by the store's clones.
+///
+/// Resuming skips the entries of jobs already claimed (dead until vacuum
+/// removes them), but also any job that came to sort before the resume
+/// point since: a higher priority or an earlier due time enqueued, a retry
+/// or replay, a queue resumed, a job another claimer had locked and gave
+/// back. So the point is forgotten whenever this store writes such a job,
+/// whenever the listener hears an insert (from any process), when a claim
+/// comes up short, and a second after it was set: such a job waits at most
+/// that long.
+#[derive(Debug, Default)]
+pub(crate) struct Resume {
+    /// Writes through this store that may put a job before the point.
+    writes: std::sync::atomic::AtomicU64,
+    point: std::sync::Mutex<Option<ResumePoint>>,
+}
+
+/// Bumps the store's write count when dropped.
+pub(crate) struct Touched<'a>(&'a Resume);
+
+impl Drop for Touched<'_> {
+    fn drop(&mut self) {
+        self.0
+            .writes
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[derive(Debug)]
+struct ResumePoint {
+    key: ResumeKey,
+    /// The store's generation when the claim that set it began.
+    generation: u64,
+    set_at: std::time::Instant,
+}
+
+impl PgStore {
+    /// Changes whenever a job may have come to sort before the resume
+    /// point: a write through this store, or a notification heard.
+    fn generation(&self) -> u64 {
+        let writes = self.resume.writes.load(std::sync::atomic::Ordering::SeqCst);
+        let heard = self.listener.get().map_or(0, |h| h.listener.heard());
+        writes.wrapping_add(heard)
+    }
+
+    /// Notes a write that may put a job before the resume point, once the
+    /// write has ended (when the guard is dropped): a claim that began
+    /// earlier may not have seen the job, and must not pass the point on.
+    pub(crate) fn touched(&self) -> Touched<'_> {
+        Touched(&self.resume)
+    }
+
+    /// Claims, resuming where the last claim across every queue stopped
+    /// when it may, and records where the next may resume.
+    pub(crate) async fn claim_resuming(
+        &self,
+        leases: &[Lease],
+        req: &ClaimRequest,
+    ) -> Result<(Vec<bool>, Vec<ClaimedJob>)> {
+        req.validate()?;
+        let all_queues = req.queues.is_empty();
+        let generation = self.generation();
+        let resume = if all_queues && !req.reclaim {
+            let point = self
+                .resume
+                .point
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            point
+                .as_ref()
+                .filter(|p| p.generation == generation && p.set_at.elapsed() < RESUME_FOR)
+                .map(|p| p.key.clone())
+        } else {
+            None
+        };
+        let client = self.client().await?;
+        let (acked, claimed, next) = claim(
+            &client,
+            &self.queries,
+            self.now(),
+            leases,
+            req,
+            resume.as_ref(),
+        )
+        .await?;
+        if all_queues {
+            let mut point = self
+                .resume
+                .point
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            *point = next.map(|key| ResumePoint {
+                key,
+                generation,
+                set_at: std::time::Instant::now(),
+            });
+        }
+        Ok((acked, claimed))
+    }
+}
 
 /// Where a claim across every queue resumes its walk of the due index:
 /// the priority, due time and id of the last ready job the previous claim

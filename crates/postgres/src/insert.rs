@@ -8,12 +8,15 @@ use errand_core::{
 };
 use time::OffsetDateTime;
 
-use crate::conn::{Conn, query, query_opt, require_transaction};
+use crate::conn::{Conn, Pipelined, query, query_opt, require_transaction};
 use crate::error::map_err;
 use crate::queries::Queries;
 use crate::reads::get;
 use crate::rows::{col, from_odt, job_from_row, jobs_from_rows, millis, to_odt};
 use crate::settle::release_dependents;
+
+/// Jobs per statement of a large `insert_many`.
+const INSERT_CHUNK: usize = 1_000;
 
 /// Whether `job` has rows of its own beside the job's (tags, a workflow
 /// step), which only the [`side_rows`] statement writes.
@@ -402,6 +405,54 @@ pub(crate) async fn insert_many<C: Conn>(
     .await
     .and_then(|rows| jobs_from_rows(&rows))?;
     in_input_order(client, q, &ids, jobs, created).await
+}
+
+/// Inserts jobs none of which is linked (no dependencies, uniqueness or
+/// batch) on a pooled connection: in one statement, or a large batch in
+/// statements of [`INSERT_CHUNK`] jobs pipelined in one transaction.
+pub(crate) async fn insert_many_in_chunks(
+    client: &deadpool_postgres::Client,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    jobs: &[NewJob],
+) -> Result<Vec<Inserted>> {
+    if jobs.len() <= INSERT_CHUNK {
+        return insert_many(client, q, now, jobs).await;
+    }
+    // A large batch goes as statements of INSERT_CHUNK jobs, sent
+    // together in one transaction: PostgreSQL inserts one chunk while
+    // this side encodes the next and reads the last one's rows. The
+    // statement is prepared first, so the chunks are sent — and run —
+    // in input order.
+    // (Each chunk picks the statement that writes tag and workflow-step
+    // rows if one of its jobs has either: both are prepared when any
+    // has.)
+    client
+        .prepare_cached(&q.insert_many)
+        .await
+        .map_err(map_err)?;
+    if jobs.iter().any(has_side_rows) {
+        client
+            .prepare_cached(&q.insert_many_side_rows)
+            .await
+            .map_err(map_err)?;
+    }
+    let tx = Pipelined::new(client);
+    let result = async {
+        let inserts = futures_util::future::try_join_all(
+            jobs.chunks(INSERT_CHUNK)
+                .map(|chunk| insert_many(client, q, now, chunk)),
+        );
+        let (_, parts) = tokio::try_join!(
+            biased;
+            async { client.batch_execute("BEGIN").await.map_err(map_err) },
+            inserts
+        )?;
+        client.batch_execute("COMMIT").await.map_err(map_err)?;
+        Ok(parts.concat())
+    }
+    .await;
+    tx.end(result).await
 }
 
 /// The answer of a bulk insert, in input order: the jobs `created`, and

@@ -4,10 +4,11 @@
 
 use std::time::Duration;
 
-use errand_core::{JobId, Result};
+use errand_core::{JobId, Result, SweepReport};
 use time::OffsetDateTime;
 
 use crate::conn::{Conn, query, query_opt};
+use crate::error::map_err;
 use crate::queries::Queries;
 use crate::rows::{col, ids_where, millis};
 use crate::settle::release_dependents;
@@ -25,6 +26,19 @@ pub(crate) async fn expire_final<C: Conn>(
     rows.iter()
         .map(|r| JobId::new(col::<String>(r, 0)?))
         .collect()
+}
+
+/// Moves final attempts whose lease expired to `dead` and releases their
+/// dependents, in a transaction of its own.
+pub(crate) async fn sweep(
+    client: &mut deadpool_postgres::Client,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+) -> Result<SweepReport> {
+    let tx = client.transaction().await.map_err(map_err)?;
+    let dead = expire_final(&tx, q, now).await?;
+    tx.commit().await.map_err(map_err)?;
+    Ok(SweepReport { dead })
 }
 
 /// Deletes finished jobs older than `older_than` (at most `limit`).

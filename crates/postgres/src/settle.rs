@@ -7,9 +7,10 @@ use std::time::Duration;
 use errand_core::{Error, Failure, Job, Lease, Result, RetryAt, Timestamp};
 use time::OffsetDateTime;
 
-use crate::conn::{Conn, Param, query, query_opt};
+use crate::conn::{Conn, Param, in_transaction, query, query_opt};
 use crate::error::map_err;
 use crate::queries::Queries;
+use crate::reads::get;
 use crate::rows::{bad_row, col, from_odt, ids_where, job_from_row, millis, to_odt};
 
 /// Runs a fenced statement whose parameters start with now, id, token.
@@ -98,6 +99,54 @@ fn with_flag<'a>(extra: &[Param<'a>], releasing: &'a bool) -> Vec<Param<'a>> {
     params
 }
 
+/// [`crate::PgStore::complete_in`]: the fenced completion of a claimed job on
+/// the caller's connection. One statement for a job without dependents;
+/// a job with dependents is settled again with their release, inside the
+/// caller's transaction, and refused outside one.
+pub(crate) async fn complete_in<C: Conn>(
+    conn: &C,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    lease: &Lease,
+) -> Result<Job> {
+    let no_output: Option<&str> = None;
+    // One statement for a job without dependents, in a transaction or
+    // not; it leaves a job with dependents alone.
+    match fenced(conn, &q.complete, now, lease, &[&no_output, &false]).await {
+        Err(Error::LeaseLost { .. }) => {}
+        other => return other,
+    }
+    if !in_transaction(conn).await? {
+        let job = match get(conn, q, &lease.id).await {
+            Ok(job) => Some(job),
+            Err(Error::NotFound(_)) => None,
+            Err(e) => return Err(e),
+        };
+        // Running in this attempt under a live lease (the token is not
+        // read back; a wrong one is refused inside a transaction as
+        // lost).
+        let at = now.map_or_else(errand_core::Timestamp::now, from_odt);
+        let ours = job.as_ref().is_some_and(|job| {
+            job.state == errand_core::JobState::Running
+                && job.attempts == lease.attempt
+                && job.lease_until.is_some_and(|until| until > at)
+        });
+        return Err(if ours && job.as_ref().is_some_and(|j| j.has_dependents) {
+            Error::invalid(format!(
+                "job {} has dependents, whose release must commit with its completion: \
+                 call complete_in inside a transaction (BEGIN, complete_in, COMMIT)",
+                lease.id
+            ))
+        } else {
+            Error::LeaseLost {
+                id: lease.id.to_string(),
+                attempt: lease.attempt,
+            }
+        });
+    }
+    settled_in(conn, q, now, &q.complete, lease, &[&no_output]).await
+}
+
 /// Fenced acknowledgment of many jobs in one statement. `releasing`: the
 /// caller runs this in a transaction, and the dependents of the jobs it
 /// ends are released here, in it; otherwise a job with dependents is left
@@ -126,6 +175,33 @@ pub(crate) async fn complete_many<C: Conn>(
         .iter()
         .map(|l| done.remove(&(l.id.to_string(), l.token.as_str().to_owned())))
         .collect())
+}
+
+/// Acknowledges many leases: in one statement on its own, the fast way;
+/// the jobs it leaves alone (those with dependents, and lost leases) are
+/// settled again, together, in one transaction that releases the
+/// dependents. Answers in input order, `false` where the lease was lost.
+pub(crate) async fn complete_leases(
+    client: &mut deadpool_postgres::Client,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    leases: &[Lease],
+) -> Result<Vec<bool>> {
+    let mut acked = complete_many(&*client, q, now, leases, false).await?;
+    // Jobs with dependents (and lost leases) are left alone by the
+    // statement above; they are settled again, together, in one
+    // transaction that releases the dependents.
+    let left: Vec<usize> = (0..leases.len()).filter(|&i| !acked[i]).collect();
+    if !left.is_empty() {
+        let again: Vec<Lease> = left.iter().map(|&i| leases[i].clone()).collect();
+        let tx = client.transaction().await.map_err(map_err)?;
+        let settled = complete_many(&tx, q, now, &again, true).await?;
+        tx.commit().await.map_err(map_err)?;
+        for (i, ok) in left.into_iter().zip(settled) {
+            acked[i] = ok;
+        }
+    }
+    Ok(acked)
 }
 
 /// A failure's retry as the fail statements take it: an absolute time or
@@ -196,6 +272,34 @@ pub(crate) async fn fail_many<C: Conn>(
         release_dependents(client, q, now, &ended).await?;
     }
     Ok(out)
+}
+
+/// Records many failures (already validated, at least one): in one
+/// statement on its own, the fast way; the jobs it leaves alone (those with
+/// dependents, and lost leases) are settled again, together, in one
+/// transaction that releases the dependents. Answers in input order,
+/// `None` where the lease was lost.
+pub(crate) async fn fail_leases(
+    client: &mut deadpool_postgres::Client,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    items: &[(Lease, Failure)],
+) -> Result<Vec<Option<Job>>> {
+    let mut failed = fail_many(&*client, q, now, items, false).await?;
+    // Jobs with dependents (and lost leases) are left alone by the
+    // statement above; they are settled again, together, in one
+    // transaction that releases the dependents.
+    let left: Vec<usize> = (0..items.len()).filter(|&i| failed[i].is_none()).collect();
+    if !left.is_empty() {
+        let again: Vec<(Lease, Failure)> = left.iter().map(|&i| items[i].clone()).collect();
+        let tx = client.transaction().await.map_err(map_err)?;
+        let settled = fail_many(&tx, q, now, &again, true).await?;
+        tx.commit().await.map_err(map_err)?;
+        for (i, job) in left.into_iter().zip(settled) {
+            failed[i] = job;
+        }
+    }
+    Ok(failed)
 }
 
 /// Fenced snooze or release.

@@ -1,0 +1,238 @@
+//! [`JobStore`] for [`PgStore`]: each method takes a pooled connection
+//! and calls the function that does the work (insert.rs, claim.rs,
+//! settle.rs, reads.rs, maintenance.rs, minutes.rs).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use errand_core::{
+    ClaimRequest, ClaimedJob, Error, Failure, Inserted, Job, JobId, JobStore, Lease, NewJob,
+    Payload, RateBucket, RateLimit, Result, SweepReport, Timestamp, WorkerReport, bounds,
+    check_recorded_text,
+};
+
+use crate::error::map_err;
+use crate::{
+    Param, PgStore, admin, claim, conn, insert, maintenance, minutes, reads, settle, workflow,
+};
+
+#[async_trait]
+impl JobStore for PgStore {
+    async fn insert(&self, job: NewJob) -> Result<Inserted> {
+        let _written = self.touched();
+        // Dependencies and uniqueness are judged inside a transaction.
+        if !job.depends_on.is_empty() || job.unique.is_some() || job.batch.is_some() {
+            return self
+                .insert_linked(std::slice::from_ref(&job))
+                .await?
+                .pop()
+                .ok_or_else(|| Error::storage("inserting one job answered with none"));
+        }
+        let client = self.client().await?;
+        insert::insert(&client, &self.queries, self.now(), &job).await
+    }
+
+    async fn insert_many(&self, jobs: Vec<NewJob>) -> Result<Vec<Inserted>> {
+        let _written = self.touched();
+        if jobs
+            .iter()
+            .any(|j| !j.depends_on.is_empty() || j.unique.is_some() || j.batch.is_some())
+        {
+            return self.insert_linked(&jobs).await;
+        }
+        let client = self.client().await?;
+        insert::insert_many_in_chunks(&client, &self.queries, self.now(), &jobs).await
+    }
+
+    async fn seal_batch(&self, seal: &errand_core::BatchSeal) -> Result<errand_core::Batch> {
+        let _written = self.touched();
+        let mut client = self.client().await?;
+        let tx = conn::read_committed(&mut client).await?;
+        let out = workflow::seal(&tx, &self.queries, self.now(), seal).await?;
+        tx.commit().await.map_err(map_err)?;
+        Ok(out)
+    }
+
+    async fn claim(&self, req: &ClaimRequest) -> Result<Vec<ClaimedJob>> {
+        let (_, claimed) = self.claim_resuming(&[], req).await?;
+        Ok(claimed)
+    }
+
+    async fn complete(&self, lease: &Lease) -> Result<Job> {
+        let mut client = self.client().await?;
+        let q = &self.queries;
+        let no_output: Option<&str> = None;
+        settle::settle(
+            &mut client,
+            q,
+            self.now(),
+            &q.complete,
+            lease,
+            &[&no_output],
+        )
+        .await
+    }
+
+    async fn complete_with_output(&self, lease: &Lease, output: &Payload) -> Result<Job> {
+        let mut client = self.client().await?;
+        let q = &self.queries;
+        let output = Some(output.as_str());
+        settle::settle(&mut client, q, self.now(), &q.complete, lease, &[&output]).await
+    }
+
+    async fn dependency_outputs(&self, id: &JobId) -> Result<Vec<(JobId, Option<Payload>)>> {
+        let client = self.client().await?;
+        reads::dependency_outputs(&client, &self.queries, id).await
+    }
+
+    async fn dependency_outputs_after(
+        &self,
+        id: &JobId,
+        after: Option<&JobId>,
+        limit: u32,
+    ) -> Result<Vec<(JobId, Option<Payload>)>> {
+        let client = self.client().await?;
+        reads::dependency_outputs_after(&client, &self.queries, id, after, limit).await
+    }
+
+    async fn complete_many(&self, leases: &[Lease]) -> Result<Vec<bool>> {
+        let mut client = self.client().await?;
+        settle::complete_leases(&mut client, &self.queries, self.now(), leases).await
+    }
+
+    async fn complete_and_claim(
+        &self,
+        leases: &[Lease],
+        req: &ClaimRequest,
+    ) -> Result<(Vec<bool>, Result<Vec<ClaimedJob>>)> {
+        let (acked, claimed) = self.claim_resuming(leases, req).await?;
+        Ok((acked, Ok(claimed)))
+    }
+
+    async fn fail(&self, lease: &Lease, failure: Failure) -> Result<Job> {
+        let _written = self.touched();
+        failure.validate()?;
+        let mut client = self.client().await?;
+        let q = &self.queries;
+        let (at, delay) = settle::retry_params(&failure);
+        let class = failure.class.as_str();
+        let extra: [Param<'_>; 4] = [&failure.error, &class, &at, &delay];
+        settle::settle(&mut client, q, self.now(), &q.fail, lease, &extra).await
+    }
+
+    async fn fail_many(&self, items: &[(Lease, Failure)]) -> Result<Vec<Option<Job>>> {
+        let _written = self.touched();
+        for (_, failure) in items {
+            failure.validate()?;
+        }
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut client = self.client().await?;
+        settle::fail_leases(&mut client, &self.queries, self.now(), items).await
+    }
+
+    async fn snooze(&self, lease: &Lease, delay: Duration) -> Result<Job> {
+        let _written = self.touched();
+        bounds::check_delay("a snooze", delay)?;
+        let client = self.client().await?;
+        settle::snooze(&client, &self.queries, self.now(), lease, delay, "snoozed").await
+    }
+
+    async fn cancel_running(&self, lease: &Lease, reason: &str) -> Result<Job> {
+        check_recorded_text("the reason", reason)?;
+        let mut client = self.client().await?;
+        let q = &self.queries;
+        let reason = reason.to_owned();
+        settle::settle(
+            &mut client,
+            q,
+            self.now(),
+            &q.cancel_running,
+            lease,
+            &[&reason],
+        )
+        .await
+    }
+
+    async fn heartbeat(&self, lease: &Lease, extend: Duration) -> Result<Timestamp> {
+        bounds::check_lease("a lease renewal", extend)?;
+        let client = self.client().await?;
+        settle::heartbeat(&client, &self.queries, self.now(), lease, extend, None).await
+    }
+
+    async fn heartbeat_with_progress(
+        &self,
+        lease: &Lease,
+        extend: Duration,
+        progress: &errand_core::Progress,
+    ) -> Result<Timestamp> {
+        bounds::check_lease("a lease renewal", extend)?;
+        let client = self.client().await?;
+        let progress = progress.to_json()?;
+        settle::heartbeat(
+            &client,
+            &self.queries,
+            self.now(),
+            lease,
+            extend,
+            Some(&progress),
+        )
+        .await
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<Job> {
+        let _written = self.touched();
+        let client = self.client().await?;
+        settle::snooze(
+            &client,
+            &self.queries,
+            self.now(),
+            lease,
+            Duration::ZERO,
+            "released",
+        )
+        .await
+    }
+
+    async fn sweep_expired(&self) -> Result<SweepReport> {
+        let mut client = self.client().await?;
+        maintenance::sweep(&mut client, &self.queries, self.now()).await
+    }
+
+    async fn prune(&self, older_than: Duration, limit: u32) -> Result<u64> {
+        let client = self.client().await?;
+        maintenance::prune(&client, &self.queries, self.now(), older_than, limit).await
+    }
+
+    async fn get(&self, id: &JobId) -> Result<Job> {
+        let client = self.client().await?;
+        reads::get(&client, &self.queries, id).await
+    }
+
+    async fn report_worker(&self, report: &WorkerReport) -> Result<()> {
+        let mut client = self.client().await?;
+        if report.one_shot {
+            return admin::report_one_shot(&mut client, &self.queries, self.now(), report).await;
+        }
+        admin::report_worker(&client, &self.queries, self.now(), report).await
+    }
+
+    async fn take_tokens(&self, bucket: &RateBucket, limit: RateLimit, want: u32) -> Result<u32> {
+        let client = self.client().await?;
+        claim::take_tokens(&client, &self.queries, self.now(), bucket, limit, want).await
+    }
+
+    async fn record_minutes(&self, counts: &[errand_core::MinuteCount]) -> Result<()> {
+        if counts.is_empty() {
+            return Ok(());
+        }
+        let client = self.client().await?;
+        minutes::record(&client, &self.queries, counts).await
+    }
+
+    async fn prune_minutes(&self, before: i64) -> Result<u64> {
+        let client = self.client().await?;
+        minutes::prune(&client, &self.queries, before).await
+    }
+}
