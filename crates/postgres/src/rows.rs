@@ -162,106 +162,108 @@ fn job_at(row: &Row, cols: &JobCols) -> Result<Job> {
         unique_key,
         batch,
     ] = cols.0;
-    let get_ts = |i: usize| -> Result<Timestamp> {
-        row.try_get::<_, OffsetDateTime>(i)
-            .map(from_odt)
-            .map_err(map_err)
-    };
-    let get_opt_ts = |i: usize| -> Result<Option<Timestamp>> {
-        Ok(row
-            .try_get::<_, Option<OffsetDateTime>>(i)
-            .map_err(map_err)?
-            .map(from_odt))
-    };
-    let text = |i: usize| -> Result<String> { row.try_get::<_, String>(i).map_err(map_err) };
-    let int = |i: usize| -> Result<u32> { u32_of(row.try_get(i).map_err(map_err)?) };
-    let class: Option<String> = row.try_get(last_error_class).map_err(map_err)?;
+    let cell = Cells(row);
+    let class: Option<String> = cell.get(last_error_class)?;
     Ok(Job {
-        id: JobId::new(text(id)?).map_err(bad_row)?,
-        queue: Name::parse("queue", text(queue)?).map_err(bad_row)?,
-        kind: Name::parse("kind", text(kind)?).map_err(bad_row)?,
-        state: text(state)?.parse::<JobState>().map_err(bad_row)?,
-        payload: Payload::from_stored(row.try_get::<_, JsonText>(payload).map_err(map_err)?.0),
-        priority: row.try_get(priority).map_err(map_err)?,
-        attempts: int(attempts)?,
-        max_attempts: int(max_attempts)?,
-        replays: int(replays)?,
-        lease_expiries: int(lease_expiries)?,
-        max_lease_expiries: int(max_lease_expiries)?,
-        give_up_at: get_opt_ts(give_up_at)?,
-        available_at: get_ts(available_at)?,
-        created_at: get_ts(created_at)?,
-        updated_at: get_ts(updated_at)?,
-        lease_until: get_opt_ts(lease_until)?,
-        attempt_started_at: get_opt_ts(attempt_started_at)?,
-        last_error: row.try_get(last_error).map_err(map_err)?,
+        id: JobId::new(cell.text(id)?).map_err(bad_row)?,
+        queue: Name::parse("queue", cell.text(queue)?).map_err(bad_row)?,
+        kind: Name::parse("kind", cell.text(kind)?).map_err(bad_row)?,
+        state: cell.text(state)?.parse::<JobState>().map_err(bad_row)?,
+        payload: Payload::from_stored(cell.get::<JsonText>(payload)?.0),
+        priority: cell.get(priority)?,
+        attempts: cell.int(attempts)?,
+        max_attempts: cell.int(max_attempts)?,
+        replays: cell.int(replays)?,
+        lease_expiries: cell.int(lease_expiries)?,
+        max_lease_expiries: cell.int(max_lease_expiries)?,
+        give_up_at: cell.opt_ts(give_up_at)?,
+        available_at: cell.ts(available_at)?,
+        created_at: cell.ts(created_at)?,
+        updated_at: cell.ts(updated_at)?,
+        lease_until: cell.opt_ts(lease_until)?,
+        attempt_started_at: cell.opt_ts(attempt_started_at)?,
+        last_error: cell.get(last_error)?,
         last_error_class: class
             .map(|c| c.parse::<ErrorClass>())
             .transpose()
             .map_err(bad_row)?,
-        finished_at: get_opt_ts(finished_at)?,
-        key: match row
-            .try_get::<_, Option<String>>(key_name)
-            .map_err(map_err)?
-        {
-            Some(name) => Some(JobKey::from_stored(
-                name,
-                int(key_limit)?,
-                row.try_get(key_ordered).map_err(map_err)?,
-            )),
-            None => None,
-        },
-        deadline: get_opt_ts(deadline)?,
-        traceparent: row
-            .try_get::<_, Option<String>>(traceparent)
-            .map_err(map_err)?
-            .map(TraceParent::parse)
-            .transpose()
-            .map_err(bad_row)?,
-        waiting_on: int(waiting_on)?,
-        on_dependency_failure: row
-            .try_get::<_, Option<String>>(on_dependency_failure)
-            .map_err(map_err)?
-            .map(|p| p.parse::<DependencyFailure>())
-            .transpose()
-            .map_err(bad_row)?,
-        has_dependents: row.try_get(has_dependents).map_err(map_err)?,
-        output: row
-            .try_get::<_, Option<JsonText>>(output)
-            .map_err(map_err)?
-            .map(|t| Payload::from_stored(t.0)),
+        finished_at: cell.opt_ts(finished_at)?,
+        key: cell.key(key_name, key_limit, key_ordered)?,
+        deadline: cell.opt_ts(deadline)?,
+        traceparent: cell.parsed(traceparent, TraceParent::parse)?,
+        waiting_on: cell.int(waiting_on)?,
+        on_dependency_failure: cell
+            .parsed(on_dependency_failure, |p| p.parse::<DependencyFailure>())?,
+        has_dependents: cell.get(has_dependents)?,
+        output: cell.json(output)?.map(Payload::from_stored),
         // Advisory: a report that does not parse is left out rather than
         // making the job unreadable.
-        progress: row
-            .try_get::<_, Option<String>>(progress)
-            .map_err(map_err)?
+        progress: cell
+            .get::<Option<String>>(progress)?
             .and_then(|p| errand_core::Progress::from_json(&p).ok()),
-        workflow: row
-            .try_get::<_, Option<String>>(workflow)
-            .map_err(map_err)?
-            .map(WorkflowId::new)
-            .transpose()
-            .map_err(bad_row)?,
-        tags: errand_core::tags_from_stored(
-            row.try_get::<_, Option<JsonText>>(tags)
-                .map_err(map_err)?
-                .as_ref()
-                .map(|t| t.0.as_str()),
-        ),
-        meta: errand_core::meta_from_stored(
-            row.try_get::<_, Option<JsonText>>(meta)
-                .map_err(map_err)?
-                .as_ref()
-                .map(|t| t.0.as_str()),
-        ),
-        unique_key: row.try_get(unique_key).map_err(map_err)?,
-        batch: row
-            .try_get::<_, Option<String>>(batch)
-            .map_err(map_err)?
-            .map(WorkflowId::new)
-            .transpose()
-            .map_err(bad_row)?,
+        workflow: cell.parsed(workflow, WorkflowId::new)?,
+        tags: errand_core::tags_from_stored(cell.json(tags)?.as_deref()),
+        meta: errand_core::meta_from_stored(cell.json(meta)?.as_deref()),
+        unique_key: cell.get(unique_key)?,
+        batch: cell.parsed(batch, WorkflowId::new)?,
     })
+}
+
+/// The cells of one row of `errand_jobs`, each read as the type a job's
+/// field needs; a cell of another type is an error ([`map_err`]), a value
+/// that does not parse a bad row ([`bad_row`]).
+struct Cells<'r>(&'r Row);
+
+impl<'r> Cells<'r> {
+    fn get<T: FromSql<'r>>(&self, i: usize) -> Result<T> {
+        self.0.try_get(i).map_err(map_err)
+    }
+
+    fn text(&self, i: usize) -> Result<String> {
+        self.get(i)
+    }
+
+    /// A count stored as `integer`.
+    fn int(&self, i: usize) -> Result<u32> {
+        u32_of(self.get(i)?)
+    }
+
+    fn ts(&self, i: usize) -> Result<Timestamp> {
+        self.get::<OffsetDateTime>(i).map(from_odt)
+    }
+
+    fn opt_ts(&self, i: usize) -> Result<Option<Timestamp>> {
+        Ok(self.get::<Option<OffsetDateTime>>(i)?.map(from_odt))
+    }
+
+    /// A nullable `json` or `jsonb` cell as its JSON text.
+    fn json(&self, i: usize) -> Result<Option<String>> {
+        Ok(self.get::<Option<JsonText>>(i)?.map(|t| t.0))
+    }
+
+    /// A nullable text cell read through `parse`.
+    fn parsed<T, E: std::fmt::Display>(
+        &self,
+        i: usize,
+        parse: impl FnOnce(String) -> std::result::Result<T, E>,
+    ) -> Result<Option<T>> {
+        self.get::<Option<String>>(i)?
+            .map(parse)
+            .transpose()
+            .map_err(bad_row)
+    }
+
+    /// The job's concurrency key (name, limit, ordered), if it has one.
+    fn key(&self, name: usize, limit: usize, ordered: usize) -> Result<Option<JobKey>> {
+        match self.get::<Option<String>>(name)? {
+            Some(name) => Ok(Some(JobKey::from_stored(
+                name,
+                self.int(limit)?,
+                self.get(ordered)?,
+            ))),
+            None => Ok(None),
+        }
+    }
 }
 
 #[cfg(test)]
