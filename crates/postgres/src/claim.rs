@@ -2,10 +2,12 @@
 //! claims due ones, the rate-limit tokens a claim takes, and where the
 //! next claim across every queue may resume.
 
+use std::future::Future;
 use std::time::Duration;
 
-use errand_core::{ClaimRequest, ClaimedJob, Lease, LeaseToken, Name, Result};
+use errand_core::{ClaimRate, ClaimRequest, ClaimedJob, JobId, Lease, LeaseToken, Name, Result};
 use time::OffsetDateTime;
+use tokio_postgres::Row;
 
 use crate::PgStore;
 use crate::conn::{Conn, Param, Pipelined, query, query_opt};
@@ -191,6 +193,9 @@ pub(crate) async fn claim(
     tx.end(result).await
 }
 
+/// The claim's statements, in the transaction they open: the first round
+/// trip (`BEGIN` or [`ALL_QUEUES_CLAIM`], the acknowledgments, the sweep,
+/// the key lock, the rate-limit tokens), then the claim and `COMMIT`.
 async fn claim_in_transaction(
     client: &deadpool_postgres::Client,
     q: &Queries,
@@ -220,115 +225,198 @@ async fn claim_in_transaction(
     let (_, acked, _, locked, granted) = tokio::try_join!(
         biased;
         async { client.batch_execute(begin).await.map_err(map_err) },
-        async {
-            if leases.is_empty() {
-                Ok(Vec::new())
-            } else {
-                complete_many(client, q, now, leases, true).await
-            }
-        },
-        async {
-            if req.reclaim {
-                expire_final(client, q, now).await
-            } else {
-                Ok(Vec::new())
-            }
-        },
-        async {
-            if asked == 0 {
-                return Ok(0);
-            }
-            let rows = query(client, &q.key_lock, &[&now, &queues]).await?;
-            rows.first().map_or(Ok(0), |r| col::<i64>(r, 0))
-        },
-        async {
-            match &req.rate {
-                Some(rate) => take_tokens(client, q, now, &rate.bucket, rate.limit, asked)
-                    .await
-                    .map(Some),
-                None => Ok(None),
-            }
-        },
+        acknowledge(client, q, now, leases),
+        expire_if_reclaiming(client, q, now, req.reclaim),
+        lock_due_keys(client, q, now, &queues, asked),
+        take_claim_tokens(client, q, now, req, asked),
     )?;
     let limit = i64::from(granted.map_or(asked, |g| g.min(asked)));
     let tokens: Vec<LeaseToken> = (0..limit).map(|_| LeaseToken::generate()).collect();
     let token_text: Vec<&str> = tokens.iter().map(LeaseToken::as_str).collect();
-    let keyed = locked > 0;
-    let params: [Param<'_>; 7] = [
-        &now,
-        &limit,
-        &queues,
-        &token_text,
-        &lease,
-        &keyed,
-        &req.reclaim,
-    ];
-    let claim = async {
-        if limit == 0 {
-            Ok(Vec::new())
-        } else if !keyed && !req.reclaim {
-            // Neither expired leases nor keyed jobs to look at: the
-            // smaller statement, with the same order and rechecks,
-            // resuming where the last claim stopped if it may.
-            let (priority, at, id) = match resume {
-                Some(r) => (Some(r.priority), Some(r.available_at), Some(r.id.as_str())),
-                None => (None, None, None),
-            };
-            let params: [Param<'_>; 8] = [
-                &now,
-                &limit,
-                &queues,
-                &token_text,
-                &lease,
-                &priority,
-                &at,
-                &id,
-            ];
-            query(client, &q.claim_ready, &params).await
-        } else {
-            query(client, &q.claim, &params).await
-        }
+    let args = ClaimArgs {
+        now,
+        limit,
+        queues: &queues,
+        tokens: &token_text,
+        lease,
+        keyed: locked > 0,
+        reclaim: req.reclaim,
+        resume,
     };
+    let claim = claim_due_rows(client, q, &args);
     let rows = match (&req.rate, granted) {
         (Some(rate), Some(granted)) => {
-            // The tokens to give back are known once the claim has
-            // answered: one more round trip, for rate-limited claims only.
-            let rows = claim.await?;
-            let unspent = granted.saturating_sub(u32::try_from(rows.len()).unwrap_or(u32::MAX));
-            let (given, committed) = tokio::join!(
-                biased;
-                async {
-                    if unspent == 0 {
-                        return Ok(Vec::new());
-                    }
-                    let (name, burst) = (rate.bucket.as_str(), f64::from(rate.limit.burst));
-                    let unspent = i32::try_from(unspent).unwrap_or(i32::MAX);
-                    query(client, &q.give_back_tokens, &[&name, &unspent, &burst]).await
-                },
-                client.batch_execute("COMMIT"),
-            );
-            // A failed give-back aborts the transaction: COMMIT then rolls
-            // back.
-            given?;
-            committed.map_err(map_err)?;
-            rows
+            claim_and_give_back_tokens(client, q, claim, rate, granted).await?
         }
-        _ => {
-            let (rows, committed) = tokio::join!(biased; claim, client.batch_execute("COMMIT"));
-            // A failed claim aborts the transaction: COMMIT then rolls back.
-            let rows = rows?;
-            committed.map_err(map_err)?;
-            rows
-        }
+        _ => claim_and_commit(client, claim).await?,
     };
-    let jobs = jobs_from_rows(&rows)?;
+    let claimed = claimed_jobs(&rows)?;
+    let next = resume_key_after(&rows, limit)?;
+    Ok((acked, claimed, next))
+}
+
+/// The acknowledgments a claim carries (none: a plain claim), settled in
+/// the claim's transaction, which releases their jobs' dependents.
+async fn acknowledge(
+    client: &deadpool_postgres::Client,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    leases: &[Lease],
+) -> Result<Vec<bool>> {
+    if leases.is_empty() {
+        Ok(Vec::new())
+    } else {
+        complete_many(client, q, now, leases, true).await
+    }
+}
+
+/// A claim that reclaims first moves final attempts whose lease expired
+/// to `dead` (`expire_final.sql`).
+async fn expire_if_reclaiming(
+    client: &deadpool_postgres::Client,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    reclaim: bool,
+) -> Result<Vec<JobId>> {
+    if reclaim {
+        expire_final(client, q, now).await
+    } else {
+        Ok(Vec::new())
+    }
+}
+
+/// Takes the key lock when keyed jobs are due in the claimed queues
+/// (`key_lock.sql`); how many locks it took (0 or 1). A claim of nothing
+/// sends nothing.
+async fn lock_due_keys(
+    client: &deadpool_postgres::Client,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    queues: &Option<Vec<&str>>,
+    asked: u32,
+) -> Result<i64> {
+    if asked == 0 {
+        return Ok(0);
+    }
+    let rows = query(client, &q.key_lock, &[&now, queues]).await?;
+    rows.first().map_or(Ok(0), |r| col::<i64>(r, 0))
+}
+
+/// A rate-limited claim's tokens: up to `asked` taken from its bucket
+/// (`None`: the claim has no rate limit).
+async fn take_claim_tokens(
+    client: &deadpool_postgres::Client,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    req: &ClaimRequest,
+    asked: u32,
+) -> Result<Option<u32>> {
+    match &req.rate {
+        Some(rate) => take_tokens(client, q, now, &rate.bucket, rate.limit, asked)
+            .await
+            .map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The claim statement's parameters.
+struct ClaimArgs<'a> {
+    now: Option<OffsetDateTime>,
+    /// How many jobs to claim at most.
+    limit: i64,
+    queues: &'a Option<Vec<&'a str>>,
+    /// One fresh lease token per job it may claim.
+    tokens: &'a Vec<&'a str>,
+    /// The lease, in milliseconds.
+    lease: i64,
+    /// Whether the claim holds the key lock (keyed jobs are due).
+    keyed: bool,
+    reclaim: bool,
+    resume: Option<&'a ResumeKey>,
+}
+
+/// Claims due jobs (and expired leases, when the request reclaims):
+/// `claim.sql`, or the smaller `claim_ready.sql`.
+async fn claim_due_rows(
+    client: &deadpool_postgres::Client,
+    q: &Queries,
+    a: &ClaimArgs<'_>,
+) -> Result<Vec<Row>> {
+    if a.limit == 0 {
+        Ok(Vec::new())
+    } else if !a.keyed && !a.reclaim {
+        // Neither expired leases nor keyed jobs to look at: the
+        // smaller statement, with the same order and rechecks,
+        // resuming where the last claim stopped if it may.
+        let (priority, at, id) = match a.resume {
+            Some(r) => (Some(r.priority), Some(r.available_at), Some(r.id.as_str())),
+            None => (None, None, None),
+        };
+        let params: [Param<'_>; 8] = [
+            &a.now, &a.limit, a.queues, a.tokens, &a.lease, &priority, &at, &id,
+        ];
+        query(client, &q.claim_ready, &params).await
+    } else {
+        let params: [Param<'_>; 7] = [
+            &a.now, &a.limit, a.queues, a.tokens, &a.lease, &a.keyed, &a.reclaim,
+        ];
+        query(client, &q.claim, &params).await
+    }
+}
+
+/// Sends `claim` and `COMMIT` back to back.
+async fn claim_and_commit(
+    client: &deadpool_postgres::Client,
+    claim: impl Future<Output = Result<Vec<Row>>>,
+) -> Result<Vec<Row>> {
+    let (rows, committed) = tokio::join!(biased; claim, client.batch_execute("COMMIT"));
+    // A failed claim aborts the transaction: COMMIT then rolls back.
+    let rows = rows?;
+    committed.map_err(map_err)?;
+    Ok(rows)
+}
+
+/// A rate-limited claim: the tokens to give back are known once the claim
+/// has answered, so the give-back and `COMMIT` follow it, back to back
+/// (one more round trip, for rate-limited claims only).
+async fn claim_and_give_back_tokens(
+    client: &deadpool_postgres::Client,
+    q: &Queries,
+    claim: impl Future<Output = Result<Vec<Row>>>,
+    rate: &ClaimRate,
+    granted: u32,
+) -> Result<Vec<Row>> {
+    let rows = claim.await?;
+    let unspent = granted.saturating_sub(u32::try_from(rows.len()).unwrap_or(u32::MAX));
+    let (given, committed) = tokio::join!(
+        biased;
+        async {
+            if unspent == 0 {
+                return Ok(Vec::new());
+            }
+            let (name, burst) = (rate.bucket.as_str(), f64::from(rate.limit.burst));
+            let unspent = i32::try_from(unspent).unwrap_or(i32::MAX);
+            query(client, &q.give_back_tokens, &[&name, &unspent, &burst]).await
+        },
+        client.batch_execute("COMMIT"),
+    );
+    // A failed give-back aborts the transaction: COMMIT then rolls
+    // back.
+    given?;
+    committed.map_err(map_err)?;
+    Ok(rows)
+}
+
+/// The jobs the claim's rows hold, each with the lease it was claimed
+/// under.
+fn claimed_jobs(rows: &[Row]) -> Result<Vec<ClaimedJob>> {
+    let jobs = jobs_from_rows(rows)?;
     let token_at = rows
         .first()
         .map(|r| JobCols::of(r).map(|c| c.0[LEASE_TOKEN]))
         .transpose()?
         .unwrap_or(0);
-    let claimed = rows
-        .iter()
+    rows.iter()
         .zip(jobs)
         .map(|(row, job)| {
             let token: String = row.try_get(token_at).map_err(map_err)?;
@@ -341,26 +429,27 @@ async fn claim_in_transaction(
                 job,
             })
         })
-        .collect::<Result<Vec<_>>>()?;
-    // The last ready job taken (not a reclaimed lease), where the next
-    // claim may resume; none after a claim that came up short.
-    let next = if rows.len() < usize::try_from(limit).unwrap_or(usize::MAX) {
-        None
-    } else {
-        match rows
-            .iter()
-            .rev()
-            .find(|r| r.try_get::<_, i32>("src").is_ok_and(|src| src == 1))
-        {
-            Some(row) => Some(ResumeKey {
-                priority: row.try_get("priority").map_err(map_err)?,
-                available_at: row.try_get("available_at").map_err(map_err)?,
-                id: row.try_get("id").map_err(map_err)?,
-            }),
-            None => None,
-        }
-    };
-    Ok((acked, claimed, next))
+        .collect()
+}
+
+/// The last ready job taken (not a reclaimed lease), where the next
+/// claim may resume; none after a claim that came up short.
+fn resume_key_after(rows: &[Row], limit: i64) -> Result<Option<ResumeKey>> {
+    if rows.len() < usize::try_from(limit).unwrap_or(usize::MAX) {
+        return Ok(None);
+    }
+    match rows
+        .iter()
+        .rev()
+        .find(|r| r.try_get::<_, i32>("src").is_ok_and(|src| src == 1))
+    {
+        Some(row) => Ok(Some(ResumeKey {
+            priority: row.try_get("priority").map_err(map_err)?,
+            available_at: row.try_get("available_at").map_err(map_err)?,
+            id: row.try_get("id").map_err(map_err)?,
+        })),
+        None => Ok(None),
+    }
 }
 
 /// Takes up to `want` tokens from a shared bucket.
