@@ -8,7 +8,7 @@ use errand_core::{
 };
 use time::OffsetDateTime;
 
-use crate::conn::{Conn, Pipelined, query, query_opt, require_transaction};
+use crate::conn::{Conn, Param, Pipelined, query, query_opt, require_transaction};
 use crate::error::map_err;
 use crate::queries::Queries;
 use crate::reads::get;
@@ -296,33 +296,6 @@ pub(crate) async fn insert_many<C: Conn>(
     now: Option<OffsetDateTime>,
     jobs: &[NewJob],
 ) -> Result<Vec<Inserted>> {
-    let n = jobs.len();
-    let (mut ids, mut queues, mut kinds, mut payloads) = (
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-    );
-    let (mut prios, mut maxes, mut ats, mut delays) = (
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-    );
-    let mut max_losts: Vec<i32> = Vec::with_capacity(n);
-    let mut give_ups: Vec<Option<i64>> = Vec::with_capacity(n);
-    let mut key_names: Vec<Option<&str>> = Vec::with_capacity(n);
-    let mut key_limits: Vec<Option<i32>> = Vec::with_capacity(n);
-    let mut key_ordered: Vec<bool> = Vec::with_capacity(n);
-    let mut deadlines: Vec<Option<OffsetDateTime>> = Vec::with_capacity(n);
-    let mut traceparents: Vec<Option<&str>> = Vec::with_capacity(n);
-    let mut waiting: Vec<Option<i32>> = Vec::with_capacity(n);
-    let mut policies: Vec<Option<&str>> = Vec::with_capacity(n);
-    let mut workflows: Vec<Option<&str>> = Vec::with_capacity(n);
-    let mut tags: Vec<Option<String>> = Vec::with_capacity(n);
-    let mut metas: Vec<Option<String>> = Vec::with_capacity(n);
-    let mut unique_keys: Vec<Option<String>> = Vec::with_capacity(n);
-    let mut batches: Vec<Option<&str>> = Vec::with_capacity(n);
     if let [job] = jobs {
         job.validate()?;
         if let Some(found) = stand_in(client, q, now, job).await? {
@@ -331,80 +304,168 @@ pub(crate) async fn insert_many<C: Conn>(
     }
     errand_core::check_unique_batch(jobs)?;
     crate::batch::join(client, q, now, jobs).await?;
-    for job in jobs {
-        job.validate()?;
-        ids.push(job.id.clone().unwrap_or_else(JobId::generate).to_string());
-        queues.push(job.queue.as_str());
-        kinds.push(job.kind.as_str());
-        payloads.push(job.payload.as_str());
-        prios.push(job.priority);
-        maxes.push(
-            i32::try_from(job.max_attempts)
-                .map_err(|_| Error::invalid("max attempts out of range"))?,
-        );
-        let (at, delay) = match job.schedule {
-            Schedule::Now => (None, 0),
-            Schedule::After(d) => (None, millis(d)),
-            Schedule::At(t) => (Some(to_odt(t)), 0),
-        };
-        ats.push(at);
-        delays.push(delay);
-        max_losts.push(
-            i32::try_from(job.max_lease_expiries)
-                .map_err(|_| Error::invalid("lost-lease budget out of range"))?,
-        );
-        give_ups.push(job.give_up_after.map(millis));
-        key_names.push(job.key.as_ref().map(|k| k.name.as_str()));
-        key_limits.push(key_limit(job)?);
-        key_ordered.push(job.key.as_ref().is_some_and(|k| k.ordered));
-        deadlines.push(job.deadline.map(to_odt));
-        traceparents.push(job.traceparent.as_ref().map(TraceParent::as_str));
-        let blocked = !job.depends_on.is_empty();
-        waiting.push(blocked.then(|| i32::try_from(job.depends_on.len()).unwrap_or(i32::MAX)));
-        policies.push(blocked.then(|| job.on_dependency_failure.as_str()));
-        workflows.push(job.workflow.as_ref().map(WorkflowId::as_str));
-        tags.push(errand_core::tags_to_stored(&job.tags));
-        metas.push(errand_core::meta_to_stored(&job.meta));
-        unique_keys.push(job.unique_key());
-        batches.push(job.batch.as_ref().map(WorkflowId::as_str));
-    }
+    let columns = InsertColumns::of(jobs)?;
     let statement = if jobs.iter().any(has_side_rows) {
         &q.insert_many_side_rows
     } else {
         &q.insert_many
     };
-    let created: Vec<Job> = query(
-        client,
-        statement,
-        &[
-            &now,
-            &ids,
-            &queues,
-            &kinds,
-            &payloads,
-            &prios,
-            &maxes,
-            &ats,
-            &delays,
-            &max_losts,
-            &give_ups,
-            &key_names,
-            &key_limits,
-            &key_ordered,
-            &nulls_as_none(deadlines),
-            &nulls_as_none(traceparents),
-            &nulls_as_none(waiting),
-            &nulls_as_none(policies),
-            &nulls_as_none(workflows),
-            &nulls_as_none(tags),
-            &nulls_as_none(metas),
-            &nulls_as_none(unique_keys),
-            &nulls_as_none(batches),
-        ],
-    )
-    .await
-    .and_then(|rows| jobs_from_rows(&rows))?;
-    in_input_order(client, q, &ids, jobs, created).await
+    let created: Vec<Job> = query(client, statement, &columns.params(&now))
+        .await
+        .and_then(|rows| jobs_from_rows(&rows))?;
+    in_input_order(client, q, &columns.ids, jobs, created).await
+}
+
+/// The jobs of a bulk insert as insert_many.sql takes them: one array per
+/// column. The columns most batches leave empty are sent as one NULL
+/// ([`nulls_as_none`]).
+struct InsertColumns<'a> {
+    ids: Vec<String>,
+    queues: Vec<&'a str>,
+    kinds: Vec<&'a str>,
+    payloads: Vec<&'a str>,
+    prios: Vec<i16>,
+    maxes: Vec<i32>,
+    ats: Vec<Option<OffsetDateTime>>,
+    delays: Vec<i64>,
+    max_losts: Vec<i32>,
+    give_ups: Vec<Option<i64>>,
+    key_names: Vec<Option<&'a str>>,
+    key_limits: Vec<Option<i32>>,
+    key_ordered: Vec<bool>,
+    deadlines: Option<Vec<Option<OffsetDateTime>>>,
+    traceparents: Option<Vec<Option<&'a str>>>,
+    waiting: Option<Vec<Option<i32>>>,
+    policies: Option<Vec<Option<&'a str>>>,
+    workflows: Option<Vec<Option<&'a str>>>,
+    tags: Option<Vec<Option<String>>>,
+    metas: Option<Vec<Option<String>>>,
+    unique_keys: Option<Vec<Option<String>>>,
+    batches: Option<Vec<Option<&'a str>>>,
+}
+
+impl<'a> InsertColumns<'a> {
+    /// Validates each job and encodes it into the columns; a job without
+    /// an id gets a fresh one.
+    fn of(jobs: &'a [NewJob]) -> Result<Self> {
+        let n = jobs.len();
+        let (mut ids, mut queues, mut kinds, mut payloads) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        let (mut prios, mut maxes, mut ats, mut delays) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        let mut max_losts: Vec<i32> = Vec::with_capacity(n);
+        let mut give_ups: Vec<Option<i64>> = Vec::with_capacity(n);
+        let mut key_names: Vec<Option<&str>> = Vec::with_capacity(n);
+        let mut key_limits: Vec<Option<i32>> = Vec::with_capacity(n);
+        let mut key_ordered: Vec<bool> = Vec::with_capacity(n);
+        let mut deadlines: Vec<Option<OffsetDateTime>> = Vec::with_capacity(n);
+        let mut traceparents: Vec<Option<&str>> = Vec::with_capacity(n);
+        let mut waiting: Vec<Option<i32>> = Vec::with_capacity(n);
+        let mut policies: Vec<Option<&str>> = Vec::with_capacity(n);
+        let mut workflows: Vec<Option<&str>> = Vec::with_capacity(n);
+        let mut tags: Vec<Option<String>> = Vec::with_capacity(n);
+        let mut metas: Vec<Option<String>> = Vec::with_capacity(n);
+        let mut unique_keys: Vec<Option<String>> = Vec::with_capacity(n);
+        let mut batches: Vec<Option<&str>> = Vec::with_capacity(n);
+        for job in jobs {
+            job.validate()?;
+            ids.push(job.id.clone().unwrap_or_else(JobId::generate).to_string());
+            queues.push(job.queue.as_str());
+            kinds.push(job.kind.as_str());
+            payloads.push(job.payload.as_str());
+            prios.push(job.priority);
+            maxes.push(
+                i32::try_from(job.max_attempts)
+                    .map_err(|_| Error::invalid("max attempts out of range"))?,
+            );
+            let (at, delay) = match job.schedule {
+                Schedule::Now => (None, 0),
+                Schedule::After(d) => (None, millis(d)),
+                Schedule::At(t) => (Some(to_odt(t)), 0),
+            };
+            ats.push(at);
+            delays.push(delay);
+            max_losts.push(
+                i32::try_from(job.max_lease_expiries)
+                    .map_err(|_| Error::invalid("lost-lease budget out of range"))?,
+            );
+            give_ups.push(job.give_up_after.map(millis));
+            key_names.push(job.key.as_ref().map(|k| k.name.as_str()));
+            key_limits.push(key_limit(job)?);
+            key_ordered.push(job.key.as_ref().is_some_and(|k| k.ordered));
+            deadlines.push(job.deadline.map(to_odt));
+            traceparents.push(job.traceparent.as_ref().map(TraceParent::as_str));
+            let blocked = !job.depends_on.is_empty();
+            waiting.push(blocked.then(|| i32::try_from(job.depends_on.len()).unwrap_or(i32::MAX)));
+            policies.push(blocked.then(|| job.on_dependency_failure.as_str()));
+            workflows.push(job.workflow.as_ref().map(WorkflowId::as_str));
+            tags.push(errand_core::tags_to_stored(&job.tags));
+            metas.push(errand_core::meta_to_stored(&job.meta));
+            unique_keys.push(job.unique_key());
+            batches.push(job.batch.as_ref().map(WorkflowId::as_str));
+        }
+        Ok(InsertColumns {
+            ids,
+            queues,
+            kinds,
+            payloads,
+            prios,
+            maxes,
+            ats,
+            delays,
+            max_losts,
+            give_ups,
+            key_names,
+            key_limits,
+            key_ordered,
+            deadlines: nulls_as_none(deadlines),
+            traceparents: nulls_as_none(traceparents),
+            waiting: nulls_as_none(waiting),
+            policies: nulls_as_none(policies),
+            workflows: nulls_as_none(workflows),
+            tags: nulls_as_none(tags),
+            metas: nulls_as_none(metas),
+            unique_keys: nulls_as_none(unique_keys),
+            batches: nulls_as_none(batches),
+        })
+    }
+
+    /// The statement's parameters: `now`, then the columns.
+    fn params<'p>(&'p self, now: &'p Option<OffsetDateTime>) -> [Param<'p>; 23] {
+        [
+            now,
+            &self.ids,
+            &self.queues,
+            &self.kinds,
+            &self.payloads,
+            &self.prios,
+            &self.maxes,
+            &self.ats,
+            &self.delays,
+            &self.max_losts,
+            &self.give_ups,
+            &self.key_names,
+            &self.key_limits,
+            &self.key_ordered,
+            &self.deadlines,
+            &self.traceparents,
+            &self.waiting,
+            &self.policies,
+            &self.workflows,
+            &self.tags,
+            &self.metas,
+            &self.unique_keys,
+            &self.batches,
+        ]
+    }
 }
 
 /// Inserts jobs none of which is linked (no dependencies, uniqueness or
