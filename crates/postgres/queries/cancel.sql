@@ -1,7 +1,8 @@
--- Operator cancel of every job in $2 (distinct ids), each blocked, ready
--- or running, or of none, with an audit entry each in $2's order. $1 now,
--- $3 operator, $4 reason. A running job's attempt ends here, in the
--- history, from the state `locked` read before the update changed it.
+-- Operator cancel of every job in $2 (distinct ids), each in a state a
+-- cancel accepts ($5, CancelRequest::ACCEPTS), or of none, with an audit
+-- entry each in $2's order. $1 now, $3 operator, $4 reason. A running
+-- job's attempt ends here, in the history, from the state `locked` read
+-- before the update changed it.
 -- `locked` takes the rows in id order (no deadlock with another action)
 -- and sees their latest state; the update runs only when all qualify.
 -- The update must not test the state again: it finds the rows through the
@@ -16,7 +17,7 @@ locked AS (
 ),
 ok AS (
     SELECT count(*) = cardinality($2::text[]) AS all_in
-    FROM locked WHERE state IN ('blocked', 'ready', 'running')
+    FROM locked WHERE state = ANY ($5::text[])
 ),
 gone AS (
     UPDATE __SCHEMA__.errand_jobs j

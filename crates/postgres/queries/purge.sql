@@ -1,6 +1,7 @@
--- Operator purge of every job in $2 (distinct ids), each dead, or of none;
--- the attempt history goes with them (ON DELETE CASCADE) and the audit
--- keeps an entry each, in $2's order. $1 now, $3 operator, $4 reason.
+-- Operator purge of every job in $2 (distinct ids), each in a state a
+-- purge accepts ($5, PurgeRequest::ACCEPTS), or of none; the attempt
+-- history goes with them (ON DELETE CASCADE) and the audit keeps an entry
+-- each, in $2's order. $1 now, $3 operator, $4 reason.
 -- None is purged while a blocked job waits for one of them (`strands`):
 -- it would wait for good. The caller has locked the rows already, in an
 -- earlier statement of the same transaction (lock_jobs.sql), so this
@@ -18,7 +19,7 @@ locked AS (
     WHERE j.id = ANY($2::text[]) ORDER BY j.id FOR UPDATE
 ),
 ok AS (
-    SELECT count(*) = cardinality($2::text[]) AS all_in FROM locked WHERE state = 'dead'
+    SELECT count(*) = cardinality($2::text[]) AS all_in FROM locked WHERE state = ANY ($5::text[])
 ),
 strands AS (
     SELECT EXISTS (

@@ -1,7 +1,7 @@
--- Operator replay of every job in $2 (distinct ids), each dead or
--- cancelled, or of none: a fresh attempt budget, due now (blocked again if
--- it still waits for a dependency), and an audit
--- entry each in $2's order. $1 now, $3 operator, $4 reason.
+-- Operator replay of every job in $2 (distinct ids), each in a state a
+-- replay accepts ($5, ReplayRequest::ACCEPTS), or of none: a fresh attempt
+-- budget, due now (blocked again if it still waits for a dependency), and
+-- an audit entry each in $2's order. $1 now, $3 operator, $4 reason.
 -- None is replayed while one of them has an unmet dependency that could
 -- never release it (`strands`): gone (purged or pruned), cancelled (unless
 -- its policy is `run`), or dead under `cancel` — unless that dependency
@@ -22,7 +22,7 @@ locked AS (
 ),
 ok AS (
     SELECT count(*) = cardinality($2::text[]) AS all_in
-    FROM locked WHERE state IN ('dead', 'cancelled')
+    FROM locked WHERE state = ANY ($5::text[])
 ),
 strands AS (
     SELECT EXISTS (

@@ -1,7 +1,8 @@
--- Operator reschedule of every job in $2 (distinct ids), each waiting (ready
--- or blocked), or of none: a new due time ($5 a time, or $6 milliseconds after now; both NULL
--- keeps the job's own) and/or priority ($7; NULL keeps it), with an audit
--- entry each in $2's order. $1 now, $3 operator, $4 reason.
+-- Operator reschedule of every job in $2 (distinct ids), each in a state a
+-- reschedule accepts ($8, RescheduleRequest::ACCEPTS), or of none: a new
+-- due time ($5 a time, or $6 milliseconds after now; both NULL keeps the
+-- job's own) and/or priority ($7; NULL keeps it), with an audit entry each
+-- in $2's order. $1 now, $3 operator, $4 reason.
 -- `locked` takes the rows in id order (no deadlock with another action)
 -- and sees their latest state; the update runs only when all qualify.
 -- The update must not test the state again: it finds the rows through the
@@ -15,7 +16,7 @@ locked AS (
     WHERE j.id = ANY($2::text[]) ORDER BY j.id FOR UPDATE
 ),
 ok AS (
-    SELECT count(*) = cardinality($2::text[]) AS all_in FROM locked WHERE state IN ('blocked', 'ready')
+    SELECT count(*) = cardinality($2::text[]) AS all_in FROM locked WHERE state = ANY ($8::text[])
 ),
 moved AS (
     UPDATE __SCHEMA__.errand_jobs j

@@ -4,9 +4,10 @@
 //! copy, pausing queues, the audit log, workers' reports and the statistics.
 
 use errand_core::{
-    AuditEntry, AuditFilter, AuditStamp, Error, Job, JobId, Name, NewJob, PausedQueue, QueueSample,
-    Reschedule, Result, Schedule, Stats, StatsRequest, WindowRow, WorkerMetrics, WorkerReport,
-    WorkerSeen, assemble_stats,
+    AuditEntry, AuditFilter, AuditStamp, CancelRequest, Error, Job, JobId, JobState, Name, NewJob,
+    PausedQueue, PurgeRequest, QueueSample, ReplayRequest, Reschedule, RescheduleRequest, Result,
+    Schedule, Stats, StatsRequest, WindowRow, WorkerMetrics, WorkerReport, WorkerSeen,
+    assemble_stats,
 };
 use time::OffsetDateTime;
 use tokio_postgres::Row;
@@ -160,26 +161,39 @@ fn id_array<'a>(ids: impl IntoIterator<Item = &'a JobId>) -> Vec<&'a str> {
     ids.into_iter().map(JobId::as_str).collect()
 }
 
+/// The names of the states an operator action accepts (its request's
+/// `ACCEPTS`), as the text array its statement reads.
+fn state_names(states: &[JobState]) -> Vec<&'static str> {
+    states.iter().copied().map(JobState::as_str).collect()
+}
+
 /// Runs an operator statement that changes every job named or none
-/// (`replay.sql`, `cancel.sql`: each takes now, the ids, the operator and
-/// the reason) and answers with the jobs it changed.
+/// (`replay.sql`, `cancel.sql`: each takes now, the ids, the operator, the
+/// reason and the states the action accepts) and answers with the jobs it
+/// changed.
 pub(crate) async fn jobs_action<C: Conn>(
     client: &C,
     sql: &str,
     now: Option<OffsetDateTime>,
     ids: &[JobId],
+    accepts: &[JobState],
     by: &AuditStamp,
 ) -> Result<Vec<Job>> {
     let ids = id_array(ids);
-    query(client, sql, &[&now, &ids, &by.operator, &by.reason])
-        .await?
-        .iter()
-        .map(job_from_row)
-        .collect()
+    let accepts = state_names(accepts);
+    query(
+        client,
+        sql,
+        &[&now, &ids, &by.operator, &by.reason, &accepts],
+    )
+    .await?
+    .iter()
+    .map(job_from_row)
+    .collect()
 }
 
-/// Cancels every job named, if each is blocked, ready or running; else
-/// none. The dependents of the jobs cancelled are released (or cancelled
+/// Cancels every job named, if each is in a state a cancel accepts
+/// ([`CancelRequest::ACCEPTS`]); else none. The dependents of the jobs cancelled are released (or cancelled
 /// in turn) by the same transaction.
 pub(crate) async fn cancel(
     client: &mut deadpool_postgres::Client,
@@ -189,7 +203,7 @@ pub(crate) async fn cancel(
     by: &AuditStamp,
 ) -> Result<Vec<Job>> {
     let tx = client.transaction().await.map_err(map_err)?;
-    let cancelled = jobs_action(&tx, &q.cancel, now, ids, by).await?;
+    let cancelled = jobs_action(&tx, &q.cancel, now, ids, CancelRequest::ACCEPTS, by).await?;
     let ended: Vec<&str> = cancelled
         .iter()
         .filter(|j| j.has_dependents)
@@ -217,7 +231,8 @@ pub(crate) async fn reschedule<C: Conn>(
         Some(Schedule::After(d)) => (None, Some(millis(d))),
         Some(Schedule::At(t)) => (Some(to_odt(t)), None),
     };
-    let params: [Param<'_>; 7] = [
+    let accepts = state_names(RescheduleRequest::ACCEPTS);
+    let params: [Param<'_>; 8] = [
         &now,
         &ids,
         &by.operator,
@@ -225,6 +240,7 @@ pub(crate) async fn reschedule<C: Conn>(
         &at,
         &delay_ms,
         &to.priority,
+        &accepts,
     ];
     query(client, &q.reschedule, &params)
         .await?
@@ -245,7 +261,7 @@ pub(crate) async fn replay(
 ) -> Result<Vec<Job>> {
     let tx = read_committed(client).await?;
     query(&tx, &q.lock_unmet_dependencies, &[&id_array(ids)]).await?;
-    let replayed = jobs_action(&tx, &q.replay, now, ids, by).await?;
+    let replayed = jobs_action(&tx, &q.replay, now, ids, ReplayRequest::ACCEPTS, by).await?;
     tx.commit().await.map_err(map_err)?;
     Ok(replayed)
 }
@@ -263,11 +279,16 @@ pub(crate) async fn purge(
     let ids = id_array(ids);
     let tx = read_committed(client).await?;
     query(&tx, &q.lock_jobs, &[&ids]).await?;
-    let purged = query(&tx, &q.purge, &[&now, &ids, &by.operator, &by.reason])
-        .await?
-        .iter()
-        .map(|r| JobId::new(r.try_get::<_, String>("id").map_err(map_err)?))
-        .collect::<Result<Vec<_>>>()?;
+    let accepts = state_names(PurgeRequest::ACCEPTS);
+    let purged = query(
+        &tx,
+        &q.purge,
+        &[&now, &ids, &by.operator, &by.reason, &accepts],
+    )
+    .await?
+    .iter()
+    .map(|r| JobId::new(r.try_get::<_, String>("id").map_err(map_err)?))
+    .collect::<Result<Vec<_>>>()?;
     tx.commit().await.map_err(map_err)?;
     Ok(purged)
 }
