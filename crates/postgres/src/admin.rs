@@ -4,10 +4,10 @@
 //! copy, pausing queues, the audit log, workers' reports and the statistics.
 
 use errand_core::{
-    AuditEntry, AuditFilter, AuditStamp, CancelRequest, Error, Job, JobId, JobState, Name, NewJob,
-    PausedQueue, PurgeRequest, QueueSample, ReplayRequest, Reschedule, RescheduleRequest, Result,
-    Schedule, Stats, StatsRequest, WindowRow, WorkerMetrics, WorkerReport, WorkerSeen,
-    assemble_stats,
+    AuditEntry, AuditFilter, AuditStamp, CancelRequest, CopyRequest, Error, Job, JobId, JobState,
+    Name, NewJob, PausedQueue, PurgeRequest, QueueSample, ReplayRequest, Reschedule,
+    RescheduleRequest, Result, Schedule, Stats, StatsRequest, WindowRow, WorkerMetrics,
+    WorkerReport, WorkerSeen, assemble_stats,
 };
 use time::OffsetDateTime;
 use tokio_postgres::Row;
@@ -308,7 +308,8 @@ pub(crate) async fn copy(
     if copies.iter().any(|(_, job)| !job.depends_on.is_empty()) {
         query(&tx, &q.lock_copied_dependencies, &[&originals]).await?;
     }
-    let qualify = query(&tx, &q.copy_check, &[&originals])
+    let accepts = state_names(CopyRequest::ACCEPTS);
+    let qualify = query(&tx, &q.copy_check, &[&originals, &accepts])
         .await?
         .first()
         .map(|r| count(r, "qualify"))
