@@ -305,15 +305,24 @@ pub(crate) async fn insert_many<C: Conn>(
     errand_core::check_unique_batch(jobs)?;
     crate::batch::join(client, q, now, jobs).await?;
     let columns = InsertColumns::of(jobs)?;
-    let statement = if jobs.iter().any(has_side_rows) {
-        &q.insert_many_side_rows
-    } else {
-        &q.insert_many
-    };
+    let statement = bulk_statement(q, jobs);
     let created: Vec<Job> = query(client, statement, &columns.params(&now))
         .await
         .and_then(|rows| jobs_from_rows(&rows))?;
     in_input_order(client, q, &columns.ids, jobs, created).await
+}
+
+/// The form of insert_many.sql a batch takes: without the conflict clause
+/// when the store generates every id (none can be stored already), and
+/// writing tag and workflow-step rows when a job has either.
+fn bulk_statement<'q>(q: &'q Queries, jobs: &[NewJob]) -> &'q str {
+    let fresh = jobs.iter().all(|j| j.id.is_none());
+    match (fresh, jobs.iter().any(has_side_rows)) {
+        (true, false) => &q.insert_fresh,
+        (true, true) => &q.insert_fresh_side_rows,
+        (false, false) => &q.insert_many,
+        (false, true) => &q.insert_many_side_rows,
+    }
 }
 
 /// The jobs of a bulk insert as insert_many.sql takes them: one array per
@@ -485,18 +494,16 @@ pub(crate) async fn insert_many_in_chunks(
     // this side encodes the next and reads the last one's rows. The
     // statement is prepared first, so the chunks are sent — and run —
     // in input order.
-    // (Each chunk picks the statement that writes tag and workflow-step
-    // rows if one of its jobs has either: both are prepared when any
-    // has.)
-    client
-        .prepare_cached(&q.insert_many)
-        .await
-        .map_err(map_err)?;
-    if jobs.iter().any(has_side_rows) {
-        client
-            .prepare_cached(&q.insert_many_side_rows)
-            .await
-            .map_err(map_err)?;
+    // (Each chunk picks its form of the statement, `bulk_statement`:
+    // every form a chunk may pick is prepared.)
+    let mut forms: Vec<&str> = jobs
+        .chunks(INSERT_CHUNK)
+        .map(|c| bulk_statement(q, c))
+        .collect();
+    forms.sort_unstable();
+    forms.dedup();
+    for statement in forms {
+        client.prepare_cached(statement).await.map_err(map_err)?;
     }
     let tx = Pipelined::new(client);
     let result = async {

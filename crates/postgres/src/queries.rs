@@ -11,6 +11,10 @@ pub struct Queries {
     /// insert_many.sql that also writes the jobs' tag and workflow-step
     /// rows (`side_rows`), for batches where a job has either.
     pub(crate) insert_many_side_rows: String,
+    /// insert_many.sql without its `ON CONFLICT`, and its side-rows form,
+    /// for a batch whose ids the store generates ([`fresh`]).
+    pub(crate) insert_fresh: String,
+    pub(crate) insert_fresh_side_rows: String,
     pub(crate) get_many: String,
     pub(crate) get: String,
     pub(crate) expire_final: String,
@@ -81,6 +85,20 @@ pub(crate) fn release_done_text() -> String {
     [include_str!("../queries/release_done.sql"), RELEASE_WAKE].concat()
 }
 
+/// The conflict clause of insert_many.sql: an id already stored is
+/// skipped (and answered with the stored job).
+const ON_ID_CONFLICT: &str = "ON CONFLICT (id) DO NOTHING\n";
+
+/// insert_many.sql (unfilled) without its conflict clause, for a batch
+/// whose every id the store generates: a new UUIDv7 cannot be stored
+/// already, and the speculative insertion the clause costs (a second heap
+/// record per row, about a sixth of the insert's server CPU:
+/// scripts/profile/design-study/README.md) buys nothing.
+pub(crate) fn fresh(insert_many: &str) -> String {
+    debug_assert!(insert_many.contains(ON_ID_CONFLICT));
+    insert_many.replacen(ON_ID_CONFLICT, "", 1)
+}
+
 /// `insert` (insert.sql or insert_many.sql, unfilled) wrapped so that the
 /// same statement also writes the created jobs' rows in errand_job_tags
 /// and errand_workflow_steps (insert_tags.sql, insert_steps.sql); it
@@ -107,6 +125,10 @@ impl Queries {
             insert: q(include_str!("../queries/insert.sql")),
             insert_many: q(include_str!("../queries/insert_many.sql")),
             insert_many_side_rows: q(&side_rows(include_str!("../queries/insert_many.sql"))),
+            insert_fresh: q(&fresh(include_str!("../queries/insert_many.sql"))),
+            insert_fresh_side_rows: q(&side_rows(&fresh(include_str!(
+                "../queries/insert_many.sql"
+            )))),
             get_many: q(include_str!("../queries/get_many.sql")),
             get: q(include_str!("../queries/get.sql")),
             expire_final: q(include_str!("../queries/expire_final.sql")),
@@ -171,6 +193,8 @@ impl Queries {
             ("insert", &self.insert),
             ("insert_many", &self.insert_many),
             ("insert_many_side_rows", &self.insert_many_side_rows),
+            ("insert_fresh", &self.insert_fresh),
+            ("insert_fresh_side_rows", &self.insert_fresh_side_rows),
             ("get_many", &self.get_many),
             ("get", &self.get),
             ("expire_final", &self.expire_final),
@@ -226,5 +250,20 @@ impl Queries {
             ("dependencies_of", &self.dependencies_of),
             ("dependents_of", &self.dependents_of),
         ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A batch of generated ids runs insert_many.sql without its conflict
+    /// clause and nothing else changed.
+    #[test]
+    fn the_fresh_form_is_insert_many_without_its_conflict_clause() {
+        let many = include_str!("../queries/insert_many.sql");
+        let fresh = super::fresh(many);
+        assert!(many.contains(super::ON_ID_CONFLICT));
+        assert!(!fresh.contains("ON CONFLICT"), "{fresh}");
+        assert_eq!(many.replacen(super::ON_ID_CONFLICT, "", 1), fresh);
+        assert!(fresh.trim_end().ends_with("RETURNING *"));
     }
 }
