@@ -214,8 +214,8 @@ pub(crate) async fn cancel(
     Ok(cancelled)
 }
 
-/// Moves every job named to a new due time and/or priority, if each is
-/// ready; else none.
+/// Moves every job named to a new due time and/or priority, if each is in
+/// a state a reschedule accepts ([`RescheduleRequest::ACCEPTS`]); else none.
 pub(crate) async fn reschedule<C: Conn>(
     client: &C,
     q: &Queries,
