@@ -238,7 +238,7 @@ pub async fn batch(admin: &Admin, a: BatchArgs) -> Result<ExitCode, Failure> {
                 on_success: callback(a.on_success, a.on_success_payload, &a.queue)?,
                 on_finish: callback(a.on_finish, a.on_finish_payload, &a.queue)?,
             };
-            let sealed = errand::Client::new(admin.store().clone())
+            let sealed = errand::Client::new(admin.jobs().clone())
                 .seal_batch(&seal)
                 .await?;
             (sealed.id, a.json)

@@ -9,7 +9,9 @@
 //! * [`Outcome`]: what a handler says about the attempt it ran;
 //! * [`Store`]: the storage contract every backend implements, in three
 //!   seams — [`JobStore`] (the worker's path), [`AdminStore`] (the
-//!   operator's) and [`Notifier`] (wake-ups);
+//!   operator's) and [`Notifier`] (wake-ups); a worker takes a
+//!   [`WorkerStore`] (the first and the last), an operator's surface an
+//!   [`AdminStore`];
 //! * [`Admin`]: every operator action over any store, with its policy.
 //!
 //! ## Design decisions
@@ -96,7 +98,8 @@ pub use step::StepGuard;
 pub use store::{
     AdminStore, AuditStamp, ClaimRate, ClaimRequest, DEFAULT_PAGE_BYTES, FailResult, Failure,
     Inserted, JobFilter, JobStore, Notifier, PageBudget, RateBucket, RateLimit, Reschedule,
-    RetryAt, StepEdge, Store, SweepReport, WorkSignal, check_recorded_text, listed_bytes,
+    RetryAt, StepEdge, Store, SweepReport, WorkSignal, WorkerStore, check_recorded_text,
+    listed_bytes,
 };
 pub use unique::{MAX_UNIQUE_KEY_BYTES, Unique, UniqueProbe, UniqueRule, check_unique_batch};
 pub use workflow::{

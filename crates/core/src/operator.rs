@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::job::{Job, JobDetail, JobId, JobState, Name, NewJob};
 use crate::labels::WorkflowId;
 use crate::minutes::{ChartWindow, Charts};
-use crate::store::{AuditStamp, JobFilter, Reschedule, Store};
+use crate::store::{AdminStore, AuditStamp, JobFilter, JobStore, Reschedule, Store};
 use crate::workflow::{
     StateCount, WorkflowActed, WorkflowAction, WorkflowStep, WorkflowView, unknown_workflow,
 };
@@ -41,18 +41,35 @@ const RACES_TOLERATED: usize = 3;
 /// reason.
 #[derive(Clone, Debug)]
 pub struct Admin {
-    store: Arc<dyn Store>,
+    /// The operator's seam: every action and listing.
+    store: Arc<dyn AdminStore>,
+    /// The worker's seam, for reading a named job as it is now.
+    jobs: Arc<dyn JobStore>,
 }
 
 impl Admin {
     /// The operator's actions on `store`.
     pub fn new(store: Arc<dyn Store>) -> Self {
-        Admin { store }
+        Admin {
+            store: store.clone(),
+            jobs: store,
+        }
     }
 
-    /// The store acted on.
-    pub fn store(&self) -> &Arc<dyn Store> {
-        &self.store
+    /// The operator's actions through `operator`, reading single jobs
+    /// through `jobs`: the two seams of one backend (or a stand-in for
+    /// one of them).
+    pub fn over(jobs: Arc<dyn JobStore>, operator: Arc<dyn AdminStore>) -> Self {
+        Admin {
+            store: operator,
+            jobs,
+        }
+    }
+
+    /// The worker's seam of the store acted on (to enqueue beside an
+    /// action, or read a job).
+    pub fn jobs(&self) -> &Arc<dyn JobStore> {
+        &self.jobs
     }
 
     /// Replays dead or cancelled jobs: `ready` and due now, attempts reset,
@@ -382,7 +399,7 @@ impl Admin {
 
     /// One job, or [`Error::NotFound`].
     pub async fn job(&self, id: &JobId) -> Result<Job> {
-        self.store.get(id).await
+        self.jobs.get(id).await
     }
 
     /// One job with its attempt history and audit entries.
@@ -432,7 +449,7 @@ impl Admin {
         };
         match (self.store.list(filter).await, &filter.after) {
             (Err(Error::NotFound(_)), Some(after)) => Err(gone(after)),
-            (Ok(jobs), Some(after)) if jobs.is_empty() => match self.store.get(after).await {
+            (Ok(jobs), Some(after)) if jobs.is_empty() => match self.jobs.get(after).await {
                 Err(Error::NotFound(_)) => Err(gone(after)),
                 Err(e) => Err(e),
                 Ok(_) => Ok(jobs),
@@ -448,7 +465,7 @@ impl Admin {
     pub async fn briefs(&self, ids: &[JobId]) -> Result<Vec<JobBrief>> {
         let mut found = Vec::with_capacity(ids.len());
         for id in ids {
-            found.push(JobBrief::from(&self.store.get(id).await?));
+            found.push(JobBrief::from(&self.jobs.get(id).await?));
         }
         Ok(found)
     }
@@ -689,7 +706,7 @@ impl Admin {
         let job = |id: Option<JobId>| async move {
             match id {
                 None => Ok(None),
-                Some(id) => match self.store.get(&id).await {
+                Some(id) => match self.jobs.get(&id).await {
                     Ok(job) => Ok(Some(job)),
                     Err(Error::NotFound(_)) => Ok(None),
                     Err(e) => Err(e),
@@ -734,7 +751,7 @@ impl Admin {
     /// The copy of the job `id`, with its original's dependencies, or why
     /// it cannot be made.
     async fn copy_of(&self, id: &JobId) -> Result<NewJob> {
-        let original = self.store.get(id).await?;
+        let original = self.jobs.get(id).await?;
         if !CopyRequest::accepts(original.state) {
             return Err(refusal(&original, CopyRequest::REFUSED));
         }
@@ -783,7 +800,7 @@ impl Admin {
                 return Err(partial(changed.len(), ids.len()));
             }
             for id in ids {
-                let job = self.store.get(id).await?;
+                let job = self.jobs.get(id).await?;
                 if !allowed.contains(&job.state) {
                     return Err(refusal(&job, hint));
                 }

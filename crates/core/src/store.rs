@@ -633,8 +633,17 @@ pub trait Notifier: Send + Sync + fmt::Debug {
     fn work_signal(&self) -> Box<dyn WorkSignal>;
 }
 
+/// What a worker needs of a backend: the worker's seam and the wake-up
+/// notifier, without the operator's reads and actions. The worker path
+/// ([`Notifier`] and [`JobStore`]) takes this, so a stand-in for a worker's
+/// store implements these two and nothing else. Every type that implements
+/// both is one; an `Arc<dyn Store>` converts to an `Arc<dyn WorkerStore>`.
+pub trait WorkerStore: JobStore + Notifier {}
+
+impl<T: JobStore + Notifier + ?Sized> WorkerStore for T {}
+
 /// A whole backend: the worker's seam, the operator's seam and the
 /// wake-up notifier. Every type that implements the three is a store.
-pub trait Store: JobStore + AdminStore + Notifier {}
+pub trait Store: WorkerStore + AdminStore {}
 
-impl<T: JobStore + AdminStore + Notifier + ?Sized> Store for T {}
+impl<T: WorkerStore + AdminStore + ?Sized> Store for T {}

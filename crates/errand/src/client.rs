@@ -2,20 +2,21 @@
 
 use std::sync::Arc;
 
-use errand_core::{Batch, BatchSeal, Inserted, IntoNewJob, NewJob, Result, Store, Workflow};
+use errand_core::{Batch, BatchSeal, Inserted, IntoNewJob, JobStore, NewJob, Result, Workflow};
 use tracing::Instrument;
 
 use crate::spans;
 
-/// Enqueues jobs into a store.
+/// Enqueues jobs into a store (through its worker's seam: a whole
+/// `Arc<dyn Store>` converts to the `Arc<dyn JobStore>` it takes).
 #[derive(Clone, Debug)]
 pub struct Client {
-    store: Arc<dyn Store>,
+    store: Arc<dyn JobStore>,
 }
 
 impl Client {
     /// A client over `store`.
-    pub fn new(store: Arc<dyn Store>) -> Self {
+    pub fn new(store: Arc<dyn JobStore>) -> Self {
         Client { store }
     }
 
@@ -70,7 +71,7 @@ impl Client {
     }
 
     /// The underlying store.
-    pub fn store(&self) -> &Arc<dyn Store> {
+    pub fn store(&self) -> &Arc<dyn JobStore> {
         &self.store
     }
 }

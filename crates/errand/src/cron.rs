@@ -16,15 +16,16 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use errand_core::{CronSchedule, Inserted, NewJob, Result, Store, Timestamp};
+use errand_core::{AdminStore, CronSchedule, Inserted, JobStore, NewJob, Result, Timestamp};
 
 /// Enqueues the due ticks of a set of schedules. Safe to run in any number
 /// of processes at once.
 #[derive(Debug)]
 pub struct CronEnqueuer {
-    store: Arc<dyn Store>,
+    store: Arc<dyn JobStore>,
     schedules: Vec<CronSchedule>,
-    stored: bool,
+    /// Where the stored schedules are read, when they run too.
+    stored: Option<Arc<dyn AdminStore>>,
     /// The stored schedules that ran at the last pass (for the next wake).
     last_stored: Mutex<Vec<CronSchedule>>,
     /// How far back missed ticks are looked for (default 1 h).
@@ -39,11 +40,11 @@ pub struct CronEnqueuer {
 
 impl CronEnqueuer {
     /// An enqueuer for `schedules`.
-    pub fn new(store: Arc<dyn Store>, schedules: Vec<CronSchedule>) -> Self {
+    pub fn new(store: Arc<dyn JobStore>, schedules: Vec<CronSchedule>) -> Self {
         CronEnqueuer {
             store,
             schedules,
-            stored: false,
+            stored: None,
             last_stored: Mutex::new(Vec::new()),
             lookback: Duration::from_secs(3600),
             grace: Duration::from_secs(60),
@@ -51,17 +52,18 @@ impl CronEnqueuer {
         }
     }
 
-    /// Also runs the schedules stored in the database, read at every pass:
-    /// each one that is not paused enqueues its due ticks from when it was
-    /// added, replaced or last resumed.
-    pub fn with_stored_schedules(mut self) -> Self {
-        self.stored = true;
+    /// Also runs the schedules stored in the database, read from `admin`
+    /// (usually the same store) at every pass: each one that is not paused
+    /// enqueues its due ticks from when it was added, replaced or last
+    /// resumed.
+    pub fn with_stored_schedules(mut self, admin: Arc<dyn AdminStore>) -> Self {
+        self.stored = Some(admin);
         self
     }
 
     /// Whether there is anything to run.
     pub fn is_empty(&self) -> bool {
-        self.schedules.is_empty() && !self.stored
+        self.schedules.is_empty() && self.stored.is_none()
     }
 
     /// One pass at `now`: inserts every due tick's job (existing ids create
@@ -76,8 +78,8 @@ impl CronEnqueuer {
         for s in &self.schedules {
             self.push_due(s, now, None, &mut jobs);
         }
-        let stored = if self.stored {
-            match self.store.schedules().await {
+        let stored = if let Some(admin) = &self.stored {
+            match admin.schedules().await {
                 Ok(stored) => Some(stored),
                 Err(e) => {
                     if !jobs.is_empty() {
@@ -157,6 +159,7 @@ impl CronEnqueuer {
             .min();
         let refresh = self
             .stored
+            .is_some()
             .then(|| now.plus(self.refresh.max(Duration::from_secs(1))));
         match (tick, refresh) {
             (Some(a), Some(b)) => Some(a.min(b)),

@@ -83,7 +83,7 @@ pub use errand_core::{
     Clock, Error, ErrorClass, Failure, Inserted, IntoNewJob, Job, JobArgs, JobDetail, JobFilter,
     JobId, JobKey, JobOptions, JobState, KeyLimit, Lease, MAX_OUTPUT_BYTES, ManualClock, Name,
     NewJob, Outcome, Payload, RateBucket, RateLimit, ReplayRequest, Result, RetryAt, RetryPolicy,
-    Schedule, SchemaStatus, Store, SweepReport, SystemClock, Timestamp, bounds,
+    Schedule, SchemaStatus, Store, SweepReport, SystemClock, Timestamp, WorkerStore, bounds,
 };
 pub use errand_core::{
     Admin, AdminStore, AuditEntry, AuditFilter, AuditStamp, BulkFilter, Copied, CopyRequest,

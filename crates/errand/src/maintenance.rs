@@ -5,20 +5,20 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use errand_core::{JobId, Result, Store};
+use errand_core::{JobId, JobStore, Result};
 
 /// Moves running jobs whose lease expired with no budget left to `dead`
 /// (claims do this too; the sweep makes it happen when nobody claims).
 #[derive(Clone, Debug)]
 pub struct Sweeper {
-    store: Arc<dyn Store>,
+    store: Arc<dyn JobStore>,
     /// How often the runtime runs it.
     pub every: Duration,
 }
 
 impl Sweeper {
     /// A sweeper over `store`, every 30 s.
-    pub fn new(store: Arc<dyn Store>) -> Self {
+    pub fn new(store: Arc<dyn JobStore>) -> Self {
         Sweeper {
             store,
             every: Duration::from_secs(30),
@@ -35,7 +35,7 @@ impl Sweeper {
 /// batches. Dead jobs stay until an operator purges them.
 #[derive(Clone, Debug)]
 pub struct Pruner {
-    store: Arc<dyn Store>,
+    store: Arc<dyn JobStore>,
     /// How long finished jobs are kept (default 7 days).
     pub keep: Duration,
     /// Most rows deleted per statement (default 1,000).
@@ -46,7 +46,7 @@ pub struct Pruner {
 
 impl Pruner {
     /// A pruner over `store` with the defaults.
-    pub fn new(store: Arc<dyn Store>) -> Self {
+    pub fn new(store: Arc<dyn JobStore>) -> Self {
         Pruner {
             store,
             keep: Duration::from_secs(7 * 86_400),

@@ -17,8 +17,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use errand_core::{
-    ClaimedJob, Error, ErrorClass, MINUTES_KEPT, Name, Result, Series, StatsRequest, Store, Tally,
-    Timestamp, minute_of,
+    AdminStore, ClaimedJob, Error, ErrorClass, JobStore, MINUTES_KEPT, Name, Result, Series,
+    StatsRequest, Tally, Timestamp, minute_of,
 };
 
 use crate::worker::WorkOutcome;
@@ -118,7 +118,7 @@ impl MinuteCounter {
     /// disk full), the rows not yet written are kept for the next flush,
     /// except those of minutes the store no longer keeps; rows the store
     /// refuses are dropped, so one bad row cannot block every later write.
-    pub async fn flush(&self, store: &dyn Store) -> Result<()> {
+    pub async fn flush(&self, store: &dyn JobStore) -> Result<()> {
         let rows = self.tally().take();
         let mut done = 0;
         let mut refused = None;
@@ -152,16 +152,20 @@ pub const WRITE_CHUNK: usize = 5_000;
 /// sampled as empty, so its chart falls to zero instead of stopping.
 /// Returns the queues sampled, for the next call.
 ///
+/// The minutes and statistics are read from `reads`, the sample written to
+/// `store` (one backend seen through its two seams).
+///
 /// `now` is the minute to file the sample under: the caller's clock, as for
 /// every count (a store's own clock, which the statistics read, is the
 /// same one outside tests).
 pub async fn sample_queues(
-    store: &dyn Store,
+    reads: &dyn AdminStore,
+    store: &dyn JobStore,
     last: &BTreeSet<Name>,
     now: Timestamp,
 ) -> Result<BTreeSet<Name>> {
     let minute = minute_of(now);
-    let this_minute = store
+    let this_minute = reads
         .minutes(&errand_core::MinuteQuery {
             queue: None,
             from: minute,
@@ -173,7 +177,7 @@ pub async fn sample_queues(
     if this_minute.iter().any(|r| r.series == depth) {
         return Ok(last.clone());
     }
-    let stats = store
+    let stats = reads
         .stats(&StatsRequest {
             window: Duration::from_secs(60),
             ..StatsRequest::default()

@@ -48,8 +48,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use errand_core::{
-    ClaimRate, ClaimRequest, ClaimedJob, Error, Failure, Job, JobArgs, JobId, Lease, Name, Outcome,
-    RateBucket, RateLimit, Result, RetryPolicy, Store, WorkerMetrics, WorkerReport,
+    AdminStore, ClaimRate, ClaimRequest, ClaimedJob, Error, Failure, Job, JobArgs, JobId, Lease,
+    Name, Outcome, RateBucket, RateLimit, Result, RetryPolicy, Store, WorkerMetrics, WorkerReport,
+    WorkerStore,
 };
 use serde::de::DeserializeOwned;
 use tokio::sync::{Notify, Semaphore, oneshot, watch};
@@ -107,7 +108,11 @@ pub struct RuntimeBuilder {
 
 /// What every claimer and job task of a runtime reads.
 struct Settings {
-    store: Arc<dyn Store>,
+    store: Arc<dyn WorkerStore>,
+    /// The operator's seam, for the maintenance that reads it: stored
+    /// schedules and the queues' depth on the charts. Without it neither
+    /// runs.
+    operator: Option<Arc<dyn AdminStore>>,
     kinds: HashMap<String, Kind>,
     fallback: Option<Arc<dyn Handler>>,
     lease: Duration,
@@ -318,7 +323,9 @@ impl RuntimeBuilder {
 
     /// Whether the runtime also enqueues the schedules stored in the
     /// database (`errand schedule add`, [`crate::Admin::add_schedule`]),
-    /// read again at every pass and at least every 10 s (default on).
+    /// read again at every pass and at least every 10 s (default on). They
+    /// are read through the operator's seam, so a runtime built with
+    /// [`RuntimeBuilder::new`] from a worker's store alone never runs them.
     pub fn stored_schedules(mut self, on: bool) -> Self {
         self.settings.stored_schedules = on;
         self
@@ -462,13 +469,30 @@ impl fmt::Debug for Runtime {
 }
 
 impl Runtime {
-    /// Starts building a runtime over `store`.
+    /// Starts building a runtime over `store`: its worker's seam for the
+    /// jobs, its operator's seam for stored schedules and the queues' depth
+    /// on the charts.
     pub fn builder(store: Arc<dyn Store>) -> RuntimeBuilder {
+        let operator: Arc<dyn AdminStore> = store.clone();
+        let mut builder = RuntimeBuilder::new(store);
+        builder.settings.operator = Some(operator);
+        builder
+    }
+}
+
+impl RuntimeBuilder {
+    /// Starts building a runtime over a worker's store alone: it claims,
+    /// runs and settles jobs, sweeps, prunes, enqueues the cron schedules
+    /// given in code and reports itself, but reads nothing through the
+    /// operator's seam, so stored schedules and the queues' depth samples
+    /// are off. [`Runtime::builder`] takes a whole store and runs them too.
+    pub fn new(store: Arc<dyn WorkerStore>) -> RuntimeBuilder {
         RuntimeBuilder {
             queues: Vec::new(),
             drain: Duration::from_secs(30),
             settings: Settings {
                 store,
+                operator: None,
                 kinds: HashMap::new(),
                 fallback: None,
                 lease: Duration::from_secs(30),
@@ -487,7 +511,9 @@ impl Runtime {
             },
         }
     }
+}
 
+impl Runtime {
     /// Runs until `shutdown` completes, then drains. Returns what it did.
     pub async fn run_until<F: Future<Output = ()>>(self, shutdown: F) -> Result<RunStats> {
         let (stop_tx, stop_rx) = watch::channel(false);
@@ -525,8 +551,10 @@ impl Runtime {
                         inner.settings.store.clone(),
                         inner.settings.schedules.clone(),
                     );
-                    if inner.settings.stored_schedules {
-                        c = c.with_stored_schedules();
+                    if inner.settings.stored_schedules
+                        && let Some(operator) = &inner.settings.operator
+                    {
+                        c = c.with_stored_schedules(operator.clone());
                     }
                     (!c.is_empty()).then_some(c)
                 };
@@ -593,9 +621,11 @@ impl Runtime {
                             }
                         }
                         _ = sample.tick(), if inner.settings.report_every.is_some() => {
-                            match crate::minutes::sample_queues(inner.settings.store.as_ref(), &sampled, errand_core::Timestamp::now()).await {
-                                Ok(seen) => sampled = seen,
-                                Err(e) => tracing::warn!(error = %e, "sampling the queues' depth for the charts failed"),
+                            if let Some(operator) = &inner.settings.operator {
+                                match crate::minutes::sample_queues(operator.as_ref(), inner.settings.store.as_ref(), &sampled, errand_core::Timestamp::now()).await {
+                                    Ok(seen) => sampled = seen,
+                                    Err(e) => tracing::warn!(error = %e, "sampling the queues' depth for the charts failed"),
+                                }
                             }
                         }
                         _ = stop.changed() => return,
@@ -829,7 +859,7 @@ impl Drop for CloseOnDrop {
 /// Takes every settlement waiting and writes them: the acknowledgments in
 /// one [`JobStore::complete_many`](errand_core::JobStore::complete_many) call, the failures in one
 /// [`JobStore::fail_many`](errand_core::JobStore::fail_many) call.
-async fn complete_in_batches(store: Arc<dyn Store>, acks: Arc<Acks>) {
+async fn complete_in_batches(store: Arc<dyn WorkerStore>, acks: Arc<Acks>) {
     let _closing = CloseOnDrop(acks.clone());
     loop {
         let batch = acks.take();
@@ -1271,8 +1301,8 @@ mod tests {
     use super::*;
     use async_trait::async_trait;
     use errand_core::{
-        AdminStore, AuditStamp, Failure, Inserted, Job, JobDetail, JobFilter, JobStore, LeaseToken,
-        NewJob, Notifier, SweepReport, Timestamp, WorkSignal,
+        Failure, Inserted, Job, JobStore, LeaseToken, NewJob, Notifier, SweepReport, Timestamp,
+        WorkSignal,
     };
 
     /// A store on a full disk: every call fails with `StorageFull`.
@@ -1365,86 +1395,6 @@ mod tests {
             full()
         }
         async fn prune_minutes(&self, _: i64) -> Result<u64> {
-            full()
-        }
-    }
-
-    #[async_trait]
-    impl AdminStore for FullDisk {
-        async fn replay_jobs(&self, _: &[JobId], _: &AuditStamp) -> Result<Vec<Job>> {
-            full()
-        }
-        async fn cancel_jobs(&self, _: &[JobId], _: &AuditStamp) -> Result<Vec<Job>> {
-            full()
-        }
-        async fn purge_jobs(&self, _: &[JobId], _: &AuditStamp) -> Result<Vec<JobId>> {
-            full()
-        }
-        async fn copy_jobs(&self, _: &[(JobId, NewJob)], _: &AuditStamp) -> Result<Vec<Job>> {
-            full()
-        }
-        async fn reschedule_jobs(
-            &self,
-            _: &[JobId],
-            _: &errand_core::Reschedule,
-            _: &AuditStamp,
-        ) -> Result<Vec<Job>> {
-            full()
-        }
-        async fn pause_queue(&self, _: &errand_core::Name, _: &AuditStamp) -> Result<bool> {
-            full()
-        }
-        async fn resume_queue(&self, _: &errand_core::Name, _: &AuditStamp) -> Result<bool> {
-            full()
-        }
-        async fn detail(&self, _: &JobId) -> Result<JobDetail> {
-            full()
-        }
-        async fn list(&self, _: &JobFilter) -> Result<Vec<Job>> {
-            full()
-        }
-        async fn batch(&self, _: &errand_core::WorkflowId) -> Result<errand_core::Batch> {
-            full()
-        }
-        async fn workflow_counts(
-            &self,
-            _: &errand_core::WorkflowId,
-        ) -> Result<Vec<(errand_core::JobState, u64)>> {
-            full()
-        }
-        async fn dependency_edges(
-            &self,
-            _: &[JobId],
-            _: u32,
-        ) -> Result<Vec<errand_core::StepEdge>> {
-            full()
-        }
-        async fn paused_queues(&self) -> Result<Vec<errand_core::PausedQueue>> {
-            full()
-        }
-        async fn change_schedule(
-            &self,
-            _: &errand_core::ScheduleChange,
-            _: &AuditStamp,
-        ) -> Result<Option<errand_core::StoredSchedule>> {
-            full()
-        }
-        async fn schedules(&self) -> Result<Vec<errand_core::StoredSchedule>> {
-            full()
-        }
-        async fn audit_log(
-            &self,
-            _: &errand_core::AuditFilter,
-        ) -> Result<Vec<errand_core::AuditEntry>> {
-            full()
-        }
-        async fn stats(&self, _: &errand_core::StatsRequest) -> Result<errand_core::Stats> {
-            full()
-        }
-        async fn minutes(
-            &self,
-            _: &errand_core::MinuteQuery,
-        ) -> Result<Vec<errand_core::MinuteRow>> {
             full()
         }
     }

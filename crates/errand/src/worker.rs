@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use errand_core::{
-    ClaimRequest, ClaimedJob, Error, ErrorClass, Failure, Job, JobId, JobState, Lease, Name,
-    Outcome, Result, RetryAt, RetryPolicy, Store, Timestamp, WorkerMetrics, WorkerReport,
+    ClaimRequest, ClaimedJob, Error, ErrorClass, Failure, Job, JobId, JobState, JobStore, Lease,
+    Name, Outcome, Result, RetryAt, RetryPolicy, Timestamp, WorkerMetrics, WorkerReport,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -107,7 +107,7 @@ impl ProgressSlot {
 /// The store a context reads dependencies' outputs from (none in a
 /// handler's unit test, whose job has no dependencies).
 #[derive(Clone, Default)]
-pub(crate) struct OutputReader(pub(crate) Option<Arc<dyn Store>>);
+pub(crate) struct OutputReader(pub(crate) Option<Arc<dyn JobStore>>);
 
 impl fmt::Debug for OutputReader {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -168,7 +168,7 @@ impl JobContext {
 
     /// Where the dependencies' outputs are read from: `None` for a job
     /// without dependencies (nothing to read).
-    fn outputs_store(&self) -> Result<Option<&Arc<dyn Store>>> {
+    fn outputs_store(&self) -> Result<Option<&Arc<dyn JobStore>>> {
         if self.job.on_dependency_failure.is_none() {
             return Ok(None);
         }
@@ -369,18 +369,18 @@ impl fmt::Display for WorkReport {
 /// Claims jobs and runs them with a handler.
 #[derive(Clone, Debug)]
 pub struct Worker {
-    store: Arc<dyn Store>,
+    store: Arc<dyn JobStore>,
     config: WorkerConfig,
 }
 
 impl Worker {
     /// A worker over `store`.
-    pub fn new(store: Arc<dyn Store>, config: WorkerConfig) -> Self {
+    pub fn new(store: Arc<dyn JobStore>, config: WorkerConfig) -> Self {
         Worker { store, config }
     }
 
     /// The store.
-    pub fn store(&self) -> &Arc<dyn Store> {
+    pub fn store(&self) -> &Arc<dyn JobStore> {
         &self.store
     }
 
@@ -515,7 +515,7 @@ pub(crate) fn host_name() -> String {
 /// How one claimed job is run: lease renewal and deadline.
 #[derive(Clone, Debug)]
 pub(crate) struct Execution {
-    pub(crate) store: Arc<dyn Store>,
+    pub(crate) store: Arc<dyn JobStore>,
     pub(crate) lease: Duration,
     pub(crate) heartbeat: bool,
     pub(crate) deadline: Option<Duration>,
@@ -616,7 +616,7 @@ impl Execution {
 }
 
 /// Gives an unfinished job back without spending its attempt.
-pub(crate) async fn release(store: &dyn Store, lease: &Lease) -> Result<WorkReport> {
+pub(crate) async fn release(store: &dyn JobStore, lease: &Lease) -> Result<WorkReport> {
     let mut report = WorkReport {
         outcome: WorkOutcome::Released,
         job_id: Some(lease.id.clone()),
@@ -672,7 +672,7 @@ pub(crate) trait FailureSink: Send + Sync {
 }
 
 /// Records each failure with its own [`JobStore::fail`](errand_core::JobStore::fail) call.
-pub(crate) struct Direct<'a>(pub(crate) &'a dyn Store);
+pub(crate) struct Direct<'a>(pub(crate) &'a dyn JobStore);
 
 #[async_trait]
 impl FailureSink for Direct<'_> {
@@ -682,7 +682,7 @@ impl FailureSink for Direct<'_> {
 }
 
 pub(crate) async fn settle(
-    store: &dyn Store,
+    store: &dyn JobStore,
     failures: &dyn FailureSink,
     lease: &Lease,
     outcome: Outcome,

@@ -225,7 +225,7 @@ async fn samples_file_depth_once_a_minute_zero_a_gone_queue_and_prune() {
                 .unwrap()
         }
     };
-    let seen = errand::sample_queues(store.as_ref(), &BTreeSet::new(), t0)
+    let seen = errand::sample_queues(store.as_ref(), store.as_ref(), &BTreeSet::new(), t0)
         .await
         .unwrap();
     assert_eq!(
@@ -248,7 +248,7 @@ async fn samples_file_depth_once_a_minute_zero_a_gone_queue_and_prune() {
 
     // Another process sampling the same minute finds it sampled.
     store.insert(job("m-3", "ok", "mail")).await.unwrap();
-    let again = errand::sample_queues(store.as_ref(), &BTreeSet::new(), t0)
+    let again = errand::sample_queues(store.as_ref(), store.as_ref(), &BTreeSet::new(), t0)
         .await
         .unwrap();
     assert!(again.is_empty(), "nothing sampled: {again:?}");
@@ -270,9 +270,14 @@ async fn samples_file_depth_once_a_minute_zero_a_gone_queue_and_prune() {
     for c in &claimed {
         store.complete(&c.lease).await.unwrap();
     }
-    let next = errand::sample_queues(store.as_ref(), &seen, t0.plus(Duration::from_secs(60)))
-        .await
-        .unwrap();
+    let next = errand::sample_queues(
+        store.as_ref(),
+        store.as_ref(),
+        &seen,
+        t0.plus(Duration::from_secs(60)),
+    )
+    .await
+    .unwrap();
     assert!(next.is_empty(), "{next:?}");
     let rows = read(minute + 1, minute + 2).await;
     let depth = rows.iter().find(|r| r.series == "depth").unwrap();

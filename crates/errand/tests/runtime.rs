@@ -782,11 +782,6 @@ struct Intercepting {
     /// Failures recorded one by one, and the size of each batch of them.
     single_failures: AtomicUsize,
     failure_batches: std::sync::Mutex<Vec<usize>>,
-    /// Whether reading the stored schedules fails.
-    fail_schedules: bool,
-    /// Whether a listing that starts after a job purges that job first (as
-    /// an operator's purge landing between two pages would).
-    purge_list_cursor: bool,
 }
 
 impl Intercepting {
@@ -799,8 +794,6 @@ impl Intercepting {
             reclaims: std::sync::Mutex::new(Vec::new()),
             single_failures: AtomicUsize::new(0),
             failure_batches: std::sync::Mutex::new(Vec::new()),
-            fail_schedules: false,
-            purge_list_cursor: false,
         }
     }
 
@@ -945,8 +938,31 @@ impl errand::JobStore for Intercepting {
     }
 }
 
+/// The operator's seam of a store, meddled with: reading the stored
+/// schedules can fail, and a listing that starts after a job can purge
+/// that job first (as an operator's purge landing between two pages
+/// would).
+#[derive(Debug)]
+struct Meddling {
+    inner: Arc<dyn Store>,
+    /// Whether reading the stored schedules fails.
+    fail_schedules: bool,
+    /// Whether a listing that starts after a job purges that job first.
+    purge_list_cursor: bool,
+}
+
+impl Meddling {
+    fn new(inner: Arc<dyn Store>) -> Self {
+        Meddling {
+            inner,
+            fail_schedules: false,
+            purge_list_cursor: false,
+        }
+    }
+}
+
 #[async_trait::async_trait]
-impl errand::AdminStore for Intercepting {
+impl errand::AdminStore for Meddling {
     async fn replay_jobs(
         &self,
         ids: &[JobId],
@@ -1066,7 +1082,7 @@ impl errand::Notifier for Intercepting {
 async fn acknowledgments_a_failed_claim_carried_are_written_again() {
     let (_d, sqlite) = store();
     let store = Arc::new(Intercepting::new(sqlite.clone(), true));
-    let runtime = Runtime::builder(store.clone())
+    let runtime = errand::RuntimeBuilder::new(store.clone())
         .handler("quick", |_: serde_json::Value, _ctx| async {
             Outcome::Success
         })
@@ -1128,7 +1144,7 @@ async fn acknowledgments_a_failed_claim_carried_are_written_again() {
 async fn a_claimer_looks_for_expired_leases_once_per_poll_interval() {
     let (_d, sqlite) = store();
     let store = Arc::new(Intercepting::new(sqlite.clone(), false));
-    let runtime = Runtime::builder(store.clone())
+    let runtime = errand::RuntimeBuilder::new(store.clone())
         .handler("quick", |_: serde_json::Value, _ctx| async {
             Outcome::Success
         })
@@ -1198,7 +1214,7 @@ async fn a_claimer_looks_for_expired_leases_once_per_poll_interval() {
 async fn failures_go_through_the_batcher() {
     let (_d, sqlite) = store();
     let store = Arc::new(Intercepting::new(sqlite.clone(), false));
-    let runtime = Runtime::builder(store.clone())
+    let runtime = errand::RuntimeBuilder::new(store.clone())
         .handler("flaky", |p: serde_json::Value, _ctx| async move {
             if p["permanent"].as_bool() == Some(true) {
                 Outcome::permanent("bad input")
@@ -1428,14 +1444,14 @@ async fn a_worker_busy_with_a_long_job_keeps_reporting() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schedules_in_code_run_when_the_stored_ones_cannot_be_read() {
     let (_d, sqlite) = store();
-    let mut failing = Intercepting::new(sqlite.clone(), false);
+    let mut failing = Meddling::new(sqlite.clone());
     failing.fail_schedules = true;
     let template = NewJob::new("tick", Payload::default()).unwrap();
     let schedule =
         errand::CronSchedule::new("in-code", "* * * * * *", template, errand::Misfire::Skip)
             .unwrap();
-    let enqueuer =
-        errand::CronEnqueuer::new(Arc::new(failing), vec![schedule]).with_stored_schedules();
+    let enqueuer = errand::CronEnqueuer::new(sqlite.clone(), vec![schedule])
+        .with_stored_schedules(Arc::new(failing));
     let now = errand::core::Timestamp::now();
     let err = enqueuer.run_once(now).await.unwrap_err();
     assert!(err.to_string().contains("locked"), "{err}");
@@ -1471,9 +1487,9 @@ async fn a_selection_whose_page_cursor_is_purged_meanwhile_is_refused() {
         };
         sqlite.fail(&c.lease, failure).await.unwrap();
     }
-    let mut wrapped = Intercepting::new(sqlite.clone(), false);
+    let mut wrapped = Meddling::new(sqlite.clone());
     wrapped.purge_list_cursor = true;
-    let admin = errand::Admin::new(Arc::new(wrapped));
+    let admin = errand::Admin::over(sqlite.clone(), Arc::new(wrapped));
     let filter = errand::BulkFilter {
         state: errand::JobState::Dead,
         queue: Some(errand::Name::parse("queue", "heavy").unwrap()),

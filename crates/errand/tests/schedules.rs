@@ -86,7 +86,7 @@ async fn ids(store: &Arc<dyn Store>) -> Vec<String> {
 }
 
 fn enqueuer(store: &Arc<dyn Store>) -> CronEnqueuer {
-    CronEnqueuer::new(store.clone(), Vec::new()).with_stored_schedules()
+    CronEnqueuer::new(store.clone(), Vec::new()).with_stored_schedules(store.clone())
 }
 
 async fn stored_schedules_run_as_the_store_says(store: Arc<dyn Store>, clock: ManualClock) {

@@ -414,7 +414,7 @@ async fn chart_upkeep(store: Arc<dyn Store>, minutes: Arc<errand::MinuteCounter>
                     tracing::warn!(error = %e, "writing the charts' per-minute counts failed");
                 }
             }
-            _ = sample.tick() => match errand::sample_queues(store.as_ref(), &sampled, errand::Timestamp::now()).await {
+            _ = sample.tick() => match errand::sample_queues(store.as_ref(), store.as_ref(), &sampled, errand::Timestamp::now()).await {
                 Ok(seen) => sampled = seen,
                 Err(e) => tracing::warn!(error = %e, "sampling the queues' depth for the charts failed"),
             },
