@@ -1,35 +1,10 @@
-//! Maintenance services, on by default in the [`crate::Runtime`]. Each is a
-//! config plus `run_once`, which tests call directly with seeded rows; the
-//! runtime only ticks them.
+//! Retention: finished jobs deleted once they are older than the window.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use errand_core::{JobId, JobStore, Result};
-
-/// Moves running jobs whose lease expired with no budget left to `dead`
-/// (claims do this too; the sweep makes it happen when nobody claims).
-#[derive(Clone, Debug)]
-pub struct Sweeper {
-    store: Arc<dyn JobStore>,
-    /// How often the runtime runs it.
-    pub every: Duration,
-}
-
-impl Sweeper {
-    /// A sweeper over `store`, every 30 s.
-    pub fn new(store: Arc<dyn JobStore>) -> Self {
-        Sweeper {
-            store,
-            every: Duration::from_secs(30),
-        }
-    }
-
-    /// One pass; returns the jobs it moved to `dead`.
-    pub async fn run_once(&self) -> Result<Vec<JobId>> {
-        Ok(self.store.sweep_expired().await?.dead)
-    }
-}
+use errand_core::{JobStore, Result};
+use tokio::sync::watch;
 
 /// Retention: deletes `done` and `cancelled` jobs older than `keep`, in
 /// batches. Dead jobs stay until an operator purges them.
@@ -70,6 +45,23 @@ impl Pruner {
             deleted(total);
             if n < u64::from(self.batch) {
                 return Ok(total);
+            }
+        }
+    }
+}
+
+impl Pruner {
+    /// Prunes at once, then every [`Pruner::every`], until `stop` changes.
+    pub(crate) async fn run(self, mut stop: watch::Receiver<bool>) {
+        let mut tick = tokio::time::interval(self.every);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => match self.run_once().await {
+                    Ok(n) if n > 0 => tracing::info!(deleted = n, "pruned finished jobs"),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "pruning failed"),
+                },
+                _ = stop.changed() => return,
             }
         }
     }
