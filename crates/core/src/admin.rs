@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::Timestamp;
 use crate::error::{Error, Result};
-use crate::job::{ClaimedJob, Job, JobId, JobState, Name, Schedule};
+use crate::ids::{JobId, Name};
+use crate::job::{ClaimedJob, Job};
+use crate::state::{JobState, Schedule};
 
 /// The longest operator name.
 pub const MAX_OPERATOR_BYTES: usize = 200;
@@ -336,8 +338,8 @@ impl BulkFilter {
     }
 
     /// As a listing filter.
-    pub fn to_job_filter(&self) -> crate::store::JobFilter {
-        crate::store::JobFilter {
+    pub fn to_job_filter(&self) -> crate::filter::JobFilter {
+        crate::filter::JobFilter {
             state: Some(self.state),
             queue: self.queue.clone(),
             kind: self.kind.clone(),
@@ -345,7 +347,7 @@ impl BulkFilter {
             updated_since: self.since,
             updated_before: self.until,
             limit: Some(self.limit),
-            ..crate::store::JobFilter::default()
+            ..crate::filter::JobFilter::default()
         }
     }
 }

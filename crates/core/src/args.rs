@@ -34,7 +34,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::Result;
-use crate::job::{NewJob, Payload};
+use crate::new_job::NewJob;
+use crate::payload::Payload;
 use crate::retry::RetryPolicy;
 
 /// A kind of job, described by its payload type.

@@ -7,10 +7,13 @@
 use serde::Serialize;
 
 use crate::clock::Timestamp;
-use crate::deps::{DependencyFailure, MAX_DEPENDENCIES};
 use crate::error::{Error, Result};
-use crate::job::{Job, JobId, NewJob};
+use crate::ids::JobId;
+use crate::job::DependencyFailure;
+use crate::job::Job;
 use crate::labels::WorkflowId;
+use crate::new_job::MAX_DEPENDENCIES;
+use crate::new_job::NewJob;
 use crate::workflow::StateCount;
 
 /// The most jobs one batch holds (each callback depends on all of them).
@@ -216,7 +219,7 @@ pub fn check_open(batch: &BatchId, sealed_at: Option<Timestamp>) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::job::Payload;
+    use crate::payload::Payload;
 
     fn job(kind: &str) -> NewJob {
         NewJob::new(kind, Payload::default()).unwrap()

@@ -5,7 +5,9 @@
 use serde::Serialize;
 
 use crate::clock::Timestamp;
-use crate::job::{Job, JobId, JobState, Name};
+use crate::ids::{JobId, Name};
+use crate::job::Job;
+use crate::state::JobState;
 
 /// A job without its payload, output or progress (see the module docs).
 /// Its payload is read with the job itself (`errand show`,

@@ -34,7 +34,11 @@ use serde::Serialize;
 use crate::admin::{check_operator, check_reason};
 use crate::clock::Timestamp;
 use crate::error::{Error, Result};
-use crate::job::{DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobId, Name, NewJob, Payload, Schedule};
+use crate::ids::{JobId, Name};
+use crate::job::{DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE};
+use crate::new_job::NewJob;
+use crate::payload::Payload;
+use crate::state::Schedule;
 
 /// The longest cron pattern accepted, in bytes.
 pub const MAX_CRON_BYTES: usize = 200;

@@ -19,103 +19,16 @@
 //! succeeds.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::fmt;
-use std::str::FromStr;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::error::Error;
-use crate::job::{JobId, JobState, NewJob};
-
-/// The most dependencies one job may have.
-pub const MAX_DEPENDENCIES: usize = 10_000;
-
-/// What a dependent does when one of its dependencies ends `dead` or
-/// `cancelled` (see the module documentation for the whole rule).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DependencyFailure {
-    /// Keep waiting while the dependency is a dead letter (an operator may
-    /// replay it); be cancelled if the dependency is cancelled.
-    #[default]
-    Wait,
-    /// Be cancelled as soon as a dependency is dead or cancelled.
-    Cancel,
-    /// Run anyway: a dependency that ended, however it ended, is met.
-    Run,
-}
-
-impl DependencyFailure {
-    /// Every policy, in documentation order.
-    pub const ALL: [DependencyFailure; 3] = [
-        DependencyFailure::Wait,
-        DependencyFailure::Cancel,
-        DependencyFailure::Run,
-    ];
-
-    /// The stable name used in storage, the CLI and JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DependencyFailure::Wait => "wait",
-            DependencyFailure::Cancel => "cancel",
-            DependencyFailure::Run => "run",
-        }
-    }
-}
-
-impl FromStr for DependencyFailure {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
-        DependencyFailure::ALL
-            .into_iter()
-            .find(|p| p.as_str() == s)
-            .ok_or_else(|| {
-                Error::invalid(format!(
-                    "unknown dependency-failure policy {s:?}: use wait, cancel or run"
-                ))
-            })
-    }
-}
-
-impl DependencyFailure {
-    /// Whether a dependent under this policy may wait (`blocked`) for a
-    /// dependency it has not yet met that is now in `state` (`None`: gone,
-    /// purged or pruned). It may wait for one that has not ended — its
-    /// ending will judge the dependent — and, under `wait`, for a dead
-    /// one, which an operator may replay. It may not wait for one that is
-    /// gone, nor for one whose ending the rule turns into a cancellation:
-    /// nothing would ever release it. A replay refuses to put a job back
-    /// in that position, and a purge refuses to create it.
-    pub fn may_wait_for(self, state: Option<JobState>) -> bool {
-        match state {
-            None => false,
-            Some(JobState::Cancelled) => self == DependencyFailure::Run,
-            Some(JobState::Dead) => self != DependencyFailure::Cancel,
-            Some(_) => true,
-        }
-    }
-}
-
-impl fmt::Display for DependencyFailure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// One dependency of a job, as shown to an operator.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Dependency {
-    /// The job depended on.
-    pub id: JobId,
-    /// Its state now, or `None` if it was purged or pruned since.
-    pub state: Option<crate::job::JobState>,
-    /// Whether it is met (the dependency succeeded, or ended in a way the
-    /// dependent's policy accepts).
-    pub met: bool,
-}
+use crate::ids::JobId;
+use crate::new_job::{NewJob, check_one};
+use crate::state::JobState;
 
 /// Checks the dependencies of jobs inserted together: each job's list is
-/// within [`MAX_DEPENDENCIES`], names no job twice and not the job itself,
+/// within [`MAX_DEPENDENCIES`](crate::MAX_DEPENDENCIES), names no job twice and not the job itself,
 /// and the jobs of the call that depend on one another form no cycle.
 /// Dependencies outside the call must already be stored; the store checks
 /// that (a stored job cannot depend on one not yet inserted, so no cycle
@@ -265,29 +178,6 @@ pub fn plan_links<'a>(
     Ok(plan)
 }
 
-pub(crate) fn check_one(job: &NewJob) -> Result<(), Error> {
-    let deps = &job.depends_on;
-    if deps.len() > MAX_DEPENDENCIES {
-        return Err(Error::invalid(format!(
-            "a job may depend on at most {MAX_DEPENDENCIES} jobs (got {}); group the work in \
-             stages that each depend on fewer",
-            deps.len()
-        )));
-    }
-    let mut seen = HashSet::with_capacity(deps.len());
-    for dep in deps {
-        if job.id.as_ref() == Some(dep) {
-            return Err(Error::invalid(format!("job {dep} cannot depend on itself")));
-        }
-        if !seen.insert(dep) {
-            return Err(Error::invalid(format!(
-                "the dependencies name job {dep} twice; name each once"
-            )));
-        }
-    }
-    Ok(())
-}
-
 /// The order in which a store that updates rows where they lie (SQLite)
 /// writes the rows of one insert call: each job after the jobs of the call
 /// it depends on, one depth together (a job's depth: 0 when it waits for
@@ -428,7 +318,8 @@ pub(crate) fn replay_would_strand(detail: &crate::job::JobDetail, with: &[JobId]
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::job::Payload;
+    use crate::job::DependencyFailure;
+    use crate::payload::Payload;
 
     fn job(id: &str, deps: &[&str]) -> NewJob {
         let mut j = NewJob::new("k", Payload::default())
@@ -525,7 +416,8 @@ mod tests {
 #[cfg(test)]
 mod storage_order_tests {
     use super::*;
-    use crate::job::{KeyLimit, Payload};
+    use crate::payload::Payload;
+    use crate::state::KeyLimit;
     use crate::workflow::Workflow;
 
     fn job(kind: &str) -> NewJob {

@@ -39,13 +39,19 @@ mod clock;
 mod cron;
 mod deps;
 mod error;
+mod error_class;
+mod filter;
+mod ids;
 mod job;
 mod labels;
 mod minutes;
+mod new_job;
 mod operator;
 mod outcome;
+mod payload;
 mod retry;
 mod schema;
+mod state;
 mod step;
 mod store;
 mod unique;
@@ -71,15 +77,15 @@ pub use cron::{
     ScheduleDefinition, SchedulePause, ScheduleRow, ScheduleView, StoredSchedule,
 };
 pub use deps::{
-    Dependency, DependencyFailure, Edge, LinkPlan, MAX_DEPENDENCIES, check_dependencies,
-    plan_links, storage_order, wanted_dependencies,
+    Edge, LinkPlan, check_dependencies, plan_links, storage_order, wanted_dependencies,
 };
 pub use error::{Cause, Error, Result};
+pub use error_class::ErrorClass;
+pub use filter::{DEFAULT_PAGE_BYTES, JobFilter, PageBudget, listed_bytes};
+pub use ids::{JobId, LeaseToken, Name, TraceParent};
 pub use job::{
     AttemptRecord, AuditRecord, ClaimedJob, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_LEASE_EXPIRIES,
-    DEFAULT_QUEUE, JOB_COLUMNS, Job, JobDetail, JobId, JobKey, JobState, KeyLimit, Lease,
-    LeaseToken, MAX_KEY_LIMIT, MAX_OUTPUT_BYTES, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH, Name,
-    NewJob, Payload, Progress, Schedule, TraceParent,
+    DEFAULT_QUEUE, Dependency, DependencyFailure, JOB_COLUMNS, Job, JobDetail, Lease, Progress,
 };
 pub use labels::{
     MAX_META_ENTRIES, MAX_META_KEY_BYTES, MAX_META_VALUE_BYTES, MAX_TAG_BYTES, MAX_TAGS, Meta,
@@ -90,18 +96,20 @@ pub use minutes::{
     ChartWindow, Charts, HISTOGRAM_BUCKETS, MINUTES_KEPT, MinuteCount, MinuteQuery, MinuteRow,
     Series, Tally, check_minutes, minute_of,
 };
+pub use new_job::{MAX_DEPENDENCIES, NewJob, check_unique_batch};
 pub use operator::Admin;
-pub use outcome::{ErrorClass, MAX_RECORDED_TEXT_BYTES, Outcome, storable_text};
+pub use outcome::{MAX_RECORDED_TEXT_BYTES, Outcome, storable_text};
+pub use payload::{MAX_OUTPUT_BYTES, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH, Payload};
 pub use retry::RetryPolicy;
 pub use schema::{BASELINE_NAME, SCHEMA_VERSION, SchemaStatus};
+pub use state::{JobKey, JobState, KeyLimit, MAX_KEY_LIMIT, Schedule};
 pub use step::StepGuard;
 pub use store::{
-    AdminStore, AuditStamp, ClaimRate, ClaimRequest, DEFAULT_PAGE_BYTES, FailResult, Failure,
-    Inserted, JobFilter, JobStore, Notifier, PageBudget, RateBucket, RateLimit, Reschedule,
-    RetryAt, StepEdge, Store, SweepReport, WorkSignal, WorkerStore, check_recorded_text,
-    listed_bytes,
+    AdminStore, AuditStamp, ClaimRate, ClaimRequest, FailResult, Failure, Inserted, JobStore,
+    Notifier, RateBucket, RateLimit, Reschedule, RetryAt, StepEdge, Store, SweepReport, WorkSignal,
+    WorkerStore, check_recorded_text,
 };
-pub use unique::{MAX_UNIQUE_KEY_BYTES, Unique, UniqueProbe, UniqueRule, check_unique_batch};
+pub use unique::{MAX_UNIQUE_KEY_BYTES, Unique, UniqueProbe, UniqueRule};
 pub use workflow::{
     StateCount, Workflow, WorkflowActed, WorkflowAction, WorkflowStep, WorkflowView,
 };

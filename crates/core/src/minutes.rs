@@ -21,8 +21,8 @@ use serde::Serialize;
 use crate::admin::LATENCY_BUCKETS_MS;
 use crate::clock::Timestamp;
 use crate::error::{Error, Result};
-use crate::job::Name;
-use crate::outcome::ErrorClass;
+use crate::error_class::ErrorClass;
+use crate::ids::Name;
 
 /// How many minutes of counts a store keeps (two days: a day's chart is
 /// always whole).
@@ -204,7 +204,7 @@ impl FromStr for ChartWindow {
             "day" => Ok(ChartWindow::Day),
             other => Err(Error::invalid(format!(
                 "chart window {:?} is not known: use `hour` or `day`",
-                crate::job::truncate_for_message(other)
+                crate::ids::truncate_for_message(other)
             ))),
         }
     }

@@ -17,10 +17,14 @@ use crate::cron::{
     StoredSchedule,
 };
 use crate::error::{Error, Result};
-use crate::job::{Job, JobDetail, JobId, JobState, Name, NewJob};
+use crate::filter::JobFilter;
+use crate::ids::{JobId, Name};
+use crate::job::{Job, JobDetail};
 use crate::labels::WorkflowId;
 use crate::minutes::{ChartWindow, Charts};
-use crate::store::{AdminStore, AuditStamp, JobFilter, JobStore, Reschedule, Store};
+use crate::new_job::NewJob;
+use crate::state::JobState;
+use crate::store::{AdminStore, AuditStamp, JobStore, Reschedule, Store};
 use crate::workflow::{
     StateCount, WorkflowActed, WorkflowAction, WorkflowStep, WorkflowView, unknown_workflow,
 };
@@ -422,7 +426,7 @@ impl Admin {
         // briefs: the selection's memory is bounded whatever the payloads
         // weigh. (The action's own step still reads back the rows it
         // changes.)
-        page.max_bytes = Some(crate::store::DEFAULT_PAGE_BYTES);
+        page.max_bytes = Some(crate::filter::DEFAULT_PAGE_BYTES);
         let mut found = Vec::new();
         loop {
             page.limit = Some(u32::try_from(wanted - found.len()).unwrap_or(u32::MAX));
@@ -495,7 +499,7 @@ impl Admin {
             workflow: Some(id.clone()),
             limit: Some(limit),
             after,
-            max_bytes: Some(crate::store::DEFAULT_PAGE_BYTES),
+            max_bytes: Some(crate::filter::DEFAULT_PAGE_BYTES),
             ..JobFilter::default()
         };
         let jobs = self.store.list(&filter).await?;
@@ -553,7 +557,7 @@ impl Admin {
                 spent += step.listed_bytes();
                 let last = step.job.id.clone();
                 steps.push(step);
-                if spent >= crate::store::DEFAULT_PAGE_BYTES && steps.len() < total {
+                if spent >= crate::filter::DEFAULT_PAGE_BYTES && steps.len() < total {
                     return Ok((steps, Some(last)));
                 }
             }

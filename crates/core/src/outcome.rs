@@ -1,70 +1,13 @@
 //! What a handler says about the attempt it ran.
 
 use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::clock::Timestamp;
 use crate::error::Error;
-
-/// The class of a recorded error. Operators filter and alert on it.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum ErrorClass {
-    /// A failure that may succeed later (the default).
-    Retryable,
-    /// A failure that will not succeed by retrying (invalid payload,
-    /// missing entity): the job goes to `dead` at once.
-    Permanent,
-    /// The handler ran past its deadline.
-    Timeout,
-    /// The worker's lease expired before it settled the attempt (it crashed,
-    /// stalled or was partitioned away).
-    LeaseExpired,
-    /// The lease expired again and again (the lost-lease budget): the job
-    /// probably kills its worker, so it is quarantined instead of retried.
-    LostLease,
-    /// The work was cancelled by the handler or an operator.
-    Cancelled,
-}
-
-impl ErrorClass {
-    /// The stable name used in storage and output.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorClass::Retryable => "retryable",
-            ErrorClass::Permanent => "permanent",
-            ErrorClass::Timeout => "timeout",
-            ErrorClass::LeaseExpired => "lease_expired",
-            ErrorClass::LostLease => "lost_lease",
-            ErrorClass::Cancelled => "cancelled",
-        }
-    }
-}
-
-impl FromStr for ErrorClass {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
-        Ok(match s {
-            "retryable" => ErrorClass::Retryable,
-            "permanent" => ErrorClass::Permanent,
-            "timeout" => ErrorClass::Timeout,
-            "lease_expired" => ErrorClass::LeaseExpired,
-            "lost_lease" => ErrorClass::LostLease,
-            "cancelled" => ErrorClass::Cancelled,
-            other => return Err(Error::storage(format!("unknown error class {other:?}"))),
-        })
-    }
-}
-
-impl fmt::Display for ErrorClass {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+use crate::error_class::ErrorClass;
 
 /// The result of running a handler once.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,7 +19,7 @@ pub enum Outcome {
     /// dependents read it. Made by [`Outcome::success_with`].
     Output {
         /// The result, as JSON.
-        output: crate::job::Payload,
+        output: crate::payload::Payload,
     },
     /// A failure that may succeed later: retry on the job's policy while
     /// attempts remain, otherwise `dead`.
@@ -147,7 +90,7 @@ impl Outcome {
     /// [`crate::MAX_OUTPUT_BYTES`], makes the attempt a permanent failure
     /// that says so (retrying would produce it again).
     pub fn success_with<T: Serialize + ?Sized>(output: &T) -> Self {
-        match crate::job::Payload::output_from_value(output) {
+        match crate::payload::Payload::output_from_value(output) {
             Ok(output) => Outcome::Output { output },
             Err(e) => {
                 Outcome::permanent(format!("the handler's output was refused: {}", plain(&e)))
@@ -214,7 +157,7 @@ impl Outcome {
             },
             // An output made any other way than `success_with` is checked
             // here, so an oversized one fails the attempt the same way.
-            Outcome::Output { output } => match crate::job::Payload::output(output.as_str()) {
+            Outcome::Output { output } => match crate::payload::Payload::output(output.as_str()) {
                 Ok(output) => Outcome::Output { output },
                 Err(e) => {
                     Outcome::permanent(format!("the handler's output was refused: {}", plain(&e)))

@@ -5,8 +5,11 @@ use serde::Serialize;
 
 use crate::admin::check_operator;
 use crate::error::{Error, Result};
-use crate::job::{Job, JobId, JobState, NewJob};
+use crate::ids::JobId;
+use crate::job::Job;
 use crate::labels::WorkflowId;
+use crate::new_job::NewJob;
+use crate::state::JobState;
 
 /// A workflow being built: its steps are jobs that may depend on each
 /// other (and on jobs already stored). Enqueue it in one call —
@@ -108,7 +111,7 @@ impl WorkflowStep {
     /// What the step weighs in a page's byte budget: the job as a listing
     /// counts it ([`crate::listed_bytes`]) and each dependency listed.
     pub fn listed_bytes(&self) -> usize {
-        crate::store::listed_bytes(&self.job)
+        crate::filter::listed_bytes(&self.job)
             + self
                 .depends_on
                 .iter()
@@ -201,7 +204,7 @@ pub(crate) fn unknown_workflow(id: &WorkflowId) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::job::Payload;
+    use crate::payload::Payload;
 
     fn job(kind: &str) -> NewJob {
         NewJob::new(kind, Payload::from_json_text("{}").unwrap()).unwrap()

@@ -74,6 +74,7 @@ mod spec;
 mod term;
 #[cfg(feature = "sqlite")]
 pub mod testkit;
+mod work_report;
 mod worker;
 
 use std::sync::Arc;
@@ -117,10 +118,8 @@ pub use minutes::{MinuteCounter, sample_queues};
 pub use runtime::{KindOptions, ReportHook, RunStats, Runtime, RuntimeBuilder};
 pub use spec::{JobSpec, MAX_PAYLOAD_DEPTH, parse_deadline, parse_duration};
 pub use term::log_colours;
-pub use worker::{
-    Handler, JobContext, Sampler, WorkOutcome, WorkReport, Worker, WorkerConfig, failure_for,
-    handler_fn,
-};
+pub use work_report::{WorkOutcome, WorkReport};
+pub use worker::{Handler, JobContext, Sampler, Worker, WorkerConfig, failure_for, handler_fn};
 
 /// Which database a `--db` string names.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -21,7 +21,7 @@ use errand_core::{
     StatsRequest, Tally, Timestamp, minute_of,
 };
 
-use crate::worker::WorkOutcome;
+use crate::work_report::WorkOutcome;
 
 /// A process's per-minute counts, waiting to be written.
 #[derive(Debug, Default)]
@@ -112,7 +112,7 @@ impl MinuteCounter {
     }
 
     /// Adds what was counted to the store, in calls of at most
-    /// [`WRITE_CHUNK`] rows (after a long outage a tally holds many
+    /// `WRITE_CHUNK` (5,000) rows (after a long outage a tally holds many
     /// minutes; one call per chunk keeps each write short). When a write
     /// fails for a reason that may pass (the store unreachable, busy, its
     /// disk full), the rows not yet written are kept for the next flush,

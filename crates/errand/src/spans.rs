@@ -13,7 +13,7 @@
 
 use errand_core::{Error, ErrorClass, Inserted, NewJob, Result};
 
-use crate::worker::WorkReport;
+use crate::work_report::WorkReport;
 
 /// The span of one enqueue call of `count` jobs into `queue`. Logs see a
 /// short `enqueue{queue count}`; with the `otel` feature the span also carries

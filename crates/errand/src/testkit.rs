@@ -39,7 +39,8 @@ use errand_core::{
 };
 use errand_sqlite::{SqliteOptions, SqliteStore};
 
-use crate::worker::{Handler, JobContext, WorkOutcome, WorkReport, Worker, WorkerConfig};
+use crate::work_report::{WorkOutcome, WorkReport};
+use crate::worker::{Handler, JobContext, Worker, WorkerConfig};
 
 /// The instant a test queue's clock starts at (2026-01-01T00:00:00Z).
 pub const START: Timestamp = Timestamp::from_millis(1_767_225_600_000);

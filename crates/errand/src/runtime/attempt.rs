@@ -9,9 +9,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::builder::KindOptions;
 use super::{Inner, lock};
-use crate::worker::{
-    Execution, FailureSink, Handler, WorkOutcome, WorkReport, handler_fn, release, settle,
-};
+use crate::work_report::{WorkOutcome, WorkReport};
+use crate::worker::{Execution, FailureSink, Handler, handler_fn, release, settle};
 
 impl Inner {
     /// Counts a completed claim cycle and the attempts it started.
