@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use clap::Args;
 
+use crate::args::{Cli, parse_duration};
 use crate::exit::Failure;
 use crate::output::{self, out, outln};
-use crate::{Cli, parse_duration};
 
 /// The workloads of `errand bench` (see docs/performance.md).
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]

@@ -14,7 +14,7 @@ use errand::{
     ScheduleDefinition, ScheduleView, Store, Timestamp,
 };
 
-use crate::OperatorArgs;
+use crate::args::OperatorArgs;
 use crate::exit::Failure;
 use crate::output::{self, outln};
 

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use errand::{Admin, JobId, JobState, WorkflowAction, WorkflowId, WorkflowView};
 
-use crate::OperatorArgs;
+use crate::args::OperatorArgs;
 use crate::exit::Failure;
 use crate::output::{self, outln};
 

@@ -1,0 +1,319 @@
+//! The commands on jobs: `enqueue`, `jobs`, `show`, `replay` (and copies),
+//! `cancel`, `reschedule` and `prune`.
+
+use std::io::Read;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use errand::{
+    CancelRequest, CopyRequest, Error, JobFilter, JobId, JobState, ReplayRequest, Schedule, Store,
+};
+
+use crate::args::{
+    CancelArgs, EnqueueArgs, JobsArgs, PruneArgs, ReplayArgs, RescheduleArgs, ShowArgs,
+};
+use crate::exit::Failure;
+use crate::output::outln;
+use crate::{admin, output, progress};
+use crate::{ids, name, operator, time_arg, traceparent_from_env};
+
+pub(crate) async fn enqueue(store: Arc<dyn Store>, a: EnqueueArgs) -> Result<ExitCode, Failure> {
+    let text = if a.payload == "-" {
+        let mut buf = String::new();
+        std::io::stdin()
+            .take(errand::core::MAX_PAYLOAD_BYTES as u64 + 1)
+            .read_to_string(&mut buf)
+            .context("reading the payload from stdin")?;
+        buf
+    } else {
+        a.payload
+    };
+    let job = errand::JobSpec {
+        kind: a.kind,
+        queue: Some(a.queue),
+        payload: Some(text),
+        id: a.id,
+        delay: a.delay,
+        run_at: a.run_at,
+        max_attempts: Some(a.max_attempts),
+        max_lease_expiries: Some(a.max_lease_expiries),
+        give_up_after: a.give_up_after,
+        priority: Some(a.priority),
+        key_limit: (a.key.is_some() && !a.ordered).then_some(a.key_limit),
+        key: a.key,
+        ordered: a.ordered,
+        deadline: a.deadline,
+        traceparent: a.traceparent.or_else(traceparent_from_env),
+        depends_on: a.depends_on,
+        on_dependency_failure: a.on_dependency_failure,
+        workflow: a.workflow,
+        tags: a.tags,
+        meta: meta_pairs(&a.meta)?,
+        unique_for: a.unique_for,
+        unique_while: a.unique_while,
+        debounce: a.debounce,
+        unique_key: a.unique_key,
+        batch: a.batch,
+    }
+    .build()?;
+    let inserted = errand::Client::new(store).enqueue(job).await?;
+    if a.json {
+        output::json(&output::Enqueued {
+            created: inserted.created,
+            job: &inserted.job,
+        })?;
+    } else {
+        let verb = if inserted.created {
+            "enqueued"
+        } else {
+            "exists"
+        };
+        outln!("{verb} {}", output::job_line(&(&inserted.job).into()));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--meta KEY=VALUE` flags as a map; a key given twice is refused.
+pub(crate) fn meta_pairs(pairs: &[String]) -> Result<errand::core::Meta, Failure> {
+    let mut meta = errand::core::Meta::new();
+    for pair in pairs {
+        let (key, value) = errand::core::parse_meta_pair(pair)?;
+        if meta.insert(key.clone(), value).is_some() {
+            return Err(Error::invalid(format!("the metadata key {key:?} is given twice")).into());
+        }
+    }
+    Ok(meta)
+}
+
+pub(crate) async fn jobs(admin: &errand::Admin, a: JobsArgs) -> Result<ExitCode, Failure> {
+    if let Some(tag) = &a.tag {
+        errand::core::check_tag(tag)?;
+    }
+    let mut filter = JobFilter {
+        state: a.state.map(|s| s.parse::<JobState>()).transpose()?,
+        queue: name("queue", a.queue)?,
+        kind: name("kind", a.kind)?,
+        workflow: a.workflow.map(errand::core::WorkflowId::new).transpose()?,
+        tag: a.tag,
+        limit: Some(a.limit),
+        after: a.after.map(JobId::new).transpose()?,
+        max_bytes: Some(errand::core::DEFAULT_PAGE_BYTES),
+        ..JobFilter::default()
+    };
+    // Pages bounded by bytes, each printed before the next is read, until
+    // --limit jobs are printed.
+    let mut listing = output::JobListing::new(a.json);
+    let mut left = a.limit;
+    while left > 0 && !output::stdout_gone() {
+        filter.limit = Some(left);
+        let page = admin.list(&filter).await?;
+        listing.page(&page)?;
+        left = left.saturating_sub(u32::try_from(page.len()).unwrap_or(u32::MAX));
+        match filter.next_after(&page) {
+            Some(next) => filter.after = Some(next.clone()),
+            None => break,
+        }
+    }
+    listing.finish();
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) async fn show(admin: &errand::Admin, a: ShowArgs) -> Result<ExitCode, Failure> {
+    let id = JobId::new(a.id)?;
+    let detail = match admin.detail(&id).await {
+        Ok(d) => d,
+        Err(e @ Error::NotFound(_)) => return Err(admin::not_found(admin, &id, e).await),
+        Err(e) => return Err(e.into()),
+    };
+    if a.json {
+        output::json(&detail)?;
+    } else {
+        output::detail(&detail);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) async fn replay(admin: &errand::Admin, a: ReplayArgs) -> Result<ExitCode, Failure> {
+    let state = if a.cancelled {
+        JobState::Cancelled
+    } else {
+        JobState::Dead
+    };
+    let targets = a
+        .select
+        .resolve(admin, "replay", state, &[("--cancelled", a.cancelled)])
+        .await?;
+    let replayable = |j: &errand::JobBrief| ReplayRequest::accepts(j.state);
+    if a.dry_run {
+        if a.json {
+            output::json(&output::JobsDone {
+                dry_run: true,
+                jobs: &targets,
+            })?;
+        } else if targets.is_empty() {
+            outln!("nothing matches; nothing would be replayed");
+        } else {
+            for j in &targets {
+                let verdict = match (replayable(j), a.new_key) {
+                    (true, false) => "would replay",
+                    (true, true) => "would copy",
+                    (false, _) => "would refuse",
+                };
+                outln!("{verdict} {}", output::job_line(j));
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if targets.is_empty() {
+        if a.json {
+            output::json(&output::JobsDone {
+                dry_run: false,
+                jobs: &[],
+            })?;
+        } else {
+            outln!("nothing matches; nothing replayed");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if a.new_key {
+        let req = CopyRequest {
+            ids: targets.into_iter().map(|j| j.id).collect(),
+            operator: operator(a.operator.by),
+            reason: a.operator.reason,
+        };
+        return copy_jobs(admin, &req, a.json).await;
+    }
+    let req = ReplayRequest {
+        ids: targets.into_iter().map(|j| j.id).collect(),
+        operator: operator(a.operator.by),
+        reason: a.operator.reason,
+    };
+    let shown = progress::Progress::spinner(a.json, format!("replaying {} jobs", req.ids.len()));
+    let replayed = admin.replay(&req).await;
+    shown.finish();
+    let replayed = errand::briefs(&replayed?);
+    if a.json {
+        output::json(&output::JobsDone {
+            dry_run: false,
+            jobs: &replayed,
+        })?;
+    } else {
+        for j in &replayed {
+            outln!(
+                "replayed {} (replays={}) by {}",
+                j.id,
+                j.replays,
+                req.operator
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `replay --new-key`: one new job per dead or cancelled original, inserted
+/// together with their audit entries (all or none); the originals are not
+/// touched.
+pub(crate) async fn copy_jobs(
+    admin: &errand::Admin,
+    req: &CopyRequest,
+    as_json: bool,
+) -> Result<ExitCode, Failure> {
+    let shown = progress::Progress::spinner(as_json, format!("copying {} jobs", req.ids.len()));
+    let copied = admin.copy(req).await;
+    shown.finish();
+    let copied = copied?;
+    if as_json {
+        let copies: Vec<output::Copy> = copied
+            .iter()
+            .map(|c| output::Copy {
+                from: c.from.clone(),
+                job: (&c.job).into(),
+            })
+            .collect();
+        output::json(&output::Copies {
+            dry_run: false,
+            copies: &copies,
+        })?;
+    } else {
+        for c in &copied {
+            outln!(
+                "copied job {} to new job {} (queue={} kind={}) by {}",
+                c.from,
+                c.job.id,
+                c.job.queue,
+                c.job.kind,
+                req.operator
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) async fn cancel(admin: &errand::Admin, a: CancelArgs) -> Result<ExitCode, Failure> {
+    let req = CancelRequest {
+        ids: ids(a.ids)?,
+        operator: operator(a.operator.by),
+        reason: a.operator.reason,
+    };
+    let cancelled = admin.cancel(&req).await?;
+    if a.json {
+        output::json(&cancelled)?;
+    } else {
+        for j in &cancelled {
+            outln!("cancelled {} by {}", j.id, req.operator);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) async fn reschedule(
+    admin: &errand::Admin,
+    a: RescheduleArgs,
+) -> Result<ExitCode, Failure> {
+    let run = match (time_arg("at", a.at)?, a.after, a.now) {
+        (Some(t), _, _) => Some(Schedule::At(t)),
+        (None, Some(d), _) => Some(Schedule::After(d)),
+        (None, None, true) => Some(Schedule::Now),
+        (None, None, false) => None,
+    };
+    let req = errand::RescheduleRequest {
+        ids: ids(a.ids)?,
+        run,
+        priority: a.priority,
+        operator: operator(a.operator.by),
+        reason: a.operator.reason,
+    };
+    let moved = admin.reschedule(&req).await?;
+    if a.json {
+        output::json(&moved)?;
+    } else {
+        for j in &moved {
+            outln!(
+                "rescheduled {} (due {}, priority {}) by {}",
+                j.id,
+                j.available_at,
+                j.priority,
+                req.operator
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) async fn prune(store: Arc<dyn Store>, a: PruneArgs) -> Result<ExitCode, Failure> {
+    let mut pruner = errand::Pruner::new(store);
+    pruner.keep = a.older_than;
+    let shown = progress::Progress::counter(a.json, "pruning finished jobs: deleted");
+    let deleted = pruner.run_once_with(|n| shown.set(n)).await?;
+    shown.finish();
+    if a.json {
+        output::json(&serde_json::json!({ "deleted": deleted }))?;
+    } else {
+        outln!(
+            "deleted {deleted} finished jobs older than {}",
+            humantime::format_duration(a.older_than)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
