@@ -5,10 +5,10 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use errand::Error;
 
 #[cfg(feature = "bench")]
 use crate::bench;
+use crate::flags::{OperatorArgs, parse_duration};
 use crate::{admin, schedule, select, stats, workflow};
 
 #[derive(Parser, Debug)]
@@ -367,17 +367,6 @@ pub(crate) struct RescheduleArgs {
     pub(crate) json: bool,
 }
 
-/// Who acts and why, for the audit log.
-#[derive(Args, Debug)]
-pub(crate) struct OperatorArgs {
-    /// Who is acting (recorded in the audit log); default: the OS user.
-    #[arg(long)]
-    pub(crate) by: Option<String>,
-    /// Why (recorded in the audit log).
-    #[arg(long)]
-    pub(crate) reason: Option<String>,
-}
-
 #[derive(Args, Debug)]
 pub(crate) struct WorkArgs {
     /// Claim only from this queue (repeatable); default: every queue.
@@ -479,13 +468,6 @@ Exit status of the command:
                failure like any other status.
 
 docs/cli.md (\"work --exec\") says more.";
-
-pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
-    errand::parse_duration(s).map_err(|e| match e {
-        Error::Invalid(m) => m,
-        other => other.to_string(),
-    })
-}
 
 pub(crate) fn parse_token(s: &str) -> Result<errand_server::AccessToken, String> {
     errand_server::AccessToken::new(s).map_err(|e| e.to_string())

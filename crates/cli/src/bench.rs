@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::args::{Cli, parse_duration};
 use crate::exit::Failure;
+use crate::flags::parse_duration;
 use crate::output::{self, out, outln};
 
 /// The workloads of `errand bench` (see docs/performance.md).
@@ -93,11 +93,18 @@ pub(crate) struct BenchArgs {
     pub(crate) json: bool,
 }
 
-pub(crate) async fn bench(cli: &Cli, a: &BenchArgs) -> Result<ExitCode, Failure> {
+/// Runs a workload against `db` (and `schema`, on PostgreSQL), at
+/// `synchronous` on SQLite.
+pub(crate) async fn bench(
+    db: &str,
+    schema: &str,
+    synchronous: errand::Synchronous,
+    a: &BenchArgs,
+) -> Result<ExitCode, Failure> {
     let config = errand_bench::BenchConfig {
-        db: cli.db.clone(),
-        schema: cli.schema.clone(),
-        synchronous: cli.synchronous,
+        db: db.to_owned(),
+        schema: schema.to_owned(),
+        synchronous,
         workload: a.workload.into(),
         jobs: a.jobs,
         batch: a.batch,

@@ -23,6 +23,7 @@ mod args;
 mod bench;
 mod connect;
 mod exit;
+mod flags;
 mod jobs;
 mod output;
 mod progress;
@@ -38,7 +39,8 @@ mod workflow;
 use exit::Failure;
 use output::{errln, outln};
 
-use args::{Cli, Command, parse_duration};
+use args::{Cli, Command};
+use flags::parse_duration;
 use jobs::{cancel, enqueue, jobs, prune, replay, reschedule, show};
 use serve::{serve, serve_config};
 use work::work;
@@ -177,7 +179,7 @@ async fn run(cli: Cli, hooks: Hooks) -> Result<ExitCode, Failure> {
     }
     #[cfg(feature = "bench")]
     if let Command::Bench(args) = &cli.command {
-        return bench::bench(&cli, args).await;
+        return bench::bench(&cli.db, &cli.schema, cli.synchronous, args).await;
     }
     // A refused server configuration is reported before the database is
     // opened: the operator's mistake comes first.

@@ -14,8 +14,8 @@ use errand::{
     ScheduleDefinition, ScheduleView, Store, Timestamp,
 };
 
-use crate::args::OperatorArgs;
 use crate::exit::Failure;
+use crate::flags::OperatorArgs;
 use crate::output::{self, outln};
 
 #[derive(Args, Debug)]

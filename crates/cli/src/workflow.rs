@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use errand::{Admin, JobId, JobState, WorkflowAction, WorkflowId, WorkflowView};
 
-use crate::args::OperatorArgs;
 use crate::exit::Failure;
+use crate::flags::OperatorArgs;
 use crate::output::{self, outln};
 
 #[derive(Args, Debug)]

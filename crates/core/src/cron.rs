@@ -31,13 +31,13 @@ use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
 use serde::Serialize;
 
-use crate::admin::{check_operator, check_reason};
 use crate::clock::Timestamp;
 use crate::error::{Error, Result};
 use crate::ids::{JobId, Name};
 use crate::job::{DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE};
 use crate::new_job::NewJob;
 use crate::payload::Payload;
+use crate::requests::{check_operator, check_reason};
 use crate::state::Schedule;
 
 /// The longest cron pattern accepted, in bytes.

@@ -46,24 +46,19 @@ mod job;
 mod labels;
 mod minutes;
 mod new_job;
-mod operator;
 mod outcome;
 mod payload;
+mod requests;
 mod retry;
 mod schema;
 mod state;
+mod stats;
 mod step;
 mod store;
 mod unique;
 mod workflow;
 
-pub use admin::{
-    AuditEntry, AuditFilter, BulkFilter, CancelRequest, Copied, CopyRequest, Counts, Histogram,
-    LATENCY_BUCKETS_MS, MAX_OPERATOR_BYTES, MAX_REASON_BYTES, PausedQueue, PurgeRequest,
-    QueueAction, QueueSample, QueueStats, ReplayRequest, RescheduleRequest, Stats, StatsRequest,
-    WindowRow, WorkerMetrics, WorkerReport, WorkerSeen, assemble_stats, check_operator,
-    check_reason, is_audit_text,
-};
+pub use admin::Admin;
 pub use args::{IntoNewJob, JobArgs, JobOptions};
 pub use batch::{
     Batch, BatchId, BatchSeal, BatchView, Callbacks, MAX_BATCH_JOBS, check_batch_size,
@@ -97,12 +92,20 @@ pub use minutes::{
     Series, Tally, check_minutes, minute_of,
 };
 pub use new_job::{MAX_DEPENDENCIES, NewJob, check_unique_batch};
-pub use operator::Admin;
 pub use outcome::{MAX_RECORDED_TEXT_BYTES, Outcome, storable_text};
 pub use payload::{MAX_OUTPUT_BYTES, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH, Payload};
+pub use requests::{
+    AuditEntry, AuditFilter, BulkFilter, CancelRequest, Copied, CopyRequest, MAX_OPERATOR_BYTES,
+    MAX_REASON_BYTES, PausedQueue, PurgeRequest, QueueAction, ReplayRequest, RescheduleRequest,
+    check_operator, check_reason, is_audit_text,
+};
 pub use retry::RetryPolicy;
 pub use schema::{BASELINE_NAME, SCHEMA_VERSION, SchemaStatus};
 pub use state::{JobKey, JobState, KeyLimit, MAX_KEY_LIMIT, Schedule};
+pub use stats::{
+    Counts, Histogram, LATENCY_BUCKETS_MS, QueueSample, QueueStats, Stats, StatsRequest, WindowRow,
+    WorkerMetrics, WorkerReport, WorkerSeen, assemble_stats,
+};
 pub use step::StepGuard;
 pub use store::{
     AdminStore, AuditStamp, ClaimRate, ClaimRequest, FailResult, Failure, Inserted, JobStore,

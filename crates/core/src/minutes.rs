@@ -18,11 +18,11 @@ use std::str::FromStr;
 
 use serde::Serialize;
 
-use crate::admin::LATENCY_BUCKETS_MS;
 use crate::clock::Timestamp;
 use crate::error::{Error, Result};
 use crate::error_class::ErrorClass;
 use crate::ids::Name;
+use crate::stats::LATENCY_BUCKETS_MS;
 
 /// How many minutes of counts a store keeps (two days: a day's chart is
 /// always whole).
@@ -71,7 +71,7 @@ impl Series {
     /// The bucket of [`LATENCY_BUCKETS_MS`] a duration in milliseconds falls
     /// in.
     pub fn bucket_of(ms: u64) -> u8 {
-        u8::try_from(crate::admin::latency_bucket(ms)).unwrap_or(u8::MAX)
+        u8::try_from(crate::stats::latency_bucket(ms)).unwrap_or(u8::MAX)
     }
 }
 

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::admin::{AuditEntry, AuditFilter, PausedQueue, Stats, StatsRequest, WorkerReport};
 use crate::clock::Timestamp;
 use crate::cron::{ScheduleChange, StoredSchedule};
 use crate::error::Result;
@@ -17,7 +16,9 @@ use crate::labels::WorkflowId;
 use crate::minutes::{MinuteCount, MinuteQuery, MinuteRow};
 use crate::new_job::NewJob;
 use crate::payload::Payload;
+use crate::requests::{AuditEntry, AuditFilter, PausedQueue};
 use crate::state::{JobKey, JobState, Schedule};
+use crate::stats::{Stats, StatsRequest, WorkerReport};
 
 /// The result of inserting a job.
 #[derive(Clone, Debug)]
