@@ -12,13 +12,16 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use errand::{DbTarget, Job, JobFilter, JobId, JobState, Name, Store};
-use errand::{ReplayRequest, Timestamp};
+use errand::{DbTarget, Job, JobFilter, JobState, Name, Store, Timestamp};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
 pub use crate::model::*;
 use crate::{pg, sqlite};
+
+mod replay;
+pub use replay::{Replay, ReplayReport, check_replay_flags};
+
 // ---------------------------------------------------------------------------
 // Opening and initialising
 
@@ -250,150 +253,6 @@ impl App {
         }
     }
 
-    /// Replays one dead expiry job: a fresh attempt budget, the same job id,
-    /// audited by Errand (operator and reason) and by the application's
-    /// `replay_audit` (the key kept or minted). The idempotency key is kept
-    /// unless `new_key` is set, which needs `confirm_eligible` as well and a
-    /// reservation that is still held.
-    pub async fn replay(&self, req: &Replay) -> Result<ReplayReport> {
-        check_replay_flags(req.new_key, req.confirm_eligible)?;
-        validate_id("an operator name", &req.operator)?;
-        let id = JobId::new(req.job_id.as_str()).map_err(|e| match e {
-            errand::Error::Invalid(m) => Error::Invalid(m),
-            other => Error::from(other),
-        })?;
-        let admin = self.admin();
-        let job = match admin.job(&id).await {
-            Ok(job) => job,
-            Err(errand::Error::NotFound(_)) => {
-                return Err(Error::NotFound(format!(
-                    "no job `{}` (list them with `reservations jobs DB`); nothing was changed",
-                    req.job_id
-                )));
-            }
-            Err(e) => return Err(e.into()),
-        };
-        if job.kind.as_str() != EXPIRY_KIND {
-            return Err(Error::Refused(format!(
-                "job `{id}` is a `{}` job, not an expiry job; nothing was changed",
-                job.kind
-            )));
-        }
-        if job.state != JobState::Dead {
-            return Err(Error::Refused(format!(
-                "job `{id}` is {}, not dead: only a dead expiry job can be replayed; nothing was changed",
-                job.state
-            )));
-        }
-        let payload: Option<ExpiryPayload> = job.payload.decode().ok();
-        let current_key = match (&payload, self.minted_key(id.as_str(), job.replays).await?) {
-            (_, Some(k)) => k,
-            (Some(p), None) => p.idempotency_key.clone(),
-            (None, None) => String::new(),
-        };
-        let new_key = if req.new_key {
-            let Some(p) = &payload else {
-                return Err(Error::Refused(format!(
-                    "job `{id}` has an invalid payload; a new key cannot help it; nothing was changed"
-                )));
-            };
-            let r = self.get(&p.reservation_id).await.map_err(|e| match e {
-                Error::NotFound(_) => Error::Refused(format!(
-                    "reservation `{}` does not exist, so it is not eligible for a new expiry key; nothing was changed",
-                    p.reservation_id
-                )),
-                other => other,
-            })?;
-            if r.status != Status::Held {
-                return Err(Error::Refused(format!(
-                    "reservation `{}` is {}, so it is not eligible to expire again; a new key is refused; replay without --new-key to keep the key; nothing was changed",
-                    r.id, r.status
-                )));
-            }
-            Some(format!(
-                "{}:replay-{}",
-                idempotency_key(&p.reservation_id, p.hold_until),
-                uuid::Uuid::now_v7()
-            ))
-        } else {
-            None
-        };
-        let entry = AuditEntry {
-            job_id: id.to_string(),
-            replay_no: job.replays.saturating_add(1),
-            operator: req.operator.clone(),
-            reason: req.reason.clone(),
-            old_key: current_key.clone(),
-            new_key: new_key.clone(),
-        };
-        // The application's audit row first (with the minted key the next
-        // cycle must use), then Errand's replay. Errand offers no replay
-        // inside an application transaction, so a failed replay removes the
-        // row again; a row left by a crash in between is overwritten by the
-        // next replay of the same cycle.
-        let mut reason = req.reason.clone().unwrap_or_default();
-        let note = match &new_key {
-            Some(k) => {
-                format!("new idempotency key {k} (was {current_key}), eligibility confirmed")
-            }
-            None => format!("idempotency key kept: {current_key}"),
-        };
-        if !reason.is_empty() {
-            reason.push_str("; ");
-        }
-        reason.push_str(&note);
-        // Checked before anything is written, with the note this program
-        // adds, so the refusal names what the user can change.
-        if !errand::core::is_audit_text(&reason, errand::core::MAX_REASON_BYTES, true) {
-            return Err(Error::Invalid(format!(
-                "--reason is not accepted: with the note \"{note}\" added it must be at most {} bytes of text without control characters (line breaks and tabs are allowed)",
-                errand::core::MAX_REASON_BYTES
-            )));
-        }
-        let request = ReplayRequest {
-            ids: vec![id.clone()],
-            operator: req.operator.clone(),
-            reason: Some(reason),
-        };
-        let written_at = self.write_audit(&entry).await?;
-        let replayed = match admin.replay(&request).await {
-            Ok(mut jobs) => jobs.pop(),
-            Err(e) => {
-                if let Err(cleanup) = self.remove_audit(&entry, written_at).await {
-                    tracing::warn!(error = %cleanup, "removing the audit row of a failed replay failed");
-                }
-                return Err(match e {
-                    errand::Error::InvalidState { id, state, .. } => Error::Refused(format!(
-                        "job `{id}` is {state}, not dead: only a dead expiry job can be replayed; nothing was changed"
-                    )),
-                    other => other.into(),
-                });
-            }
-        };
-        let job = replayed.ok_or_else(|| Error::NotFound(format!("no job `{id}`")))?;
-        Ok(ReplayReport {
-            job: JobView::from(&job),
-            operator: req.operator.clone(),
-            idempotency_key: new_key.clone().unwrap_or(current_key.clone()),
-            previous_key: new_key.is_some().then_some(current_key),
-            new_key: new_key.is_some(),
-        })
-    }
-
-    async fn write_audit(&self, entry: &AuditEntry) -> Result<Timestamp> {
-        match &self.backend {
-            Backend::Sqlite(s) => s.write_audit(entry.clone()).await,
-            Backend::Postgres(p) => p.write_audit(entry).await,
-        }
-    }
-
-    async fn remove_audit(&self, entry: &AuditEntry, at: Timestamp) -> Result<()> {
-        match &self.backend {
-            Backend::Sqlite(s) => s.remove_audit(entry.clone(), at).await,
-            Backend::Postgres(p) => p.remove_audit(entry, at).await,
-        }
-    }
-
     /// The application's replay audit, oldest first.
     pub async fn replay_audit(&self) -> Result<Vec<AuditRow>> {
         match &self.backend {
@@ -416,50 +275,6 @@ impl App {
             .await?
             .unwrap_or_else(|| payload_key.to_owned()))
     }
-}
-
-/// Refuses `--new-key` without `--confirm-eligible` and the other way
-/// round, with a message that says why.
-pub fn check_replay_flags(new_key: bool, confirm_eligible: bool) -> Result<()> {
-    match (new_key, confirm_eligible) {
-        (true, false) => Err(Error::Invalid(
-            "--new-key alone is refused: a new idempotency key lets the expiry happen again; check that the reservation is still eligible to expire, then pass --new-key --confirm-eligible; nothing was changed".into(),
-        )),
-        (false, true) => Err(Error::Invalid(
-            "--confirm-eligible alone is refused: it confirms a new idempotency key, so it goes with --new-key; without both, replay keeps the job's key; nothing was changed".into(),
-        )),
-        _ => Ok(()),
-    }
-}
-
-/// An operator's replay request.
-#[derive(Clone, Debug)]
-pub struct Replay {
-    /// The dead expiry job.
-    pub job_id: String,
-    /// Who replays it.
-    pub operator: String,
-    /// Why.
-    pub reason: Option<String>,
-    /// Mint a new idempotency key.
-    pub new_key: bool,
-    /// The operator checked that the reservation is still eligible.
-    pub confirm_eligible: bool,
-}
-
-/// What a replay did.
-#[derive(Clone, Debug, Serialize)]
-pub struct ReplayReport {
-    /// The job after the replay.
-    pub job: JobView,
-    /// Who replayed it.
-    pub operator: String,
-    /// The idempotency key the next delivery uses.
-    pub idempotency_key: String,
-    /// The key it replaced, when a new one was minted.
-    pub previous_key: Option<String>,
-    /// Whether a new key was minted.
-    pub new_key: bool,
 }
 
 // ---------------------------------------------------------------------------
@@ -555,7 +370,7 @@ pub fn default_operator() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use errand::{Payload, Schedule};
+    use errand::{JobId, Payload, Schedule};
     use time::Date;
 
     #[test]
