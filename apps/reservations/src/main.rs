@@ -1,5 +1,6 @@
 //! `reservations`: the command line of the reservation-hold application.
 
+use std::fmt::Display;
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -302,22 +303,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 
 async fn run_command(command: Command) -> anyhow::Result<()> {
     match command {
-        Command::Init { db, json } => {
-            let report = App::init(&db).await?;
-            if json {
-                return print_json(&report);
-            }
-            let created = if report.created_units.is_empty() {
-                "no new units".to_owned()
-            } else {
-                format!("created units {}", report.created_units.join(", "))
-            };
-            print_line(&format!(
-                "initialised the {} database: {created}; units {}",
-                report.backend,
-                report.units.join(", ")
-            ))
-        }
+        Command::Init { db, json } => init(&db, json).await,
         Command::Hold {
             db,
             unit,
@@ -366,25 +352,13 @@ async fn run_command(command: Command) -> anyhow::Result<()> {
             )?;
             work(&db, once, &options, json).await
         }
-        Command::List { db, json } => {
-            let list = App::open(&db).await?.list().await?;
-            if json {
-                print_json(&list)
-            } else if list.is_empty() {
-                print_line("no reservations")
-            } else {
-                list.iter().try_for_each(|r| print_line(&r.to_string()))
-            }
-        }
+        Command::List { db, json } => print_rows(
+            &App::open(&db).await?.list().await?,
+            "no reservations",
+            json,
+        ),
         Command::Jobs { db, json } => {
-            let jobs = App::open(&db).await?.jobs().await?;
-            if json {
-                print_json(&jobs)
-            } else if jobs.is_empty() {
-                print_line("no expiry jobs")
-            } else {
-                jobs.iter().try_for_each(|j| print_line(&j.to_string()))
-            }
+            print_rows(&App::open(&db).await?.jobs().await?, "no expiry jobs", json)
         }
         Command::Stats {
             db,
@@ -393,25 +367,8 @@ async fn run_command(command: Command) -> anyhow::Result<()> {
             check,
             max_lateness,
             window,
-        } => {
-            let app = App::open(&db).await?;
-            if check {
-                check_lateness(&app, max_lateness, window, json).await
-            } else {
-                print_stats(&app, prometheus, json).await
-            }
-        }
-        Command::PurgeReservation { db, id, json } => {
-            let r = App::open(&db).await?.purge_reservation(&id).await?;
-            if json {
-                print_json(&r)
-            } else {
-                print_line(&format!(
-                    "purged reservation {r}; its expiry job {} is left as it is: if it is still pending it finds no reservation and goes dead at once (a permanent failure; see `reservations jobs`)",
-                    r.job_id
-                ))
-            }
-        }
+        } => stats(&db, check, prometheus, max_lateness, window, json).await,
+        Command::PurgeReservation { db, id, json } => purge_reservation(&db, &id, json).await,
         Command::Replay {
             db,
             job_id,
@@ -430,6 +387,48 @@ async fn run_command(command: Command) -> anyhow::Result<()> {
             };
             replay(&db, &request, json).await
         }
+    }
+}
+
+/// `reservations init`: creates or prepares the database and says what it made.
+async fn init(db: &str, json: bool) -> anyhow::Result<()> {
+    let report = App::init(db).await?;
+    if json {
+        return print_json(&report);
+    }
+    let created = if report.created_units.is_empty() {
+        "no new units".to_owned()
+    } else {
+        format!("created units {}", report.created_units.join(", "))
+    };
+    print_line(&format!(
+        "initialised the {} database: {created}; units {}",
+        report.backend,
+        report.units.join(", ")
+    ))
+}
+
+/// Prints `rows` as a JSON array, else one line each (`empty` when there are none).
+fn print_rows<T: Serialize + Display>(rows: &[T], empty: &str, json: bool) -> anyhow::Result<()> {
+    if json {
+        print_json(rows)
+    } else if rows.is_empty() {
+        print_line(empty)
+    } else {
+        rows.iter().try_for_each(|r| print_line(&r.to_string()))
+    }
+}
+
+/// `reservations purge-reservation`: deletes it and says what becomes of its expiry job.
+async fn purge_reservation(db: &str, id: &str, json: bool) -> anyhow::Result<()> {
+    let r = App::open(db).await?.purge_reservation(id).await?;
+    if json {
+        print_json(&r)
+    } else {
+        print_line(&format!(
+            "purged reservation {r}; its expiry job {} is left as it is: if it is still pending it finds no reservation and goes dead at once (a permanent failure; see `reservations jobs`)",
+            r.job_id
+        ))
     }
 }
 
@@ -484,6 +483,23 @@ async fn work(db: &str, once: bool, options: &WorkOptions, json: bool) -> anyhow
         tracing::info!(?stats, "drained");
     }
     Ok(())
+}
+
+/// `reservations stats`: the figures, or with `--check` the verdict on recent lateness.
+async fn stats(
+    db: &str,
+    check: bool,
+    prometheus: bool,
+    max_lateness: Option<Duration>,
+    window: Duration,
+    json: bool,
+) -> anyhow::Result<()> {
+    let app = App::open(db).await?;
+    if check {
+        check_lateness(&app, max_lateness, window, json).await
+    } else {
+        print_stats(&app, prometheus, json).await
+    }
 }
 
 /// `reservations stats --check`: the verdict on recent expiry lateness.
