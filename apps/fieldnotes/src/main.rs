@@ -2,7 +2,7 @@
 
 use std::io::Write;
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -167,32 +167,7 @@ fn print_line(text: &str) -> anyhow::Result<()> {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Init { db } => {
-            let report = app::init(&db)?;
-            let docs: Vec<String> = report
-                .documents
-                .iter()
-                .map(|d| {
-                    let state = if d.published {
-                        "published"
-                    } else {
-                        "unpublished"
-                    };
-                    format!("{} ({} cents, {state})", d.id, d.price_cents)
-                })
-                .collect();
-            print_line(&format!(
-                "initialised {}: wallet {} cents{}; documents {}",
-                db.display(),
-                report.wallet.balance_cents,
-                if report.created_wallet {
-                    ""
-                } else {
-                    " (existing, left as it was)"
-                },
-                docs.join(", ")
-            ))
-        }
+        Command::Init { db } => init(&db),
         Command::Pay { db, document, json } => {
             let store = app::open(&db)?;
             let payment = runtime(false)?.block_on(app::pay(&store, &document))?;
@@ -238,27 +213,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 jobs.iter().try_for_each(|j| print_line(&j.to_string()))
             }
         }
-        Command::Receipts { db, json } => {
-            let store = app::open(&db)?;
-            let receipts = runtime(false)?.block_on(app::receipts(&store))?;
-            if json {
-                print_json(&receipts)
-            } else if receipts.is_empty() {
-                print_line("no receipts")
-            } else {
-                receipts.iter().try_for_each(|r| {
-                    print_line(&format!(
-                        "{} payment_id={} document={} amount_cents={} attempt={} created_at={}",
-                        r.job_id,
-                        r.payment_id,
-                        r.document_id,
-                        r.amount_cents,
-                        r.attempt,
-                        r.created_at
-                    ))
-                })
-            }
-        }
+        Command::Receipts { db, json } => receipts(&db, json),
         Command::Replay {
             db,
             job_id,
@@ -283,33 +238,82 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             port,
             read_timeout,
             max_connections,
-        } => {
-            let limits = Limits {
-                read_timeout,
-                max_connections: usize::try_from(max_connections).unwrap_or(usize::MAX),
-                ..Limits::default()
-            };
-            limits.check().map_err(|e| Error::Invalid(e.to_string()))?;
-            let store = app::open(&db)?;
-            runtime(true)?.block_on(async move {
-                // Installed before the address is announced: a signal sent
-                // as soon as the line is read is a graceful stop, not a kill.
-                let stop = shutdown_signal()?;
-                let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, port))
-                    .await
-                    .with_context(|| format!("cannot listen on 127.0.0.1:{port}"))?;
-                let addr = listener
-                    .local_addr()
-                    .context("cannot read the listening address")?;
-                print_line(&format!("listening on http://{addr} (Ctrl-C stops)"))?;
-                fieldnotes::http::serve(store, listener, limits, stop)
-                    .await
-                    .context("the server failed")?;
-                eprintln!("fieldnotes: stopped");
-                Ok(())
-            })
-        }
+        } => serve(&db, port, read_timeout, max_connections),
     }
+}
+
+/// `fieldnotes init`: creates the database and describes its wallet and documents.
+fn init(db: &Path) -> anyhow::Result<()> {
+    let report = app::init(db)?;
+    let docs: Vec<String> = report
+        .documents
+        .iter()
+        .map(|d| {
+            let state = if d.published {
+                "published"
+            } else {
+                "unpublished"
+            };
+            format!("{} ({} cents, {state})", d.id, d.price_cents)
+        })
+        .collect();
+    print_line(&format!(
+        "initialised {}: wallet {} cents{}; documents {}",
+        db.display(),
+        report.wallet.balance_cents,
+        if report.created_wallet {
+            ""
+        } else {
+            " (existing, left as it was)"
+        },
+        docs.join(", ")
+    ))
+}
+
+/// `fieldnotes receipts`: prints the rows of the receipt sink.
+fn receipts(db: &Path, json: bool) -> anyhow::Result<()> {
+    let store = app::open(db)?;
+    let receipts = runtime(false)?.block_on(app::receipts(&store))?;
+    if json {
+        print_json(&receipts)
+    } else if receipts.is_empty() {
+        print_line("no receipts")
+    } else {
+        receipts.iter().try_for_each(|r| {
+            print_line(&format!(
+                "{} payment_id={} document={} amount_cents={} attempt={} created_at={}",
+                r.job_id, r.payment_id, r.document_id, r.amount_cents, r.attempt, r.created_at
+            ))
+        })
+    }
+}
+
+/// `fieldnotes serve`: serves the HTTP API on 127.0.0.1 until SIGTERM or SIGINT.
+fn serve(db: &Path, port: u16, read_timeout: Duration, max_connections: u64) -> anyhow::Result<()> {
+    let limits = Limits {
+        read_timeout,
+        max_connections: usize::try_from(max_connections).unwrap_or(usize::MAX),
+        ..Limits::default()
+    };
+    limits.check().map_err(|e| Error::Invalid(e.to_string()))?;
+    let store = app::open(db)?;
+    runtime(true)?.block_on(async move {
+        // Installed before the address is announced: a signal sent
+        // as soon as the line is read is a graceful stop, not a kill.
+        let stop = shutdown_signal()?;
+        let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, port))
+            .await
+            .with_context(|| format!("cannot listen on 127.0.0.1:{port}"))?;
+        let addr = listener
+            .local_addr()
+            .context("cannot read the listening address")?;
+        print_line(&format!("listening on http://{addr} (Ctrl-C stops)"))?;
+        fieldnotes::http::serve(store, listener, limits, stop)
+            .await
+            .context("the server failed")?;
+        eprintln!("fieldnotes: stopped");
+        Ok(())
+    })
 }
 
 /// Installs the SIGTERM and SIGINT handlers now, and returns what
