@@ -218,6 +218,16 @@ pub fn stdout_gone() -> bool {
 /// One job in full.
 pub fn detail(d: &JobDetail) {
     let j = &d.job;
+    job_fields(j);
+    job_labels(j);
+    job_content(j);
+    job_dependencies(d);
+    attempt_history(&d.history);
+    audit_trail(&d.audit);
+}
+
+/// Prints a job's identity, counters and times, and its deadline if it has one.
+fn job_fields(j: &Job) {
     outln!("id:           {}", j.id);
     outln!("state:        {}", j.state);
     outln!("queue:        {}", j.queue);
@@ -231,15 +241,23 @@ pub fn detail(d: &JobDetail) {
     outln!("updated_at:   {}", j.updated_at);
     outln!("finished_at:  {}", opt_time(j.finished_at));
     if let Some(deadline) = j.deadline {
-        let lateness = match j.finished_at {
-            Some(done) if j.state == JobState::Done && done > deadline => {
-                format!(" (finished {} late)", age(ms(done.since(deadline))))
-            }
-            Some(_) if j.state == JobState::Done => " (finished on time)".to_owned(),
-            _ => String::new(),
-        };
-        outln!("deadline:     {deadline}{lateness}");
+        outln!("deadline:     {deadline}{}", deadline_lateness(j, deadline));
     }
+}
+
+/// How a done job met its deadline (` (finished 3s late)`), empty for a job not done.
+fn deadline_lateness(j: &Job, deadline: errand::Timestamp) -> String {
+    match j.finished_at {
+        Some(done) if j.state == JobState::Done && done > deadline => {
+            format!(" (finished {} late)", age(ms(done.since(deadline))))
+        }
+        Some(_) if j.state == JobState::Done => " (finished on time)".to_owned(),
+        _ => String::new(),
+    }
+}
+
+/// Prints a job's traceparent, workflow, tags and metadata, those it has.
+fn job_labels(j: &Job) {
     if let Some(tp) = &j.traceparent {
         outln!("traceparent:  {tp}");
     }
@@ -252,6 +270,10 @@ pub fn detail(d: &JobDetail) {
     for (key, value) in &j.meta {
         outln!("meta:         {}={}", escaped(key), escaped(value));
     }
+}
+
+/// Prints a job's last error, payload, output and progress.
+fn job_content(j: &Job) {
     outln!(
         "last_error:   {}{}",
         escaped(j.last_error.as_deref().unwrap_or("-")),
@@ -274,6 +296,11 @@ pub fn detail(d: &JobDetail) {
                 .unwrap_or_default()
         );
     }
+}
+
+/// Prints the jobs a job depends on and the jobs that depend on it, if any.
+fn job_dependencies(d: &JobDetail) {
+    let j = &d.job;
     if !d.dependencies.is_empty() {
         let policy = j
             .on_dependency_failure
@@ -299,11 +326,15 @@ pub fn detail(d: &JobDetail) {
             outln!("  {}", dependency_line(dep));
         }
     }
+}
+
+/// Prints the `history:` section: one line per attempt.
+fn attempt_history(history: &[errand::AttemptRecord]) {
     outln!("history:");
-    if d.history.is_empty() {
+    if history.is_empty() {
         outln!("  (no attempts yet)");
     }
-    for h in &d.history {
+    for h in history {
         outln!(
             "  cycle {} attempt {}: started {} finished {} outcome {}{}",
             h.cycle,
@@ -317,11 +348,15 @@ pub fn detail(d: &JobDetail) {
                 .unwrap_or_default()
         );
     }
+}
+
+/// Prints the `audit:` section: one line per operator action.
+fn audit_trail(audit: &[errand::AuditRecord]) {
     outln!("audit:");
-    if d.audit.is_empty() {
+    if audit.is_empty() {
         outln!("  (no operator actions)");
     }
-    for a in &d.audit {
+    for a in audit {
         let copy = match (&a.copied_to, &a.copied_from) {
             (Some(to), _) => format!(" (to new job {to})"),
             (None, Some(from)) => format!(" (this job, from job {from})"),
