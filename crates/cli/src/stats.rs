@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::Args;
 use errand::{
     Admin, Counts, Error, JobFilter, JobId, JobState, Name, QueueStats, Stats, StatsRequest,
-    Timestamp,
+    Timestamp, WorkerSeen,
 };
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -675,80 +675,14 @@ fn by_class(m: &BTreeMap<String, u64>) -> String {
         .join(" ")
 }
 
+/// Prints the signals: a table of queues, the cap note, and the workers.
 fn print_stats(s: &Stats) {
     let window = humantime::format_duration(Duration::from_secs(s.window_secs));
-    let n = |cut: &[String], state: &str, v: u64| {
-        if cut.iter().any(|t| t == state) {
-            format!("≥{v}")
-        } else {
-            v.to_string()
-        }
-    };
-    let row = |name: &str, c: &Counts, paused: &str, cut: &[String]| {
-        let n = |state: &str, v: u64| n(cut, state, v);
-        vec![
-            name.to_owned(),
-            n("ready", c.ready),
-            n("ready", c.scheduled),
-            n("blocked", c.blocked),
-            n("running", c.running),
-            format!(
-                "{}/{}",
-                n("running", c.active_leases),
-                n("running", c.expired_leases)
-            ),
-            n("dead", c.dead),
-            c.oldest_due_age_ms.map_or_else(|| "-".to_owned(), age),
-            by_class(&c.retries),
-            by_class(&c.dead_letters),
-            paused.to_owned(),
-        ]
-    };
     outln!(
         "at {} (retries and dead letters over the last {window})",
         s.at
     );
-    if s.queues.is_empty() {
-        outln!("no queues (no waiting, running or dead jobs, no recent failures, none paused)");
-    } else {
-        let mut rows: Vec<Vec<String>> = s
-            .queues
-            .iter()
-            .map(|q| {
-                row(
-                    q.queue.as_str(),
-                    &q.counts,
-                    if q.paused { "paused" } else { "-" },
-                    &q.truncated,
-                )
-            })
-            .collect();
-        if s.queues.len() > 1 {
-            let paused = s.queues.iter().filter(|q| q.paused).count();
-            rows.push(row(
-                "(all)",
-                &s.totals(),
-                &format!("{paused} paused"),
-                &s.truncated,
-            ));
-        }
-        output::table(
-            &[
-                "QUEUE",
-                "READY",
-                "SCHEDULED",
-                "BLOCKED",
-                "RUNNING",
-                "LEASES LIVE/EXPIRED",
-                "DEAD",
-                "OLDEST DUE",
-                "RETRIES",
-                "DEAD LETTERS",
-                "PAUSED",
-            ],
-            &rows,
-        );
-    }
+    print_queues(s);
     if !s.truncated.is_empty() {
         outln!(
             "≥: counts of {} went past the cap of {} rows in some queue and are lower bounds there (raise --cap to count further)",
@@ -756,6 +690,87 @@ fn print_stats(s: &Stats) {
             s.cap
         );
     }
+    print_workers(s);
+}
+
+/// A count as shown: `≥N` when counting `state` stopped at the cap (is in `cut`).
+fn count_cell(cut: &[String], state: &str, v: u64) -> String {
+    if cut.iter().any(|t| t == state) {
+        format!("≥{v}")
+    } else {
+        v.to_string()
+    }
+}
+
+/// One row of the queue table: a queue's name, counts and paused cell.
+fn queue_row(name: &str, c: &Counts, paused: &str, cut: &[String]) -> Vec<String> {
+    let n = |state: &str, v: u64| count_cell(cut, state, v);
+    vec![
+        name.to_owned(),
+        n("ready", c.ready),
+        n("ready", c.scheduled),
+        n("blocked", c.blocked),
+        n("running", c.running),
+        format!(
+            "{}/{}",
+            n("running", c.active_leases),
+            n("running", c.expired_leases)
+        ),
+        n("dead", c.dead),
+        c.oldest_due_age_ms.map_or_else(|| "-".to_owned(), age),
+        by_class(&c.retries),
+        by_class(&c.dead_letters),
+        paused.to_owned(),
+    ]
+}
+
+/// Prints the table of queues (an `(all)` row when there are several), or that there are none.
+fn print_queues(s: &Stats) {
+    if s.queues.is_empty() {
+        outln!("no queues (no waiting, running or dead jobs, no recent failures, none paused)");
+        return;
+    }
+    let mut rows: Vec<Vec<String>> = s
+        .queues
+        .iter()
+        .map(|q| {
+            queue_row(
+                q.queue.as_str(),
+                &q.counts,
+                if q.paused { "paused" } else { "-" },
+                &q.truncated,
+            )
+        })
+        .collect();
+    if s.queues.len() > 1 {
+        let paused = s.queues.iter().filter(|q| q.paused).count();
+        rows.push(queue_row(
+            "(all)",
+            &s.totals(),
+            &format!("{paused} paused"),
+            &s.truncated,
+        ));
+    }
+    output::table(
+        &[
+            "QUEUE",
+            "READY",
+            "SCHEDULED",
+            "BLOCKED",
+            "RUNNING",
+            "LEASES LIVE/EXPIRED",
+            "DEAD",
+            "OLDEST DUE",
+            "RETRIES",
+            "DEAD LETTERS",
+            "PAUSED",
+        ],
+        &rows,
+    );
+}
+
+/// Prints when a worker last completed a claim cycle, then a table of the workers reporting.
+fn print_workers(s: &Stats) {
     match (s.last_worker_cycle_at, s.since_last_worker_cycle_ms) {
         (Some(at), Some(since)) => outln!(
             "workers: {} reporting; last claim cycle {} ago ({at})",
@@ -764,35 +779,35 @@ fn print_stats(s: &Stats) {
         ),
         _ => outln!("workers: none has reported a claim cycle"),
     }
-    if !s.workers.is_empty() {
-        let rows: Vec<Vec<String>> = s
-            .workers
-            .iter()
-            .map(|w| {
-                let queues = if w.queues.is_empty() {
-                    "(all)".to_owned()
-                } else {
-                    w.queues
-                        .iter()
-                        .map(Name::as_str)
-                        .collect::<Vec<_>>()
-                        .join(",")
-                };
-                vec![
-                    w.id.clone(),
-                    w.host.clone(),
-                    w.pid.to_string(),
-                    queues,
-                    w.started_at.to_rfc3339(),
-                    format!("{} ago", age(ms(s.at.since(w.last_cycle_at)))),
-                ]
-            })
-            .collect();
-        output::table(
-            &["WORKER", "HOST", "PID", "QUEUES", "STARTED", "LAST CYCLE"],
-            &rows,
-        );
+    if s.workers.is_empty() {
+        return;
     }
+    let rows: Vec<Vec<String>> = s.workers.iter().map(|w| worker_row(w, s.at)).collect();
+    output::table(
+        &["WORKER", "HOST", "PID", "QUEUES", "STARTED", "LAST CYCLE"],
+        &rows,
+    );
+}
+
+/// One row of the workers table, its last cycle's age measured from `at`.
+fn worker_row(w: &WorkerSeen, at: Timestamp) -> Vec<String> {
+    let queues = if w.queues.is_empty() {
+        "(all)".to_owned()
+    } else {
+        w.queues
+            .iter()
+            .map(Name::as_str)
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    vec![
+        w.id.clone(),
+        w.host.clone(),
+        w.pid.to_string(),
+        queues,
+        w.started_at.to_rfc3339(),
+        format!("{} ago", age(ms(at.since(w.last_cycle_at)))),
+    ]
 }
 
 #[cfg(test)]
