@@ -97,16 +97,7 @@ impl JobSpec {
     /// Validates every field, with payloads limited to `payload_limit`
     /// bytes of JSON text, and builds the job. Nothing is written.
     pub fn build_limited(self, payload_limit: usize) -> Result<NewJob> {
-        let schedule = match (self.delay, self.run_at) {
-            (Some(_), Some(_)) => {
-                return Err(Error::invalid(
-                    "give either a delay or a run-at time, not both",
-                ));
-            }
-            (Some(d), None) => Schedule::After(d),
-            (None, Some(t)) => Schedule::At(Timestamp::parse_rfc3339(&t)?),
-            (None, None) => Schedule::Now,
-        };
+        let schedule = schedule(self.delay, self.run_at.as_deref())?;
         let payload = match self.payload {
             Some(text) => Payload::from_json_text_limited(text, payload_limit)?,
             None => Payload::default(),
@@ -130,26 +121,8 @@ impl JobSpec {
         if let Some(id) = self.id {
             job = job.with_id(JobId::new(id)?);
         }
-        match (&self.key, self.key_limit, self.ordered) {
-            (None, None, false) => {}
-            (None, _, _) => {
-                return Err(Error::invalid(
-                    "a key limit and ordered apply to a concurrency key: give the key too",
-                ));
-            }
-            (Some(_), Some(_), true) => {
-                return Err(Error::invalid(
-                    "an ordered key runs one job at a time: give ordered or a key limit, not both",
-                ));
-            }
-            (Some(key), limit, ordered) => {
-                let limit = if ordered {
-                    KeyLimit::Ordered
-                } else {
-                    KeyLimit::Concurrent(limit.unwrap_or(1))
-                };
-                job = job.with_key(key, limit)?;
-            }
+        if let Some((key, limit)) = key_limit(self.key.as_deref(), self.key_limit, self.ordered)? {
+            job = job.with_key(key, limit)?;
         }
         if let Some(text) = self.deadline {
             job = job.with_deadline(parse_deadline(&text, Timestamp::now())?);
@@ -162,28 +135,104 @@ impl JobSpec {
         for dep in self.depends_on {
             job.depends_on.push(JobId::new(dep)?);
         }
-        match self.on_dependency_failure {
-            Some(_) if job.depends_on.is_empty() => {
-                return Err(Error::invalid(
-                    "a dependency-failure policy applies to a job with dependencies: name them too",
-                ));
-            }
-            Some(policy) => job = job.on_dependency_failure(policy.parse::<DependencyFailure>()?),
-            None => {}
+        let has_dependencies = !job.depends_on.is_empty();
+        if let Some(policy) = dependency_policy(self.on_dependency_failure, has_dependencies)? {
+            job = job.on_dependency_failure(policy);
         }
         if let Some(w) = self.workflow {
             job = job.in_workflow(WorkflowId::new(w)?);
         }
         if let Some(b) = self.batch {
-            job = job.in_batch(WorkflowId::new(b).map_err(|_| {
-                Error::invalid(
-                    "a batch id may hold only letters, digits and -_.:@/+= (1 to 200 bytes)",
-                )
-            })?);
+            job = job.in_batch(batch_id(b)?);
         }
         // As given, so that `validate` refuses a repeated tag by name.
         job.tags = self.tags;
         job.meta = self.meta;
+        let uniqueness = Uniqueness {
+            unique_for: self.unique_for,
+            unique_while: &self.unique_while,
+            debounce: self.debounce,
+            unique_key: self.unique_key.as_deref(),
+        };
+        job = uniqueness.apply(job)?;
+        job.validate()?;
+        Ok(job)
+    }
+}
+
+/// Reads when the job is due: after a delay, at a time, or now (not both).
+fn schedule(delay: Option<Duration>, run_at: Option<&str>) -> Result<Schedule> {
+    match (delay, run_at) {
+        (Some(_), Some(_)) => Err(Error::invalid(
+            "give either a delay or a run-at time, not both",
+        )),
+        (Some(d), None) => Ok(Schedule::After(d)),
+        (None, Some(t)) => Ok(Schedule::At(Timestamp::parse_rfc3339(t)?)),
+        (None, None) => Ok(Schedule::Now),
+    }
+}
+
+/// Reads the concurrency key and how many of its jobs may run at once, if a key is given.
+fn key_limit(
+    key: Option<&str>,
+    limit: Option<u32>,
+    ordered: bool,
+) -> Result<Option<(&str, KeyLimit)>> {
+    match (key, limit, ordered) {
+        (None, None, false) => Ok(None),
+        (None, _, _) => Err(Error::invalid(
+            "a key limit and ordered apply to a concurrency key: give the key too",
+        )),
+        (Some(_), Some(_), true) => Err(Error::invalid(
+            "an ordered key runs one job at a time: give ordered or a key limit, not both",
+        )),
+        (Some(key), limit, ordered) => {
+            let limit = if ordered {
+                KeyLimit::Ordered
+            } else {
+                KeyLimit::Concurrent(limit.unwrap_or(1))
+            };
+            Ok(Some((key, limit)))
+        }
+    }
+}
+
+/// Reads the dependency-failure policy, which only a job with dependencies may give.
+fn dependency_policy(
+    policy: Option<String>,
+    has_dependencies: bool,
+) -> Result<Option<DependencyFailure>> {
+    match policy {
+        Some(_) if !has_dependencies => Err(Error::invalid(
+            "a dependency-failure policy applies to a job with dependencies: name them too",
+        )),
+        Some(policy) => Ok(Some(policy.parse::<DependencyFailure>()?)),
+        None => Ok(None),
+    }
+}
+
+/// Reads the id of the batch the job joins, refused with a message that names it a batch id.
+fn batch_id(batch: String) -> Result<WorkflowId> {
+    WorkflowId::new(batch).map_err(|_| {
+        Error::invalid("a batch id may hold only letters, digits and -_.:@/+= (1 to 200 bytes)")
+    })
+}
+
+/// The uniqueness fields of a spec: at most one rule, and the key it judges by.
+struct Uniqueness<'a> {
+    /// Unique for this period.
+    unique_for: Option<Duration>,
+    /// Unique while a job with the same key is in one of these states.
+    unique_while: &'a [String],
+    /// Debounced by this delay.
+    debounce: Option<Duration>,
+    /// The key the rule judges by.
+    unique_key: Option<&'a str>,
+}
+
+impl Uniqueness<'_> {
+    /// Checks the rule and its key and applies them to `job`.
+    fn apply(self, mut job: NewJob) -> Result<NewJob> {
         let rules = usize::from(self.unique_for.is_some())
             + usize::from(!self.unique_while.is_empty())
             + usize::from(self.debounce.is_some());
@@ -219,9 +268,8 @@ impl JobSpec {
                      while or debounce too",
                 ));
             }
-            job = job.with_unique_key(&key);
+            job = job.with_unique_key(key);
         }
-        job.validate()?;
         Ok(job)
     }
 }
