@@ -103,34 +103,11 @@ fn parse(text: &str, now: Timestamp) -> Result<Outcome, String> {
     if file.error.as_deref().is_some_and(|e| e.trim().is_empty()) {
         file.error = None;
     }
-    let named = [
-        file.cancel.is_some(),
-        file.snooze.is_some(),
-        file.retry_at.is_some(),
-        file.retry_in.is_some(),
-    ]
-    .iter()
-    .filter(|x| **x)
-    .count();
-    if named > 1 {
+    if file.outcomes_named() > 1 {
         return Err("it names more than one of cancel, snooze, retry_at and retry_in".to_owned());
     }
-    let duration = |field: &str, text: &str| -> Result<Duration, String> {
-        let d = crate::parse_duration(text).map_err(|e| match e {
-            errand_core::Error::Invalid(why) => format!("{field}: {why}"),
-            other => format!("{field}: {other}"),
-        })?;
-        check_delay(field, d).map_err(|e| e.to_string())?;
-        Ok(d)
-    };
-    let alone = |what: &str| -> Result<(), String> {
-        if file.error.is_some() || file.class.is_some() {
-            return Err(format!("{what} takes no error or class"));
-        }
-        Ok(())
-    };
     if let Some(reason) = &file.cancel {
-        alone("cancel")?;
+        file.alone("cancel")?;
         let reason = if reason.trim().is_empty() {
             "the command cancelled the job".to_owned()
         } else {
@@ -139,66 +116,115 @@ fn parse(text: &str, now: Timestamp) -> Result<Outcome, String> {
         return Ok(Outcome::Cancel { reason });
     }
     if let Some(text) = &file.snooze {
-        alone("snooze")?;
+        file.alone("snooze")?;
         return Ok(Outcome::Snooze {
             delay: duration("snooze", text)?,
         });
     }
-    let at = match (&file.retry_at, &file.retry_in) {
-        (Some(text), _) => Some(
-            Timestamp::parse_rfc3339(text)
-                .map_err(|_| {
-                    format!(
-                        "retry_at: {} is not an RFC 3339 time (write it like 2026-12-02T10:00:00Z)",
-                        clip(text)
-                    )
-                })
-                .and_then(|t| {
-                    check_time("retry_at", t)
-                        .map(|()| t)
-                        .map_err(|e| e.to_string())
-                })?,
-        ),
-        (None, Some(text)) => Some(now.plus(duration("retry_in", text)?)),
-        (None, None) => None,
-    };
-    if let Some(at) = at {
-        if file.class.as_deref().is_some_and(|c| c != "retryable") {
+    if let Some(at) = file.retry_time(now)? {
+        return file.retry_at(at);
+    }
+    file.failure()
+}
+
+impl OutcomeFile {
+    /// How many of cancel, snooze, retry_at and retry_in the file names.
+    fn outcomes_named(&self) -> usize {
+        [
+            self.cancel.is_some(),
+            self.snooze.is_some(),
+            self.retry_at.is_some(),
+            self.retry_in.is_some(),
+        ]
+        .iter()
+        .filter(|x| **x)
+        .count()
+    }
+
+    /// Refuses an error or class given with `what`, which takes neither.
+    fn alone(&self, what: &str) -> Result<(), String> {
+        if self.error.is_some() || self.class.is_some() {
+            return Err(format!("{what} takes no error or class"));
+        }
+        Ok(())
+    }
+
+    /// When the file asks to be tried again (retry_at, or retry_in from `now`), if it does.
+    fn retry_time(&self, now: Timestamp) -> Result<Option<Timestamp>, String> {
+        match (&self.retry_at, &self.retry_in) {
+            (Some(text), _) => Ok(Some(retry_at_time(text)?)),
+            (None, Some(text)) => Ok(Some(now.plus(duration("retry_in", text)?))),
+            (None, None) => Ok(None),
+        }
+    }
+
+    /// A retryable failure to try again at `at`, refused with any other class.
+    fn retry_at(self, at: Timestamp) -> Result<Outcome, String> {
+        if self.class.as_deref().is_some_and(|c| c != "retryable") {
             return Err(
                 "retry_at and retry_in are retryable failures: leave out class (or give \
                  \"retryable\"); for a permanent failure or a timeout give error and class alone"
                     .to_owned(),
             );
         }
-        let error = file
+        let error = self
             .error
-            .clone()
             .unwrap_or_else(|| format!("the command asked to be tried again at {at}"));
-        return Ok(Outcome::RetryAt { error, at });
+        Ok(Outcome::RetryAt { error, at })
     }
-    let Some(class) = file
-        .class
-        .as_deref()
-        .or(file.error.as_ref().map(|_| "retryable"))
-    else {
-        return Err("it names no outcome".to_owned());
-    };
-    let error = |default: &str| file.error.clone().unwrap_or_else(|| default.to_owned());
-    match class {
-        "retryable" => Ok(Outcome::Retry {
-            error: error("the command reported a failure"),
-        }),
-        "permanent" => Ok(Outcome::Permanent {
-            error: error("the command reported a permanent failure"),
-        }),
-        "timeout" => Ok(Outcome::TimedOut {
-            error: error("the command reported a timeout"),
-        }),
-        other => Err(format!(
-            "class {} is not one of retryable, permanent and timeout",
-            clip(other)
-        )),
+
+    /// The failure error and class name (`retryable` when only an error is given), or why none.
+    fn failure(self) -> Result<Outcome, String> {
+        let Some(class) = self
+            .class
+            .as_deref()
+            .or(self.error.as_ref().map(|_| "retryable"))
+        else {
+            return Err("it names no outcome".to_owned());
+        };
+        let error = |default: &str| self.error.clone().unwrap_or_else(|| default.to_owned());
+        match class {
+            "retryable" => Ok(Outcome::Retry {
+                error: error("the command reported a failure"),
+            }),
+            "permanent" => Ok(Outcome::Permanent {
+                error: error("the command reported a permanent failure"),
+            }),
+            "timeout" => Ok(Outcome::TimedOut {
+                error: error("the command reported a timeout"),
+            }),
+            other => Err(format!(
+                "class {} is not one of retryable, permanent and timeout",
+                clip(other)
+            )),
+        }
     }
+}
+
+/// Reads the duration `field` gives (`30s`), which must be a delay within bounds.
+fn duration(field: &str, text: &str) -> Result<Duration, String> {
+    let d = crate::parse_duration(text).map_err(|e| match e {
+        errand_core::Error::Invalid(why) => format!("{field}: {why}"),
+        other => format!("{field}: {other}"),
+    })?;
+    check_delay(field, d).map_err(|e| e.to_string())?;
+    Ok(d)
+}
+
+/// Reads the time retry_at gives, which must be an RFC 3339 time within bounds.
+fn retry_at_time(text: &str) -> Result<Timestamp, String> {
+    Timestamp::parse_rfc3339(text)
+        .map_err(|_| {
+            format!(
+                "retry_at: {} is not an RFC 3339 time (write it like 2026-12-02T10:00:00Z)",
+                clip(text)
+            )
+        })
+        .and_then(|t| {
+            check_time("retry_at", t)
+                .map(|()| t)
+                .map_err(|e| e.to_string())
+        })
 }
 
 #[cfg(test)]
