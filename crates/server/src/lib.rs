@@ -82,12 +82,12 @@
 //! after [`ServerConfig::drain`].
 #![deny(missing_docs)]
 
+mod admin;
 mod bulk;
 mod dashboard;
 mod guard;
 pub mod http;
 mod leases;
-mod operator;
 mod problem;
 mod request;
 mod routes;

@@ -2,7 +2,7 @@
 //! answer type, reading a JSON body, and checking the fields and path
 //! parameters several routes take. The route table (`routes.rs`) and the
 //! handlers of each group of routes (`routes.rs`, `leases.rs`,
-//! `operator.rs`, `workflows.rs`, `schedules.rs`) import from here, never
+//! `admin.rs`, `workflows.rs`, `schedules.rs`) import from here, never
 //! from each other.
 
 use std::sync::Arc;

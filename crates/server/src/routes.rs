@@ -18,9 +18,9 @@ use serde_json::value::RawValue;
 use tokio::sync::watch;
 
 use crate::ServerConfig;
+use crate::admin;
 use crate::guard::{HEALTHZ, fence};
 use crate::leases;
-use crate::operator;
 use crate::problem::Problem;
 use crate::request::{
     Answer, App, body_json, detail_of, duration_field, given, job_id, json, page_limit, raw_json,
@@ -92,26 +92,26 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
         endpoint("/v1/jobs/{id}/replay", Post, replay),
         endpoint("/v1/jobs/{id}/cancel", Post, cancel),
         endpoint("/v1/jobs/{id}/reschedule", Post, reschedule),
-        endpoint("/v1/jobs/{id}/purge", Post, operator::purge),
+        endpoint("/v1/jobs/{id}/purge", Post, admin::purge),
         endpoint("/v1/bulk/replay", Post, crate::bulk::replay),
         endpoint("/v1/workflows/{id}", Get, workflows::show),
         endpoint("/v1/batches/{id}", Get, workflows::batch),
         endpoint("/v1/batches/{id}/seal", Post, workflows::seal),
         endpoint("/v1/workflows/{id}/cancel", Post, workflows::cancel),
         endpoint("/v1/workflows/{id}/replay", Post, workflows::replay),
-        endpoint("/v1/stats", Get, operator::stats),
-        endpoint("/v1/charts", Get, operator::charts),
-        endpoint("/v1/queues/paused", Get, operator::paused),
-        endpoint("/v1/queues/{queue}/pause", Post, operator::pause),
-        endpoint("/v1/queues/{queue}/resume", Post, operator::resume),
-        endpoint("/v1/audit", Get, operator::audit),
+        endpoint("/v1/stats", Get, admin::stats),
+        endpoint("/v1/charts", Get, admin::charts),
+        endpoint("/v1/queues/paused", Get, admin::paused),
+        endpoint("/v1/queues/{queue}/pause", Post, admin::pause),
+        endpoint("/v1/queues/{queue}/resume", Post, admin::resume),
+        endpoint("/v1/audit", Get, admin::audit),
         endpoint("/v1/schedules", Get, schedules::list),
         endpoint("/v1/schedules", Post, schedules::add),
         endpoint("/v1/schedules/{name}", Get, schedules::show),
         endpoint("/v1/schedules/{name}/pause", Post, schedules::pause),
         endpoint("/v1/schedules/{name}/resume", Post, schedules::resume),
         endpoint("/v1/schedules/{name}/remove", Post, schedules::remove),
-        endpoint("/metrics", Get, operator::metrics),
+        endpoint("/metrics", Get, admin::metrics),
         endpoint("/v1/leases", Post, leases::lease),
         endpoint("/v1/leases/{id}/heartbeat", Post, leases::heartbeat),
         endpoint("/v1/leases/{id}/complete", Post, leases::complete),

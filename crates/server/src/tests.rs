@@ -15,9 +15,9 @@ use tower::ServiceExt;
 use crate::problem::{PROBLEM_JSON, Problem, TYPE_BASE};
 use crate::{AccessToken, ServeError, Server, ServerConfig, router};
 
+mod admin;
 mod leases;
 mod openapi;
-mod operator;
 mod schedules;
 mod slow;
 mod workflows;

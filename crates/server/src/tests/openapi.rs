@@ -215,7 +215,7 @@ fn the_router_has_no_route_outside_the_table() {
         ("routes.rs", include_str!("../routes.rs")),
         ("lib.rs", include_str!("../lib.rs")),
         ("leases.rs", include_str!("../leases.rs")),
-        ("operator.rs", include_str!("../operator.rs")),
+        ("admin.rs", include_str!("../admin.rs")),
         ("workflows.rs", include_str!("../workflows.rs")),
         ("schedules.rs", include_str!("../schedules.rs")),
         ("guard.rs", include_str!("../guard.rs")),
