@@ -422,7 +422,7 @@ pub(crate) struct WorkArgs {
     pub(crate) key_burst: u32,
     /// The most bytes a job's $ERRAND_INPUTS file (its dependencies'
     /// outputs) may hold; a fan-in past it fails for good, saying so.
-    #[arg(long, value_name = "BYTES", default_value_t = errand::DEFAULT_MAX_INPUTS,
+    #[arg(long, value_name = "BYTES", default_value_t = errand_exec::DEFAULT_MAX_INPUTS,
           value_parser = clap::value_parser!(u64).range(2..))]
     pub(crate) max_inputs: u64,
     /// The command run for each job (with `sh -c`).

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use errand::{ExecHandler, Name, RetryPolicy, Runtime, Store};
+use errand::{Name, RetryPolicy, Runtime, Store};
+use errand_exec::ExecHandler;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::output::{self, errln};

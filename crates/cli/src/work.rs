@@ -4,7 +4,8 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use errand::{Error, ExecHandler, Name, RetryPolicy, Store, Worker, WorkerConfig};
+use errand::{Error, Name, RetryPolicy, Store, Worker, WorkerConfig};
+use errand_exec::ExecHandler;
 
 use crate::args::WorkArgs;
 use crate::exit::Failure;

@@ -351,7 +351,10 @@ fn work_help_states_the_exit_codes_stdin_and_the_environment() {
     ] {
         assert!(help.contains(needle), "the help lacks {needle:?}:\n{help}");
     }
-    let delay = format!("due again {} s later", errand::CANNOT_RUN_DELAY.as_secs());
+    let delay = format!(
+        "due again {} s later",
+        errand_exec::CANNOT_RUN_DELAY.as_secs()
+    );
     assert!(help.contains(&delay), "the help lacks {delay:?}:\n{help}");
 }
 

@@ -37,7 +37,8 @@
 //!   payloads, queues with their own concurrency, batch claims, lease
 //!   renewal, per-kind deadlines, graceful draining and the expired-lease
 //!   sweep.
-//! * [`ExecHandler`] runs an external command per job (`errand work --exec`).
+//! * `ExecHandler`, in the `errand-exec` crate, runs an external command per
+//!   job (`errand work --exec`) through this crate's [`Handler`].
 //! * [`probe`] tells a fault harness when a worker passes the moments the
 //!   delivery contract is about (nothing is installed by default).
 //!
@@ -61,10 +62,6 @@
 
 mod client;
 mod cron;
-mod exec;
-mod exec_files;
-mod exec_outcome;
-mod exec_process;
 mod maintenance;
 mod minutes;
 pub mod probe;
@@ -109,15 +106,19 @@ pub use errand_core::{
     CronSchedule, Misfire, ScheduleActed, ScheduleAction, ScheduleAdd, ScheduleAddOutcome,
     ScheduleAdded, ScheduleDefinition, SchedulePause, ScheduleView, StoredSchedule,
 };
-pub use exec::{
-    CANNOT_RUN_DELAY, DEFAULT_MAX_INPUTS, EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, EXIT_PERMANENT,
-    EXIT_TEMPFAIL, ExecHandler,
-};
 pub use maintenance::{Pruner, Sweeper};
 pub use minutes::{MinuteCounter, sample_queues};
 pub use runtime::{KindOptions, ReportHook, RunStats, Runtime, RuntimeBuilder};
 pub use spec::{JobSpec, MAX_PAYLOAD_DEPTH, parse_deadline, parse_duration};
 pub use term::log_colours;
+
+/// The W3C trace context of the attempt being run, when spans are recorded
+/// (the `otel` feature) and this is called inside an attempt's span: what a
+/// handler hands on to the work it starts, so that work joins the
+/// attempt's trace (the exec handler sets it as `TRACEPARENT`).
+pub fn attempt_traceparent() -> Option<TraceParent> {
+    spans::current_traceparent()
+}
 pub use work_report::{WorkOutcome, WorkReport};
 pub use worker::{Handler, JobContext, Sampler, Worker, WorkerConfig, failure_for, handler_fn};
 

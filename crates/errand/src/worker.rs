@@ -185,7 +185,7 @@ impl JobContext {
     /// those after `after`, at most `limit`
     /// ([`JobStore::dependency_outputs_after`](errand_core::JobStore::dependency_outputs_after)).
     /// Empty for a job without dependencies (no read).
-    pub(crate) async fn dependency_outputs_after(
+    pub async fn dependency_outputs_after(
         &self,
         after: Option<&JobId>,
         limit: u32,

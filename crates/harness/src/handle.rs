@@ -124,7 +124,7 @@ pub fn handle(dir: &Path) -> Result<i32> {
             &dir.join("exec.log"),
             &format!("end {id} {attempt} {worker} {me} {} fail", now_ms()),
         )?;
-        return Ok(errand::EXIT_TEMPFAIL);
+        return Ok(errand_exec::EXIT_TEMPFAIL);
     }
     if let Some(expect) = work.expect {
         // The sink reads its dependencies' outputs: each leaf recorded
@@ -137,7 +137,7 @@ pub fn handle(dir: &Path) -> Result<i32> {
         )?;
         if seen != expect {
             eprintln!("the sink read {seen} of its {expect} dependencies' outputs");
-            return Ok(errand::EXIT_PERMANENT);
+            return Ok(errand_exec::EXIT_PERMANENT);
         }
     }
     // The idempotent effect: one file per job id, created at most once.

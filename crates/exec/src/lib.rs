@@ -20,7 +20,7 @@
 //! it fails for good, saying so). The files live in a directory of the
 //! handler's own in the temporary directory, removed after the attempt;
 //! what a killed worker left is removed by the next one (see
-//! `exec_files.rs`).
+//! `files.rs`).
 //!
 //! Output: its stdout is the worker's stderr itself (the worker's own
 //! stdout stays machine-readable; nothing passes through the worker's
@@ -32,7 +32,7 @@
 //! permanent failure, any other exit or a signal a retryable failure —
 //! unless the command wrote an outcome to the file named by
 //! `ERRAND_OUTCOME`, which then decides (cancel, snooze, retry at a time, a
-//! failure of a class; see `exec_outcome.rs`). Exit 126 or 127, the
+//! failure of a class; see `outcome.rs`). Exit 126 or 127, the
 //! shell's "cannot execute" and "not found", is the worker's configuration
 //! rather than the job's failure: the attempt is given back unspent (due
 //! again after [`CANNOT_RUN_DELAY`]), the reason is logged and kept
@@ -69,11 +69,15 @@ use errand_core::{Error, Outcome};
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
-use crate::exec_files::{Exchange, Files, read_output};
-use crate::exec_process::{Group, Stderr, feed};
-use crate::worker::{Handler, JobContext};
+mod files;
+mod outcome;
+mod process;
 
-pub use crate::exec_files::DEFAULT_MAX_INPUTS;
+use crate::files::{Exchange, Files, read_output};
+use crate::process::{Group, Stderr, feed};
+use errand::{Handler, JobContext};
+
+pub use crate::files::DEFAULT_MAX_INPUTS;
 
 /// Exit status meaning "permanent failure" (`EX_DATAERR`).
 pub const EXIT_PERMANENT: i32 = 65;
@@ -150,7 +154,7 @@ impl ExecHandler {
     /// # Errors
     /// [`Error::Invalid`] when the temporary directory (`$TMPDIR`) cannot
     /// hold it.
-    pub fn files_dir(&self) -> crate::Result<PathBuf> {
+    pub fn files_dir(&self) -> errand::Result<PathBuf> {
         self.files.dir().map_err(|e| {
             Error::invalid(format!(
                 "cannot make a directory for the commands' files in {}: {e}; set TMPDIR to a \
@@ -224,7 +228,7 @@ impl ExecHandler {
         command.env_remove("TRACEPARENT");
         // With spans exported, the command's own spans belong under this
         // attempt's span; otherwise under the context the job carries.
-        let attempt = crate::spans::current_traceparent();
+        let attempt = errand::attempt_traceparent();
         if let Some(tp) = attempt.as_ref().or(ctx.traceparent()) {
             command.env("TRACEPARENT", tp.as_str());
         }
@@ -330,7 +334,7 @@ impl ExecHandler {
             return outcome(ended.status, true, &ended.tail);
         }
         if let Some(said) =
-            crate::exec_outcome::read(&exchange.outcome, errand_core::Timestamp::now()).await
+            crate::outcome::read(&exchange.outcome, errand_core::Timestamp::now()).await
         {
             return said;
         }

@@ -5,15 +5,16 @@
 //! and the command is stopped (SIGTERM to its process group, SIGKILL after
 //! the grace) instead of running on beside the new owner.
 
+#[path = "../../errand/tests/common/mod.rs"]
 mod common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use errand::{
-    ClaimRequest, ExecHandler, JobId, JobState, NewJob, Payload, Store, WorkOutcome, Worker,
-    WorkerConfig,
+    ClaimRequest, JobId, JobState, NewJob, Payload, Store, WorkOutcome, Worker, WorkerConfig,
 };
+use errand_exec::ExecHandler;
 
 async fn wait_for(what: &str, done: impl Fn() -> bool) {
     let start = Instant::now();

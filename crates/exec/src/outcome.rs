@@ -203,7 +203,7 @@ impl OutcomeFile {
 
 /// Reads the duration `field` gives (`30s`), which must be a delay within bounds.
 fn duration(field: &str, text: &str) -> Result<Duration, String> {
-    let d = crate::parse_duration(text).map_err(|e| match e {
+    let d = errand::parse_duration(text).map_err(|e| match e {
         errand_core::Error::Invalid(why) => format!("{field}: {why}"),
         other => format!("{field}: {other}"),
     })?;

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use errand_core::{JobId, MAX_OUTPUT_BYTES, Outcome, Payload};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::worker::JobContext;
+use errand::JobContext;
 
 /// The default cap on an attempt's `$ERRAND_INPUTS` file: 32 MiB.
 pub const DEFAULT_MAX_INPUTS: u64 = 32 * 1024 * 1024;
