@@ -214,6 +214,9 @@ pub fn insert_many(conn: &Connection, jobs: &[NewJob], now: Timestamp) -> Result
     result
 }
 
+/// The statements of [`insert_many`], run inside its savepoint or
+/// transaction: the stand-in look-up, the batch and dependency checks, the
+/// rows, their dependencies and tags; the answer in input order.
 fn insert_many_statements(
     conn: &Connection,
     jobs: &[NewJob],
@@ -232,81 +235,7 @@ fn insert_many_statements(
     errand_core::check_unique_batch(jobs)?;
     crate::batch::join(conn, jobs, now)?;
     errand_core::check_dependencies(jobs)?;
-    let full_chunk = FULL_CHUNK_SQL.get_or_init(|| insert_many_sql(INSERT_CHUNK));
-    let mut created: HashSet<String> = HashSet::with_capacity(jobs.len());
-    // Rows are written depth by depth when the jobs depend on each other
-    // (a row stays where it is written, and a graph runs wave by wave);
-    // everything else below keeps the order given.
-    let order: Vec<usize> =
-        errand_core::storage_order(&ids, jobs).unwrap_or_else(|| (0..jobs.len()).collect());
-    for chunk in order.chunks(INSERT_CHUNK) {
-        let sql = if chunk.len() == INSERT_CHUNK {
-            std::borrow::Cow::Borrowed(full_chunk.as_str())
-        } else {
-            std::borrow::Cow::Owned(insert_many_sql(chunk.len()))
-        };
-        let mut stmt = conn.prepare_cached(&sql).map_err(map_err)?;
-        stmt.raw_bind_parameter(1, now.as_millis())
-            .map_err(map_err)?;
-        for (r, &i) in chunk.iter().enumerate() {
-            let (job, id) = (&jobs[i], &ids[i]);
-            let at = |k: usize| 2 + r * PER_JOB + k;
-            let key = job.key.as_ref();
-            let bind = |stmt: &mut rusqlite::CachedStatement<'_>,
-                        k: usize,
-                        v: &dyn rusqlite::ToSql|
-             -> Result<()> {
-                stmt.raw_bind_parameter(at(k), v).map_err(map_err)
-            };
-            bind(&mut stmt, 0, &id.as_str())?;
-            bind(&mut stmt, 1, &job.queue.as_str())?;
-            bind(&mut stmt, 2, &job.kind.as_str())?;
-            bind(&mut stmt, 3, &job.payload.as_str())?;
-            bind(&mut stmt, 4, &job.priority)?;
-            bind(&mut stmt, 5, &job.max_attempts)?;
-            bind(&mut stmt, 6, &job.max_lease_expiries)?;
-            bind(
-                &mut stmt,
-                7,
-                &job.give_up_after.map(|d| now.plus(d).as_millis()),
-            )?;
-            bind(&mut stmt, 8, &due_time(job.schedule, now).as_millis())?;
-            bind(&mut stmt, 9, &key.map(|k| k.name.as_str()))?;
-            bind(&mut stmt, 10, &key.map(|k| k.limit))?;
-            bind(&mut stmt, 11, &key.is_some_and(|k| k.ordered))?;
-            bind(&mut stmt, 12, &job.deadline.map(Timestamp::as_millis))?;
-            bind(
-                &mut stmt,
-                13,
-                &job.traceparent.as_ref().map(TraceParent::as_str),
-            )?;
-            let blocked = !job.depends_on.is_empty();
-            bind(&mut stmt, 14, &if blocked { "blocked" } else { "ready" })?;
-            bind(
-                &mut stmt,
-                15,
-                &u32::try_from(job.depends_on.len()).unwrap_or(u32::MAX),
-            )?;
-            bind(
-                &mut stmt,
-                16,
-                &blocked.then(|| job.on_dependency_failure.as_str()),
-            )?;
-            bind(
-                &mut stmt,
-                17,
-                &job.workflow.as_ref().map(WorkflowId::as_str),
-            )?;
-            bind(&mut stmt, 18, &errand_core::tags_to_stored(&job.tags))?;
-            bind(&mut stmt, 19, &errand_core::meta_to_stored(&job.meta))?;
-            bind(&mut stmt, 20, &job.unique_key())?;
-            bind(&mut stmt, 21, &job.batch.as_ref().map(WorkflowId::as_str))?;
-        }
-        let mut rows = stmt.raw_query();
-        while let Some(row) = rows.next().map_err(map_err)? {
-            created.insert(row.get(0).map_err(map_err)?);
-        }
-    }
+    let created = insert_rows(conn, jobs, &ids, now)?;
     // A repeated id is created from its first occurrence: only that one's
     // dependencies and tags are its own.
     let mut seen: HashSet<&str> = HashSet::with_capacity(ids.len());
@@ -326,6 +255,81 @@ fn insert_many_statements(
     }
     insert_tags(conn, jobs, &ids, &made, now)?;
     in_input_order(conn, jobs, ids, created, now)
+}
+
+/// Writes the rows of `jobs` (with their `ids`) in multi-row statements of
+/// up to [`INSERT_CHUNK`] jobs each, and answers the ids of the rows created.
+fn insert_rows(
+    conn: &Connection,
+    jobs: &[NewJob],
+    ids: &[JobId],
+    now: Timestamp,
+) -> Result<HashSet<String>> {
+    let full_chunk = FULL_CHUNK_SQL.get_or_init(|| insert_many_sql(INSERT_CHUNK));
+    let mut created: HashSet<String> = HashSet::with_capacity(jobs.len());
+    // Rows are written depth by depth when the jobs depend on each other
+    // (a row stays where it is written, and a graph runs wave by wave);
+    // everything else below keeps the order given.
+    let order: Vec<usize> =
+        errand_core::storage_order(ids, jobs).unwrap_or_else(|| (0..jobs.len()).collect());
+    for chunk in order.chunks(INSERT_CHUNK) {
+        let sql = if chunk.len() == INSERT_CHUNK {
+            std::borrow::Cow::Borrowed(full_chunk.as_str())
+        } else {
+            std::borrow::Cow::Owned(insert_many_sql(chunk.len()))
+        };
+        let mut stmt = conn.prepare_cached(&sql).map_err(map_err)?;
+        stmt.raw_bind_parameter(1, now.as_millis())
+            .map_err(map_err)?;
+        for (r, &i) in chunk.iter().enumerate() {
+            bind_row(&mut stmt, r, &jobs[i], &ids[i], now)?;
+        }
+        let mut rows = stmt.raw_query();
+        while let Some(row) = rows.next().map_err(map_err)? {
+            created.insert(row.get(0).map_err(map_err)?);
+        }
+    }
+    Ok(created)
+}
+
+/// Binds the [`PER_JOB`] parameters of `job` (stored as `id`) as row `r` of
+/// a multi-row insert (see insert_many.sql).
+fn bind_row(
+    stmt: &mut rusqlite::CachedStatement<'_>,
+    r: usize,
+    job: &NewJob,
+    id: &JobId,
+    now: Timestamp,
+) -> Result<()> {
+    let at = |k: usize| 2 + r * PER_JOB + k;
+    let key = job.key.as_ref();
+    let mut bind = |k: usize, v: &dyn rusqlite::ToSql| -> Result<()> {
+        stmt.raw_bind_parameter(at(k), v).map_err(map_err)
+    };
+    bind(0, &id.as_str())?;
+    bind(1, &job.queue.as_str())?;
+    bind(2, &job.kind.as_str())?;
+    bind(3, &job.payload.as_str())?;
+    bind(4, &job.priority)?;
+    bind(5, &job.max_attempts)?;
+    bind(6, &job.max_lease_expiries)?;
+    bind(7, &job.give_up_after.map(|d| now.plus(d).as_millis()))?;
+    bind(8, &due_time(job.schedule, now).as_millis())?;
+    bind(9, &key.map(|k| k.name.as_str()))?;
+    bind(10, &key.map(|k| k.limit))?;
+    bind(11, &key.is_some_and(|k| k.ordered))?;
+    bind(12, &job.deadline.map(Timestamp::as_millis))?;
+    bind(13, &job.traceparent.as_ref().map(TraceParent::as_str))?;
+    let blocked = !job.depends_on.is_empty();
+    bind(14, &if blocked { "blocked" } else { "ready" })?;
+    bind(15, &u32::try_from(job.depends_on.len()).unwrap_or(u32::MAX))?;
+    bind(16, &blocked.then(|| job.on_dependency_failure.as_str()))?;
+    bind(17, &job.workflow.as_ref().map(WorkflowId::as_str))?;
+    bind(18, &errand_core::tags_to_stored(&job.tags))?;
+    bind(19, &errand_core::meta_to_stored(&job.meta))?;
+    bind(20, &job.unique_key())?;
+    bind(21, &job.batch.as_ref().map(WorkflowId::as_str))?;
+    Ok(())
 }
 
 /// The tag rows of the jobs just made (`made`, by position).
