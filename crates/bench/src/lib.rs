@@ -421,32 +421,7 @@ impl Report {
             None => self.backend.to_owned(),
         };
         let _ = writeln!(out, "{} on {backend}", self.workload.as_str());
-        for run in &self.runs {
-            let _ = writeln!(
-                out,
-                "  batch {:>5}: {} jobs in {:.2} s = {} jobs/s, {:.4} commits/job",
-                run.batch,
-                thousands(run.jobs as f64),
-                run.elapsed_ms / 1000.0,
-                thousands(run.jobs_per_sec),
-                run.commits_per_job
-            );
-        }
-        if self.runs.is_empty() {
-            let _ = writeln!(
-                out,
-                "  {} jobs in {:.2} s = {} jobs/s",
-                thousands(self.jobs as f64),
-                self.elapsed_ms / 1000.0,
-                thousands(self.jobs_per_sec)
-            );
-            let _ = writeln!(
-                out,
-                "  commits: {} ({:.4} per job)",
-                thousands(self.commits as f64),
-                self.commits_per_job
-            );
-        }
+        self.write_throughput(&mut out);
         if let Some(p) = &self.profile {
             let _ = writeln!(out, "  per job: {}", p.human());
         }
@@ -464,32 +439,7 @@ impl Report {
             }
         }
         if let Some(c) = &self.claim {
-            let _ = writeln!(
-                out,
-                "  claim of 10, empty table: p50 {:.2} ms, p99 {:.2} ms",
-                c.empty.p50_ms, c.empty.p99_ms
-            );
-            let _ = writeln!(
-                out,
-                "  claim of 10, {} done + {} future rows: p50 {:.2} ms, p99 {:.2} ms ({:.2}× / {:.2}× the empty table)",
-                thousands(c.rows_done as f64),
-                thousands(c.rows_future as f64),
-                c.loaded.p50_ms,
-                c.loaded.p99_ms,
-                c.p50_ratio,
-                c.p99_ratio
-            );
-            if let Some(s) = &c.snapshot {
-                let _ = writeln!(
-                    out,
-                    "  claim of 10, snapshot held {:.0} s: p50 {:.2} ms, p99 {:.2} ms (first 5 s p50 {:.2} ms, last 5 s p50 {:.2} ms)",
-                    s.held_ms / 1000.0,
-                    s.claims.p50_ms,
-                    s.claims.p99_ms,
-                    s.first_5s_p50_ms,
-                    s.last_5s_p50_ms
-                );
-            }
+            write_claim(&mut out, c);
         }
         if let Some(a) = self.attempts {
             let _ = writeln!(out, "  attempts: {}", thousands(a as f64));
@@ -519,6 +469,68 @@ impl Report {
             let _ = writeln!(out, "  note: {note}");
         }
         out
+    }
+
+    /// The throughput lines: one per batch size of an enqueue run, or the
+    /// jobs, rate and commits of the whole run.
+    fn write_throughput(&self, out: &mut String) {
+        for run in &self.runs {
+            let _ = writeln!(
+                out,
+                "  batch {:>5}: {} jobs in {:.2} s = {} jobs/s, {:.4} commits/job",
+                run.batch,
+                thousands(run.jobs as f64),
+                run.elapsed_ms / 1000.0,
+                thousands(run.jobs_per_sec),
+                run.commits_per_job
+            );
+        }
+        if self.runs.is_empty() {
+            let _ = writeln!(
+                out,
+                "  {} jobs in {:.2} s = {} jobs/s",
+                thousands(self.jobs as f64),
+                self.elapsed_ms / 1000.0,
+                thousands(self.jobs_per_sec)
+            );
+            let _ = writeln!(
+                out,
+                "  commits: {} ({:.4} per job)",
+                thousands(self.commits as f64),
+                self.commits_per_job
+            );
+        }
+    }
+}
+
+/// The claim-cost lines: the empty table, the loaded one and, when one was
+/// held, the snapshot.
+fn write_claim(out: &mut String, c: &ClaimReport) {
+    let _ = writeln!(
+        out,
+        "  claim of 10, empty table: p50 {:.2} ms, p99 {:.2} ms",
+        c.empty.p50_ms, c.empty.p99_ms
+    );
+    let _ = writeln!(
+        out,
+        "  claim of 10, {} done + {} future rows: p50 {:.2} ms, p99 {:.2} ms ({:.2}× / {:.2}× the empty table)",
+        thousands(c.rows_done as f64),
+        thousands(c.rows_future as f64),
+        c.loaded.p50_ms,
+        c.loaded.p99_ms,
+        c.p50_ratio,
+        c.p99_ratio
+    );
+    if let Some(s) = &c.snapshot {
+        let _ = writeln!(
+            out,
+            "  claim of 10, snapshot held {:.0} s: p50 {:.2} ms, p99 {:.2} ms (first 5 s p50 {:.2} ms, last 5 s p50 {:.2} ms)",
+            s.held_ms / 1000.0,
+            s.claims.p50_ms,
+            s.claims.p99_ms,
+            s.first_5s_p50_ms,
+            s.last_5s_p50_ms
+        );
     }
 }
 
