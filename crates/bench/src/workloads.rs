@@ -76,10 +76,11 @@ struct Resolved {
     stall: Duration,
 }
 
+/// Checks every flag of `c` against its workload, and fills in the
+/// defaults the flags leave.
 fn resolve(c: &BenchConfig) -> Result<Resolved> {
     use Workload::*;
     let w = c.workload;
-    let name = w.as_str();
     let postgres = matches!(DbTarget::parse(&c.db)?, DbTarget::Postgres(_));
     if c.jobs == Some(0) {
         return Err(invalid("--jobs must be at least 1"));
@@ -90,72 +91,25 @@ fn resolve(c: &BenchConfig) -> Result<Resolved> {
         ));
     }
     if let Some(b) = c.batch {
-        if !matches!(w, Enqueue | Continuous) {
-            return Err(invalid(format!(
-                "--batch applies to enqueue (jobs per call) and continuous (the backlog), not to {name}"
-            )));
-        }
-        if !(1..=100_000).contains(&b) {
-            return Err(invalid(format!(
-                "--batch must be between 1 and 100000 (got {b})"
-            )));
-        }
+        check_batch(w, b)?;
     }
     if let Some(n) = c.concurrency {
-        if w == ClaimCost {
-            return Err(invalid(
-                "claim-cost times one claim at a time; it takes no --concurrency",
-            ));
-        }
-        if !(1..=10_000).contains(&n) {
-            return Err(invalid(format!(
-                "--concurrency must be between 1 and 10000 (got {n})"
-            )));
-        }
+        check_concurrency(w, n)?;
     }
     if let Some(d) = c.duration {
-        match w {
-            Continuous => {}
-            ClaimCost if postgres => {}
-            ClaimCost => {
-                return Err(invalid(
-                    "--duration sets how long claim-cost holds a PostgreSQL snapshot; SQLite has none to hold",
-                ));
-            }
-            _ => {
-                return Err(invalid(format!(
-                    "--duration applies to continuous and claim-cost, not to {name}"
-                )));
-            }
-        }
-        if d.is_zero() {
-            return Err(invalid("--duration must be longer than zero"));
-        }
+        check_duration(w, d, postgres)?;
     }
     if let Some(r) = c.rate {
-        if w != Latency {
-            return Err(invalid(format!("--rate applies to latency, not to {name}")));
-        }
-        if !(r.is_finite() && r > 0.0 && r <= 1_000_000.0) {
-            return Err(invalid(format!(
-                "--rate must be a number of jobs per second above 0 and at most 1000000 (got {r})"
-            )));
-        }
+        check_rate(w, r)?;
     }
     if !c.job_time.is_zero() && matches!(w, Enqueue | ClaimCost | FanOut) {
         return Err(invalid(format!(
-            "--job-time applies to workloads that run jobs, not to {name}"
+            "--job-time applies to workloads that run jobs, not to {}",
+            w.as_str()
         )));
     }
     if let Some(r) = c.rows {
-        if w != ClaimCost {
-            return Err(invalid(format!(
-                "--rows applies to claim-cost, not to {name}"
-            )));
-        }
-        if r == 0 {
-            return Err(invalid("--rows must be at least 1"));
-        }
+        check_rows(w, r)?;
     }
     if c.stall.is_zero() {
         return Err(invalid("the stall timeout must be longer than zero"));
@@ -188,6 +142,91 @@ fn resolve(c: &BenchConfig) -> Result<Resolved> {
         rows: c.rows.unwrap_or(DEFAULT_ROWS),
         stall: c.stall,
     })
+}
+
+/// Refuses a `--batch` the workload `w` takes none of, or out of range.
+fn check_batch(w: Workload, b: u32) -> Result<()> {
+    if !matches!(w, Workload::Enqueue | Workload::Continuous) {
+        return Err(invalid(format!(
+            "--batch applies to enqueue (jobs per call) and continuous (the backlog), not to {}",
+            w.as_str()
+        )));
+    }
+    if !(1..=100_000).contains(&b) {
+        return Err(invalid(format!(
+            "--batch must be between 1 and 100000 (got {b})"
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a `--concurrency` for claim-cost, or out of range.
+fn check_concurrency(w: Workload, n: usize) -> Result<()> {
+    if w == Workload::ClaimCost {
+        return Err(invalid(
+            "claim-cost times one claim at a time; it takes no --concurrency",
+        ));
+    }
+    if !(1..=10_000).contains(&n) {
+        return Err(invalid(format!(
+            "--concurrency must be between 1 and 10000 (got {n})"
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a `--duration` the workload `w` takes none of (claim-cost takes
+/// one on PostgreSQL only), or of zero.
+fn check_duration(w: Workload, d: Duration, postgres: bool) -> Result<()> {
+    match w {
+        Workload::Continuous => {}
+        Workload::ClaimCost if postgres => {}
+        Workload::ClaimCost => {
+            return Err(invalid(
+                "--duration sets how long claim-cost holds a PostgreSQL snapshot; SQLite has none to hold",
+            ));
+        }
+        _ => {
+            return Err(invalid(format!(
+                "--duration applies to continuous and claim-cost, not to {}",
+                w.as_str()
+            )));
+        }
+    }
+    if d.is_zero() {
+        return Err(invalid("--duration must be longer than zero"));
+    }
+    Ok(())
+}
+
+/// Refuses a `--rate` for any workload but latency, or out of range.
+fn check_rate(w: Workload, r: f64) -> Result<()> {
+    if w != Workload::Latency {
+        return Err(invalid(format!(
+            "--rate applies to latency, not to {}",
+            w.as_str()
+        )));
+    }
+    if !(r.is_finite() && r > 0.0 && r <= 1_000_000.0) {
+        return Err(invalid(format!(
+            "--rate must be a number of jobs per second above 0 and at most 1000000 (got {r})"
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses `--rows` for any workload but claim-cost, or of zero.
+fn check_rows(w: Workload, r: u64) -> Result<()> {
+    if w != Workload::ClaimCost {
+        return Err(invalid(format!(
+            "--rows applies to claim-cost, not to {}",
+            w.as_str()
+        )));
+    }
+    if r == 0 {
+        return Err(invalid("--rows must be at least 1"));
+    }
+    Ok(())
 }
 
 pub(crate) async fn run(config: &BenchConfig, progress: Option<Progress>) -> Result<Report> {
