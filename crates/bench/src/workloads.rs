@@ -923,32 +923,7 @@ async fn latency(target: &Target, r: &Resolved, report: &mut Report) -> Result<(
                             tokio::time::sleep(LATENCY_GAP).await;
                         }
                     }
-                    Some(rate) => {
-                        let mut arrivals = tokio::task::JoinSet::new();
-                        for i in 0..n {
-                            let at = start + Duration::from_secs_f64(i as f64 / rate);
-                            let (store, c) = (store.clone(), c.clone());
-                            arrivals.spawn(async move {
-                                tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
-                                let job = job()?.with_id(sample_id(i)?);
-                                let id = format!("{SAMPLE_PREFIX}{i}");
-                                if let Some(log) = &c.latency {
-                                    log.with(&id, |s| s.called = Some(Instant::now()));
-                                }
-                                store.insert(job).await?;
-                                if let Some(log) = &c.latency {
-                                    log.with(&id, |s| s.enqueued = Some(Instant::now()));
-                                }
-                                Ok::<(), BenchError>(())
-                            });
-                        }
-                        while let Some(joined) = arrivals.join_next().await {
-                            joined.map_err(|e| {
-                                BenchError::Failed(format!("an arrival task failed: {e}"))
-                            })??;
-                        }
-                        wait_acked(&c, WARMUP + n, r.stall).await?;
-                    }
+                    Some(rate) => arrive_at_rate(&store, &c, n, rate, start, r.stall).await?,
                 }
                 Ok::<Duration, BenchError>(start.elapsed())
             }
@@ -966,22 +941,7 @@ async fn latency(target: &Target, r: &Resolved, report: &mut Report) -> Result<(
         .latency
         .as_ref()
         .ok_or_else(|| BenchError::Failed("the latency log went missing".into()))?;
-    let (mut start, mut finish, mut enqueue) = (Vec::new(), Vec::new(), Vec::new());
-    for i in 0..n {
-        let s = log.at(i);
-        match (s.called, s.enqueued, s.started, s.finished) {
-            (Some(called), Some(enqueued), Some(started), Some(finished)) => {
-                start.push(started.saturating_duration_since(called));
-                finish.push(finished.saturating_duration_since(called));
-                enqueue.push(enqueued.saturating_duration_since(called));
-            }
-            _ => {
-                return Err(BenchError::Failed(format!(
-                    "latency sample {i} was not recorded whole (enqueued, started and finished)"
-                )));
-            }
-        }
-    }
+    let (start, finish, enqueue) = sample_times(log, n)?;
     let start = Summary::of(&start);
     report.notes.extend(note);
     report.jobs = n;
@@ -998,6 +958,64 @@ async fn latency(target: &Target, r: &Resolved, report: &mut Report) -> Result<(
     });
     report.max_in_flight = Some(c.max_in_flight.load(Ordering::Relaxed));
     Ok(())
+}
+
+/// Open-loop arrivals for the latency samples: sample `i` of `n` is
+/// inserted at `start` + `i / rate` seconds whether or not the ones before
+/// it have run; then waits until every job is acknowledged.
+async fn arrive_at_rate(
+    store: &Arc<dyn Store>,
+    c: &Arc<Counters>,
+    n: u64,
+    rate: f64,
+    start: Instant,
+    stall: Duration,
+) -> Result<()> {
+    let mut arrivals = tokio::task::JoinSet::new();
+    for i in 0..n {
+        let at = start + Duration::from_secs_f64(i as f64 / rate);
+        let (store, c) = (store.clone(), c.clone());
+        arrivals.spawn(async move {
+            tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
+            let job = job()?.with_id(sample_id(i)?);
+            let id = format!("{SAMPLE_PREFIX}{i}");
+            if let Some(log) = &c.latency {
+                log.with(&id, |s| s.called = Some(Instant::now()));
+            }
+            store.insert(job).await?;
+            if let Some(log) = &c.latency {
+                log.with(&id, |s| s.enqueued = Some(Instant::now()));
+            }
+            Ok::<(), BenchError>(())
+        });
+    }
+    while let Some(joined) = arrivals.join_next().await {
+        joined.map_err(|e| BenchError::Failed(format!("an arrival task failed: {e}")))??;
+    }
+    wait_acked(c, WARMUP + n, stall).await
+}
+
+/// The enqueue-to-start, enqueue-to-finish and enqueue-call times of the
+/// `n` samples in `log`, each in sample order; an error names the first
+/// sample not recorded whole.
+fn sample_times(log: &LatencyLog, n: u64) -> Result<(Vec<Duration>, Vec<Duration>, Vec<Duration>)> {
+    let (mut start, mut finish, mut enqueue) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..n {
+        let s = log.at(i);
+        match (s.called, s.enqueued, s.started, s.finished) {
+            (Some(called), Some(enqueued), Some(started), Some(finished)) => {
+                start.push(started.saturating_duration_since(called));
+                finish.push(finished.saturating_duration_since(called));
+                enqueue.push(enqueued.saturating_duration_since(called));
+            }
+            _ => {
+                return Err(BenchError::Failed(format!(
+                    "latency sample {i} was not recorded whole (enqueued, started and finished)"
+                )));
+            }
+        }
+    }
+    Ok((start, finish, enqueue))
 }
 
 /// Rounds of: insert 10 due jobs, claim 10 (timed), acknowledge them. Runs
