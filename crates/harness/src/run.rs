@@ -541,20 +541,8 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
     let replay = opts.replay_line(seed);
     eprintln!("errand-harness: replay with: {replay}");
     check_plan(opts)?;
-    let has = |f: Fault| opts.plan.contains(&f);
     let errand_bin = locate_errand(opts.errand.as_ref())?;
-    let tmp = tempfile::Builder::new()
-        .prefix("errand-harness-")
-        .tempdir()
-        .context("create the run directory")?;
-    let dir = match &opts.dir {
-        Some(d) => {
-            std::fs::create_dir_all(d).context("create --dir")?;
-            d.clone()
-        }
-        None => tmp.path().to_path_buf(),
-    };
-    std::fs::create_dir_all(dir.join("effects")).context("create the effects directory")?;
+    let (tmp, dir) = run_dir(opts)?;
 
     let backend = Backend::open(opts, seed, &dir)?;
     let connect = ConnectOptions {
@@ -581,58 +569,9 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
 
     let (listed, finals) = read_finals(store.as_ref()).await?;
     drop(store);
-    let integrity = backend.integrity()?;
-    let crash_points = parse_crash_points(&dir)?;
-    let storage_full =
-        shared.full.load(Ordering::Relaxed) + count_worker_lines(&dir, "storage is full")?;
-    if let Some(d) = &backend.disk
-        && opts.keep
-    {
-        d.copy_out(&dir);
-    }
-    // Kept for re-checking a run offline: `PID MS` per nemesis kill/pause.
-    let outages = std::mem::take(&mut nemesis.outages);
-    let outage_lines: String = outages.iter().map(|(p, t)| format!("{p} {t}\n")).collect();
-    std::fs::write(dir.join("outages.log"), outage_lines).context("write outages.log")?;
-    let mut deaths = outages;
-    deaths.extend(parse_poison_deaths(&dir));
-    deaths.extend(crash_points.iter().map(|(_, pid, ms)| (*pid, *ms)));
-    let intents = shared
-        .intents
-        .lock()
-        .map_err(|_| anyhow::anyhow!("the load generator panicked"))?
-        .clone();
-    let http = shared
-        .http_stats
-        .lock()
-        .map(|s| (s.requests_failed, s.found_existing))
-        .unwrap_or((0, 0));
-    let history = History {
-        intents,
-        listed,
-        jobs: finals,
-        starts: parse_starts(&dir),
-        effects: parse_effects(&dir),
-        reports: parse_reports(&dir)?,
-        deaths,
-        crash_points,
-        storage_full,
-        forward_steps_over_leases: nemesis.forward_steps_over_leases,
-        http_requests_failed: http.0,
-        http_found_existing: http.1,
-        http_kills_mid_request: nemesis.kills_mid_request,
-        lease_ms: opts.lease_ms,
-        integrity,
-    };
+    let history = collect_history(&mut nemesis, &shared, listed, finals)?;
     let figures = check::check(&history);
-    let violations = figures.violations(&check::Require {
-        stale_tokens: has(Fault::Pause),
-        recovery: has(Fault::Kill) || has(Fault::Pause),
-        crash_points: has(Fault::Crash),
-        storage_full: has(Fault::DiskFull),
-        no_live_reclaims: has(Fault::Clock),
-        http_failures: has(Fault::Http),
-    });
+    let violations = figures.violations(&required(opts));
     let log = std::mem::take(&mut nemesis.log);
     drop(nemesis);
     backend.clean_up(opts).await?;
@@ -651,6 +590,89 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
         figures,
         violations,
     })
+}
+
+/// Makes the run directory (`--dir`, or a temporary one) and its effects directory.
+fn run_dir(opts: &RunOptions) -> Result<(tempfile::TempDir, PathBuf)> {
+    let tmp = tempfile::Builder::new()
+        .prefix("errand-harness-")
+        .tempdir()
+        .context("create the run directory")?;
+    let dir = match &opts.dir {
+        Some(d) => {
+            std::fs::create_dir_all(d).context("create --dir")?;
+            d.clone()
+        }
+        None => tmp.path().to_path_buf(),
+    };
+    std::fs::create_dir_all(dir.join("effects")).context("create the effects directory")?;
+    Ok((tmp, dir))
+}
+
+/// Gathers what the checker judges once the fault phase is over (writing outages.log).
+fn collect_history(
+    nemesis: &mut Nemesis<'_>,
+    shared: &LoadShared,
+    listed: Vec<String>,
+    finals: HashMap<String, FinalJob>,
+) -> Result<History> {
+    let (opts, dir, backend) = (nemesis.opts, nemesis.dir, nemesis.backend);
+    let integrity = backend.integrity()?;
+    let crash_points = parse_crash_points(dir)?;
+    let storage_full =
+        shared.full.load(Ordering::Relaxed) + count_worker_lines(dir, "storage is full")?;
+    if let Some(d) = &backend.disk
+        && opts.keep
+    {
+        d.copy_out(dir);
+    }
+    // Kept for re-checking a run offline: `PID MS` per nemesis kill/pause.
+    let outages = std::mem::take(&mut nemesis.outages);
+    let outage_lines: String = outages.iter().map(|(p, t)| format!("{p} {t}\n")).collect();
+    std::fs::write(dir.join("outages.log"), outage_lines).context("write outages.log")?;
+    let mut deaths = outages;
+    deaths.extend(parse_poison_deaths(dir));
+    deaths.extend(crash_points.iter().map(|(_, pid, ms)| (*pid, *ms)));
+    let intents = shared
+        .intents
+        .lock()
+        .map_err(|_| anyhow::anyhow!("the load generator panicked"))?
+        .clone();
+    let http = shared
+        .http_stats
+        .lock()
+        .map(|s| (s.requests_failed, s.found_existing))
+        .unwrap_or((0, 0));
+    Ok(History {
+        intents,
+        listed,
+        jobs: finals,
+        starts: parse_starts(dir),
+        effects: parse_effects(dir),
+        reports: parse_reports(dir)?,
+        deaths,
+        crash_points,
+        storage_full,
+        forward_steps_over_leases: nemesis.forward_steps_over_leases,
+        http_requests_failed: http.0,
+        http_found_existing: http.1,
+        http_kills_mid_request: nemesis.kills_mid_request,
+        lease_ms: opts.lease_ms,
+        integrity,
+    })
+}
+
+/// What the plan's faults require of the run's figures.
+fn required(opts: &RunOptions) -> check::Require {
+    let has = |f: Fault| opts.plan.contains(&f);
+    check::Require {
+        stale_tokens: has(Fault::Pause),
+        recovery: has(Fault::Kill) || has(Fault::Pause),
+        crash_points: has(Fault::Crash),
+        storage_full: has(Fault::DiskFull),
+        no_live_reclaims: has(Fault::Clock),
+        http_failures: has(Fault::Http),
+    }
 }
 
 /// Refuses plans that cannot run as asked.
