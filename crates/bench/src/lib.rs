@@ -471,8 +471,7 @@ impl Report {
         out
     }
 
-    /// The throughput lines: one per batch size of an enqueue run, or the
-    /// jobs, rate and commits of the whole run.
+    /// Writes the throughput lines: one per enqueue batch size, or the whole run's.
     fn write_throughput(&self, out: &mut String) {
         for run in &self.runs {
             let _ = writeln!(
@@ -503,8 +502,7 @@ impl Report {
     }
 }
 
-/// The claim-cost lines: the empty table, the loaded one and, when one was
-/// held, the snapshot.
+/// Writes the claim-cost lines: empty table, loaded table and any snapshot held.
 fn write_claim(out: &mut String, c: &ClaimReport) {
     let _ = writeln!(
         out,

@@ -790,9 +790,7 @@ async fn latency(target: &Target, r: &Resolved, report: &mut Report) -> Result<(
     Ok(())
 }
 
-/// Open-loop arrivals for the latency samples: sample `i` of `n` is
-/// inserted at `start` + `i / rate` seconds whether or not the ones before
-/// it have run; then waits until every job is acknowledged.
+/// Inserts the latency samples open-loop (`i` at `start` + `i / rate` s), then awaits every ack.
 async fn arrive_at_rate(
     store: &Arc<dyn Store>,
     c: &Arc<Counters>,
@@ -825,9 +823,7 @@ async fn arrive_at_rate(
     wait_acked(c, WARMUP + n, stall).await
 }
 
-/// The enqueue-to-start, enqueue-to-finish and enqueue-call times of the
-/// `n` samples in `log`, each in sample order; an error names the first
-/// sample not recorded whole.
+/// Each sample's enqueue-to-start, enqueue-to-finish and enqueue-call times, in sample order.
 fn sample_times(log: &LatencyLog, n: u64) -> Result<(Vec<Duration>, Vec<Duration>, Vec<Duration>)> {
     let (mut start, mut finish, mut enqueue) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..n {

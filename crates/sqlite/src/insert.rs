@@ -214,9 +214,7 @@ pub fn insert_many(conn: &Connection, jobs: &[NewJob], now: Timestamp) -> Result
     result
 }
 
-/// The statements of [`insert_many`], run inside its savepoint or
-/// transaction: the stand-in look-up, the batch and dependency checks, the
-/// rows, their dependencies and tags; the answer in input order.
+/// Runs the statements of [`insert_many`] inside its savepoint or transaction.
 fn insert_many_statements(
     conn: &Connection,
     jobs: &[NewJob],
@@ -257,8 +255,7 @@ fn insert_many_statements(
     in_input_order(conn, jobs, ids, created, now)
 }
 
-/// Writes the rows of `jobs` (with their `ids`) in multi-row statements of
-/// up to [`INSERT_CHUNK`] jobs each, and answers the ids of the rows created.
+/// Writes the rows of `jobs` in statements of [`INSERT_CHUNK`] jobs; answers the ids created.
 fn insert_rows(
     conn: &Connection,
     jobs: &[NewJob],
@@ -292,8 +289,7 @@ fn insert_rows(
     Ok(created)
 }
 
-/// Binds the [`PER_JOB`] parameters of `job` (stored as `id`) as row `r` of
-/// a multi-row insert (see insert_many.sql).
+/// Binds the [`PER_JOB`] parameters of `job`, stored as `id`, as row `r` of a multi-row insert.
 fn bind_row(
     stmt: &mut rusqlite::CachedStatement<'_>,
     r: usize,

@@ -30,8 +30,7 @@ pub(super) struct Resolved {
     pub(super) stall: Duration,
 }
 
-/// Checks every flag of `c` against its workload, and fills in the
-/// defaults the flags leave.
+/// Checks every flag of `c` against its workload and fills in the defaults the flags leave.
 pub(super) fn resolve(c: &BenchConfig) -> Result<Resolved> {
     use Workload::*;
     let w = c.workload;
@@ -129,8 +128,7 @@ fn check_concurrency(w: Workload, n: usize) -> Result<()> {
     Ok(())
 }
 
-/// Refuses a `--duration` the workload `w` takes none of (claim-cost takes
-/// one on PostgreSQL only), or of zero.
+/// Refuses a `--duration` the workload takes none of (claim-cost: PostgreSQL only), or of zero.
 fn check_duration(w: Workload, d: Duration, postgres: bool) -> Result<()> {
     match w {
         Workload::Continuous => {}
