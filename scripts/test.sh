@@ -34,3 +34,6 @@ cargo test --workspace --locked --features errand-postgres/sqlx "$@"
 # In the workspace the command turns on the library's `otel` feature for
 # every crate; the library as most services build it (without) must build.
 cargo check -p errand --lib --locked
+# The house: no import circles between the files of a crate and no
+# production function over 100 lines (it also lists files over 700 lines).
+python3 scripts/structure.py --check
