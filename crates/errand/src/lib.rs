@@ -62,6 +62,8 @@
 
 mod client;
 mod cron;
+mod execution;
+mod handler;
 mod maintenance;
 mod minutes;
 pub mod probe;
@@ -119,8 +121,10 @@ pub use term::log_colours;
 pub fn attempt_traceparent() -> Option<TraceParent> {
     spans::current_traceparent()
 }
+pub use execution::{Sampler, failure_for};
+pub use handler::{Handler, JobContext, handler_fn};
 pub use work_report::{WorkOutcome, WorkReport};
-pub use worker::{Handler, JobContext, Sampler, Worker, WorkerConfig, failure_for, handler_fn};
+pub use worker::{Worker, WorkerConfig};
 
 /// Which database a `--db` string names.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -39,8 +39,9 @@ use errand_core::{
 };
 use errand_sqlite::{SqliteOptions, SqliteStore};
 
+use crate::handler::{Handler, JobContext};
 use crate::work_report::{WorkOutcome, WorkReport};
-use crate::worker::{Handler, JobContext, Worker, WorkerConfig};
+use crate::worker::{Worker, WorkerConfig};
 
 /// The instant a test queue's clock starts at (2026-01-01T00:00:00Z).
 pub const START: Timestamp = Timestamp::from_millis(1_767_225_600_000);
@@ -208,8 +209,8 @@ impl TestQueue {
             job: claimed.job,
             lease: claimed.lease,
             lease_lost: tokio_util::sync::CancellationToken::new(),
-            reader: crate::worker::OutputReader::default(),
-            progress: crate::worker::ProgressSlot::default(),
+            reader: crate::handler::OutputReader::default(),
+            progress: crate::handler::ProgressSlot::default(),
         };
         Ok(handler.handle(ctx).await)
     }

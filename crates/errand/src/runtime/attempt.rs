@@ -9,8 +9,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::builder::KindOptions;
 use super::{Inner, lock};
+use crate::execution::{Execution, FailureSink, release, settle};
+use crate::handler::{Handler, handler_fn};
 use crate::work_report::{WorkOutcome, WorkReport};
-use crate::worker::{Execution, FailureSink, Handler, handler_fn, release, settle};
 
 impl Inner {
     /// Counts a completed claim cycle and the attempts it started.

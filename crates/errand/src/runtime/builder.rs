@@ -13,9 +13,9 @@ use serde::de::DeserializeOwned;
 
 use super::acks::Acks;
 use super::{Inner, Me, Runtime};
+use crate::handler::{Handler, JobContext, handler_fn};
 use crate::minutes::MinuteCounter;
 use crate::work_report::{WorkOutcome, WorkReport};
-use crate::worker::{Handler, JobContext, handler_fn};
 
 /// Called with the report of every settled attempt.
 pub type ReportHook = Arc<dyn Fn(&WorkReport) + Send + Sync>;

@@ -1,0 +1,218 @@
+//! What a handler is and what it gets: the job's context (its lease's
+//! progress, cancellation, and its dependencies' outputs) and the handler
+//! trait with its closure form.
+
+use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use errand_core::{Error, Job, JobId, JobStore, Lease, Outcome, Result};
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
+
+/// What a handler sees of the job it runs.
+#[derive(Clone, Debug)]
+pub struct JobContext {
+    /// The job as claimed (`attempts` is this attempt's number).
+    pub job: Job,
+    /// The fencing pair of this attempt.
+    pub lease: Lease,
+    /// Fired when a lease renewal is refused: another worker or the sweep
+    /// owns the job now, and this attempt's settlement will be refused.
+    pub lease_lost: CancellationToken,
+    /// Where the dependencies' outputs are read from.
+    pub(crate) reader: OutputReader,
+    /// The latest progress reported and not yet sent.
+    pub(crate) progress: ProgressSlot,
+}
+
+/// The progress a handler reported since the last lease renewal, which
+/// takes it along.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ProgressSlot(Arc<std::sync::Mutex<Option<Reported>>>);
+
+/// A report not yet sent: percent and message.
+type Reported = (u8, Option<String>);
+
+impl ProgressSlot {
+    pub(crate) fn put(&self, percent: u8, message: Option<String>) {
+        if let Ok(mut slot) = self.0.lock() {
+            *slot = Some((percent, message));
+        }
+    }
+
+    pub(crate) fn take(&self, attempt: u32) -> Option<errand_core::Progress> {
+        let (percent, message) = self.0.lock().ok()?.take()?;
+        Some(errand_core::Progress::new(percent, message, attempt))
+    }
+
+    /// Puts back a report a failed renewal did not store, unless the
+    /// handler has made a newer one since.
+    pub(crate) fn restore(&self, report: errand_core::Progress) {
+        if let Ok(mut slot) = self.0.lock()
+            && slot.is_none()
+        {
+            *slot = Some((report.percent, report.message));
+        }
+    }
+}
+
+/// The store a context reads dependencies' outputs from (none in a
+/// handler's unit test, whose job has no dependencies).
+#[derive(Clone, Default)]
+pub(crate) struct OutputReader(pub(crate) Option<Arc<dyn JobStore>>);
+
+impl fmt::Debug for OutputReader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "OutputReader(store)"
+        } else {
+            "OutputReader(none)"
+        })
+    }
+}
+
+impl JobContext {
+    /// The stable job id: key idempotent effects on it.
+    pub fn id(&self) -> &JobId {
+        &self.job.id
+    }
+
+    /// This attempt's number (1 for the first).
+    pub fn attempt(&self) -> u32 {
+        self.lease.attempt
+    }
+
+    /// The W3C trace context of the request that enqueued the job, if it
+    /// carried one: a handler continues that trace (as the parent of its
+    /// own spans), so the request and every attempt share one trace id.
+    /// With the `otel` feature and an OpenTelemetry layer, the handler
+    /// already runs inside the attempt's span, a child of this context:
+    /// its own `tracing` spans nest under the attempt without this.
+    pub fn traceparent(&self) -> Option<&errand_core::TraceParent> {
+        self.job.traceparent.as_ref()
+    }
+
+    /// Completes when this attempt's lease is lost; a long handler selects
+    /// on it to stop early.
+    pub async fn lease_lost(&self) {
+        self.lease_lost.cancelled().await;
+    }
+
+    /// Whether this attempt's lease is known to be lost.
+    pub fn is_lease_lost(&self) -> bool {
+        self.lease_lost.is_cancelled()
+    }
+
+    /// The outputs of this job's dependencies, in the order they were
+    /// named: each the JSON its handler recorded on success
+    /// ([`Outcome::success_with`]), or `None` if it recorded none (or was
+    /// pruned since, or ended in a way this job's `run` policy let pass).
+    /// Empty for a job without dependencies (no read).
+    ///
+    /// # Errors
+    /// The store cannot be read.
+    pub async fn dependency_outputs(&self) -> Result<Vec<(JobId, Option<errand_core::Payload>)>> {
+        match self.outputs_store()? {
+            Some(store) => store.dependency_outputs(&self.job.id).await,
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Where the dependencies' outputs are read from: `None` for a job
+    /// without dependencies (nothing to read).
+    fn outputs_store(&self) -> Result<Option<&Arc<dyn JobStore>>> {
+        if self.job.on_dependency_failure.is_none() {
+            return Ok(None);
+        }
+        match &self.reader.0 {
+            Some(store) => Ok(Some(store)),
+            None => Err(Error::invalid(
+                "this context has no store to read the dependencies' outputs from",
+            )),
+        }
+    }
+
+    /// One page of this job's dependencies' outputs, by dependency id:
+    /// those after `after`, at most `limit`
+    /// ([`JobStore::dependency_outputs_after`](errand_core::JobStore::dependency_outputs_after)).
+    /// Empty for a job without dependencies (no read).
+    pub async fn dependency_outputs_after(
+        &self,
+        after: Option<&JobId>,
+        limit: u32,
+    ) -> Result<Vec<(JobId, Option<errand_core::Payload>)>> {
+        match self.outputs_store()? {
+            Some(store) => {
+                store
+                    .dependency_outputs_after(&self.job.id, after, limit)
+                    .await
+            }
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Reports how far this attempt has got: `percent` (0–100; more counts
+    /// as 100) and an optional short message (at most 200 bytes kept, each
+    /// control character — ESC, a line break — replaced by U+FFFD). It
+    /// is stored by the next lease renewal (every third of the lease), not
+    /// by a write of its own: call it as often as you like; the latest
+    /// report wins. `errand show`, the API and the dashboard show it.
+    pub fn set_progress(&self, percent: u8, message: Option<&str>) {
+        self.progress.put(percent, message.map(str::to_owned));
+    }
+
+    /// Decodes the payload.
+    pub fn payload<T: DeserializeOwned>(&self) -> Result<T> {
+        serde_json::from_str(self.job.payload.as_str()).map_err(|e| {
+            Error::invalid(format!(
+                "the payload of job `{}` does not match the expected shape: {e}",
+                self.job.id
+            ))
+        })
+    }
+}
+
+/// Runs one attempt of a job and says how it went.
+#[async_trait]
+pub trait Handler: Send + Sync + 'static {
+    /// Runs the job. A panic is caught and recorded as a retryable failure.
+    async fn handle(&self, ctx: JobContext) -> Outcome;
+}
+
+/// A handler made from an async closure.
+pub struct FnHandler<F, Fut> {
+    f: F,
+    _fut: PhantomData<fn() -> Fut>,
+}
+
+impl<F, Fut> fmt::Debug for FnHandler<F, Fut> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("FnHandler")
+    }
+}
+
+/// Wraps an async closure `Fn(JobContext) -> Outcome` as a [`Handler`].
+pub fn handler_fn<F, Fut>(f: F) -> FnHandler<F, Fut>
+where
+    F: Fn(JobContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Outcome> + Send + 'static,
+{
+    FnHandler {
+        f,
+        _fut: PhantomData,
+    }
+}
+
+#[async_trait]
+impl<F, Fut> Handler for FnHandler<F, Fut>
+where
+    F: Fn(JobContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Outcome> + Send + 'static,
+{
+    async fn handle(&self, ctx: JobContext) -> Outcome {
+        (self.f)(ctx).await
+    }
+}
