@@ -16,11 +16,12 @@ fn manifest(dir: &Path) -> toml::Table {
     text.parse::<toml::Table>().unwrap()
 }
 
-const PUBLISHED: [&str; 5] = [
+const PUBLISHED: [&str; 6] = [
     "crates/core",
     "crates/sqlite",
     "crates/postgres",
     "crates/errand",
+    "crates/exec",
     "crates/server",
 ];
 

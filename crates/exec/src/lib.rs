@@ -481,3 +481,9 @@ mod tests {
         assert!(!refused("", "sh: 1: : not found"));
     }
 }
+
+/// The examples of this crate's README, compiled and run as doctests so
+/// that the README stays true.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
