@@ -61,8 +61,8 @@ impl Selection {
             ))
             .into());
         }
-        if has_filter {
-            let filter = BulkFilter {
+        let selection = if has_filter {
+            errand::Selection::Filter(BulkFilter {
                 state,
                 queue: crate::name("queue", self.queue)?,
                 kind: crate::name("kind", self.kind)?,
@@ -70,9 +70,10 @@ impl Selection {
                 since: crate::time_arg("since", self.since)?,
                 until: crate::time_arg("until", self.until)?,
                 limit: self.limit,
-            };
-            return Ok(admin.matching(&filter).await?);
-        }
-        Ok(admin.briefs(&crate::ids(self.ids)?).await?)
+            })
+        } else {
+            errand::Selection::Ids(crate::ids(self.ids)?)
+        };
+        Ok(admin.select(&selection).await?)
     }
 }

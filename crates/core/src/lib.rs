@@ -97,7 +97,7 @@ pub use payload::{MAX_OUTPUT_BYTES, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH, Payloa
 pub use requests::{
     AuditEntry, AuditFilter, BulkFilter, CancelRequest, Copied, CopyRequest, MAX_OPERATOR_BYTES,
     MAX_REASON_BYTES, PausedQueue, PurgeRequest, QueueAction, ReplayRequest, RescheduleRequest,
-    check_operator, check_reason, is_audit_text,
+    Selection, check_operator, check_reason, is_audit_text,
 };
 pub use retry::RetryPolicy;
 pub use schema::{BASELINE_NAME, SCHEMA_VERSION, SchemaStatus};

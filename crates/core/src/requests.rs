@@ -288,6 +288,17 @@ pub struct Copied {
     pub job: Job,
 }
 
+/// The jobs a bulk operator action names: by id (each must exist), or by
+/// a filter with a bound. The CLI, the API and the dashboard build one from
+/// their own input and resolve it with [`crate::Admin::select`].
+#[derive(Clone, Debug)]
+pub enum Selection {
+    /// These jobs, in this order.
+    Ids(Vec<JobId>),
+    /// The jobs a filter matches, at most its limit.
+    Filter(BulkFilter),
+}
+
 /// The jobs a bulk replay or purge takes by filter: those in `state` that
 /// match every filter given, oldest first, at most `limit`.
 #[derive(Clone, Debug)]

@@ -88,9 +88,9 @@ pub use errand_core::{
 pub use errand_core::{
     Admin, AdminStore, AuditEntry, AuditFilter, AuditStamp, BulkFilter, Copied, CopyRequest,
     Counts, Histogram, JobStore, LATENCY_BUCKETS_MS, Notifier, PausedQueue, PurgeRequest,
-    QueueAction, QueueStats, Reschedule, RescheduleRequest, Stats, StatsRequest, TraceParent,
-    WorkerMetrics, WorkerReport, WorkerSeen, Workflow, WorkflowAction, WorkflowId, WorkflowStep,
-    WorkflowView,
+    QueueAction, QueueStats, Reschedule, RescheduleRequest, Selection, Stats, StatsRequest,
+    TraceParent, WorkerMetrics, WorkerReport, WorkerSeen, Workflow, WorkflowAction, WorkflowId,
+    WorkflowStep, WorkflowView,
 };
 pub use errand_core::{Batch, BatchId, BatchSeal, BatchView, JobBrief, briefs};
 pub use errand_core::{

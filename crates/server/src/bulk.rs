@@ -9,7 +9,7 @@
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use errand::{BulkFilter, CopyRequest, JobBrief, JobId, JobState, Name, ReplayRequest};
+use errand::{BulkFilter, CopyRequest, JobBrief, JobId, JobState, Name, ReplayRequest, Selection};
 use serde::{Deserialize, Serialize};
 
 use crate::problem::Problem;
@@ -76,35 +76,33 @@ async fn targets(
     ids: Option<Vec<String>>,
     filter: Option<FilterBody>,
 ) -> Result<Vec<JobBrief>, Problem> {
-    match (ids, filter) {
-        (Some(ids), None) if !ids.is_empty() => {
-            let ids = ids
-                .into_iter()
+    let selection = match (ids, filter) {
+        (Some(ids), None) if !ids.is_empty() => Selection::Ids(
+            ids.into_iter()
                 .map(JobId::new)
-                .collect::<errand::Result<Vec<_>>>()?;
-            Ok(app.admin.briefs(&ids).await?)
-        }
-        (None, Some(f)) => {
-            let filter = BulkFilter {
-                state: if f.cancelled {
-                    JobState::Cancelled
-                } else {
-                    JobState::Dead
-                },
-                queue: f.queue.map(|q| Name::parse("queue", q)).transpose()?,
-                kind: f.kind.map(|k| Name::parse("kind", k)).transpose()?,
-                error_contains: f.error,
-                since: time("since", f.since)?,
-                until: time("until", f.until)?,
-                limit: f.limit.unwrap_or(100),
-            };
-            Ok(app.admin.matching(&filter).await?)
-        }
-        _ => Err(Problem::invalid(
-            "name the jobs either by `ids` (a non-empty list) or by `filter` (queue, kind, \
+                .collect::<errand::Result<Vec<_>>>()?,
+        ),
+        (None, Some(f)) => Selection::Filter(BulkFilter {
+            state: if f.cancelled {
+                JobState::Cancelled
+            } else {
+                JobState::Dead
+            },
+            queue: f.queue.map(|q| Name::parse("queue", q)).transpose()?,
+            kind: f.kind.map(|k| Name::parse("kind", k)).transpose()?,
+            error_contains: f.error,
+            since: time("since", f.since)?,
+            until: time("until", f.until)?,
+            limit: f.limit.unwrap_or(100),
+        }),
+        _ => {
+            return Err(Problem::invalid(
+                "name the jobs either by `ids` (a non-empty list) or by `filter` (queue, kind, \
              error, since, until, cancelled, limit), not both and not neither",
-        )),
-    }
+            ));
+        }
+    };
+    Ok(app.admin.select(&selection).await?)
 }
 
 /// `POST /v1/bulk/replay`: replays (or, with `new_key`, copies) the jobs

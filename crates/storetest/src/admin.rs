@@ -1039,3 +1039,36 @@ pub async fn bulk_selection_reads_past_the_page_byte_budget(
     let five = admin(&store).matching(&filter(5)).await.unwrap();
     assert_eq!(five.len(), 5, "the limit holds across pages");
 }
+
+/// A selection names jobs by id, in the order named, each of which must
+/// exist (the first missing one is named), or by filter, oldest first, at
+/// most its limit: one resolution for every surface.
+pub async fn a_selection_names_jobs_by_id_or_by_filter(store: Arc<dyn Store>, clock: ManualClock) {
+    for name in ["s1", "s2", "s3"] {
+        store.insert(on("sel", name)).await.unwrap();
+        kill(store.as_ref(), name).await;
+        clock.advance(Duration::from_millis(1));
+    }
+    let ids = |names: &[&str]| {
+        errand_core::Selection::Ids(names.iter().map(|n| JobId::new(*n).unwrap()).collect())
+    };
+    let named = admin(&store).select(&ids(&["s3", "s1"])).await.unwrap();
+    let found: Vec<&str> = named.iter().map(|b| b.id.as_str()).collect();
+    assert_eq!(found, ["s3", "s1"], "in the order named");
+    match admin(&store).select(&ids(&["s2", "gone"])).await {
+        Err(Error::NotFound(m)) => assert!(m.contains("gone"), "{m}"),
+        other => panic!("a missing job must be named, got {other:?}"),
+    }
+    let filter = errand_core::Selection::Filter(errand_core::BulkFilter {
+        state: JobState::Dead,
+        queue: Some(queue("sel")),
+        kind: None,
+        error_contains: None,
+        since: None,
+        until: None,
+        limit: 2,
+    });
+    let matched = admin(&store).select(&filter).await.unwrap();
+    let found: Vec<&str> = matched.iter().map(|b| b.id.as_str()).collect();
+    assert_eq!(found, ["s1", "s2"], "oldest first, at most the limit");
+}

@@ -113,6 +113,7 @@ macro_rules! conformance_tests {
             a_waiting_job_is_rescheduled_all_or_none_and_audited,
             a_blocked_job_is_rescheduled_and_keeps_waiting,
             bulk_selection_reads_past_the_page_byte_budget,
+            a_selection_names_jobs_by_id_or_by_filter,
             the_audit_log_pages_newest_first_and_filters,
             stats_count_each_queue_with_leases_age_and_window,
             stats_count_every_queue_even_behind_a_larger_backlog,

@@ -9,7 +9,7 @@ use crate::ids::{JobId, Name};
 use crate::job::{Job, JobDetail};
 use crate::labels::WorkflowId;
 use crate::minutes::{ChartWindow, Charts};
-use crate::requests::{AuditEntry, AuditFilter, BulkFilter};
+use crate::requests::{AuditEntry, AuditFilter, BulkFilter, Selection};
 use crate::stats::{Stats, StatsRequest};
 
 use super::Admin;
@@ -73,6 +73,19 @@ impl Admin {
                 Ok(_) => Ok(jobs),
             },
             (result, _) => result,
+        }
+    }
+
+    /// The jobs a selection names, as briefs (no payloads, whatever they
+    /// weigh): [`Admin::briefs`] of its ids, or [`Admin::matching`] of its
+    /// filter.
+    ///
+    /// # Errors
+    /// As those two.
+    pub async fn select(&self, selection: &Selection) -> Result<Vec<JobBrief>> {
+        match selection {
+            Selection::Ids(ids) => self.briefs(ids).await,
+            Selection::Filter(filter) => self.matching(filter).await,
         }
     }
 
