@@ -157,12 +157,7 @@ impl Error {
             Error::Refused(_)
             | Error::NotReplayable { .. }
             | Error::IdempotencyKeyReused { .. } => EXIT_REFUSED,
-            Error::Errand(e) => match e {
-                errand::Error::Invalid(_) => EXIT_USAGE,
-                errand::Error::NotFound(_) => EXIT_NOT_FOUND,
-                errand::Error::InvalidState { .. } => EXIT_REFUSED,
-                _ => EXIT_RUNTIME,
-            },
+            Error::Errand(e) => e.exit_code(),
             Error::SchemaTooNew(_) | Error::Migration(_) | Error::Sqlite(_) => EXIT_RUNTIME,
         }
     }

@@ -157,12 +157,7 @@ impl Error {
             Error::Database(_) | Error::Invalid(_) => EXIT_USAGE,
             Error::NotFound(_) | Error::MissingReservation(_) => EXIT_NOT_FOUND,
             Error::Refused(_) => EXIT_REFUSED,
-            Error::Errand(e) => match e {
-                errand::Error::Invalid(_) => EXIT_USAGE,
-                errand::Error::NotFound(_) => EXIT_NOT_FOUND,
-                errand::Error::InvalidState { .. } => EXIT_REFUSED,
-                _ => EXIT_RUNTIME,
-            },
+            Error::Errand(e) => e.exit_code(),
             Error::SchemaTooNew(_)
             | Error::Timeout(_)
             | Error::Migration(_)

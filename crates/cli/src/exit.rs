@@ -1,4 +1,7 @@
-//! Exit codes: a stable interface for scripts (see `docs/cli.md`).
+//! Exit codes: a stable interface for scripts (see `docs/cli.md`). An
+//! Errand error's code is `Error::exit_code`, the map the reference
+//! applications share; the constants name the codes the command also
+//! ends with on failures of its own.
 
 use std::process::ExitCode;
 
@@ -12,8 +15,6 @@ pub const RUNTIME: u8 = 1;
 pub const INVALID: u8 = 2;
 /// No job with that id.
 pub const NOT_FOUND: u8 = 3;
-/// The job's state does not allow the operation.
-pub const REFUSED: u8 = 4;
 /// The schema is missing, outdated, newer than this program, or a
 /// development build's from before release 0.1.
 pub const SCHEMA: u8 = 5;
@@ -51,7 +52,7 @@ impl Failure {
         match self {
             Failure::Errand(e) => {
                 errln!("errand: {e}");
-                ExitCode::from(code(&e))
+                ExitCode::from(e.exit_code())
             }
             Failure::Usage(message) => {
                 errln!("errand: {message}");
@@ -66,21 +67,5 @@ impl Failure {
                 ExitCode::from(RUNTIME)
             }
         }
-    }
-}
-
-fn code(e: &Error) -> u8 {
-    match e {
-        Error::Invalid(_) | Error::NotADatabase(_) => INVALID,
-        Error::NotFound(_)
-        | Error::NoSuchWorkflow(_)
-        | Error::NoSuchBatch(_)
-        | Error::NoSuchSchedule(_) => NOT_FOUND,
-        Error::InvalidState { .. } | Error::LeaseLost { .. } => REFUSED,
-        Error::NotErrand(_)
-        | Error::SchemaOutdated(_)
-        | Error::SchemaTooNew(_)
-        | Error::SchemaUnreleased(_) => SCHEMA,
-        _ => RUNTIME,
     }
 }

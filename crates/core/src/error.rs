@@ -170,6 +170,29 @@ impl Error {
         }
     }
 
+    /// The exit code a command ends with on this error: the one map the
+    /// `errand` command and the reference applications share, a stable
+    /// interface for scripts. 2: input the caller can fix; 3: what was
+    /// named does not exist; 4: its state refuses the action; 5: the
+    /// database is not Errand's, or its schema is missing, from a
+    /// development build, or at another version; 1: anything else (storage,
+    /// busy, closed). Every variant is placed here, so a new one must be.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Invalid(_) | Error::NotADatabase(_) => 2,
+            Error::NotFound(_)
+            | Error::NoSuchWorkflow(_)
+            | Error::NoSuchBatch(_)
+            | Error::NoSuchSchedule(_) => 3,
+            Error::InvalidState { .. } | Error::LeaseLost { .. } => 4,
+            Error::NotErrand(_)
+            | Error::SchemaOutdated(_)
+            | Error::SchemaTooNew(_)
+            | Error::SchemaUnreleased(_) => 5,
+            Error::Busy(_) | Error::Closed(_) | Error::StorageFull(_) | Error::Storage { .. } => 1,
+        }
+    }
+
     /// The HTTP status an answer carrying this error has: the one map the
     /// API and the dashboard share. Refusals the caller can fix are 4xx
     /// (`invalid` 400, `not_found` 404, `invalid_state` and `lease_lost`
@@ -238,6 +261,45 @@ mod tests {
         ];
         for (e, status) in cases {
             assert_eq!(e.http_status(), status, "{}", e.code());
+        }
+    }
+
+    /// Every variant has its exit code, each class of error its code.
+    #[test]
+    fn each_error_has_one_exit_code() {
+        let cases = [
+            (Error::invalid("x"), 2),
+            (Error::NotADatabase("n".into()), 2),
+            (Error::NotFound("j".into()), 3),
+            (Error::NoSuchWorkflow("w".into()), 3),
+            (Error::NoSuchBatch("b".into()), 3),
+            (Error::NoSuchSchedule("s".into()), 3),
+            (
+                Error::InvalidState {
+                    id: "j".into(),
+                    state: "done".into(),
+                    hint: "h".into(),
+                },
+                4,
+            ),
+            (
+                Error::LeaseLost {
+                    id: "j".into(),
+                    attempt: 1,
+                },
+                4,
+            ),
+            (Error::NotErrand("o".into()), 5),
+            (Error::SchemaOutdated("v1".into()), 5),
+            (Error::SchemaTooNew("v99".into()), 5),
+            (Error::SchemaUnreleased("db".into()), 5),
+            (Error::Busy("b".into()), 1),
+            (Error::StorageFull("f".into()), 1),
+            (Error::Closed("c".into()), 1),
+            (Error::storage("s"), 1),
+        ];
+        for (e, code) in cases {
+            assert_eq!(e.exit_code(), code, "{}", e.code());
         }
     }
 
