@@ -170,6 +170,29 @@ impl Error {
         }
     }
 
+    /// A short title for this error, the same wherever one is shown: the
+    /// API's problem documents and the dashboard's error pages.
+    pub fn title(&self) -> &'static str {
+        match self {
+            Error::Invalid(_) => "Invalid input",
+            Error::NotFound(_)
+            | Error::NoSuchWorkflow(_)
+            | Error::NoSuchBatch(_)
+            | Error::NoSuchSchedule(_) => "Not found",
+            Error::InvalidState { .. } => "Refused in this state",
+            Error::LeaseLost { .. } => "Lease lost",
+            Error::Busy(_) => "Database busy",
+            Error::StorageFull(_) => "Storage full",
+            Error::NotADatabase(_) => "No database",
+            Error::NotErrand(_)
+            | Error::SchemaOutdated(_)
+            | Error::SchemaTooNew(_)
+            | Error::SchemaUnreleased(_) => "Schema not ready",
+            Error::Closed(_) => "Store closed",
+            Error::Storage { .. } => "Storage error",
+        }
+    }
+
     /// The exit code a command ends with on this error: the one map the
     /// `errand` command and the reference applications share, a stable
     /// interface for scripts. 2: input the caller can fix; 3: what was

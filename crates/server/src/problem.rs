@@ -201,23 +201,7 @@ impl From<errand::Error> for Problem {
         use errand::Error as E;
         let code = e.code();
         let status = status_of(&e);
-        let title = match &e {
-            E::Invalid(_) => "Invalid input",
-            E::NotFound(_) | E::NoSuchWorkflow(_) | E::NoSuchBatch(_) | E::NoSuchSchedule(_) => {
-                "Not found"
-            }
-            E::InvalidState { .. } => "Refused in this state",
-            E::LeaseLost { .. } => "Lease lost",
-            E::Busy(_) => "Database busy",
-            E::StorageFull(_) => "Storage full",
-            E::NotADatabase(_) => "No database",
-            E::NotErrand(_)
-            | E::SchemaOutdated(_)
-            | E::SchemaTooNew(_)
-            | E::SchemaUnreleased(_) => "Schema not ready",
-            E::Closed(_) => "Store closed",
-            _ => "Storage error",
-        };
+        let title = e.title();
         let detail = match &e {
             // The library's own messages say what to change.
             E::Invalid(m) => m.clone(),

@@ -30,32 +30,28 @@ impl PageError {
 }
 
 impl From<errand::Error> for PageError {
-    /// The status is the API's for the same error
-    /// ([`crate::problem::status_of`]); the page says it in an operator's
-    /// words.
+    /// The status and the title are the API's for the same error
+    /// ([`crate::problem::status_of`], [`errand::Error::title`]); the page
+    /// says the rest in an operator's words.
     fn from(e: errand::Error) -> Self {
         use errand::Error as E;
         let status = crate::problem::status_of(&e);
-        let (title, message) = match &e {
-            E::Invalid(m) => ("Invalid request", m.clone()),
-            E::NotFound(_) => (
-                "Job not found",
-                format!("{e}. It may have been pruned; look it up in the jobs list."),
-            ),
-            E::NoSuchWorkflow(_) | E::NoSuchBatch(_) | E::NoSuchSchedule(_) => {
-                ("Not found", format!("{e}."))
+        let title = e.title();
+        let message = match &e {
+            E::Invalid(m) => m.clone(),
+            E::NotFound(_) => {
+                format!("{e}. It may have been pruned; look it up in the jobs list.")
             }
-            E::InvalidState { .. } => (
-                "Not possible in this state",
-                format!("{e}. Nothing was changed."),
-            ),
-            E::LeaseLost { .. } => (
-                "Lease lost",
-                format!("{e}. Nothing was changed; reload the job to see its state."),
-            ),
+            E::NoSuchWorkflow(_) | E::NoSuchBatch(_) | E::NoSuchSchedule(_) => {
+                format!("{e}.")
+            }
+            E::InvalidState { .. } => format!("{e}. Nothing was changed."),
+            E::LeaseLost { .. } => {
+                format!("{e}. Nothing was changed; reload the job to see its state.")
+            }
             E::StorageFull(_) => {
                 tracing::error!(error = %e, "dashboard request failed: storage full");
-                ("Storage full", format!("{e}. Nothing was changed."))
+                format!("{e}. Nothing was changed.")
             }
             E::Busy(_)
             | E::Closed(_)
@@ -65,15 +61,11 @@ impl From<errand::Error> for PageError {
             | E::SchemaTooNew(_)
             | E::SchemaUnreleased(_) => {
                 tracing::warn!(error = %e, "dashboard request failed");
-                ("Store unavailable", format!("{e}. Try again in a moment."))
+                format!("{e}. Try again in a moment.")
             }
             _ => {
                 tracing::error!(error = %e, "dashboard request failed in the store");
-                (
-                    "Storage error",
-                    "The store failed; the server's log has the details. Try again later."
-                        .to_owned(),
-                )
+                "The store failed; the server's log has the details. Try again later.".to_owned()
             }
         };
         PageError::new(status, title, message)
@@ -98,11 +90,11 @@ mod tests {
     use super::*;
     use crate::problem::Problem;
 
-    /// The dashboard answers each library error with the API's status (they
-    /// once disagreed: a lost lease was 409 in the API and 500 here, full
-    /// storage 507 and 500).
+    /// The dashboard answers each library error with the API's status and
+    /// title (they once disagreed: a lost lease was 409 in the API and 500
+    /// here, full storage 507 and 500, and the titles were worded twice).
     #[test]
-    fn the_dashboard_and_the_api_give_each_error_the_same_status() {
+    fn the_dashboard_and_the_api_give_each_error_the_same_status_and_title() {
         use errand::Error as E;
         let errors = || {
             [
@@ -136,6 +128,7 @@ mod tests {
             let page = PageError::from(page);
             let api = Problem::from(api);
             assert_eq!(page.status, api.status, "{code}");
+            assert_eq!(page.title, api.title, "{code}");
         }
         let lost = PageError::from(E::LeaseLost {
             id: "j".into(),
