@@ -173,7 +173,7 @@ CREATE INDEX errand_jobs_batch ON __SCHEMA__.errand_jobs (batch, created_at, id)
 -- its lease expired); the current attempt and a succeeding one are read
 -- from the job row. `cycle` is the job's replay count when it began.
 CREATE TABLE __SCHEMA__.errand_attempts (
-    seq         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    seq         bigint GENERATED ALWAYS AS IDENTITY,
     job_id      text COLLATE "C" NOT NULL
         REFERENCES __SCHEMA__.errand_jobs (id) ON DELETE CASCADE,
     cycle       integer NOT NULL,
@@ -182,9 +182,11 @@ CREATE TABLE __SCHEMA__.errand_attempts (
     finished_at timestamptz,
     outcome     __SCHEMA__.errand_word,
     error       text,
-    error_class __SCHEMA__.errand_word
+    error_class __SCHEMA__.errand_word,
+    -- Keyed by the job: the history and the cascade read it, and each row
+    -- costs one entry here instead of one for `seq` and one for the job.
+    CONSTRAINT errand_attempts_pkey PRIMARY KEY (job_id, seq)
 );
-CREATE INDEX errand_attempts_job ON __SCHEMA__.errand_attempts (job_id, seq);
 CREATE INDEX errand_attempts_finished ON __SCHEMA__.errand_attempts (finished_at)
     WHERE finished_at IS NOT NULL;
 
