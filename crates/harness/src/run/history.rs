@@ -9,7 +9,8 @@ use std::sync::atomic::Ordering;
 use anyhow::{Context, Result};
 use errand::{JobFilter, JobId, Store};
 
-use super::{LoadShared, Nemesis};
+use super::load::LoadShared;
+use super::nemesis::Nemesis;
 use crate::check::{FinalJob, History, Report, Start};
 
 /// Gathers what the checker judges once the fault phase is over (writing outages.log).
