@@ -94,13 +94,18 @@ pub async fn a_paused_queue_gives_nothing_to_claims_until_resumed(
             .await
             .unwrap()
     );
+    // A second pause, by someone else, changes nothing: the first
+    // operator and reason stand.
+    let mut again = action("mail", None);
+    again.operator = "someone-else".into();
     assert!(
-        !admin(&store).pause(&action("mail", None)).await.unwrap(),
+        !admin(&store).pause(&again).await.unwrap(),
         "already paused: nothing changes"
     );
     let paused = store.paused_queues().await.unwrap();
     assert_eq!(paused.len(), 1);
     assert_eq!(paused[0].queue, queue("mail"));
+    assert_eq!(paused[0].operator, "ops@example");
     assert_eq!(paused[0].reason.as_deref(), Some("provider down"));
     assert_eq!(paused[0].paused_at, clock.now());
 
@@ -967,6 +972,32 @@ pub async fn a_waiting_job_is_rescheduled_all_or_none_and_audited(
     nameless.operator = " ".into();
     let err = admin(&store).reschedule(&nameless).await.unwrap_err();
     assert!(matches!(err, Error::Invalid(_)), "{err}");
+
+    // Finished jobs are not waiting: a done one and a cancelled one are
+    // refused, naming their state.
+    store.complete(&due[0].lease).await.unwrap();
+    let err = admin(&store)
+        .reschedule(&reschedule(&["r1"], Some(Schedule::Now), None))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidState { id, state, .. } if id == "r1" && state == "done"),
+        "{err}"
+    );
+    let cancel = CancelRequest {
+        ids: vec![id("r2")],
+        operator: "ops".into(),
+        reason: None,
+    };
+    admin(&store).cancel(&cancel).await.unwrap();
+    let err = admin(&store)
+        .reschedule(&reschedule(&["r2"], Some(Schedule::Now), None))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidState { id, state, .. } if id == "r2" && state == "cancelled"),
+        "{err}"
+    );
 }
 
 /// A blocked job can be rescheduled: it keeps waiting for its

@@ -1404,7 +1404,14 @@ pub async fn operator_cancel_refuses_finished_jobs_and_fences_the_worker(
         admin(&store).cancel(&req(other)).await,
         Err(Error::InvalidState { .. })
     ));
+    // Cancelled is finished too: a second cancel is refused and writes no
+    // second audit entry.
+    assert!(matches!(
+        admin(&store).cancel(&req(c.job.id.as_str())).await,
+        Err(Error::InvalidState { .. })
+    ));
     let detail = store.detail(&id(c.job.id.as_str())).await.unwrap();
+    assert_eq!(detail.audit.len(), 1, "one cancel, one entry");
     assert_eq!(detail.audit[0].action, "cancel");
 }
 

@@ -160,6 +160,8 @@ pub async fn a_workflow_is_enqueued_whole_and_shown_step_by_step(
     );
     let none = admin(&store).cancel_workflow(&action("cyclic", "x")).await;
     assert!(matches!(none, Err(Error::NoSuchWorkflow(_))), "{none:?}");
+    let none = admin(&store).replay_workflow(&action("cyclic", "x")).await;
+    assert!(matches!(none, Err(Error::NoSuchWorkflow(_))), "{none:?}");
 }
 
 /// Steps enqueued one call at a time are shown with their workflow just as
