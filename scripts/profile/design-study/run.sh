@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run.sh DESIGN [JOBS]: on a private PostgreSQL cluster (PGPORT, default
+# run.sh DESIGN [JOBS] (IDS=random for ids in no order): on a private PostgreSQL cluster (PGPORT, default
 # 5434; PGDATA its data directory, for cpu.py), insert JOBS jobs (default
 # 100,000, in statements of 5,000), then drain them with one pgbench client
 # running claim 100 + acknowledge 100 cycles shaped like Errand's
@@ -12,7 +12,9 @@ d=$1; jobs=${2:-100000}
 P=(psql -h 127.0.0.1 -p "${PGPORT:-5434}" -U postgres -X -q -v ON_ERROR_STOP=1 -d postgres)
 "${P[@]}" -c "DROP SEQUENCE IF EXISTS public.idseq; CREATE SEQUENCE public.idseq" >/dev/null
 # d0-d2 are the baseline schema (d1, d2 with one change each) and its
-# statements; d3, d4 the narrow-hot-table design and its statements. Each
+# statements; d3, d4 the narrow-hot-table design and its statements; d5 the
+# baseline with the due order and leases in a table of their own, so that
+# the claim and the acknowledgment are heap-only updates of the job. Each
 # design's SQL is written out with its schema's name into a directory of
 # its own.
 sql=$(mktemp -d); trap 'rm -rf "$sql"' EXIT
@@ -22,11 +24,21 @@ case $d in
       sed "s/__SCHEMA__/$d/g" "$here/../../../crates/postgres/migrations/V1__baseline.sql"
       if [ -f "$here/variant_$d.sql" ]; then cat "$here/variant_$d.sql"; fi; } > "$sql/setup.sql"
     kind=today ;;
+  d5)
+    { echo "DROP SCHEMA IF EXISTS $d CASCADE; CREATE SCHEMA $d;"
+      sed "s/__SCHEMA__/$d/g" "$here/../../../crates/postgres/migrations/V1__baseline.sql"
+      cat "$here/variant_$d.sql"; } > "$sql/setup.sql"
+    kind=due ;;
   d3) sed "s/__S__/$d/g; s/__LISTING__/state <> 'running'/" "$here/setup_hot.sql" > "$sql/setup.sql"; kind=hot ;;
   d4) sed "s/__S__/$d/g; s/__LISTING__/state NOT IN ('running', 'done')/" "$here/setup_hot.sql" > "$sql/setup.sql"; kind=hot ;;
-  *) echo "run.sh: no design $d (d0 to d4)" >&2; exit 2 ;;
+  *) echo "run.sh: no design $d (d0 to d5)" >&2; exit 2 ;;
 esac
 sed "s/__S__/$d/g" "$here/insert_$kind.sql" > "$sql/insert.sql"
+# IDS=random: ids in no order (UUIDv4), as an application that brings its
+# own may; by default they ascend, as Errand's UUIDv7 ids do.
+if [ "${IDS:-}" = random ]; then
+  sed -i "s/'j' || lpad(nextval('public.idseq')::text, 12, '0')/gen_random_uuid()::text/" "$sql/insert.sql"
+fi
 sed "s/__S__/$d/g" "$here/cycle_$kind.sql" > "$sql/cycle.sql"
 "${P[@]}" -f "$sql/setup.sql" >/dev/null 2>&1
 "${P[@]}" -c "CHECKPOINT" 
