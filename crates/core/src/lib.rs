@@ -51,6 +51,7 @@ mod payload;
 mod requests;
 mod retry;
 mod schema;
+mod spec;
 mod state;
 mod stats;
 mod step;
@@ -101,6 +102,7 @@ pub use requests::{
 };
 pub use retry::RetryPolicy;
 pub use schema::{BASELINE_NAME, SCHEMA_VERSION, SchemaStatus};
+pub use spec::{JobSpec, parse_deadline, parse_duration};
 pub use state::{JobKey, JobState, KeyLimit, MAX_KEY_LIMIT, Schedule};
 pub use stats::{
     Counts, Histogram, LATENCY_BUCKETS_MS, QueueSample, QueueStats, Stats, StatsRequest, WindowRow,

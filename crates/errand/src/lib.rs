@@ -69,7 +69,6 @@ mod minutes;
 pub mod probe;
 mod runtime;
 mod spans;
-mod spec;
 mod term;
 #[cfg(feature = "sqlite")]
 pub mod testkit;
@@ -108,10 +107,10 @@ pub use errand_core::{
     CronSchedule, Misfire, ScheduleActed, ScheduleAction, ScheduleAdd, ScheduleAddOutcome,
     ScheduleAdded, ScheduleDefinition, SchedulePause, ScheduleView, StoredSchedule,
 };
+pub use errand_core::{JobSpec, MAX_PAYLOAD_DEPTH, parse_deadline, parse_duration};
 pub use maintenance::{Pruner, Sweeper};
 pub use minutes::{MinuteCounter, sample_queues};
 pub use runtime::{KindOptions, ReportHook, RunStats, Runtime, RuntimeBuilder};
-pub use spec::{JobSpec, MAX_PAYLOAD_DEPTH, parse_deadline, parse_duration};
 pub use term::log_colours;
 
 /// The W3C trace context of the attempt being run, when spans are recorded

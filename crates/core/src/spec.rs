@@ -5,12 +5,10 @@
 
 use std::time::Duration;
 
-use errand_core::{
+use crate::{
     DependencyFailure, Error, JobId, KeyLimit, NewJob, Payload, Result, Schedule, Timestamp,
     TraceParent, WorkflowId,
 };
-
-pub use errand_core::MAX_PAYLOAD_DEPTH;
 
 /// A job as plain values. `None` means "the default": queue `default`,
 /// payload `{}`, a generated id, due now, the library's attempt and
@@ -62,7 +60,7 @@ pub struct JobSpec {
     /// Tags to find it by (at most 20).
     pub tags: Vec<String>,
     /// Metadata: short text values by key (at most 32).
-    pub meta: errand_core::Meta,
+    pub meta: crate::Meta,
     /// Unique for this period: a job with the same key created within it
     /// stands in for this one.
     pub unique_for: Option<Duration>,
@@ -89,9 +87,9 @@ impl JobSpec {
     }
 
     /// Validates every field against the default payload limit
-    /// ([`errand_core::MAX_PAYLOAD_BYTES`]) and builds the job.
+    /// ([`crate::MAX_PAYLOAD_BYTES`]) and builds the job.
     pub fn build(self) -> Result<NewJob> {
-        self.build_limited(errand_core::MAX_PAYLOAD_BYTES)
+        self.build_limited(crate::MAX_PAYLOAD_BYTES)
     }
 
     /// Validates every field, with payloads limited to `payload_limit`
@@ -248,7 +246,7 @@ impl Uniqueness<'_> {
             let states = self
                 .unique_while
                 .iter()
-                .map(|s| s.trim().parse::<errand_core::JobState>())
+                .map(|s| s.trim().parse::<crate::JobState>())
                 .collect::<Result<Vec<_>>>()?;
             job = job.unique_while(&states);
         }
@@ -314,6 +312,7 @@ pub fn parse_duration(text: &str) -> Result<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::MAX_PAYLOAD_DEPTH;
 
     #[test]
     fn a_duration_says_whether_it_is_malformed_zero_or_too_long() {
@@ -327,10 +326,10 @@ mod tests {
     #[test]
     fn defaults_match_the_library() {
         let job = JobSpec::new("mail").build().unwrap();
-        assert_eq!(job.queue.as_str(), errand_core::DEFAULT_QUEUE);
+        assert_eq!(job.queue.as_str(), crate::DEFAULT_QUEUE);
         assert_eq!(job.payload.as_str(), "{}");
         assert_eq!(job.schedule, Schedule::Now);
-        assert_eq!(job.max_attempts, errand_core::DEFAULT_MAX_ATTEMPTS);
+        assert_eq!(job.max_attempts, crate::DEFAULT_MAX_ATTEMPTS);
         assert!(job.id.is_none() && job.key.is_none());
     }
 
