@@ -9,7 +9,7 @@
 //! This file opens and initialises the database and reads the documents
 //! and the wallet; the payments live in `app/payments.rs`, the receipt sink
 //! in `app/receipts.rs` and the operator's view of the queue in
-//! `app/operator.rs`. All of it is reached through this module.
+//! `app/admin.rs`. All of it is reached through this module.
 
 use std::path::Path;
 
@@ -20,11 +20,11 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 
-mod operator;
+mod admin;
 mod payments;
 mod receipts;
 
-pub use operator::{JobView, default_operator, jobs, replay};
+pub use admin::{JobView, default_operator, jobs, replay};
 pub use payments::{
     IdempotencyKey, PayAnswer, Payment, ReceiptPayload, error_body, pay, pay_idempotent, pay_in,
 };

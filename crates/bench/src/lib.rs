@@ -19,8 +19,8 @@
 //! ## Workloads
 //!
 //! * **`enqueue`** — inserts N jobs in batches of B (1, 100 and 5,000 unless
-//!   one is given), each batch one [`errand::Store::insert_many`] call (a
-//!   batch of one is one [`errand::Store::insert`]), from C concurrent
+//!   one is given), each batch one [`errand::JobStore::insert_many`] call (a
+//!   batch of one is one [`errand::JobStore::insert`]), from C concurrent
 //!   producers (default 1). Timed from the first call to the last reply;
 //!   building the jobs is inside the timing, as it is in an application.
 //! * **`burn-down`** — inserts N jobs (default 100,000) in batches of
@@ -35,7 +35,7 @@
 //!   10 s). Jobs/s counts the jobs acknowledged within the duration; then
 //!   the producer stops and what is left is drained (untimed).
 //! * **`latency`** — one job at a time into an idle runtime: the job is
-//!   inserted with [`errand::Store::insert`], the next one 10 ms after the
+//!   inserted with [`errand::JobStore::insert`], the next one 10 ms after the
 //!   previous one was acknowledged. Enqueue-to-start runs from just before
 //!   the insert call to the handler's first instruction; enqueue-to-finish
 //!   to the moment the runtime reports the acknowledgment committed. With a
@@ -45,8 +45,8 @@
 //!   first attempt (a retryable failure) and comes back at once (retry
 //!   policy `Fixed(0)`); jobs/s counts jobs done, `attempts` every attempt.
 //! * **`claim-cost`** — claim latency: each round inserts 10 due jobs, times
-//!   one [`errand::Store::claim`] of 10 and acknowledges them with
-//!   [`errand::Store::complete_many`]. First on the empty table, then after
+//!   one [`errand::JobStore::claim`] of 10 and acknowledges them with
+//!   [`errand::JobStore::complete_many`]. First on the empty table, then after
 //!   bulk loading 1,000,000 finished jobs and 1,000,000 jobs scheduled a day
 //!   ahead (direct SQL that writes the rows the store would have left; see
 //!   the report's `load` note), and on PostgreSQL once more while another

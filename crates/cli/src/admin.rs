@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use clap::Args;
 use errand::{
-    Admin, AuditEntry, AuditFilter, Error, JobId, JobState, Name, PausedQueue, PurgeRequest,
-    QueueAction, StatsRequest, Timestamp,
+    Admin, AuditEntry, AuditFilter, BulkAction, BulkOutcome, BulkRequest, Error, JobId, JobState,
+    Name, PausedQueue, QueueAction, StatsRequest, Timestamp,
 };
 use serde::Serialize;
 
@@ -123,7 +123,7 @@ fn why(reason: Option<&str>) -> String {
 pub async fn pause(admin: &Admin, a: QueueActionArgs) -> Result<ExitCode, Failure> {
     let as_json = a.json;
     let action = action(a)?;
-    let changed = admin.pause(&action).await?;
+    let changed = admin.pause_queue(&action).await?;
     let paused = admin.paused_queues().await?;
     let current = find(&paused, &action.queue);
     if as_json {
@@ -165,7 +165,7 @@ pub async fn resume(admin: &Admin, a: QueueActionArgs) -> Result<ExitCode, Failu
     let action = action(a)?;
     let before = admin.paused_queues().await?;
     let was = find(&before, &action.queue);
-    let changed = admin.resume(&action).await?;
+    let changed = admin.resume_queue(&action).await?;
     if as_json {
         let after = admin.paused_queues().await?;
         output::json(&QueueState::new(
@@ -228,56 +228,17 @@ pub async fn queues(admin: &Admin, as_json: bool) -> Result<ExitCode, Failure> {
 
 /// `errand purge`.
 pub async fn purge(admin: &Admin, a: PurgeArgs) -> Result<ExitCode, Failure> {
-    // The operator and reason are checked first, so a dry run rehearses
-    // exactly the command that would run.
-    PurgeRequest {
-        ids: Vec::new(),
-        operator: a.by.clone(),
-        reason: a.reason.clone(),
-    }
-    .validate()?;
-    let targets = a
-        .select
-        .resolve(admin, "purge", JobState::Dead, &[])
-        .await?;
-    if a.dry_run {
-        if a.json {
-            output::json(&output::JobsDone {
-                dry_run: true,
-                jobs: &targets,
-            })?;
-        } else if targets.is_empty() {
-            outln!("nothing matches; nothing would be purged");
-        } else {
-            for j in &targets {
-                let verdict = if PurgeRequest::accepts(j.state) {
-                    "would purge"
-                } else {
-                    "would refuse (only dead jobs can be purged)"
-                };
-                outln!("{verdict} {}", output::job_line(j));
-            }
-        }
-        return Ok(ExitCode::SUCCESS);
-    }
-    if targets.is_empty() {
-        if a.json {
-            output::json(&serde_json::json!({"dry_run": false, "purged": []}))?;
-        } else {
-            outln!("nothing matches; nothing purged");
-        }
-        return Ok(ExitCode::SUCCESS);
-    }
-    let req = PurgeRequest {
-        ids: targets.iter().map(|j| j.id.clone()).collect(),
+    let req = BulkRequest {
+        action: BulkAction::Purge,
+        jobs: a.select.selection("purge", JobState::Dead, &[])?,
         operator: a.by,
-        reason: a.reason,
+        reason: Some(a.reason),
+        dry_run: a.dry_run,
     };
-    let shown =
-        crate::progress::Progress::spinner(a.json, format!("purging {} jobs", req.ids.len()));
-    let purged = admin.purge(&req).await;
+    let shown = crate::progress::Progress::spinner(a.json || a.dry_run, "purging jobs");
+    let outcome = admin.act_on_selection(&req).await;
     shown.finish();
-    let purged = purged.map_err(|e| match e {
+    let outcome = outcome.map_err(|e| match e {
         Error::InvalidState { id, state, hint } => Error::InvalidState {
             id,
             state,
@@ -285,15 +246,30 @@ pub async fn purge(admin: &Admin, a: PurgeArgs) -> Result<ExitCode, Failure> {
         },
         other => other,
     })?;
+    let purged = match outcome {
+        BulkOutcome::Planned(planned) => {
+            let none = "nothing matches; nothing would be purged";
+            output::dry_run_lines(&planned, a.json, none, |p| match p.refused {
+                Some(why) => format!("would refuse ({why})"),
+                None => "would purge".to_owned(),
+            })?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        BulkOutcome::Purged(purged) => purged,
+        _ => return Err(Error::storage("a purge answered as another action").into()),
+    };
     if a.json {
+        let ids: Vec<&JobId> = purged.iter().map(|j| &j.id).collect();
         output::json(&serde_json::json!({
             "dry_run": false,
-            "purged": purged,
+            "purged": ids,
             "operator": req.operator,
             "reason": req.reason,
         }))?;
+    } else if purged.is_empty() {
+        outln!("nothing matches; nothing purged");
     } else {
-        for j in targets.iter().filter(|j| purged.contains(&j.id)) {
+        for j in &purged {
             outln!(
                 "purged {} (queue={} kind={}) by {}",
                 j.id,

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use errand::{
-    CancelRequest, CopyRequest, Error, JobFilter, JobId, JobState, ReplayRequest, Schedule, Store,
+    BulkAction, BulkOutcome, BulkRequest, CancelRequest, Error, JobFilter, JobId, JobState,
+    Schedule, Store,
 };
 
 use crate::args::{
@@ -140,34 +141,70 @@ pub(crate) async fn replay(admin: &errand::Admin, a: ReplayArgs) -> Result<ExitC
     } else {
         JobState::Dead
     };
-    let targets = a
+    let jobs = a
         .select
-        .resolve(admin, "replay", state, &[("--cancelled", a.cancelled)])
-        .await?;
-    let replayable = |j: &errand::JobBrief| ReplayRequest::accepts(j.state);
-    if a.dry_run {
-        if a.json {
-            output::json(&output::JobsDone {
-                dry_run: true,
-                jobs: &targets,
-            })?;
-        } else if targets.is_empty() {
-            outln!("nothing matches; nothing would be replayed");
+        .selection("replay", state, &[("--cancelled", a.cancelled)])?;
+    let req = BulkRequest {
+        action: if a.new_key {
+            BulkAction::Copy
         } else {
-            for j in &targets {
-                let verdict = match (replayable(j), a.new_key) {
-                    (true, false) => "would replay",
-                    (true, true) => "would copy",
-                    (false, _) => "would refuse",
-                };
-                outln!("{verdict} {}", output::job_line(j));
-            }
+            BulkAction::Replay
+        },
+        jobs,
+        operator: operator(a.operator.by),
+        reason: a.operator.reason,
+        dry_run: a.dry_run,
+    };
+    let verb = if a.new_key { "copying" } else { "replaying" };
+    let shown = progress::Progress::spinner(a.json || a.dry_run, format!("{verb} jobs"));
+    let outcome = admin.act_on_selection(&req).await;
+    shown.finish();
+    match outcome? {
+        BulkOutcome::Planned(planned) => {
+            let none = "nothing matches; nothing would be replayed";
+            output::dry_run_lines(&planned, a.json, none, |p| match (p.refused, a.new_key) {
+                (Some(_), _) => "would refuse".to_owned(),
+                (None, false) => "would replay".to_owned(),
+                (None, true) => "would copy".to_owned(),
+            })?;
+            Ok(ExitCode::SUCCESS)
         }
-        return Ok(ExitCode::SUCCESS);
+        BulkOutcome::Copied(copied) => copies_done(&copied, &req.operator, a.json),
+        BulkOutcome::Replayed(replayed) => {
+            let replayed = errand::briefs(&replayed);
+            if a.json {
+                output::json(&output::JobsDone {
+                    dry_run: false,
+                    jobs: &replayed,
+                })?;
+            } else if replayed.is_empty() {
+                outln!("nothing matches; nothing replayed");
+            }
+            for j in replayed.iter().filter(|_| !a.json) {
+                outln!(
+                    "replayed {} (replays={}) by {}",
+                    j.id,
+                    j.replays,
+                    req.operator
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        BulkOutcome::Purged(_) => Err(Error::storage("a replay answered as a purge").into()),
     }
-    if targets.is_empty() {
-        if a.json {
-            output::json(&output::JobsDone {
+}
+
+/// What `replay --new-key` made: one new job per dead or cancelled
+/// original, inserted together with their audit entries (all or none); the
+/// originals are not touched.
+fn copies_done(
+    copied: &[errand::Copied],
+    operator: &str,
+    as_json: bool,
+) -> Result<ExitCode, Failure> {
+    if copied.is_empty() {
+        if as_json {
+            output::json(&output::JobsDone::<errand::JobBrief> {
                 dry_run: false,
                 jobs: &[],
             })?;
@@ -176,53 +213,6 @@ pub(crate) async fn replay(admin: &errand::Admin, a: ReplayArgs) -> Result<ExitC
         }
         return Ok(ExitCode::SUCCESS);
     }
-    if a.new_key {
-        let req = CopyRequest {
-            ids: targets.into_iter().map(|j| j.id).collect(),
-            operator: operator(a.operator.by),
-            reason: a.operator.reason,
-        };
-        return copy_jobs(admin, &req, a.json).await;
-    }
-    let req = ReplayRequest {
-        ids: targets.into_iter().map(|j| j.id).collect(),
-        operator: operator(a.operator.by),
-        reason: a.operator.reason,
-    };
-    let shown = progress::Progress::spinner(a.json, format!("replaying {} jobs", req.ids.len()));
-    let replayed = admin.replay(&req).await;
-    shown.finish();
-    let replayed = errand::briefs(&replayed?);
-    if a.json {
-        output::json(&output::JobsDone {
-            dry_run: false,
-            jobs: &replayed,
-        })?;
-    } else {
-        for j in &replayed {
-            outln!(
-                "replayed {} (replays={}) by {}",
-                j.id,
-                j.replays,
-                req.operator
-            );
-        }
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// `replay --new-key`: one new job per dead or cancelled original, inserted
-/// together with their audit entries (all or none); the originals are not
-/// touched.
-pub(crate) async fn copy_jobs(
-    admin: &errand::Admin,
-    req: &CopyRequest,
-    as_json: bool,
-) -> Result<ExitCode, Failure> {
-    let shown = progress::Progress::spinner(as_json, format!("copying {} jobs", req.ids.len()));
-    let copied = admin.copy(req).await;
-    shown.finish();
-    let copied = copied?;
     if as_json {
         let copies: Vec<output::Copy> = copied
             .iter()
@@ -236,14 +226,14 @@ pub(crate) async fn copy_jobs(
             copies: &copies,
         })?;
     } else {
-        for c in &copied {
+        for c in copied {
             outln!(
                 "copied job {} to new job {} (queue={} kind={}) by {}",
                 c.from,
                 c.job.id,
                 c.job.queue,
                 c.job.kind,
-                req.operator
+                operator
             );
         }
     }
@@ -256,7 +246,7 @@ pub(crate) async fn cancel(admin: &errand::Admin, a: CancelArgs) -> Result<ExitC
         operator: operator(a.operator.by),
         reason: a.operator.reason,
     };
-    let cancelled = admin.cancel(&req).await?;
+    let cancelled = admin.cancel_jobs(&req).await?;
     if a.json {
         output::json(&cancelled)?;
     } else {
@@ -284,7 +274,7 @@ pub(crate) async fn reschedule(
         operator: operator(a.operator.by),
         reason: a.operator.reason,
     };
-    let moved = admin.reschedule(&req).await?;
+    let moved = admin.reschedule_jobs(&req).await?;
     if a.json {
         output::json(&moved)?;
     } else {

@@ -448,11 +448,12 @@ pub fn report(r: &WorkReport, as_json: bool) -> anyhow::Result<()> {
 
 /// Jobs an operator command acted on or would act on.
 #[derive(Serialize)]
-pub struct JobsDone<'a> {
+pub struct JobsDone<'a, T: Serialize> {
     /// Whether nothing was changed.
     pub dry_run: bool,
-    /// The jobs, without their payloads.
-    pub jobs: &'a [errand::JobBrief],
+    /// The jobs, without their payloads (in a dry run, each with why it
+    /// would be refused, if it would).
+    pub jobs: &'a [T],
 }
 
 /// The copies `replay --new-key` made.
@@ -481,6 +482,29 @@ pub struct Enqueued<'a> {
     /// The job.
     #[serde(flatten)]
     pub job: &'a Job,
+}
+
+/// A dry run's lines: each job with what the action would do to it
+/// (`verdict`), or its JSON; `none` when nothing matches.
+pub(crate) fn dry_run_lines(
+    planned: &[errand::Planned],
+    as_json: bool,
+    none: &str,
+    verdict: impl Fn(&errand::Planned) -> String,
+) -> anyhow::Result<()> {
+    if as_json {
+        json(&JobsDone {
+            dry_run: true,
+            jobs: planned,
+        })?;
+    } else if planned.is_empty() {
+        outln!("{none}");
+    } else {
+        for p in planned {
+            outln!("{} {}", verdict(p), job_line(&p.job));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! or filters with a bound — resolved to jobs the same way for every command.
 
 use clap::Args;
-use errand::{Admin, BulkFilter, Error, JobBrief, JobState};
+use errand::{BulkFilter, Error, JobState};
 
 use crate::exit::Failure;
 
@@ -33,19 +33,15 @@ pub struct Selection {
 }
 
 impl Selection {
-    /// The jobs named by id (each must exist: a missing one is
-    /// [`Error::NotFound`]), or those in `state` matching every filter given,
-    /// oldest first, at most `--limit`, as briefs (no payloads: memory and
-    /// answers stay small whatever the payloads weigh). `extra` are the
-    /// command's own filter flags (name, given), which count as filters
-    /// too.
-    pub async fn resolve(
+    /// The jobs named by id, or those in `state` matching every filter
+    /// given, oldest first, at most `--limit`. `extra` are the command's
+    /// own filter flags (name, given), which count as filters too.
+    pub fn selection(
         self,
-        admin: &Admin,
         verb: &str,
         state: JobState,
         extra: &[(&str, bool)],
-    ) -> Result<Vec<JobBrief>, Failure> {
+    ) -> Result<errand::Selection, Failure> {
         let has_filter = self.queue.is_some()
             || self.kind.is_some()
             || self.error.is_some()
@@ -61,7 +57,7 @@ impl Selection {
             ))
             .into());
         }
-        let selection = if has_filter {
+        Ok(if has_filter {
             errand::Selection::Filter(BulkFilter {
                 state,
                 queue: crate::name("queue", self.queue)?,
@@ -73,7 +69,6 @@ impl Selection {
             })
         } else {
             errand::Selection::Ids(crate::ids(self.ids)?)
-        };
-        Ok(admin.select(&selection).await?)
+        })
     }
 }

@@ -59,7 +59,7 @@ mod store;
 mod unique;
 mod workflow;
 
-pub use admin::Admin;
+pub use admin::{Admin, BulkAction, BulkOutcome, BulkRequest, Planned};
 pub use args::{IntoNewJob, JobArgs, JobOptions};
 pub use batch::{
     Batch, BatchId, BatchSeal, BatchView, Callbacks, MAX_BATCH_JOBS, check_batch_size,

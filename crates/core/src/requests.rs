@@ -290,7 +290,8 @@ pub struct Copied {
 
 /// The jobs a bulk operator action names: by id (each must exist), or by
 /// a filter with a bound. The CLI, the API and the dashboard build one from
-/// their own input and resolve it with [`crate::Admin::select`].
+/// their own input and hand it to [`crate::Admin::act_on_selection`] (or
+/// read it with [`crate::Admin::selected`]).
 #[derive(Clone, Debug)]
 pub enum Selection {
     /// These jobs, in this order.

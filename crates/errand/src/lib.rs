@@ -85,11 +85,11 @@ pub use errand_core::{
     Schedule, SchemaStatus, Store, SweepReport, SystemClock, Timestamp, WorkerStore, bounds,
 };
 pub use errand_core::{
-    Admin, AdminStore, AuditEntry, AuditFilter, AuditStamp, BulkFilter, Copied, CopyRequest,
-    Counts, Histogram, JobStore, LATENCY_BUCKETS_MS, Notifier, PausedQueue, PurgeRequest,
-    QueueAction, QueueStats, Reschedule, RescheduleRequest, Selection, Stats, StatsRequest,
-    TraceParent, WorkerMetrics, WorkerReport, WorkerSeen, Workflow, WorkflowAction, WorkflowId,
-    WorkflowStep, WorkflowView,
+    Admin, AdminStore, AuditEntry, AuditFilter, AuditStamp, BulkAction, BulkFilter, BulkOutcome,
+    BulkRequest, Copied, CopyRequest, Counts, Histogram, JobStore, LATENCY_BUCKETS_MS, Notifier,
+    PausedQueue, Planned, PurgeRequest, QueueAction, QueueStats, Reschedule, RescheduleRequest,
+    Selection, Stats, StatsRequest, TraceParent, WorkerMetrics, WorkerReport, WorkerSeen, Workflow,
+    WorkflowAction, WorkflowId, WorkflowStep, WorkflowView,
 };
 pub use errand_core::{Batch, BatchId, BatchSeal, BatchView, JobBrief, briefs};
 pub use errand_core::{

@@ -303,7 +303,10 @@ async fn a_lost_lease_tells_the_handler_and_its_late_settlement_is_refused() {
                 operator: "ops".into(),
                 reason: None,
             };
-            errand::Admin::new(s.clone()).cancel(&req).await.unwrap();
+            errand::Admin::new(s.clone())
+                .cancel_jobs(&req)
+                .await
+                .unwrap();
             settled(s).await;
             tokio::time::sleep(Duration::from_millis(500)).await;
         })

@@ -124,7 +124,7 @@ async fn a_purge_waiting_behind_an_enqueue_that_names_the_job_refuses() {
     let admin = Admin::new(Arc::new(store.clone()));
     let purge = tokio::spawn(async move {
         admin
-            .purge(&PurgeRequest {
+            .purge_jobs(&PurgeRequest {
                 ids: vec![id("b")],
                 operator: "ops".into(),
                 reason: "clean up".into(),
@@ -178,7 +178,7 @@ async fn a_replay_waiting_behind_its_dependencys_cancel_refuses() {
     store.insert(b).await.expect("insert b");
     let admin = Admin::new(Arc::new(store.clone()));
     admin
-        .cancel(&CancelRequest {
+        .cancel_jobs(&CancelRequest {
             ids: vec![id("b")],
             operator: "ops".into(),
             reason: None,
@@ -203,7 +203,7 @@ async fn a_replay_waiting_behind_its_dependencys_cancel_refuses() {
 
     let replay = tokio::spawn(async move {
         admin
-            .replay(&ReplayRequest {
+            .replay_jobs(&ReplayRequest {
                 ids: vec![id("b")],
                 operator: "ops".into(),
                 reason: None,
@@ -283,7 +283,7 @@ async fn a_job_that_becomes_acceptable_while_the_action_waits_is_changed_with_th
     let admin = Admin::new(Arc::new(store.clone()));
     let moved = tokio::spawn(async move {
         admin
-            .reschedule(&RescheduleRequest {
+            .reschedule_jobs(&RescheduleRequest {
                 ids: vec![id("a"), id("b")],
                 run: None,
                 priority: Some(5),

@@ -135,7 +135,7 @@ pub(crate) async fn pause(
     body: Body,
 ) -> Answer {
     let action = queue_action(&app, path, &headers, body).await?;
-    let changed = app.admin.pause(&action).await?;
+    let changed = app.admin.pause_queue(&action).await?;
     json(
         StatusCode::OK,
         &serde_json::json!({"queue": action.queue, "paused": true, "changed": changed}),
@@ -150,7 +150,7 @@ pub(crate) async fn resume(
     body: Body,
 ) -> Answer {
     let action = queue_action(&app, path, &headers, body).await?;
-    let changed = app.admin.resume(&action).await?;
+    let changed = app.admin.resume_queue(&action).await?;
     json(
         StatusCode::OK,
         &serde_json::json!({"queue": action.queue, "paused": false, "changed": changed}),
@@ -185,7 +185,7 @@ pub(crate) async fn purge(
     who_and_why(&req.operator, Some(&req.reason))?;
     let purged = app
         .admin
-        .purge(&PurgeRequest {
+        .purge_jobs(&PurgeRequest {
             ids: vec![id],
             operator: req.operator,
             reason: req.reason,

@@ -9,7 +9,9 @@
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use errand::{BulkFilter, CopyRequest, JobBrief, JobId, JobState, Name, ReplayRequest, Selection};
+use errand::{
+    BulkAction, BulkFilter, BulkOutcome, BulkRequest, JobBrief, JobId, JobState, Name, Selection,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::problem::Problem;
@@ -44,9 +46,9 @@ pub(crate) struct ReplayBody {
 const EXAMPLE: &str = r#"{"filter": {"queue": "mail", "error": "SMTP 451", "limit": 500}, "dry_run": true, "operator": "alice", "reason": "relay fixed"}"#;
 
 #[derive(Serialize)]
-struct Jobs<'a> {
+struct Jobs<'a, T: Serialize> {
     dry_run: bool,
-    jobs: &'a [JobBrief],
+    jobs: &'a [T],
 }
 
 /// One copy as the answer names it: the original's id and the new job.
@@ -70,13 +72,9 @@ fn time(field: &str, text: Option<String>) -> Result<Option<errand::Timestamp>, 
     .transpose()
 }
 
-/// The jobs the body names: by id (each must exist), or by filter.
-async fn targets(
-    app: &App,
-    ids: Option<Vec<String>>,
-    filter: Option<FilterBody>,
-) -> Result<Vec<JobBrief>, Problem> {
-    let selection = match (ids, filter) {
+/// The jobs the body names: by id, or by filter.
+fn selection(ids: Option<Vec<String>>, filter: Option<FilterBody>) -> Result<Selection, Problem> {
+    Ok(match (ids, filter) {
         (Some(ids), None) if !ids.is_empty() => Selection::Ids(
             ids.into_iter()
                 .map(JobId::new)
@@ -101,8 +99,7 @@ async fn targets(
              error, since, until, cancelled, limit), not both and not neither",
             ));
         }
-    };
-    Ok(app.admin.select(&selection).await?)
+    })
 }
 
 /// `POST /v1/bulk/replay`: replays (or, with `new_key`, copies) the jobs
@@ -111,54 +108,58 @@ async fn targets(
 pub(crate) async fn replay(State(app): State<App>, headers: HeaderMap, body: Body) -> Answer {
     let req: ReplayBody = body_json(&app, &headers, body, EXAMPLE).await?;
     who_and_why(&req.operator, req.reason.as_deref())?;
-    let jobs = targets(&app, req.ids, req.filter).await?;
-    if req.dry_run || jobs.is_empty() {
-        return json(
-            StatusCode::OK,
-            &Jobs {
-                dry_run: req.dry_run,
-                jobs: &jobs,
-            },
-        );
-    }
-    let ids: Vec<JobId> = jobs.into_iter().map(|j| j.id).collect();
-    if req.new_key {
-        let copied = app
-            .admin
-            .copy(&CopyRequest {
-                ids,
-                operator: req.operator,
-                reason: req.reason,
-            })
-            .await?;
-        let copies: Vec<Copy> = copied
-            .iter()
-            .map(|c| Copy {
-                from: c.from.clone(),
-                job: JobBrief::from(&c.job),
-            })
-            .collect();
-        return json(
-            StatusCode::OK,
-            &Copies {
-                dry_run: false,
-                copies: &copies,
-            },
-        );
-    }
-    let replayed = app
+    let outcome = app
         .admin
-        .replay(&ReplayRequest {
-            ids,
+        .act_on_selection(&BulkRequest {
+            action: if req.new_key {
+                BulkAction::Copy
+            } else {
+                BulkAction::Replay
+            },
+            jobs: selection(req.ids, req.filter)?,
             operator: req.operator,
             reason: req.reason,
+            dry_run: req.dry_run,
         })
         .await?;
-    json(
-        StatusCode::OK,
-        &Jobs {
-            dry_run: false,
-            jobs: &errand::briefs(&replayed),
-        },
-    )
+    match outcome {
+        BulkOutcome::Planned(planned) => json(
+            StatusCode::OK,
+            &Jobs {
+                dry_run: true,
+                jobs: &planned,
+            },
+        ),
+        BulkOutcome::Copied(copied) if !copied.is_empty() => {
+            let copies: Vec<Copy> = copied
+                .iter()
+                .map(|c| Copy {
+                    from: c.from.clone(),
+                    job: JobBrief::from(&c.job),
+                })
+                .collect();
+            json(
+                StatusCode::OK,
+                &Copies {
+                    dry_run: false,
+                    copies: &copies,
+                },
+            )
+        }
+        BulkOutcome::Replayed(replayed) => json(
+            StatusCode::OK,
+            &Jobs {
+                dry_run: false,
+                jobs: &errand::briefs(&replayed),
+            },
+        ),
+        // Nothing matched (as an answer with no jobs, whatever the action).
+        _ => json(
+            StatusCode::OK,
+            &Jobs::<JobBrief> {
+                dry_run: false,
+                jobs: &[],
+            },
+        ),
+    }
 }

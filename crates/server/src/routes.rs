@@ -416,7 +416,7 @@ async fn reschedule(
     };
     let moved = app
         .admin
-        .reschedule(&errand::RescheduleRequest {
+        .reschedule_jobs(&errand::RescheduleRequest {
             ids: vec![id],
             run,
             priority: req.priority,
@@ -451,7 +451,7 @@ async fn replay(
     who_and_why(&req.operator, Some(&req.reason))?;
     let replayed = app
         .admin
-        .replay(&ReplayRequest {
+        .replay_jobs(&ReplayRequest {
             ids: vec![id],
             operator: req.operator,
             reason: Some(req.reason),
@@ -477,7 +477,7 @@ async fn cancel(
     who_and_why(&req.operator, req.reason.as_deref())?;
     let cancelled = app
         .admin
-        .cancel(&CancelRequest {
+        .cancel_jobs(&CancelRequest {
             ids: vec![id],
             operator: req.operator,
             reason: req.reason,

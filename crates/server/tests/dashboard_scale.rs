@@ -171,7 +171,7 @@ async fn fill(store: &Arc<dyn Store>, total: usize) -> Marks {
             .unwrap();
         let ids: Vec<_> = ready.iter().map(|j| j.id.clone()).collect();
         errand::Admin::new(store.clone())
-            .cancel(&CancelRequest {
+            .cancel_jobs(&CancelRequest {
                 ids,
                 operator: "scale-test".into(),
                 reason: Some("filling".into()),

@@ -90,7 +90,7 @@ pub async fn a_paused_queue_gives_nothing_to_claims_until_resumed(
     assert_eq!(lost.len(), 1);
     assert!(
         admin(&store)
-            .pause(&action("mail", Some("provider down")))
+            .pause_queue(&action("mail", Some("provider down")))
             .await
             .unwrap()
     );
@@ -99,7 +99,7 @@ pub async fn a_paused_queue_gives_nothing_to_claims_until_resumed(
     let mut again = action("mail", None);
     again.operator = "someone-else".into();
     assert!(
-        !admin(&store).pause(&again).await.unwrap(),
+        !admin(&store).pause_queue(&again).await.unwrap(),
         "already paused: nothing changes"
     );
     let paused = store.paused_queues().await.unwrap();
@@ -128,11 +128,16 @@ pub async fn a_paused_queue_gives_nothing_to_claims_until_resumed(
 
     assert!(
         admin(&store)
-            .resume(&action("mail", Some("back")))
+            .resume_queue(&action("mail", Some("back")))
             .await
             .unwrap()
     );
-    assert!(!admin(&store).resume(&action("mail", None)).await.unwrap());
+    assert!(
+        !admin(&store)
+            .resume_queue(&action("mail", None))
+            .await
+            .unwrap()
+    );
     assert!(store.paused_queues().await.unwrap().is_empty());
     let got = store.claim(&named).await.unwrap();
     assert_eq!(ids(&got), ["m1", "m2"]);
@@ -160,7 +165,7 @@ pub async fn a_paused_queue_gives_nothing_to_claims_until_resumed(
     let mut bad = action("mail", None);
     bad.operator = String::new();
     assert!(matches!(
-        admin(&store).pause(&bad).await,
+        admin(&store).pause_queue(&bad).await,
         Err(Error::Invalid(_))
     ));
     assert!(store.paused_queues().await.unwrap().is_empty());
@@ -184,7 +189,7 @@ pub async fn purge_deletes_only_dead_jobs_and_its_audit_outlives_them(
         reason: reason.into(),
     };
     let err = admin(&store)
-        .purge(&purge(&["d1", "live"], "cleanup"))
+        .purge_jobs(&purge(&["d1", "live"], "cleanup"))
         .await
         .unwrap_err();
     assert!(
@@ -197,16 +202,16 @@ pub async fn purge_deletes_only_dead_jobs_and_its_audit_outlives_them(
         "all or none"
     );
     assert!(matches!(
-        admin(&store).purge(&purge(&["d1"], "")).await,
+        admin(&store).purge_jobs(&purge(&["d1"], "")).await,
         Err(Error::Invalid(_))
     ));
     assert!(matches!(
-        admin(&store).purge(&purge(&["nope"], "cleanup")).await,
+        admin(&store).purge_jobs(&purge(&["nope"], "cleanup")).await,
         Err(Error::NotFound(_))
     ));
 
     let gone = admin(&store)
-        .purge(&purge(&["d1", "d2", "d1"], "poison payloads"))
+        .purge_jobs(&purge(&["d1", "d2", "d1"], "poison payloads"))
         .await
         .unwrap();
     assert_eq!(
@@ -263,7 +268,7 @@ pub async fn a_copy_takes_a_new_id_leaves_the_original_and_is_audited(
     store.insert(on("mail", "live")).await.unwrap();
     store.insert(on("bulk", "gone")).await.unwrap();
     admin(&store)
-        .cancel(&CancelRequest {
+        .cancel_jobs(&CancelRequest {
             ids: vec![id("gone")],
             operator: "alice".into(),
             reason: None,
@@ -281,7 +286,7 @@ pub async fn a_copy_takes_a_new_id_leaves_the_original_and_is_audited(
     let before = entries().await;
 
     let err = admin(&store)
-        .copy(&copy(&["orig", "live"], "ops"))
+        .copy_jobs(&copy(&["orig", "live"], "ops"))
         .await
         .unwrap_err();
     assert!(
@@ -289,11 +294,13 @@ pub async fn a_copy_takes_a_new_id_leaves_the_original_and_is_audited(
         "{err}"
     );
     assert!(matches!(
-        admin(&store).copy(&copy(&["orig", "nope"], "ops")).await,
+        admin(&store)
+            .copy_jobs(&copy(&["orig", "nope"], "ops"))
+            .await,
         Err(Error::NotFound(_))
     ));
     assert!(matches!(
-        admin(&store).copy(&copy(&["orig"], "")).await,
+        admin(&store).copy_jobs(&copy(&["orig"], "")).await,
         Err(Error::Invalid(_))
     ));
     let all = |state| async move {
@@ -314,7 +321,7 @@ pub async fn a_copy_takes_a_new_id_leaves_the_original_and_is_audited(
 
     clock.advance(Duration::from_secs(60));
     let copied = admin(&store)
-        .copy(&copy(&["orig", "gone", "orig"], "ops"))
+        .copy_jobs(&copy(&["orig", "gone", "orig"], "ops"))
         .await
         .unwrap();
     let from: Vec<&str> = copied.iter().map(|c| c.from.as_str()).collect();
@@ -433,18 +440,21 @@ pub async fn the_audit_log_pages_newest_first_and_filters(
         reason: Some(format!("cancel {n}")),
     };
     for n in ["a", "b", "c"] {
-        admin(&store).cancel(&cancel(n)).await.unwrap();
+        admin(&store).cancel_jobs(&cancel(n)).await.unwrap();
         clock.advance(MS);
     }
     admin(&store)
-        .replay(&ReplayRequest {
+        .replay_jobs(&ReplayRequest {
             ids: vec![id("a")],
             operator: "bob".into(),
             reason: None,
         })
         .await
         .unwrap();
-    admin(&store).pause(&action("bulk", None)).await.unwrap();
+    admin(&store)
+        .pause_queue(&action("bulk", None))
+        .await
+        .unwrap();
 
     let all = store.audit_log(&AuditFilter::default()).await.unwrap();
     let seen: Vec<(&str, Option<&str>)> = all
@@ -783,7 +793,7 @@ pub async fn a_job_carries_its_deadline_and_trace_context_to_every_attempt(
     assert_eq!(c.job.deadline, Some(deadline));
     store.fail(&c.lease, retry_after("once", MS)).await.unwrap();
     admin(&store)
-        .replay(&ReplayRequest {
+        .replay_jobs(&ReplayRequest {
             ids: vec![id("traced")],
             operator: "ops".into(),
             reason: None,
@@ -881,7 +891,7 @@ pub async fn a_waiting_job_is_rescheduled_all_or_none_and_audited(
     // Brought forward to now, named twice: moved once, nothing else changed.
     clock.advance(Duration::from_secs(5));
     let moved = admin(&store)
-        .reschedule(&reschedule(&["r1", "r1"], Some(Schedule::Now), None))
+        .reschedule_jobs(&reschedule(&["r1", "r1"], Some(Schedule::Now), None))
         .await
         .unwrap();
     assert_eq!(moved.len(), 1);
@@ -897,7 +907,7 @@ pub async fn a_waiting_job_is_rescheduled_all_or_none_and_audited(
     // A new priority alone keeps the due time, and decides the next claim.
     let before = get(store.as_ref(), "r2").await;
     let moved = admin(&store)
-        .reschedule(&reschedule(&["r2"], None, Some(7)))
+        .reschedule_jobs(&reschedule(&["r2"], None, Some(7)))
         .await
         .unwrap();
     assert_eq!(moved[0].priority, 7);
@@ -909,7 +919,7 @@ pub async fn a_waiting_job_is_rescheduled_all_or_none_and_audited(
     // r2 is running: a request naming r1 and r2 is refused whole.
     let later = clock.now().plus(hour);
     let err = admin(&store)
-        .reschedule(&reschedule(&["r1", "r2"], Some(Schedule::At(later)), None))
+        .reschedule_jobs(&reschedule(&["r1", "r2"], Some(Schedule::At(later)), None))
         .await
         .unwrap_err();
     assert!(
@@ -920,7 +930,7 @@ pub async fn a_waiting_job_is_rescheduled_all_or_none_and_audited(
 
     // Moved to a given time: not claimable before it, claimable at it.
     let moved = admin(&store)
-        .reschedule(&reschedule(&["r1"], Some(Schedule::At(later)), Some(-3)))
+        .reschedule_jobs(&reschedule(&["r1"], Some(Schedule::At(later)), Some(-3)))
         .await
         .unwrap();
     assert_eq!((moved[0].available_at, moved[0].priority), (later, -3));
@@ -959,25 +969,25 @@ pub async fn a_waiting_job_is_rescheduled_all_or_none_and_audited(
     // Refused before anything is looked at: no change asked for, an
     // unknown job, a nameless operator.
     let err = admin(&store)
-        .reschedule(&reschedule(&["r1"], None, None))
+        .reschedule_jobs(&reschedule(&["r1"], None, None))
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Invalid(_)), "{err}");
     let err = admin(&store)
-        .reschedule(&reschedule(&["nope"], Some(Schedule::Now), None))
+        .reschedule_jobs(&reschedule(&["nope"], Some(Schedule::Now), None))
         .await
         .unwrap_err();
     assert!(matches!(err, Error::NotFound(_)), "{err}");
     let mut nameless = reschedule(&["r1"], Some(Schedule::Now), None);
     nameless.operator = " ".into();
-    let err = admin(&store).reschedule(&nameless).await.unwrap_err();
+    let err = admin(&store).reschedule_jobs(&nameless).await.unwrap_err();
     assert!(matches!(err, Error::Invalid(_)), "{err}");
 
     // Finished jobs are not waiting: a done one and a cancelled one are
     // refused, naming their state.
     store.complete(&due[0].lease).await.unwrap();
     let err = admin(&store)
-        .reschedule(&reschedule(&["r1"], Some(Schedule::Now), None))
+        .reschedule_jobs(&reschedule(&["r1"], Some(Schedule::Now), None))
         .await
         .unwrap_err();
     assert!(
@@ -989,9 +999,9 @@ pub async fn a_waiting_job_is_rescheduled_all_or_none_and_audited(
         operator: "ops".into(),
         reason: None,
     };
-    admin(&store).cancel(&cancel).await.unwrap();
+    admin(&store).cancel_jobs(&cancel).await.unwrap();
     let err = admin(&store)
-        .reschedule(&reschedule(&["r2"], Some(Schedule::Now), None))
+        .reschedule_jobs(&reschedule(&["r2"], Some(Schedule::Now), None))
         .await
         .unwrap_err();
     assert!(
@@ -1015,7 +1025,7 @@ pub async fn a_blocked_job_is_rescheduled_and_keeps_waiting(
         .unwrap();
     let later = clock.now().plus(hour);
     let moved = admin(&store)
-        .reschedule(&reschedule(&["then"], Some(Schedule::At(later)), Some(4)))
+        .reschedule_jobs(&reschedule(&["then"], Some(Schedule::At(later)), Some(4)))
         .await
         .unwrap();
     assert_eq!(
@@ -1069,37 +1079,4 @@ pub async fn bulk_selection_reads_past_the_page_byte_budget(
     assert!(all.iter().all(|b| b.payload_bytes == heavy.len()));
     let five = admin(&store).matching(&filter(5)).await.unwrap();
     assert_eq!(five.len(), 5, "the limit holds across pages");
-}
-
-/// A selection names jobs by id, in the order named, each of which must
-/// exist (the first missing one is named), or by filter, oldest first, at
-/// most its limit: one resolution for every surface.
-pub async fn a_selection_names_jobs_by_id_or_by_filter(store: Arc<dyn Store>, clock: ManualClock) {
-    for name in ["s1", "s2", "s3"] {
-        store.insert(on("sel", name)).await.unwrap();
-        kill(store.as_ref(), name).await;
-        clock.advance(Duration::from_millis(1));
-    }
-    let ids = |names: &[&str]| {
-        errand_core::Selection::Ids(names.iter().map(|n| JobId::new(*n).unwrap()).collect())
-    };
-    let named = admin(&store).select(&ids(&["s3", "s1"])).await.unwrap();
-    let found: Vec<&str> = named.iter().map(|b| b.id.as_str()).collect();
-    assert_eq!(found, ["s3", "s1"], "in the order named");
-    match admin(&store).select(&ids(&["s2", "gone"])).await {
-        Err(Error::NotFound(m)) => assert!(m.contains("gone"), "{m}"),
-        other => panic!("a missing job must be named, got {other:?}"),
-    }
-    let filter = errand_core::Selection::Filter(errand_core::BulkFilter {
-        state: JobState::Dead,
-        queue: Some(queue("sel")),
-        kind: None,
-        error_contains: None,
-        since: None,
-        until: None,
-        limit: 2,
-    });
-    let matched = admin(&store).select(&filter).await.unwrap();
-    let found: Vec<&str> = matched.iter().map(|b| b.id.as_str()).collect();
-    assert_eq!(found, ["s1", "s2"], "oldest first, at most the limit");
 }

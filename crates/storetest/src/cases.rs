@@ -531,7 +531,7 @@ pub async fn a_renewal_carries_the_handlers_progress(store: Arc<dyn Store>, _clo
     store.fail(&c.lease, failure).await.unwrap();
     assert!(crate::get(store.as_ref(), "p").await.progress.is_some());
     crate::admin(&store)
-        .replay(&replay_req(&["p"]))
+        .replay_jobs(&replay_req(&["p"]))
         .await
         .unwrap();
     assert_eq!(crate::get(store.as_ref(), "p").await.progress, None);
@@ -683,7 +683,7 @@ pub async fn a_job_that_keeps_losing_its_lease_is_quarantined(
     assert_eq!((j.attempts, j.lease_expiries), (4, 3));
     // Replay resets the budget.
     let j = admin(&store)
-        .replay(&replay_req(&["poison"]))
+        .replay_jobs(&replay_req(&["poison"]))
         .await
         .unwrap()
         .remove(0);
@@ -1257,12 +1257,15 @@ pub async fn replay_only_from_dead_or_cancelled_and_is_audited(
         .unwrap();
     // Ready: refused.
     assert!(matches!(
-        admin(&store).replay(&replay_req(&["a"])).await,
+        admin(&store).replay_jobs(&replay_req(&["a"])).await,
         Err(Error::InvalidState { .. })
     ));
     let c = claim_one(store.as_ref(), LEASE).await;
     // Running: refused.
-    let err = admin(&store).replay(&replay_req(&["a"])).await.unwrap_err();
+    let err = admin(&store)
+        .replay_jobs(&replay_req(&["a"]))
+        .await
+        .unwrap_err();
     assert!(
         matches!(&err, Error::InvalidState { state, .. } if state == "running"),
         "{err}"
@@ -1270,7 +1273,10 @@ pub async fn replay_only_from_dead_or_cancelled_and_is_audited(
     store.fail(&c.lease, retry_after("down", MS)).await.unwrap();
     assert_eq!(get(store.as_ref(), "a").await.state, JobState::Dead);
     clock.advance(Duration::from_secs(7));
-    let replayed = admin(&store).replay(&replay_req(&["a"])).await.unwrap();
+    let replayed = admin(&store)
+        .replay_jobs(&replay_req(&["a"]))
+        .await
+        .unwrap();
     assert_eq!(replayed.len(), 1);
     let j = &replayed[0];
     assert_eq!(j.id, id("a"));
@@ -1287,7 +1293,10 @@ pub async fn replay_only_from_dead_or_cancelled_and_is_audited(
     let c = claim_one(store.as_ref(), LEASE).await;
     assert_eq!(c.lease.attempt, 1);
     store.complete(&c.lease).await.unwrap();
-    let err = admin(&store).replay(&replay_req(&["a"])).await.unwrap_err();
+    let err = admin(&store)
+        .replay_jobs(&replay_req(&["a"]))
+        .await
+        .unwrap_err();
     assert!(
         matches!(&err, Error::InvalidState { state, .. } if state == "done"),
         "{err}"
@@ -1295,7 +1304,7 @@ pub async fn replay_only_from_dead_or_cancelled_and_is_audited(
     // Cancelled: allowed.
     store.insert(job("b")).await.unwrap();
     admin(&store)
-        .cancel(&CancelRequest {
+        .cancel_jobs(&CancelRequest {
             ids: vec![id("b")],
             operator: "ops".into(),
             reason: None,
@@ -1303,14 +1312,18 @@ pub async fn replay_only_from_dead_or_cancelled_and_is_audited(
         .await
         .unwrap();
     assert_eq!(
-        admin(&store).replay(&replay_req(&["b"])).await.unwrap()[0].replays,
+        admin(&store)
+            .replay_jobs(&replay_req(&["b"]))
+            .await
+            .unwrap()[0]
+            .replays,
         1
     );
     // An operator name is required.
     let mut nameless = replay_req(&["a"]);
     nameless.operator = " ".into();
     assert!(matches!(
-        admin(&store).replay(&nameless).await,
+        admin(&store).replay_jobs(&nameless).await,
         Err(Error::Invalid(_))
     ));
     // A reason is held to the rule of every audited action: a control
@@ -1319,7 +1332,7 @@ pub async fn replay_only_from_dead_or_cancelled_and_is_audited(
     let mut bell = replay_req(&["b"]);
     bell.reason = Some("relay fixed\u{7}".into());
     assert!(matches!(
-        admin(&store).replay(&bell).await,
+        admin(&store).replay_jobs(&bell).await,
         Err(Error::Invalid(_))
     ));
     let escape = CancelRequest {
@@ -1328,7 +1341,7 @@ pub async fn replay_only_from_dead_or_cancelled_and_is_audited(
         reason: Some("\u{1b}[31mred".into()),
     };
     assert!(matches!(
-        admin(&store).cancel(&escape).await,
+        admin(&store).cancel_jobs(&escape).await,
         Err(Error::Invalid(_))
     ));
     let b = store.get(&id("b")).await.unwrap();
@@ -1358,7 +1371,7 @@ pub async fn replay_of_several_jobs_is_all_or_nothing(store: Arc<dyn Store>, _cl
     store.insert(job("ready")).await.unwrap();
     assert!(
         admin(&store)
-            .replay(&replay_req(&["d1", "ready", "d2"]))
+            .replay_jobs(&replay_req(&["d1", "ready", "d2"]))
             .await
             .is_err()
     );
@@ -1366,12 +1379,14 @@ pub async fn replay_of_several_jobs_is_all_or_nothing(store: Arc<dyn Store>, _cl
     assert_eq!(get(store.as_ref(), "d1").await.replays, 0);
     assert!(store.detail(&id("d1")).await.unwrap().audit.is_empty());
     assert!(matches!(
-        admin(&store).replay(&replay_req(&["d1", "missing"])).await,
+        admin(&store)
+            .replay_jobs(&replay_req(&["d1", "missing"]))
+            .await,
         Err(Error::NotFound(_))
     ));
     assert_eq!(
         admin(&store)
-            .replay(&replay_req(&["d1", "d2"]))
+            .replay_jobs(&replay_req(&["d1", "d2"]))
             .await
             .unwrap()
             .len(),
@@ -1393,7 +1408,10 @@ pub async fn operator_cancel_refuses_finished_jobs_and_fences_the_worker(
     store.insert(job("r")).await.unwrap();
     store.insert(job("x")).await.unwrap();
     let c = claim_one(store.as_ref(), LEASE).await;
-    let j = admin(&store).cancel(&req(c.job.id.as_str())).await.unwrap();
+    let j = admin(&store)
+        .cancel_jobs(&req(c.job.id.as_str()))
+        .await
+        .unwrap();
     assert_eq!(j[0].state, JobState::Cancelled);
     assert_lease_lost(store.complete(&c.lease).await);
     let other = if c.job.id.as_str() == "r" { "x" } else { "r" };
@@ -1401,13 +1419,13 @@ pub async fn operator_cancel_refuses_finished_jobs_and_fences_the_worker(
     assert_eq!(c2.job.id.as_str(), other);
     store.complete(&c2.lease).await.unwrap();
     assert!(matches!(
-        admin(&store).cancel(&req(other)).await,
+        admin(&store).cancel_jobs(&req(other)).await,
         Err(Error::InvalidState { .. })
     ));
     // Cancelled is finished too: a second cancel is refused and writes no
     // second audit entry.
     assert!(matches!(
-        admin(&store).cancel(&req(c.job.id.as_str())).await,
+        admin(&store).cancel_jobs(&req(c.job.id.as_str())).await,
         Err(Error::InvalidState { .. })
     ));
     let detail = store.detail(&id(c.job.id.as_str())).await.unwrap();
@@ -1426,7 +1444,7 @@ pub async fn unknown_ids_are_not_found(store: Arc<dyn Store>, _clock: ManualCloc
         Err(Error::NotFound(_))
     ));
     assert!(matches!(
-        admin(&store).replay(&replay_req(&["nope"])).await,
+        admin(&store).replay_jobs(&replay_req(&["nope"])).await,
         Err(Error::NotFound(_))
     ));
     let cancel = CancelRequest {
@@ -1435,7 +1453,7 @@ pub async fn unknown_ids_are_not_found(store: Arc<dyn Store>, _clock: ManualCloc
         reason: None,
     };
     assert!(matches!(
-        admin(&store).cancel(&cancel).await,
+        admin(&store).cancel_jobs(&cancel).await,
         Err(Error::NotFound(_))
     ));
 }
@@ -1553,7 +1571,7 @@ pub async fn list_pages_by_cursor_visit_every_job_once(store: Arc<dyn Store>, cl
     };
     store.fail(&m.lease, failure).await.unwrap();
     admin(&store)
-        .cancel(&CancelRequest {
+        .cancel_jobs(&CancelRequest {
             ids: vec![id("z")],
             operator: "ops".into(),
             reason: None,

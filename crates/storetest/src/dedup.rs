@@ -58,7 +58,7 @@ pub async fn an_id_deduplicates_until_its_job_is_pruned_or_purged(
         store.insert(job(name)).await.unwrap();
     }
     admin(&store)
-        .cancel(&CancelRequest {
+        .cancel_jobs(&CancelRequest {
             ids: vec![id("cancelled-1")],
             operator: "test".into(),
             reason: None,
@@ -112,7 +112,7 @@ pub async fn an_id_deduplicates_until_its_job_is_pruned_or_purged(
     }
     // A dead job keeps its id until an operator purges it.
     admin(&store)
-        .purge(&PurgeRequest {
+        .purge_jobs(&PurgeRequest {
             ids: vec![id("dead-1")],
             operator: "test".into(),
             reason: "dead letter handled".into(),

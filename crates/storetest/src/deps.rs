@@ -114,7 +114,7 @@ pub async fn a_dependent_waits_blocked_until_every_dependency_is_done(
         operator: "ops".into(),
         reason: None,
     };
-    admin(&store).cancel(&cancel).await.unwrap();
+    admin(&store).cancel_jobs(&cancel).await.unwrap();
 
     let running = claim_all(&*store).await;
     assert_eq!(
@@ -263,7 +263,7 @@ pub async fn a_waiting_dependent_resumes_when_its_dead_dependency_is_replayed(
         operator: "ops".into(),
         reason: "clean up".into(),
     };
-    match admin(&store).purge(&purge).await {
+    match admin(&store).purge_jobs(&purge).await {
         Err(Error::InvalidState { hint, .. }) => assert!(hint.contains("w"), "{hint}"),
         other => panic!("a purge that strands blocked jobs must be refused, got {other:?}"),
     }
@@ -274,7 +274,7 @@ pub async fn a_waiting_dependent_resumes_when_its_dead_dependency_is_replayed(
         operator: "ops".into(),
         reason: None,
     };
-    admin(&store).replay(&req).await.unwrap();
+    admin(&store).replay_jobs(&req).await.unwrap();
     let a = claim_all(&*store).await;
     assert_eq!(names(&a), ["a"]);
     store.complete(&a[0].lease).await.unwrap();
@@ -365,7 +365,7 @@ pub async fn a_run_dependent_is_met_once_even_if_its_dependency_is_replayed(
         operator: "ops".into(),
         reason: None,
     };
-    admin(&store).replay(&req).await.unwrap();
+    admin(&store).replay_jobs(&req).await.unwrap();
     let again = store.claim(&claim_req(10, LEASE)).await.unwrap();
     assert_eq!(names(&again), ["a"]);
     store.complete(&again[0].lease).await.unwrap();
@@ -402,7 +402,7 @@ pub async fn a_cancelled_dependency_cancels_its_waiting_dependents(
         reason: None,
     };
     // An operator cancels the blocked w: ww follows; a is untouched.
-    ops.cancel(&cancel(&["w"])).await.unwrap();
+    ops.cancel_jobs(&cancel(&["w"])).await.unwrap();
     assert_eq!(state(&*store, "w").await, JobState::Cancelled);
     assert_eq!(state(&*store, "ww").await, JobState::Cancelled);
     assert_eq!(state(&*store, "a").await, JobState::Ready);
@@ -420,7 +420,7 @@ pub async fn a_cancelled_dependency_cancels_its_waiting_dependents(
         operator: "ops".into(),
         reason: None,
     };
-    let back = ops.replay(&req).await.unwrap();
+    let back = ops.replay_jobs(&req).await.unwrap();
     assert_eq!(back[0].state, JobState::Blocked);
     let a = running.iter().find(|c| c.job.id.as_str() == "a").unwrap();
     store.complete(&a.lease).await.unwrap();
@@ -515,7 +515,7 @@ pub async fn a_pruned_dependency_still_reads_as_it_ended(
         operator: "ops".into(),
         reason: None,
     };
-    admin(&store).cancel(&cancel).await.unwrap();
+    admin(&store).cancel_jobs(&cancel).await.unwrap();
     let running = claim_all(&*store).await;
     assert_eq!(names(&running), ["ok"]);
     store.complete(&running[0].lease).await.unwrap();
@@ -792,7 +792,7 @@ pub async fn a_purge_never_strands_a_job_that_waits_for_it(
         operator: "ops".into(),
         reason: "clean up".into(),
     };
-    match admin(&store).purge(&purge).await {
+    match admin(&store).purge_jobs(&purge).await {
         Err(Error::InvalidState {
             id: which, hint, ..
         }) => {
@@ -804,14 +804,14 @@ pub async fn a_purge_never_strands_a_job_that_waits_for_it(
 
     // Cancelled, w no longer waits: a goes, and nothing can name it now.
     admin(&store)
-        .cancel(&CancelRequest {
+        .cancel_jobs(&CancelRequest {
             ids: vec![id("w")],
             operator: "ops".into(),
             reason: None,
         })
         .await
         .unwrap();
-    assert_eq!(admin(&store).purge(&purge).await.unwrap(), [id("a")]);
+    assert_eq!(admin(&store).purge_jobs(&purge).await.unwrap(), [id("a")]);
     match store
         .insert(after("late", &["a"], DependencyFailure::Wait))
         .await
@@ -859,18 +859,18 @@ pub async fn a_replay_never_leaves_a_job_waiting_for_what_cannot_release_it(
         .insert(after("b", &["a"], DependencyFailure::Wait))
         .await
         .unwrap();
-    ops.cancel(&cancel(&["b"])).await.unwrap();
-    ops.cancel(&cancel(&["a"])).await.unwrap();
+    ops.cancel_jobs(&cancel(&["b"])).await.unwrap();
+    ops.cancel_jobs(&cancel(&["a"])).await.unwrap();
     let stepped = store.replay_jobs(&[id("b")], &stamp()).await.unwrap();
     assert!(
         stepped.is_empty(),
         "the replay step put b back ({:?}) while its dependency a is cancelled",
         stepped.iter().map(|j| j.state).collect::<Vec<_>>()
     );
-    refused(ops.replay(&replay(&["b"])).await, "b", "a");
+    refused(ops.replay_jobs(&replay(&["b"])).await, "b", "a");
     assert_eq!(state(&*store, "b").await, JobState::Cancelled);
     // With its dependency, it waits for it again.
-    let back = ops.replay(&replay(&["b", "a"])).await.unwrap();
+    let back = ops.replay_jobs(&replay(&["b", "a"])).await.unwrap();
     let states: Vec<(&str, JobState)> = back.iter().map(|j| (j.id.as_str(), j.state)).collect();
     assert_eq!(states, [("b", JobState::Blocked), ("a", JobState::Ready)]);
 
@@ -883,10 +883,10 @@ pub async fn a_replay_never_leaves_a_job_waiting_for_what_cannot_release_it(
         .unwrap();
     kill(&*store, "c").await;
     assert_eq!(state(&*store, "d").await, JobState::Cancelled);
-    refused(ops.replay(&replay(&["d"])).await, "d", "c");
-    ops.replay(&replay(&["c"])).await.unwrap();
+    refused(ops.replay_jobs(&replay(&["d"])).await, "d", "c");
+    ops.replay_jobs(&replay(&["c"])).await.unwrap();
     assert_eq!(
-        ops.replay(&replay(&["d"])).await.unwrap()[0].state,
+        ops.replay_jobs(&replay(&["d"])).await.unwrap()[0].state,
         JobState::Blocked
     );
 
@@ -903,8 +903,8 @@ pub async fn a_replay_never_leaves_a_job_waiting_for_what_cannot_release_it(
         operator: "ops".into(),
         reason: "clean up".into(),
     };
-    ops.purge(&purge).await.unwrap();
-    refused(ops.replay(&replay(&["q"])).await, "q", "p");
+    ops.purge_jobs(&purge).await.unwrap();
+    refused(ops.replay_jobs(&replay(&["q"])).await, "q", "p");
     assert_eq!(state(&*store, "q").await, JobState::Cancelled);
 
     // Under `wait`, a dead dependency keeps its dependent waiting: a
@@ -915,9 +915,9 @@ pub async fn a_replay_never_leaves_a_job_waiting_for_what_cannot_release_it(
         .await
         .unwrap();
     kill(&*store, "m").await;
-    ops.cancel(&cancel(&["n"])).await.unwrap();
+    ops.cancel_jobs(&cancel(&["n"])).await.unwrap();
     assert_eq!(
-        ops.replay(&replay(&["n"])).await.unwrap()[0].state,
+        ops.replay_jobs(&replay(&["n"])).await.unwrap()[0].state,
         JobState::Blocked
     );
 }
@@ -958,7 +958,7 @@ pub async fn a_copy_depends_on_what_its_original_depends_on(
     let x = claim_all(&*store).await;
     store.complete(&x[0].lease).await.unwrap();
     kill(&*store, "y").await;
-    let copied = ops.copy(&copy("y")).await.unwrap();
+    let copied = ops.copy_jobs(&copy("y")).await.unwrap();
     let y2 = copied[0].job.clone();
     assert_eq!(y2.state, JobState::Ready);
     assert_eq!(y2.on_dependency_failure, Some(DependencyFailure::Run));
@@ -971,14 +971,14 @@ pub async fn a_copy_depends_on_what_its_original_depends_on(
         .insert(after("q", &["p"], DependencyFailure::Cancel))
         .await
         .unwrap();
-    ops.cancel(&CancelRequest {
+    ops.cancel_jobs(&CancelRequest {
         ids: vec![id("q")],
         operator: "ops".into(),
         reason: None,
     })
     .await
     .unwrap();
-    let q2 = ops.copy(&copy("q")).await.unwrap()[0].job.clone();
+    let q2 = ops.copy_jobs(&copy("q")).await.unwrap()[0].job.clone();
     assert_eq!((q2.state, q2.waiting_on), (JobState::Blocked, 1));
     assert_eq!(deps_of(q2.id.clone()).await, [("p".to_owned(), false)]);
 
@@ -989,14 +989,14 @@ pub async fn a_copy_depends_on_what_its_original_depends_on(
         .await
         .unwrap();
     kill(&*store, "r").await;
-    ops.purge(&errand_core::PurgeRequest {
+    ops.purge_jobs(&errand_core::PurgeRequest {
         ids: vec![id("r")],
         operator: "ops".into(),
         reason: "clean up".into(),
     })
     .await
     .unwrap();
-    match ops.copy(&copy("s")).await {
+    match ops.copy_jobs(&copy("s")).await {
         Err(Error::InvalidState {
             id: which, hint, ..
         }) => {

@@ -180,7 +180,7 @@ pub async fn history_records_releases_cancels_expiry_and_replay_cycles(
         operator: "ops".into(),
         reason: None,
     };
-    admin(&store).cancel(&cancel("o")).await.unwrap();
+    admin(&store).cancel_jobs(&cancel("o")).await.unwrap();
     assert_eq!(
         history(store.as_ref(), "r").await,
         vec![ended(1, t0, t1, "released", None)]
@@ -200,7 +200,7 @@ pub async fn history_records_releases_cancels_expiry_and_replay_cycles(
         claimed.iter().all(|c| c.job.id.as_str() != "z"),
         "four claims took h, o, r and w"
     );
-    admin(&store).cancel(&cancel("z")).await.unwrap();
+    admin(&store).cancel_jobs(&cancel("z")).await.unwrap();
     assert!(history(store.as_ref(), "z").await.is_empty());
 
     // `w` runs its only attempt until its lease ends: the sweep kills it.
@@ -213,7 +213,7 @@ pub async fn history_records_releases_cancels_expiry_and_replay_cycles(
 
     // Replayed, it starts cycle 1 at attempt 1; the old cycle stays.
     admin(&store)
-        .replay(&ReplayRequest {
+        .replay_jobs(&ReplayRequest {
             ids: vec![id("w")],
             operator: "ops".into(),
             reason: None,

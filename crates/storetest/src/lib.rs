@@ -2,7 +2,7 @@
 //!
 //! One body of tests that every [`Store`] must pass. A backend's test file
 //! invokes [`conformance_tests!`] with an async function that builds a fresh,
-//! empty store driven by the given [`ManualClock`]:
+//! empty store driven by the given [`ManualClock`](errand_core::ManualClock):
 //!
 //! ```ignore
 //! async fn make(clock: ManualClock) -> Option<Arc<dyn Store>> { /* … */ }
@@ -15,6 +15,7 @@
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed rule.
 
 pub mod admin;
+pub mod bulk;
 pub mod cases;
 pub mod dedup;
 pub mod deps;
@@ -113,7 +114,6 @@ macro_rules! conformance_tests {
             a_waiting_job_is_rescheduled_all_or_none_and_audited,
             a_blocked_job_is_rescheduled_and_keeps_waiting,
             bulk_selection_reads_past_the_page_byte_budget,
-            a_selection_names_jobs_by_id_or_by_filter,
             the_audit_log_pages_newest_first_and_filters,
             stats_count_each_queue_with_leases_age_and_window,
             stats_count_every_queue_even_behind_a_larger_backlog,
@@ -152,6 +152,10 @@ macro_rules! conformance_tests {
             a_purge_never_strands_a_job_that_waits_for_it,
             a_replay_never_leaves_a_job_waiting_for_what_cannot_release_it,
             a_copy_depends_on_what_its_original_depends_on,
+        );
+        $crate::conformance_tests!(@in bulk $make;
+            a_selection_names_jobs_by_id_or_by_filter,
+            an_action_over_a_selection_is_judged_and_taken_in_one_call,
         );
         $crate::conformance_tests!(@in workflows $make;
             a_workflow_is_enqueued_whole_and_shown_step_by_step,

@@ -20,8 +20,8 @@ use errand_core::{
 #[derive(Clone, Debug)]
 pub enum Op {
     /// Insert job `id` (one of a few names, so duplicates happen), with
-    /// concurrency key `key` (see [`key_of`]), or, when `deps` names jobs
-    /// (bit n: the n-th name; see [`deps_of`]), depending on them under
+    /// concurrency key `key` (see `key_of`), or, when `deps` names jobs
+    /// (bit n: the n-th name; see `deps_of`), depending on them under
     /// the policy `policy` picks (and then without a key).
     Enqueue {
         id: u8,
@@ -699,7 +699,7 @@ async fn apply_store(store: &Arc<dyn Store>, leases: &mut Vec<Lease>, op: &Op) -
                 operator: "model".into(),
                 reason: None,
             };
-            reduce(admin(store).replay(&req).await)
+            reduce(admin(store).replay_jobs(&req).await)
         }
         Op::Cancel { id } => {
             let Ok(id) = JobId::new(name(id)) else {
@@ -710,7 +710,7 @@ async fn apply_store(store: &Arc<dyn Store>, leases: &mut Vec<Lease>, op: &Op) -
                 operator: "model".into(),
                 reason: None,
             };
-            reduce(admin(store).cancel(&req).await)
+            reduce(admin(store).cancel_jobs(&req).await)
         }
     }
 }

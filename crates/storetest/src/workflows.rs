@@ -209,7 +209,7 @@ pub async fn a_workflow_shows_steps_enqueued_one_by_one_until_they_are_removed(
     };
     store.fail(&first[0].lease, permanent).await.unwrap();
     admin(&store)
-        .purge(&PurgeRequest {
+        .purge_jobs(&PurgeRequest {
             ids: vec![id("s1")],
             operator: "ops".into(),
             reason: "gone".into(),
@@ -431,7 +431,7 @@ pub async fn tags_find_their_jobs_and_go_with_them(store: Arc<dyn Store>, clock:
     // A copy keeps the labels and is found by them.
     clock.advance(Duration::from_millis(1));
     let copied = admin(&store)
-        .copy(&CopyRequest {
+        .copy_jobs(&CopyRequest {
             ids: vec![id("t4")],
             operator: "ops".into(),
             reason: None,
@@ -447,7 +447,7 @@ pub async fn tags_find_their_jobs_and_go_with_them(store: Arc<dyn Store>, clock:
 
     // Purged and pruned jobs leave their tags' listings.
     admin(&store)
-        .purge(&PurgeRequest {
+        .purge_jobs(&PurgeRequest {
             ids: vec![id("t4")],
             operator: "ops".into(),
             reason: "gone".into(),
@@ -572,7 +572,7 @@ pub async fn a_batch_runs_its_callbacks_once_its_jobs_have_ended(
     );
     // An operator replays the dead job; once it is done, on_success runs.
     admin(&store)
-        .replay(&errand_core::ReplayRequest {
+        .replay_jobs(&errand_core::ReplayRequest {
             ids: vec![id("third")],
             operator: "ops".into(),
             reason: None,

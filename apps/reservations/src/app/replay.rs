@@ -118,7 +118,7 @@ impl App {
         // row again; a row left by a crash in between is overwritten by the
         // next replay of the same cycle.
         let written_at = self.write_audit(entry).await?;
-        let replayed = match self.admin().replay(request).await {
+        let replayed = match self.admin().replay_jobs(request).await {
             Ok(mut jobs) => jobs.pop(),
             Err(e) => {
                 if let Err(cleanup) = self.remove_audit(entry, written_at).await {

@@ -4,11 +4,14 @@
 //! step ([`AdminStore`]); the CLI, the HTTP API, the dashboard and the
 //! applications all come through here, so they refuse and record alike.
 
-mod jobs;
-mod queues;
+mod bulk;
+mod job_actions;
+mod queue_actions;
 mod reads;
-mod schedules;
-mod workflows;
+mod schedule_actions;
+mod workflow_actions;
+
+pub use bulk::{BulkAction, BulkOutcome, BulkRequest, Planned};
 
 use std::sync::Arc;
 

@@ -27,8 +27,8 @@ impl Admin {
 
     /// What a bulk replay or purge by filter acts on: the jobs in the
     /// filter's state matching every filter given, oldest first, at most
-    /// its limit. The action itself (all or none) is [`Admin::replay`],
-    /// [`Admin::copy`] or [`Admin::purge`] on their ids.
+    /// its limit. [`Admin::act_on_selection`] reads a filter with it and
+    /// acts on what it found, all or none.
     ///
     /// # Errors
     /// [`Error::Invalid`](crate::Error::Invalid) for a limit out of range.
@@ -82,7 +82,7 @@ impl Admin {
     ///
     /// # Errors
     /// As those two.
-    pub async fn select(&self, selection: &Selection) -> Result<Vec<JobBrief>> {
+    pub async fn selected(&self, selection: &Selection) -> Result<Vec<JobBrief>> {
         match selection {
             Selection::Ids(ids) => self.briefs(ids).await,
             Selection::Filter(filter) => self.matching(filter).await,

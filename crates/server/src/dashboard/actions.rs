@@ -177,7 +177,7 @@ async fn act(
         Action::Replay => (
             "replayed",
             dash.admin
-                .replay(&ReplayRequest {
+                .replay_jobs(&ReplayRequest {
                     ids: vec![id.clone()],
                     operator,
                     reason: Some(reason),
@@ -187,7 +187,7 @@ async fn act(
         Action::Cancel => (
             "cancelled",
             dash.admin
-                .cancel(&CancelRequest {
+                .cancel_jobs(&CancelRequest {
                     ids: vec![id.clone()],
                     operator,
                     reason: Some(reason),
@@ -314,7 +314,7 @@ async fn bulk_replay(
     };
     let replayed = dash
         .admin
-        .replay(&ReplayRequest {
+        .replay_jobs(&ReplayRequest {
             ids,
             operator,
             reason: Some(reason),

@@ -357,8 +357,8 @@ async fn act(
         reason: Some(reason),
     };
     match change {
-        Change::Pause => dash.admin.pause(&action).await?,
-        Change::Resume => dash.admin.resume(&action).await?,
+        Change::Pause => dash.admin.pause_queue(&action).await?,
+        Change::Resume => dash.admin.resume_queue(&action).await?,
     };
     Ok(Redirect::to("/dashboard/queues").into_response())
 }

@@ -187,7 +187,7 @@ async fn reschedule(
         operator,
         reason: Some(reason),
     };
-    match dash.admin.reschedule(&request).await {
+    match dash.admin.reschedule_jobs(&request).await {
         Ok(_) => {}
         Err(errand::Error::InvalidState { .. }) => {
             return Err(refusal(&dash.admin.job(&id).await?));

@@ -737,7 +737,7 @@ async fn reschedule_is_confirmed_with_the_change_and_audited() {
     );
     // Once it is no longer waiting, the page refuses.
     errand::Admin::new(b.store().clone())
-        .cancel(&errand::CancelRequest {
+        .cancel_jobs(&errand::CancelRequest {
             ids: vec![id.clone()],
             operator: "bob".into(),
             reason: None,
@@ -1066,7 +1066,7 @@ async fn the_audit_log_pages_newest_first_and_escapes_what_operators_wrote() {
             }),
         };
         errand::Admin::new(b.store().clone())
-            .pause(&action)
+            .pause_queue(&action)
             .await
             .expect("pause");
     }
@@ -1103,7 +1103,7 @@ async fn a_copy_links_the_original_and_the_new_job() {
         .dead("orig-1", r#"{"to":"a@example.com"}"#, "smtp 550")
         .await;
     let copied = errand::Admin::new(b.store().clone())
-        .copy(&errand::CopyRequest {
+        .copy_jobs(&errand::CopyRequest {
             ids: vec![original.clone()],
             operator: "alice".into(),
             reason: Some("template fixed".into()),

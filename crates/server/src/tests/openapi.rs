@@ -539,7 +539,7 @@ async fn the_audit_schemas_name_every_field_of_an_entry() {
     };
     store.fail(&claimed[0].lease, failure).await.unwrap();
     let copied = errand::Admin::new(store.clone())
-        .copy(&errand::CopyRequest {
+        .copy_jobs(&errand::CopyRequest {
             ids: vec![errand::JobId::new("orig").unwrap()],
             operator: "alice".into(),
             reason: None,

@@ -12,7 +12,7 @@ impl Admin {
     ///
     /// # Errors
     /// [`Error::Invalid`](crate::Error::Invalid) for a bad operator or reason.
-    pub async fn pause(&self, action: &QueueAction) -> Result<bool> {
+    pub async fn pause_queue(&self, action: &QueueAction) -> Result<bool> {
         action.validate()?;
         let by = stamp(&action.operator, action.reason.as_deref());
         self.store.pause_queue(&action.queue, &by).await
@@ -23,7 +23,7 @@ impl Admin {
     ///
     /// # Errors
     /// [`Error::Invalid`](crate::Error::Invalid) for a bad operator or reason.
-    pub async fn resume(&self, action: &QueueAction) -> Result<bool> {
+    pub async fn resume_queue(&self, action: &QueueAction) -> Result<bool> {
         action.validate()?;
         let by = stamp(&action.operator, action.reason.as_deref());
         self.store.resume_queue(&action.queue, &by).await

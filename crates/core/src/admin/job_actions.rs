@@ -21,7 +21,7 @@ impl Admin {
     /// [`Error::Invalid`](crate::Error::Invalid) for a bad operator or reason;
     /// [`Error::NotFound`](crate::Error::NotFound) or [`Error::InvalidState`](crate::Error::InvalidState) naming the first job
     /// that stopped it (nothing changed).
-    pub async fn replay(&self, req: &ReplayRequest) -> Result<Vec<Job>> {
+    pub async fn replay_jobs(&self, req: &ReplayRequest) -> Result<Vec<Job>> {
         req.validate()?;
         let ids = distinct(&req.ids);
         let by = stamp(&req.operator, req.reason.as_deref());
@@ -41,8 +41,8 @@ impl Admin {
     /// worker's settlement is refused.
     ///
     /// # Errors
-    /// As [`Admin::replay`].
-    pub async fn cancel(&self, req: &CancelRequest) -> Result<Vec<Job>> {
+    /// As [`Admin::replay_jobs`].
+    pub async fn cancel_jobs(&self, req: &CancelRequest) -> Result<Vec<Job>> {
         req.validate()?;
         let ids = distinct(&req.ids);
         let by = stamp(&req.operator, req.reason.as_deref());
@@ -61,8 +61,8 @@ impl Admin {
     /// log keeps a `purge` entry for each. Returns the ids purged.
     ///
     /// # Errors
-    /// As [`Admin::replay`]; the reason is required.
-    pub async fn purge(&self, req: &PurgeRequest) -> Result<Vec<JobId>> {
+    /// As [`Admin::replay_jobs`]; the reason is required.
+    pub async fn purge_jobs(&self, req: &PurgeRequest) -> Result<Vec<JobId>> {
         req.validate()?;
         let ids = distinct(&req.ids);
         let by = stamp(&req.operator, Some(&req.reason));
@@ -85,10 +85,10 @@ impl Admin {
     /// order.
     ///
     /// # Errors
-    /// As [`Admin::replay`]; also [`Error::InvalidState`](crate::Error::InvalidState) when an
+    /// As [`Admin::replay_jobs`]; also [`Error::InvalidState`](crate::Error::InvalidState) when an
     /// original depends on a job that is gone (its copy could never have
     /// its inputs).
-    pub async fn copy(&self, req: &CopyRequest) -> Result<Vec<Copied>> {
+    pub async fn copy_jobs(&self, req: &CopyRequest) -> Result<Vec<Copied>> {
         req.validate()?;
         let ids = distinct(&req.ids);
         let by = stamp(&req.operator, req.reason.as_deref());
@@ -119,9 +119,9 @@ impl Admin {
     /// attempts, payload and history stay.
     ///
     /// # Errors
-    /// As [`Admin::replay`]; also [`Error::Invalid`](crate::Error::Invalid) when neither a due
+    /// As [`Admin::replay_jobs`]; also [`Error::Invalid`](crate::Error::Invalid) when neither a due
     /// time nor a priority is given, or the due time is out of range.
-    pub async fn reschedule(&self, req: &RescheduleRequest) -> Result<Vec<Job>> {
+    pub async fn reschedule_jobs(&self, req: &RescheduleRequest) -> Result<Vec<Job>> {
         req.validate()?;
         let ids = distinct(&req.ids);
         let reason = reason_after(&req.describe(), req.reason.as_deref())?;

@@ -137,7 +137,7 @@ pub async fn replay(
         operator: operator.to_owned(),
         reason,
     };
-    match admin.replay(&request).await {
+    match admin.replay_jobs(&request).await {
         Ok(jobs) => jobs
             .first()
             .map(JobView::from)
