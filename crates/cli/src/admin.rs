@@ -235,7 +235,10 @@ pub async fn purge(admin: &Admin, a: PurgeArgs) -> Result<ExitCode, Failure> {
         reason: Some(a.reason),
         dry_run: a.dry_run,
     };
-    let shown = crate::progress::Progress::spinner(a.json || a.dry_run, "purging jobs");
+    let shown = crate::progress::Progress::spinner(
+        a.json || a.dry_run,
+        output::acting_on("purging", &req.jobs),
+    );
     let outcome = admin.act_on_selection(&req).await;
     shown.finish();
     let outcome = outcome.map_err(|e| match e {

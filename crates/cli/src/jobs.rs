@@ -156,7 +156,8 @@ pub(crate) async fn replay(admin: &errand::Admin, a: ReplayArgs) -> Result<ExitC
         dry_run: a.dry_run,
     };
     let verb = if a.new_key { "copying" } else { "replaying" };
-    let shown = progress::Progress::spinner(a.json || a.dry_run, format!("{verb} jobs"));
+    let shown =
+        progress::Progress::spinner(a.json || a.dry_run, output::acting_on(verb, &req.jobs));
     let outcome = admin.act_on_selection(&req).await;
     shown.finish();
     match outcome? {

@@ -507,6 +507,15 @@ pub(crate) fn dry_run_lines(
     Ok(())
 }
 
+/// What a progress spinner says while a bulk action runs: how many jobs
+/// when they are named by id (a filter's count is known only at the end).
+pub(crate) fn acting_on(verb: &str, jobs: &errand::Selection) -> String {
+    match jobs {
+        errand::Selection::Ids(ids) => format!("{verb} {} jobs", ids.len()),
+        errand::Selection::Filter(_) => format!("{verb} jobs"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::escaped;
