@@ -172,8 +172,8 @@ pub async fn a_paused_queue_gives_nothing_to_claims_until_resumed(
 }
 
 /// A purge deletes dead jobs and their history, all or none, refusing any
-/// job that is not dead; each purge leaves an audit entry that outlives
-/// the job.
+/// job that is not dead (with [`PurgeRequest::REFUSED`]); each purge leaves
+/// an audit entry that outlives the job.
 pub async fn purge_deletes_only_dead_jobs_and_its_audit_outlives_them(
     store: Arc<dyn Store>,
     _clock: ManualClock,
@@ -193,7 +193,8 @@ pub async fn purge_deletes_only_dead_jobs_and_its_audit_outlives_them(
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, Error::InvalidState { state, .. } if state == "ready"),
+        matches!(&err, Error::InvalidState { id, state, hint }
+            if id == "live" && state == "ready" && hint == PurgeRequest::REFUSED),
         "{err}"
     );
     assert_eq!(
@@ -248,7 +249,9 @@ pub async fn purge_deletes_only_dead_jobs_and_its_audit_outlives_them(
 /// new id, due now, with a fresh history and the original's queue, kind,
 /// payload, priority, budgets, key, deadline and trace context; the
 /// original is not touched; one `copy` audit entry names both jobs and
-/// shows in both histories. All or none; one named twice is copied once.
+/// shows in both histories. All or none (a job that is neither dead nor
+/// cancelled is refused with [`CopyRequest::REFUSED`]); one named twice is
+/// copied once.
 pub async fn a_copy_takes_a_new_id_leaves_the_original_and_is_audited(
     store: Arc<dyn Store>,
     clock: ManualClock,
@@ -290,7 +293,8 @@ pub async fn a_copy_takes_a_new_id_leaves_the_original_and_is_audited(
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, Error::InvalidState { id, state, .. } if id == "live" && state == "ready"),
+        matches!(&err, Error::InvalidState { id, state, hint }
+            if id == "live" && state == "ready" && hint == CopyRequest::REFUSED),
         "{err}"
     );
     assert!(matches!(
@@ -874,7 +878,8 @@ fn reschedule(ids: &[&str], run: Option<Schedule>, priority: Option<i16>) -> Res
 
 /// A waiting job moves to a new due time and/or priority and nothing else
 /// changes; one named twice moves once; a request naming a job that is not
-/// waiting changes none of them; each move is audited with the change.
+/// waiting changes none of them (refused with
+/// [`RescheduleRequest::REFUSED`]); each move is audited with the change.
 pub async fn a_waiting_job_is_rescheduled_all_or_none_and_audited(
     store: Arc<dyn Store>,
     clock: ManualClock,
@@ -923,7 +928,8 @@ pub async fn a_waiting_job_is_rescheduled_all_or_none_and_audited(
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, Error::InvalidState { id, state, .. } if id == "r2" && state == "running"),
+        matches!(&err, Error::InvalidState { id, state, hint }
+            if id == "r2" && state == "running" && hint == RescheduleRequest::REFUSED),
         "{err}"
     );
     assert_eq!(get(store.as_ref(), "r1").await.available_at, clock.now());

@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use errand_core::Error;
 use errand_core::{
-    AuditFilter, BulkAction, BulkFilter, BulkOutcome, BulkRequest, ErrorClass, Failure, JobId,
-    JobState, ManualClock, Name, PurgeRequest, ReplayRequest, Selection, Store,
+    AuditFilter, BulkAction, BulkFilter, BulkOutcome, BulkRequest, Clock, ErrorClass, Failure,
+    JobId, JobState, ManualClock, Name, NewJob, Payload, PurgeRequest, ReplayRequest, Selection,
+    Store, Timestamp,
 };
 
-use crate::{admin, claim_one, get, job};
+use crate::{admin, claim_one, get, job, retry_after};
 
 const LEASE: Duration = Duration::from_secs(10);
 
@@ -101,6 +102,116 @@ pub async fn a_selection_names_jobs_by_id_or_by_filter(store: Arc<dyn Store>, cl
     let matched = admin(&store).selected(&filter).await.unwrap();
     let found: Vec<&str> = matched.iter().map(|b| b.id.as_str()).collect();
     assert_eq!(found, ["s1", "s2"], "oldest first, at most the limit");
+}
+
+/// A filter names the jobs in its state that match every filter given: a
+/// kind, a text the last error contains, and when the job ended (at or
+/// after `since`, before `until`); a job in another state never matches,
+/// whatever its last error. The CLI's `--kind`, `--error`, `--since` and
+/// `--until` and the API's filter fields all come to this.
+pub async fn a_filter_selects_by_kind_error_text_and_when_the_job_ended(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
+    for (kind, name) in [
+        ("mail", "e1"),
+        ("mail", "e2"),
+        ("mail", "r1"),
+        ("mail", "e3"),
+        ("sms", "s1"),
+    ] {
+        let new = NewJob::new(kind, Payload::from_json_text("{}").unwrap())
+            .unwrap()
+            .with_id(JobId::new(name).unwrap())
+            .with_max_attempts(3)
+            .unwrap();
+        store.insert(new).await.unwrap();
+        clock.advance(Duration::from_millis(1));
+    }
+    // Each claim takes the oldest due job: e1, e2, r1, e3, s1.
+    let fail = |name: &'static str, error: &'static str, dead: bool| {
+        let store = Arc::clone(&store);
+        async move {
+            let c = claim_one(store.as_ref(), LEASE).await;
+            assert_eq!(c.job.id.as_str(), name, "claims go oldest first");
+            let failure = if dead {
+                Failure {
+                    error: error.to_owned(),
+                    class: ErrorClass::Permanent,
+                    retry: None,
+                }
+            } else {
+                retry_after(error, Duration::from_secs(3600))
+            };
+            store.fail(&c.lease, failure).await.unwrap();
+        }
+    };
+    let mut ended = Vec::new();
+    for (name, error, dead) in [
+        ("e1", "smtp refused", true),
+        ("e2", "bad payload", true),
+        ("r1", "smtp refused", false),
+        ("e3", "smtp timeout", true),
+        ("s1", "smtp gateway down", true),
+    ] {
+        if name != "r1" {
+            clock.advance(Duration::from_secs(1));
+        }
+        fail(name, error, dead).await;
+        ended.push(clock.now());
+    }
+    assert_eq!(get(store.as_ref(), "r1").await.state, JobState::Ready);
+    let (t2, t3) = (ended[1], ended[3]);
+
+    let select = |kind: Option<&str>,
+                  error: Option<&str>,
+                  since: Option<Timestamp>,
+                  until: Option<Timestamp>| {
+        let filter = Selection::Filter(BulkFilter {
+            state: JobState::Dead,
+            queue: None,
+            kind: kind.map(|k| Name::parse("kind", k).unwrap()),
+            error_contains: error.map(str::to_owned),
+            since,
+            until,
+            limit: 100,
+        });
+        let admin = admin(&store);
+        async move {
+            let found = admin.selected(&filter).await.unwrap();
+            found
+                .iter()
+                .map(|b| b.id.to_string())
+                .collect::<Vec<String>>()
+        }
+    };
+    assert_eq!(
+        select(None, Some("smtp"), None, None).await,
+        ["e1", "e3", "s1"],
+        "the error text; r1 is not dead"
+    );
+    assert_eq!(
+        select(Some("mail"), Some("smtp"), None, None).await,
+        ["e1", "e3"],
+        "and the kind"
+    );
+    assert_eq!(
+        select(None, None, Some(t2), None).await,
+        ["e2", "e3", "s1"],
+        "ended at or after `since`"
+    );
+    assert_eq!(
+        select(None, None, None, Some(t3)).await,
+        ["e1", "e2"],
+        "ended before `until`"
+    );
+    assert_eq!(select(None, None, Some(t2), Some(t3)).await, ["e2"]);
+    assert_eq!(
+        select(Some("mail"), Some("smtp"), Some(t2), None).await,
+        ["e3"],
+        "every filter given"
+    );
+    assert!(select(None, Some("relay"), None, None).await.is_empty());
 }
 
 /// One call acts on a selection, all or none: a dry run names each job

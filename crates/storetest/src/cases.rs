@@ -1245,8 +1245,9 @@ fn replay_req(ids: &[&str]) -> ReplayRequest {
     }
 }
 
-/// Replay applies to dead (and cancelled) jobs only; it resets attempts,
-/// increments replays, keeps the id, and writes an audit row.
+/// Replay applies to dead (and cancelled) jobs only (a refusal carries
+/// [`ReplayRequest::REFUSED`]); it resets attempts, increments replays,
+/// keeps the id, and writes an audit row.
 pub async fn replay_only_from_dead_or_cancelled_and_is_audited(
     store: Arc<dyn Store>,
     clock: ManualClock,
@@ -1261,13 +1262,14 @@ pub async fn replay_only_from_dead_or_cancelled_and_is_audited(
         Err(Error::InvalidState { .. })
     ));
     let c = claim_one(store.as_ref(), LEASE).await;
-    // Running: refused.
+    // Running: refused, with the hint every surface shows.
     let err = admin(&store)
         .replay_jobs(&replay_req(&["a"]))
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, Error::InvalidState { state, .. } if state == "running"),
+        matches!(&err, Error::InvalidState { state, hint, .. }
+            if state == "running" && hint == ReplayRequest::REFUSED),
         "{err}"
     );
     store.fail(&c.lease, retry_after("down", MS)).await.unwrap();
@@ -1394,8 +1396,9 @@ pub async fn replay_of_several_jobs_is_all_or_nothing(store: Arc<dyn Store>, _cl
     );
 }
 
-/// Operator cancel: ready and running jobs only; a cancelled running job's
-/// worker cannot settle it afterwards.
+/// Operator cancel: ready and running jobs only, refused otherwise with
+/// [`CancelRequest::REFUSED`]; a cancelled running job's worker cannot
+/// settle it afterwards, and a cancelled ready job is never claimed.
 pub async fn operator_cancel_refuses_finished_jobs_and_fences_the_worker(
     store: Arc<dyn Store>,
     _clock: ManualClock,
@@ -1418,10 +1421,13 @@ pub async fn operator_cancel_refuses_finished_jobs_and_fences_the_worker(
     let c2 = claim_one(store.as_ref(), LEASE).await;
     assert_eq!(c2.job.id.as_str(), other);
     store.complete(&c2.lease).await.unwrap();
-    assert!(matches!(
-        admin(&store).cancel_jobs(&req(other)).await,
-        Err(Error::InvalidState { .. })
-    ));
+    match admin(&store).cancel_jobs(&req(other)).await {
+        Err(Error::InvalidState { id, state, hint }) => {
+            assert_eq!((id.as_str(), state.as_str()), (other, "done"));
+            assert_eq!(hint, CancelRequest::REFUSED, "the hint every surface shows");
+        }
+        refused => panic!("a done job cannot be cancelled, got {refused:?}"),
+    }
     // Cancelled is finished too: a second cancel is refused and writes no
     // second audit entry.
     assert!(matches!(
@@ -1431,6 +1437,16 @@ pub async fn operator_cancel_refuses_finished_jobs_and_fences_the_worker(
     let detail = store.detail(&id(c.job.id.as_str())).await.unwrap();
     assert_eq!(detail.audit.len(), 1, "one cancel, one entry");
     assert_eq!(detail.audit[0].action, "cancel");
+    store.insert(job("waiting")).await.unwrap();
+    admin(&store).cancel_jobs(&req("waiting")).await.unwrap();
+    assert!(
+        store
+            .claim(&reclaim_req(10, LEASE))
+            .await
+            .unwrap()
+            .is_empty(),
+        "a cancelled ready job is never claimed"
+    );
 }
 
 /// Unknown ids are reported as not found, and change nothing.

@@ -155,6 +155,7 @@ macro_rules! conformance_tests {
         );
         $crate::conformance_tests!(@in bulk $make;
             a_selection_names_jobs_by_id_or_by_filter,
+            a_filter_selects_by_kind_error_text_and_when_the_job_ended,
             an_action_over_a_selection_is_judged_and_taken_in_one_call,
         );
         $crate::conformance_tests!(@in workflows $make;

@@ -185,19 +185,22 @@ pub async fn a_stored_schedule_is_added_once_and_replaced_only_when_asked(
 }
 
 /// Pause and resume change a schedule only when it is running or paused,
-/// each with its audit entry; a resume starts it again from now. Removal
-/// answers with the schedule as it was and records its definition; an
-/// unknown schedule is named as such. Bad requests write nothing.
+/// each with its audit entry; a paused schedule has no next tick, and a
+/// resume starts it again from now. Removal answers with the schedule as
+/// it was (paused, here) and records its definition; the name may then be
+/// added again, as a new running schedule. An unknown schedule is named
+/// as such. Bad requests write nothing.
 pub async fn a_stored_schedule_pauses_resumes_and_goes_with_audit(
     store: Arc<dyn Store>,
     clock: ManualClock,
 ) {
     let admin = admin(&store);
     let def = definition("sweep", "*/10 * * * * *", "{}");
-    admin
+    let added = admin
         .add_schedule(&add(def.clone(), false, None))
         .await
         .unwrap();
+    assert!(added.schedule.next_tick(clock.now()).is_some());
 
     clock.advance(Duration::from_secs(5));
     let paused = admin
@@ -210,6 +213,11 @@ pub async fn a_stored_schedule_pauses_resumes_and_goes_with_audit(
         (p.at, p.operator.as_str(), p.reason.as_deref()),
         (clock.now(), "oncall", Some("provider down"))
     );
+    assert_eq!(
+        paused.schedule.clone().view(clock.now()).next_tick,
+        None,
+        "a paused schedule has no next tick"
+    );
     let twice = admin.pause_schedule(&act("sweep", None)).await.unwrap();
     assert!(!twice.changed);
     assert_eq!(twice.schedule.paused, Some(p), "the first pause stands");
@@ -219,6 +227,10 @@ pub async fn a_stored_schedule_pauses_resumes_and_goes_with_audit(
     assert!(resumed.changed);
     assert!(resumed.schedule.paused.is_none());
     assert_eq!(resumed.schedule.active_since, clock.now());
+    assert!(
+        resumed.schedule.next_tick(clock.now()).is_some(),
+        "resumed, it ticks again"
+    );
     assert!(
         !admin
             .resume_schedule(&act("sweep", None))
@@ -247,11 +259,21 @@ pub async fn a_stored_schedule_pauses_resumes_and_goes_with_audit(
         Err(Error::Invalid(_))
     ));
 
+    // Paused again, then removed: the answer is the schedule as it was.
+    admin
+        .pause_schedule(&act("sweep", Some("retiring")))
+        .await
+        .unwrap();
     let removed = admin
         .remove_schedule(&act("sweep", Some("retired")))
         .await
         .unwrap();
     assert_eq!(removed.definition, def);
+    assert_eq!(
+        removed.paused.as_ref().map(|p| p.reason.as_deref()),
+        Some(Some("retiring")),
+        "removed as it was: paused"
+    );
     assert!(admin.schedules().await.unwrap().is_empty());
     assert!(matches!(
         admin.remove_schedule(&act("sweep", None)).await,
@@ -264,6 +286,7 @@ pub async fn a_stored_schedule_pauses_resumes_and_goes_with_audit(
         actions,
         [
             "schedule_remove",
+            "schedule_pause",
             "schedule_resume",
             "schedule_pause",
             "schedule_add"
@@ -275,7 +298,25 @@ pub async fn a_stored_schedule_pauses_resumes_and_goes_with_audit(
             r#"removed cron "*/10 * * * * *", kind report, queue default, max attempts 25, misfire skip: retired"#
         )
     );
-    assert_eq!(log[2].reason.as_deref(), Some("provider down"));
+    assert_eq!(log[3].reason.as_deref(), Some("provider down"));
+
+    // The name is free again: added anew, the schedule is new and running
+    // (the pause went with the removal), and its entries follow the old ones.
+    clock.advance(Duration::from_secs(5));
+    let again = admin
+        .add_schedule(&add(def.clone(), false, None))
+        .await
+        .unwrap();
+    assert_eq!(again.outcome, ScheduleAddOutcome::Added);
+    assert_eq!(
+        (again.schedule.created_at, again.schedule.active_since),
+        (clock.now(), clock.now())
+    );
+    assert!(again.schedule.paused.is_none());
+    assert_eq!(admin.schedules().await.unwrap(), vec![again.schedule]);
+    let log = log_of(&*store, "sweep").await;
+    assert_eq!(log.len(), 6);
+    assert_eq!(log[0].action, "schedule_add");
 }
 
 /// The store's step alone: a change whose condition does not hold answers
