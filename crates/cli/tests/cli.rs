@@ -237,8 +237,11 @@ fn work_once_maps_exit_codes_and_records_the_stderr_tail() {
     assert_eq!(String::from_utf8_lossy(&text.stdout).trim(), "idle");
 }
 
+/// A refused replay exits 4 with the library's hint, an unknown id exits 3
+/// (that a refusal changes nothing is conformance's
+/// `replay_of_several_jobs_is_all_or_nothing`).
 #[test]
-fn replay_refuses_jobs_that_are_not_dead_and_changes_nothing() {
+fn replay_refusals_exit_4_with_the_hint_and_an_unknown_id_exits_3() {
     let d = db();
     json(&errand(
         &d.path,
@@ -251,18 +254,16 @@ fn replay_refuses_jobs_that_are_not_dead_and_changes_nothing() {
         "{}",
         stderr(&out)
     );
-    let j = job(&d.path, "r1");
-    assert_eq!(
-        (j["replays"].as_i64(), j["audit"].as_array().map(Vec::len)),
-        (Some(0), Some(0))
-    );
     let out = errand(&d.path, &["replay", "missing"]);
     assert_eq!(out.status.code(), Some(3));
     assert!(stderr(&out).contains("no job with id `missing`"));
 }
 
+/// `replay --json` answers with the jobs replayed, and `--by` and `--reason`
+/// reach the audit entry (what a replay does to the job is conformance's
+/// `replay_only_from_dead_or_cancelled_and_is_audited`).
 #[test]
-fn replay_resets_the_budget_keeps_the_id_and_is_audited() {
+fn replay_answers_with_the_jobs_and_records_by_and_reason() {
     let d = db();
     json(&errand(
         &d.path,
@@ -304,28 +305,10 @@ fn replay_resets_the_budget_keeps_the_id_and_is_audited() {
     let j = job(&d.path, "d1");
     assert_eq!(
         (
-            j["state"].as_str(),
-            j["attempts"].as_i64(),
-            j["replays"].as_i64()
+            j["audit"][0]["operator"].as_str(),
+            j["audit"][0]["reason"].as_str()
         ),
-        (Some("ready"), Some(0), Some(1))
-    );
-    assert_eq!(j["audit"][0]["operator"], "alice");
-    assert_eq!(j["audit"][0]["reason"], "provider back");
-    assert_eq!(j["audit"][0]["action"], "replay");
-    let r = json(&errand(
-        &d.path,
-        &["work", "--once", "--exec", "true", "--json"],
-    ));
-    assert_eq!(
-        (r["attempt"].as_i64(), r["outcome"].as_str()),
-        (Some(1), Some("acknowledged"))
-    );
-    let out = errand(&d.path, &["replay", "d1"]);
-    assert_eq!(
-        out.status.code(),
-        Some(4),
-        "a done job must not be replayed"
+        (Some("alice"), Some("provider back"))
     );
 }
 
@@ -372,11 +355,6 @@ fn bulk_replay_takes_filters_a_bound_and_a_dry_run() {
         ],
     ));
     assert_eq!(dry["jobs"].as_array().unwrap().len(), 3);
-    assert_eq!(
-        job(&d.path, "b0")["state"],
-        "dead",
-        "a dry run changes nothing"
-    );
     let r = json(&errand(
         &d.path,
         &[
@@ -384,8 +362,6 @@ fn bulk_replay_takes_filters_a_bound_and_a_dry_run() {
         ],
     ));
     assert_eq!(r["jobs"].as_array().unwrap().len(), 2);
-    let dead = json(&errand(&d.path, &["jobs", "--state", "dead", "--json"]));
-    assert_eq!(dead.as_array().unwrap().len(), 2);
     let out = errand(&d.path, &["replay", "b3", "--kind", "sms"]);
     assert_eq!(
         out.status.code(),
@@ -394,8 +370,11 @@ fn bulk_replay_takes_filters_a_bound_and_a_dry_run() {
     );
 }
 
+/// `cancel --json` answers with the jobs cancelled; a finished job's refusal
+/// exits 4 (the rule is conformance's
+/// `operator_cancel_refuses_finished_jobs_and_fences_the_worker`).
 #[test]
-fn cancel_refuses_finished_jobs() {
+fn cancel_answers_with_the_jobs_and_a_finished_one_exits_4() {
     let d = db();
     json(&errand(
         &d.path,
@@ -405,13 +384,6 @@ fn cancel_refuses_finished_jobs() {
     assert_eq!(r[0]["state"], "cancelled");
     let out = errand(&d.path, &["cancel", "c1"]);
     assert_eq!(out.status.code(), Some(4));
-    assert_eq!(
-        json(&errand(
-            &d.path,
-            &["work", "--once", "--exec", "true", "--json"]
-        ))["outcome"],
-        "idle"
-    );
 }
 
 #[test]
@@ -423,12 +395,6 @@ fn reschedule_moves_a_waiting_job_and_shows_the_change_in_its_audit() {
             "enqueue", "--kind", "k", "--id", "r1", "--delay", "1h", "--json",
         ],
     ));
-    // Parked for an hour: nothing to run now.
-    let idle = json(&errand(
-        &d.path,
-        &["work", "--once", "--exec", "true", "--json"],
-    ));
-    assert_eq!(idle["outcome"], "idle");
     let moved = json(&errand(
         &d.path,
         &[
@@ -446,12 +412,17 @@ fn reschedule_moves_a_waiting_job_and_shows_the_change_in_its_audit() {
     ));
     assert_eq!(moved[0]["id"], "r1");
     assert_eq!(moved[0]["priority"], -2);
+    // --now, --priority, --by and --reason reach the request (the entry's
+    // wording is conformance's
+    // `a_waiting_job_is_rescheduled_all_or_none_and_audited`).
     let shown = json(&errand(&d.path, &["show", "r1", "--json"]));
-    let audit = shown["audit"].as_array().expect("audit entries");
-    assert_eq!(audit.len(), 1, "{shown}");
-    assert_eq!(audit[0]["action"], "reschedule");
-    assert_eq!(audit[0]["operator"], "ops");
-    assert_eq!(audit[0]["reason"], "run now, priority -2: customer waiting");
+    assert_eq!(
+        (
+            shown["audit"][0]["operator"].as_str(),
+            shown["audit"][0]["reason"].as_str()
+        ),
+        (Some("ops"), Some("run now, priority -2: customer waiting"))
+    );
     let ran = json(&errand(
         &d.path,
         &["work", "--once", "--exec", "true", "--json"],
@@ -1432,18 +1403,14 @@ fn a_paused_queue_gives_workers_in_other_processes_nothing_until_resumed() {
         "{}",
         stdout(&out)
     );
-    for args in [
-        &["work", "--once", "--exec", "true", "--json"][..],
-        &[
-            "work", "--once", "--queue", "mail", "--exec", "true", "--json",
-        ][..],
-    ] {
-        assert_eq!(json(&errand(&d.path, args))["outcome"], "idle", "{args:?}");
-    }
-    let j = job(&d.path, "p1");
+    // A worker in another process sees the pause (which claims a pause
+    // stops is conformance's `a_paused_queue_gives_nothing_to_claims_until_resumed`).
     assert_eq!(
-        (j["state"].as_str(), j["attempts"].as_u64()),
-        (Some("ready"), Some(0))
+        json(&errand(
+            &d.path,
+            &["work", "--once", "--exec", "true", "--json"]
+        ))["outcome"],
+        "idle"
     );
 
     let out = errand(&d.path, &["pause", "mail", "--by", "bob"]);
@@ -1507,24 +1474,6 @@ fn a_paused_queue_gives_workers_in_other_processes_nothing_until_resumed() {
         serde_json::json!([])
     );
 
-    let log = json(&errand(&d.path, &["audit", "--queue", "mail", "--json"]));
-    let actions: Vec<(&str, &str)> = log
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            (
-                e["action"].as_str().unwrap(),
-                e["reason"].as_str().unwrap_or("-"),
-            )
-        })
-        .collect();
-    assert_eq!(
-        actions,
-        [("resume", "relay back"), ("pause", "smtp down")],
-        "no-op pauses and resumes are not logged"
-    );
-
     for (args, needle) in [
         (&["pause", "mail"][..], "--by"),
         (&["pause", "bad name!", "--by", "ops"][..], "queue"),
@@ -1536,8 +1485,13 @@ fn a_paused_queue_gives_workers_in_other_processes_nothing_until_resumed() {
     }
 }
 
+/// `purge` prints what it did, would do or refused, with its exit codes and
+/// flag checks, and `show` reports a purged job from its audit entry (what
+/// a purge deletes and records is conformance's
+/// `purge_deletes_only_dead_jobs_and_its_audit_outlives_them` and
+/// `an_action_over_a_selection_is_judged_and_taken_in_one_call`).
 #[test]
-fn purge_deletes_dead_jobs_only_with_an_audit_entry_that_show_reports() {
+fn purge_prints_what_it_did_or_refused_and_show_reports_the_purge() {
     let d = db();
     dead_job(&d.path, "d1", "bulk");
     dead_job(&d.path, "d2", "bulk");
@@ -1548,20 +1502,7 @@ fn purge_deletes_dead_jobs_only_with_an_audit_entry_that_show_reports() {
             "enqueue", "--kind", "k", "--id", "r1", "--queue", "bulk", "--json",
         ],
     ));
-    let count = || {
-        json(&errand(&d.path, &["jobs", "--json"]))
-            .as_array()
-            .unwrap()
-            .len()
-    };
-    let audited = || {
-        json(&errand(&d.path, &["audit", "--json"]))
-            .as_array()
-            .unwrap()
-            .len()
-    };
-
-    // All or none: a ready job among the ids refuses the whole purge.
+    // A ready job among the ids: refused, and the message says nothing was purged.
     let out = errand(
         &d.path,
         &["purge", "d1", "r1", "--by", "ops", "--reason", "gdpr"],
@@ -1573,7 +1514,6 @@ fn purge_deletes_dead_jobs_only_with_an_audit_entry_that_show_reports() {
         "{}",
         stderr(&out)
     );
-    assert_eq!((count(), audited()), (4, 0));
     for (args, needle) in [
         (&["purge", "d1", "--by", "ops"][..], "--reason"),
         (&["purge", "d1", "--reason", "x"][..], "--by"),
@@ -1599,7 +1539,6 @@ fn purge_deletes_dead_jobs_only_with_an_audit_entry_that_show_reports() {
     let out = errand(&d.path, &["purge", "nope", "--by", "ops", "--reason", "x"]);
     assert_eq!(out.status.code(), Some(3));
 
-    // A dry run writes nothing.
     let dry = json(&errand(
         &d.path,
         &[
@@ -1639,7 +1578,6 @@ fn purge_deletes_dead_jobs_only_with_an_audit_entry_that_show_reports() {
             && text.contains("would refuse (only dead jobs can be purged) r1"),
         "{text}"
     );
-    assert_eq!((count(), audited()), (4, 0));
 
     let out = errand(
         &d.path,
@@ -1651,7 +1589,6 @@ fn purge_deletes_dead_jobs_only_with_an_audit_entry_that_show_reports() {
         "{}",
         stdout(&out)
     );
-    assert_eq!(count(), 3);
     for args in [&["show", "d1"][..], &["show", "d1", "--json"][..]] {
         let out = errand(&d.path, args);
         assert_eq!(out.status.code(), Some(3), "still not found");
@@ -1669,24 +1606,8 @@ fn purge_deletes_dead_jobs_only_with_an_audit_entry_that_show_reports() {
     let out = errand(&d.path, &["show", "never"]);
     assert_eq!(out.status.code(), Some(3));
     assert!(stderr(&out).contains("no job with id `never`"));
-    let log = json(&errand(&d.path, &["audit", "--job", "d1", "--json"]));
-    assert_eq!(log.as_array().map(Vec::len), Some(1));
-    assert_eq!(
-        (
-            log[0]["action"].as_str(),
-            log[0]["operator"].as_str(),
-            log[0]["queue"].as_str(),
-            log[0]["reason"].as_str()
-        ),
-        (
-            Some("purge"),
-            Some("ops"),
-            Some("bulk"),
-            Some("customer asked")
-        )
-    );
 
-    // By filter, with a bound: only dead jobs of the queue match.
+    // By filter, with a bound: a purge asks for dead jobs (r1 is ready).
     let dry = json(&errand(
         &d.path,
         &[
@@ -1730,14 +1651,14 @@ fn purge_deletes_dead_jobs_only_with_an_audit_entry_that_show_reports() {
         ],
     ));
     assert_eq!(r["purged"], serde_json::json!([]), "nothing dead is left");
-    let left = json(&errand(&d.path, &["jobs", "--json"]));
-    assert_eq!(left.as_array().map(Vec::len), Some(1));
-    assert_eq!(left[0]["id"], "r1");
-    assert_eq!(audited(), 3);
 }
 
+/// `audit` takes `--limit` and `--before` and prints where the next page
+/// starts, and `--job` and `--queue` filter (the log's order and what each
+/// filter finds are conformance's
+/// `the_audit_log_pages_newest_first_and_filters`).
 #[test]
-fn audit_pages_newest_first_and_filters_by_job_and_queue() {
+fn audit_pages_by_limit_and_before_and_filters_by_job_and_queue() {
     let d = db();
     for id in ["a", "b"] {
         json(&errand(
@@ -1761,13 +1682,6 @@ fn audit_pages_newest_first_and_filters_by_job_and_queue() {
     );
 
     let all = json(&errand(&d.path, &["audit", "--json"]));
-    let actions: Vec<&str> = all
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["action"].as_str().unwrap())
-        .collect();
-    assert_eq!(actions, ["resume", "pause", "cancel", "cancel"]);
     let page1 = json(&errand(&d.path, &["audit", "--limit", "2", "--json"]));
     assert_eq!(page1, serde_json::json!([all[0], all[1]]));
     let before = page1[1]["seq"].as_u64().unwrap().to_string();
@@ -1785,13 +1699,8 @@ fn audit_pages_newest_first_and_filters_by_job_and_queue() {
 
     let a = json(&errand(&d.path, &["audit", "--job", "a", "--json"]));
     assert_eq!(a.as_array().map(Vec::len), Some(1));
-    assert_eq!(
-        (a[0]["job_id"].as_str(), a[0]["reason"].as_str()),
-        (Some("a"), Some("a"))
-    );
     let q = json(&errand(&d.path, &["audit", "--queue", "q", "--json"]));
     assert_eq!(q.as_array().map(Vec::len), Some(2));
-    assert!(q[0]["job_id"].is_null());
     assert_eq!(
         stdout(&errand(&d.path, &["audit", "--queue", "none"])).trim(),
         "no audit entries"
@@ -1919,8 +1828,13 @@ fn enqueue_takes_a_deadline_and_a_traceparent_and_show_prints_them() {
     );
 }
 
+/// `replay --new-key` prints and answers with each copy (the new job as a
+/// brief, without its payload), a refusal exits 4 with the library's
+/// message, and `show` of the copy names its original (what a copy takes
+/// and records is conformance's
+/// `a_copy_takes_a_new_id_leaves_the_original_and_is_audited`).
 #[test]
-fn replay_new_key_enqueues_a_copy_under_a_new_id_and_leaves_the_original() {
+fn replay_new_key_prints_each_copy_and_show_names_its_original() {
     let d = db();
     json(&errand(
         &d.path,
@@ -1936,16 +1850,6 @@ fn replay_new_key_enqueues_a_copy_under_a_new_id_and_leaves_the_original() {
             r#"{"to":"x"}"#,
             "--max-attempts",
             "1",
-            "--priority",
-            "3",
-            "--key",
-            "acct",
-            "--key-limit",
-            "2",
-            "--deadline",
-            "2999-01-01T00:00:00Z",
-            "--traceparent",
-            TP,
             "--json",
         ],
     ));
@@ -1966,17 +1870,6 @@ fn replay_new_key_enqueues_a_copy_under_a_new_id_and_leaves_the_original() {
     let out = errand(&d.path, &["replay", "n1", "r1", "--new-key"]);
     assert_eq!(out.status.code(), Some(4));
     assert!(stderr(&out).contains("job `r1` is ready: only dead or cancelled jobs can be copied under a new id; nothing was copied"), "{}", stderr(&out));
-    assert_eq!(
-        json(&errand(&d.path, &["jobs", "--json"]))
-            .as_array()
-            .map(Vec::len),
-        Some(2)
-    );
-    assert_eq!(
-        json(&errand(&d.path, &["audit", "--json"])),
-        serde_json::json!([]),
-        "a refused copy writes no audit entry"
-    );
 
     let r = json(&errand(
         &d.path,
@@ -1995,63 +1888,10 @@ fn replay_new_key_enqueues_a_copy_under_a_new_id_and_leaves_the_original() {
     // The answer names the copy without its payload; `show` has it whole.
     let brief = &r["copies"][0]["job"];
     assert!(brief.get("payload").is_none(), "{brief}");
-    let copy = &job(&d.path, brief["id"].as_str().expect("the copy's id"));
+    let copy_id = brief["id"].as_str().expect("the copy's id");
+    let copy = job(&d.path, copy_id);
     assert_eq!(brief["payload_bytes"], copy["payload"].to_string().len());
-    assert_ne!(copy["id"], "n1");
-    assert_eq!(
-        (
-            copy["state"].as_str(),
-            copy["attempts"].as_u64(),
-            copy["replays"].as_u64()
-        ),
-        (Some("ready"), Some(0), Some(0))
-    );
-    let original = job(&d.path, "n1");
-    for field in [
-        "queue",
-        "kind",
-        "payload",
-        "priority",
-        "max_attempts",
-        "max_lease_expiries",
-        "key",
-        "deadline",
-        "traceparent",
-    ] {
-        assert_eq!(copy[field], original[field], "{field}");
-    }
-    assert_eq!(
-        (original["state"].as_str(), original["replays"].as_u64()),
-        (Some("dead"), Some(0))
-    );
-    // The copy is audited once, on both jobs' histories.
-    let copy_id = copy["id"].as_str().expect("the copy's id");
-    let entry = &original["audit"][0];
-    assert_eq!(
-        (
-            entry["action"].as_str(),
-            entry["operator"].as_str(),
-            entry["reason"].as_str(),
-            entry["copied_to"].as_str(),
-        ),
-        (
-            Some("copy"),
-            Some("ops"),
-            Some("provider fixed"),
-            Some(copy_id)
-        )
-    );
-    assert_eq!(original["audit"].as_array().map(Vec::len), Some(1));
-    let of_copy = job(&d.path, copy_id);
-    assert_eq!(of_copy["audit"].as_array().map(Vec::len), Some(1));
-    assert_eq!(of_copy["audit"][0]["copied_from"], "n1");
-    assert_eq!(of_copy["audit"][0]["action"], "copy");
-    let log = json(&errand(&d.path, &["audit", "--job", copy_id, "--json"]));
-    assert_eq!(log.as_array().map(Vec::len), Some(1));
-    assert_eq!(
-        (log[0]["job_id"].as_str(), log[0]["copy_id"].as_str()),
-        (Some("n1"), Some(copy_id))
-    );
+    // `show` words the copy's entry; --by and --reason reached it.
     let text = stdout(&errand(&d.path, &["show", copy_id]));
     assert!(
         text.contains("copy (this job, from job n1) by ops: provider fixed"),
@@ -2068,21 +1908,6 @@ fn replay_new_key_enqueues_a_copy_under_a_new_id_and_leaves_the_original() {
     assert!(
         text.trim_end().ends_with("(queue=bulk kind=mail) by ops"),
         "{text}"
-    );
-    assert_eq!(
-        json(&errand(&d.path, &["audit", "--job", "n1", "--json"]))
-            .as_array()
-            .map(Vec::len),
-        Some(2)
-    );
-    assert_eq!(
-        json(&errand(
-            &d.path,
-            &["jobs", "--queue", "bulk", "--state", "ready", "--json"]
-        ))
-        .as_array()
-        .map(Vec::len),
-        Some(2)
     );
 }
 
@@ -2274,7 +2099,6 @@ fn workflows_are_shown_replayed_and_cancelled_and_tags_filter_jobs() {
         ],
     ));
     assert_eq!(replayed["jobs"][0]["id"], "s1");
-    assert_eq!(job(&d.path, "s1")["state"], "ready");
     let cancelled = stdout(&errand(
         &d.path,
         &[
@@ -2296,7 +2120,6 @@ fn workflows_are_shown_replayed_and_cancelled_and_tags_filter_jobs() {
         audit.contains("cancel workflow order-7: withdrawn"),
         "{audit}"
     );
-    assert_eq!(job(&d.path, "other")["state"], "ready");
 
     // Refusals say what is wrong and change nothing.
     let missing = errand(&d.path, &["workflow", "show", "nope"]);
