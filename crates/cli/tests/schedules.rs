@@ -1,15 +1,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Stored schedules from the command line, on SQLite and — when
 //! `ERRAND_TEST_POSTGRES_URL` is set — on PostgreSQL: `errand schedule
-//! add|list|remove|pause|resume` with their audit entries, and two real
+//! add|list|remove|pause|resume`, their answers and exit codes, and two real
 //! `errand work` services running one stored schedule: each tick becomes
 //! one job, run once.
 
 use std::collections::HashSet;
 use std::process::{Child, Stdio};
 use std::time::Duration;
-
-use serde_json::Value;
 
 mod common;
 
@@ -135,11 +133,6 @@ fn stored_schedules_are_added_listed_paused_and_removed_with_audit() {
             "{text}"
         );
         assert_eq!(
-            b.ok(&["schedule", "list", "--json"])[0]["next_tick"],
-            Value::Null,
-            "no next tick while paused"
-        );
-        assert_eq!(
             b.ok(&["schedule", "resume", "nightly", "--json"])["changed"],
             true
         );
@@ -151,31 +144,7 @@ fn stored_schedules_are_added_listed_paused_and_removed_with_audit() {
         let out = b.run(&["schedule", "pause", "nightly"]);
         assert_eq!(out.status.code(), Some(3));
 
-        let log = b.ok(&["audit", "--schedule", "nightly", "--json"]);
-        let actions: Vec<&str> = log
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e["action"].as_str().unwrap())
-            .collect();
-        assert_eq!(
-            actions,
-            [
-                "schedule_remove",
-                "schedule_resume",
-                "schedule_pause",
-                "schedule_replace",
-                "schedule_add"
-            ]
-        );
-        assert!(
-            log.as_array()
-                .unwrap()
-                .iter()
-                .all(|e| e["schedule"] == "nightly"
-                    && e["queue"] == "reports"
-                    && e["job_id"].is_null())
-        );
+        // Which entries each change writes is conformance's (schedules.rs).
         let text = stdout(&b.run(&["audit", "--schedule", "nightly"]));
         assert!(text.contains("schedule nightly"), "{text}");
 
