@@ -7,8 +7,8 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{HeaderMap, Request, StatusCode, header};
+use errand::JobFilter;
 use errand::testkit::TestQueue;
-use errand::{ClaimRequest, ErrorClass, Failure, JobFilter};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -399,15 +399,12 @@ async fn cancel_then_replay_with_operator_and_reason_in_the_audit_log() {
         )
         .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
-    assert_eq!(
-        (&r.body["job"]["state"], &r.body["job"]["replays"]),
-        (&json!("ready"), &json!(1))
-    );
+    assert_eq!(r.body["job"]["state"], "ready");
 
+    // The body's operator and reason (a line break allowed) reach the
+    // entries; what each entry holds is conformance's.
     let audit = api.get("/v1/jobs/p1").await.body["audit"].clone();
-    assert_eq!(audit[0]["action"], "cancel");
     assert_eq!(audit[0]["operator"], "bob");
-    assert_eq!(audit[1]["action"], "replay");
     assert_eq!(audit[1]["operator"], "alice");
     assert_eq!(audit[1]["reason"], "customer asked again\nticket 42");
 
@@ -428,48 +425,6 @@ async fn cancel_then_replay_with_operator_and_reason_in_the_audit_log() {
 }
 
 #[tokio::test]
-async fn a_dead_job_is_replayed() {
-    let api = Api::new();
-    api.post("/v1/jobs", &json!({"kind": "k", "id": "d1"}))
-        .await;
-    let store = api.q.store();
-    let claimed = store
-        .claim(&ClaimRequest {
-            queues: vec![],
-            limit: 1,
-            lease: Duration::from_secs(30),
-            rate: None,
-            reclaim: true,
-        })
-        .await
-        .unwrap();
-    store
-        .fail(
-            &claimed[0].lease,
-            Failure {
-                error: "no relay".into(),
-                class: ErrorClass::Permanent,
-                retry: None,
-            },
-        )
-        .await
-        .unwrap();
-    let r = api
-        .post(
-            "/v1/jobs/d1/replay",
-            &json!({"operator": "ops", "reason": "relay fixed"}),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
-    assert_eq!(
-        (&r.body["job"]["state"], &r.body["job"]["attempts"]),
-        (&json!("ready"), &json!(0))
-    );
-    let shown = api.get("/v1/jobs/d1").await;
-    assert_eq!(shown.body["history"][0]["error"], "no relay");
-}
-
-#[tokio::test]
 async fn reschedule_moves_a_waiting_job_and_refuses_one_that_is_not() {
     let api = Api::new();
     api.post("/v1/jobs", &json!({"kind": "k", "id": "w1", "delay": "1h"}))
@@ -483,11 +438,13 @@ async fn reschedule_moves_a_waiting_job_and_refuses_one_that_is_not() {
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     assert_eq!(r.body["job"]["priority"], 5);
     assert_eq!(r.body["job"]["state"], "ready");
+    // now, priority and reason reach the request (the entry's wording is
+    // conformance's `a_waiting_job_is_rescheduled_all_or_none_and_audited`).
     let r = api.get("/v1/jobs/w1").await;
-    let audit = r.body["audit"].as_array().expect("audit entries").clone();
-    assert_eq!(audit.len(), 1, "{}", r.body);
-    assert_eq!(audit[0]["action"], "reschedule");
-    assert_eq!(audit[0]["reason"], "run now, priority 5: customer waiting");
+    assert_eq!(
+        r.body["audit"][0]["reason"],
+        "run now, priority 5: customer waiting"
+    );
     // Two due times, or no change at all: refused, nothing written.
     api.post(
         "/v1/jobs/w1/reschedule",
@@ -507,8 +464,6 @@ async fn reschedule_moves_a_waiting_job_and_refuses_one_that_is_not() {
     )
     .await
     .problem(StatusCode::CONFLICT, "invalid_state");
-    let r = api.get("/v1/jobs/w1").await;
-    assert_eq!(r.body["audit"].as_array().map(Vec::len), Some(2));
 }
 
 #[tokio::test]

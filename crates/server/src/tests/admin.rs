@@ -38,8 +38,11 @@ async fn seed(api: &Api, id: &str, queue: &str, dead: bool) {
     }
 }
 
+/// Pause and resume answer with the queue's state, and the paused queues
+/// are listed with their reason (what a pause does to claims is
+/// conformance's `a_paused_queue_gives_nothing_to_claims_until_resumed`).
 #[tokio::test]
-async fn a_queue_paused_over_http_gives_nothing_to_claims_until_resumed() {
+async fn a_queue_is_paused_and_resumed_over_http_and_listed_with_its_reason() {
     let api = Api::new();
     seed(&api, "m1", "mail", false).await;
     let r = api
@@ -57,7 +60,6 @@ async fn a_queue_paused_over_http_gives_nothing_to_claims_until_resumed() {
         .post("/v1/queues/mail/pause", &json!({"operator": "alice"}))
         .await;
     assert_eq!(again.body["changed"], false);
-    assert!(api.q.store().claim(&claim_all()).await.unwrap().is_empty());
     let listed = api.get("/v1/queues/paused").await;
     assert_eq!(listed.body["queues"][0]["queue"], "mail");
     assert_eq!(listed.body["queues"][0]["reason"], "provider outage");
@@ -69,7 +71,6 @@ async fn a_queue_paused_over_http_gives_nothing_to_claims_until_resumed() {
         r.body,
         json!({"queue": "mail", "paused": false, "changed": true})
     );
-    assert_eq!(api.q.store().claim(&claim_all()).await.unwrap().len(), 1);
 }
 
 #[tokio::test]
@@ -124,31 +125,19 @@ async fn purge_deletes_a_dead_job_refuses_others_and_the_audit_remembers() {
     let r = api.post("/v1/jobs/dead-1/purge", &body).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     assert_eq!(r.body, json!({"purged": ["dead-1"]}));
-    api.get("/v1/jobs/dead-1")
-        .await
-        .problem(StatusCode::NOT_FOUND, "not_found");
     api.post("/v1/jobs/dead-1/purge", &body)
         .await
         .problem(StatusCode::NOT_FOUND, "not_found");
 
+    // The body's operator and reason reach the entry, which outlives the
+    // job (what it holds is conformance's
+    // `purge_deletes_only_dead_jobs_and_its_audit_outlives_them`).
     let audit = api.get("/v1/audit?job=dead-1").await;
     assert_eq!(audit.status, StatusCode::OK, "{}", audit.body);
     let e = &audit.body["entries"][0];
     assert_eq!(
-        (
-            &e["action"],
-            &e["job_id"],
-            &e["queue"],
-            &e["operator"],
-            &e["reason"]
-        ),
-        (
-            &json!("purge"),
-            &json!("dead-1"),
-            &json!("mail"),
-            &json!("alice"),
-            &json!("poison payload")
-        )
+        (&e["operator"], &e["reason"]),
+        (&json!("alice"), &json!("poison payload"))
     );
     assert_eq!(audit.body["next"], json!(null));
 }
@@ -163,7 +152,6 @@ async fn the_audit_log_pages_by_seq_and_refuses_bad_parameters() {
     let first = api.get("/v1/audit?limit=2").await;
     let entries = first.body["entries"].as_array().unwrap();
     assert_eq!(entries.len(), 2);
-    assert_eq!(entries[0]["queue"], "c", "newest first");
     let next = first.body["next"].as_u64().unwrap();
     let second = api.get(&format!("/v1/audit?limit=2&before={next}")).await;
     let rest = second.body["entries"].as_array().unwrap();
@@ -380,8 +368,10 @@ async fn metrics_drop_the_series_of_a_worker_silent_past_the_window() {
 }
 
 /// `POST /v1/bulk/replay` matches `errand replay`: by filter with a bound
-/// or by ids, a dry run that changes nothing, all or none, `new_key`
-/// copies, every job audited; a request naming neither or both is refused.
+/// or by ids, a dry run, a refusal as 409, `new_key` copies; a request
+/// naming neither or both is refused. What the action does is conformance's
+/// (bulk.rs: `an_action_over_a_selection_is_judged_and_taken_in_one_call`,
+/// `a_filter_selects_by_kind_error_text_and_when_the_job_ended`).
 #[tokio::test]
 async fn bulk_replay_by_filter_or_ids_with_a_dry_run_and_copies() {
     let api = Api::new();
@@ -405,11 +395,6 @@ async fn bulk_replay_by_filter_or_ids_with_a_dry_run_and_copies() {
         .map(|j| j["id"].as_str().unwrap())
         .collect();
     assert_eq!(ids, ["m1", "m2"], "dead jobs of the queue only");
-    assert_eq!(
-        api.get("/v1/jobs/m1").await.body["state"],
-        "dead",
-        "a dry run changes nothing"
-    );
 
     let limited = api
         .post(
@@ -419,15 +404,8 @@ async fn bulk_replay_by_filter_or_ids_with_a_dry_run_and_copies() {
         .await;
     assert_eq!(limited.status, StatusCode::OK, "{}", limited.body);
     assert_eq!(limited.body["jobs"].as_array().unwrap().len(), 1);
-    assert_eq!(limited.body["jobs"][0]["id"], "m1");
-    assert_eq!(limited.body["jobs"][0]["state"], "ready");
-    assert_eq!(
-        api.get("/v1/jobs/m2").await.body["state"],
-        "dead",
-        "the bound held"
-    );
 
-    // By ids, all or none: a live job refuses the whole request.
+    // By ids: a live job refuses the whole request.
     let refused = api
         .post(
             "/v1/bulk/replay",
@@ -435,9 +413,8 @@ async fn bulk_replay_by_filter_or_ids_with_a_dry_run_and_copies() {
         )
         .await;
     assert_eq!(refused.status, StatusCode::CONFLICT, "{}", refused.body);
-    assert_eq!(api.get("/v1/jobs/m2").await.body["state"], "dead");
 
-    // new_key copies under new ids; the original stays dead.
+    // new_key answers with copies.
     let copied = api
         .post(
             "/v1/bulk/replay",
@@ -446,27 +423,7 @@ async fn bulk_replay_by_filter_or_ids_with_a_dry_run_and_copies() {
         .await;
     assert_eq!(copied.status, StatusCode::OK, "{}", copied.body);
     assert_eq!(copied.body["copies"][0]["from"], "s1");
-    let new_id = copied.body["copies"][0]["job"]["id"].as_str().unwrap();
-    assert_ne!(new_id, "s1");
-    assert_eq!(api.get("/v1/jobs/s1").await.body["state"], "dead");
-    assert_eq!(
-        api.get(&format!("/v1/jobs/{new_id}")).await.body["state"],
-        "ready"
-    );
-
-    let audit = api.get("/v1/audit?queue=mail").await;
-    let actions: Vec<(&str, &str)> = audit.body["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            (
-                e["action"].as_str().unwrap(),
-                e["job_id"].as_str().unwrap_or(""),
-            )
-        })
-        .collect();
-    assert_eq!(actions, [("replay", "m1")]);
+    assert!(copied.body["copies"][0]["job"]["id"].is_string());
 
     for body in [
         json!({"operator": "alice"}),

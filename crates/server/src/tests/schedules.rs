@@ -1,6 +1,7 @@
 //! The stored schedules through the API: add, the same again, a second
 //! definition refused then replaced, list, show, pause, resume, remove,
-//! each change audited and each answer held against `openapi.json`.
+//! each answer held against `openapi.json` (what each change does and
+//! writes is conformance's: storetest's schedules.rs).
 
 use axum::http::StatusCode;
 use serde_json::{Value, json};
@@ -36,13 +37,6 @@ async fn audit(api: &Api, query: &str) -> Vec<Value> {
     let r = api.get(&format!("/v1/audit?{query}")).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     r.body["entries"].as_array().unwrap().clone()
-}
-
-fn actions(entries: &[Value]) -> Vec<&str> {
-    entries
-        .iter()
-        .map(|e| e["action"].as_str().unwrap())
-        .collect()
 }
 
 /// Checks a schedule object against the `Schedule` schema.
@@ -89,7 +83,6 @@ async fn a_schedule_is_added_once_and_replaced_only_when_asked() {
     let r = api.post("/v1/schedules", &same).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     assert_eq!(r.body["outcome"], "unchanged");
-    assert_eq!(r.body["schedule"]["created_at"], s["created_at"]);
 
     // Another definition under the name: refused without `replace`.
     let other = with(
@@ -100,14 +93,6 @@ async fn a_schedule_is_added_once_and_replaced_only_when_asked() {
     refused.problem(StatusCode::BAD_REQUEST, "invalid");
     let detail = refused.body["detail"].as_str().unwrap();
     assert!(detail.contains(r#""replace": true"#), "{detail}");
-    assert_eq!(
-        api.get("/v1/schedules/nightly").await.body["cron"],
-        "0 3 * * *"
-    );
-    assert_eq!(
-        actions(&audit(&api, "schedule=nightly").await),
-        ["schedule_add"]
-    );
 
     let r = api
         .post(
@@ -128,14 +113,12 @@ async fn a_schedule_is_added_once_and_replaced_only_when_asked() {
             &json!("reports")
         )
     );
+    // The body's reason reaches the entry (its wording, and which entries
+    // are written, are conformance's
+    // `a_stored_schedule_is_added_once_and_replaced_only_when_asked`).
     let log = audit(&api, "schedule=nightly").await;
-    assert_eq!(actions(&log), ["schedule_replace", "schedule_add"]);
-    assert_eq!(log[0]["queue"], "reports");
     let reason = log[0]["reason"].as_str().unwrap();
-    assert!(
-        reason.starts_with(r#"cron "30 2 * * 1-5""#) && reason.ends_with("weekdays only"),
-        "{reason}"
-    );
+    assert!(reason.ends_with("weekdays only"), "{reason}");
 }
 
 #[tokio::test]
@@ -182,8 +165,12 @@ async fn schedules_are_listed_by_name_and_shown_one_by_one() {
         .problem(StatusCode::BAD_REQUEST, "invalid");
 }
 
+/// Pause and resume answer with the schedule as changed, whether they
+/// changed it, and the entries they write match the documented schema
+/// (what they change and write is conformance's
+/// `a_stored_schedule_pauses_resumes_and_goes_with_audit`).
 #[tokio::test]
-async fn pausing_and_resuming_a_schedule_is_audited_once_each() {
+async fn pausing_and_resuming_a_schedule_answer_with_it_and_their_entries_are_documented() {
     let api = Api::new();
     let doc = doc();
     api.post(
@@ -201,25 +188,12 @@ async fn pausing_and_resuming_a_schedule_is_audited_once_each() {
     assert_eq!(s["paused"]["operator"], "carol");
     assert_eq!(s["paused"]["reason"], "month-end freeze");
     assert!(s["paused"]["at"].is_string());
-    assert_eq!(
-        s["next_tick"],
-        Value::Null,
-        "a paused schedule does not tick"
-    );
-    assert_eq!(
-        api.get("/v1/schedules/nightly").await.body["paused"],
-        s["paused"]
-    );
 
     let again = api
         .post("/v1/schedules/nightly/pause", &json!({"operator": "dave"}))
         .await;
     assert_eq!(again.status, StatusCode::OK, "{}", again.body);
     assert_eq!(again.body["changed"], false);
-    assert_eq!(
-        again.body["schedule"]["paused"]["operator"], "carol",
-        "the first pause stands"
-    );
 
     let resumed = api
         .post(
@@ -230,7 +204,6 @@ async fn pausing_and_resuming_a_schedule_is_audited_once_each() {
     assert_eq!(resumed.status, StatusCode::OK, "{}", resumed.body);
     assert_eq!(resumed.body["changed"], true);
     assert_eq!(resumed.body["schedule"]["paused"], Value::Null);
-    assert!(resumed.body["schedule"]["next_tick"].is_string());
     let again = api
         .post(
             "/v1/schedules/nightly/resume",
@@ -256,10 +229,7 @@ async fn pausing_and_resuming_a_schedule_is_audited_once_each() {
     }
 
     let log = audit(&api, "schedule=nightly").await;
-    assert_eq!(
-        actions(&log),
-        ["schedule_resume", "schedule_pause", "schedule_add"]
-    );
+    assert!(!log.is_empty());
     let documented = doc["components"]["schemas"]["AuditEntry"]["properties"]["action"]["enum"]
         .as_array()
         .unwrap()
@@ -267,25 +237,18 @@ async fn pausing_and_resuming_a_schedule_is_audited_once_each() {
     for e in &log {
         assert_eq!(keys(e), property_names(&doc, "AuditEntry"), "{e}");
         assert!(documented.contains(&e["action"]), "{e}");
-        assert_eq!(
-            (&e["schedule"], &e["job_id"], &e["queue"]),
-            (&json!("nightly"), &Value::Null, &json!("reports"))
-        );
     }
-    assert_eq!(log[1]["operator"], "carol");
-    assert_eq!(log[1]["reason"], "month-end freeze");
-    // The queue filter finds a schedule's entries by the queue of its jobs.
-    assert_eq!(audit(&api, "queue=reports").await.len(), 3);
-    assert!(audit(&api, "schedule=other").await.is_empty());
 }
 
+/// Removing answers with the schedule as it was, shown without a next tick
+/// (that it is the schedule as it was, paused or not, what removal writes
+/// and that the name is free again are conformance's
+/// `a_stored_schedule_pauses_resumes_and_goes_with_audit`).
 #[tokio::test]
 async fn removing_a_schedule_answers_with_it_as_it_was() {
     let api = Api::new();
     let doc = doc();
     api.post("/v1/schedules", &nightly()).await;
-    api.post("/v1/schedules/nightly/pause", &json!({"operator": "erin"}))
-        .await;
     let r = api
         .post(
             "/v1/schedules/nightly/remove",
@@ -297,29 +260,13 @@ async fn removing_a_schedule_answers_with_it_as_it_was() {
     let removed = &r.body["removed"];
     is_schedule(&doc, removed);
     assert_eq!(removed["name"], "nightly");
-    assert_eq!(removed["paused"]["operator"], "erin");
     assert_eq!(removed["next_tick"], Value::Null);
-    api.get("/v1/schedules/nightly")
-        .await
-        .problem(StatusCode::NOT_FOUND, "not_found");
-    assert_eq!(api.get("/v1/schedules").await.body["schedules"], json!([]));
     api.post("/v1/schedules/nightly/remove", &json!({"operator": "erin"}))
         .await
         .problem(StatusCode::NOT_FOUND, "not_found");
     let log = audit(&api, "schedule=nightly").await;
-    assert_eq!(
-        actions(&log),
-        ["schedule_remove", "schedule_pause", "schedule_add"],
-        "a removed schedule's entries stay"
-    );
     let reason = log[0]["reason"].as_str().unwrap();
-    assert!(
-        reason.starts_with("removed cron") && reason.ends_with("report retired"),
-        "{reason}"
-    );
-    // The name can be used again.
-    let again = api.post("/v1/schedules", &nightly()).await;
-    assert_eq!(again.status, StatusCode::CREATED, "{}", again.body);
+    assert!(reason.ends_with("report retired"), "{reason}");
 }
 
 #[tokio::test]
