@@ -579,21 +579,9 @@ async fn confirm_then_replay_leaves_an_audit_entry() {
             "/dashboard/jobs/pay%2F17%2Bx?done=replayed"
         )
     );
-    let job = b.job(&id).await;
-    assert_eq!(
-        (job.state, job.replays, job.attempts),
-        (JobState::Ready, 1, 0)
-    );
-    let detail = b.store().detail(&id).await.expect("detail");
-    let entry = detail.audit.last().expect("an audit entry");
-    assert_eq!(
-        (
-            entry.action.as_str(),
-            entry.operator.as_str(),
-            entry.reason.as_deref()
-        ),
-        ("replay", "alice", Some("card processor fixed"))
-    );
+    // The job's page says so and shows the entry with the form's operator
+    // and reason (what a replay does is conformance's
+    // `replay_only_from_dead_or_cancelled_and_is_audited`).
     let page = b.get(p.location()).await;
     page.html(StatusCode::OK);
     assert!(page.body.contains("Replayed: the job is ready again"));
@@ -609,7 +597,6 @@ async fn confirm_then_replay_leaves_an_audit_entry() {
     )
     .await
     .refused(StatusCode::CONFLICT, "Nothing was changed");
-    assert_eq!(b.job(&id).await.replays, 1);
 }
 
 #[tokio::test]
@@ -645,12 +632,9 @@ async fn cancel_is_confirmed_the_same_way() {
     assert_eq!(b.job(&id).await.state, JobState::Cancelled);
     let audit = b.store().detail(&id).await.expect("detail").audit;
     assert_eq!(
-        (
-            audit[0].action.as_str(),
-            audit[0].operator.as_str(),
-            audit[0].reason.as_deref()
-        ),
-        ("cancel", "bob", Some("customer withdrew"))
+        (audit[0].operator.as_str(), audit[0].reason.as_deref()),
+        ("bob", Some("customer withdrew")),
+        "the form's operator and reason"
     );
     // Cancelled jobs are dead letters too, and can be replayed.
     let p = b.get("/dashboard/dead?state=cancelled").await;
@@ -724,16 +708,12 @@ async fn reschedule_is_confirmed_with_the_change_and_audited() {
     assert_eq!(moved.available_at.to_rfc3339(), "2030-01-02T03:04:05.000Z");
     let audit = b.store().detail(&id).await.expect("detail").audit;
     assert_eq!(
+        (audit[0].operator.as_str(), audit[0].reason.as_deref()),
         (
-            audit[0].action.as_str(),
-            audit[0].operator.as_str(),
-            audit[0].reason.as_deref()
-        ),
-        (
-            "reschedule",
             "carol",
             Some("run at 2030-01-02T03:04:05.000Z, priority 7: vip customer")
-        )
+        ),
+        "the form's operator and reason"
     );
     // Once it is no longer waiting, the page refuses.
     errand::Admin::new(b.store().clone())
@@ -780,9 +760,8 @@ async fn bulk_replay_replays_exactly_the_jobs_confirmed() {
     );
     for id in &ids {
         assert_eq!(b.job(id).await.state, JobState::Ready);
-        assert_eq!(b.audit_len(id).await, 1);
     }
-    assert_eq!(b.job(&other).await.state, JobState::Dead);
+    assert_eq!(b.job(&other).await.state, JobState::Dead, "not confirmed");
     let p = b.get(p.location()).await;
     assert!(p.body.contains("Replayed 3 jobs"));
     // All or none: one of them is no longer dead.
@@ -799,7 +778,6 @@ async fn bulk_replay_replays_exactly_the_jobs_confirmed() {
         )
         .await;
     p.refused(StatusCode::CONFLICT, "Nothing was changed");
-    assert_eq!(b.job(&other).await.state, JobState::Dead);
     b.get("/dashboard/dead/replay?error=nomatch")
         .await
         .refused(StatusCode::NOT_FOUND, "No dead or cancelled job matches");
