@@ -103,9 +103,6 @@ fn a_crash_on_the_final_attempt_ends_dead_with_a_lease_expired_reason() {
     ok(&["replay", db.arg(), &id, "--by", "tester"]);
     let r = json(&["work", db.arg()]);
     assert_eq!(r["outcome"], "acknowledged");
-    assert_eq!(r["attempt"], 1);
-    let job = only_job(&db);
-    assert_eq!(job["state"], "done");
-    assert_eq!(job["replays"], 1);
+    assert_eq!(only_job(&db)["state"], "done");
     assert_eq!(receipts(&db).len(), 1);
 }

@@ -61,11 +61,9 @@ fn an_exhausted_job_waits_dead_until_an_operator_replays_it() {
         "receipt provider restored",
     ]);
     assert!(out.contains(&id), "{out}");
-    let job = only_job(&db);
-    assert_eq!(job["state"], "ready");
-    assert_eq!(job["attempts"], 0);
-    assert_eq!(job["replays"], 1);
-    assert_eq!(job["id"], id.as_str());
+    // --by and --reason reach Errand's audit entry (what a replay does to
+    // the job is Errand's conformance case
+    // `replay_only_from_dead_or_cancelled_and_is_audited`).
     let (operator, reason): (String, String) = db
         .conn()
         .query_row(
@@ -79,9 +77,7 @@ fn an_exhausted_job_waits_dead_until_an_operator_replays_it() {
 
     let line = ok(&["work", db.arg()]);
     assert_eq!(line.trim(), format!("job {id} attempt 1 acknowledged=true"));
-    let job = only_job(&db);
-    assert_eq!(job["state"], "done");
-    assert_eq!(job["replays"], 1);
+    assert_eq!(only_job(&db)["state"], "done");
     let r = receipts(&db);
     assert_eq!(r.len(), 1);
     assert_eq!(r[0]["job_id"], id.as_str());
