@@ -57,6 +57,9 @@ pub(crate) enum Command {
     Jobs(JobsArgs),
     /// Show one job with its attempt history and audit entries.
     Show(ShowArgs),
+    /// Wait for jobs to end (done, dead or cancelled); the exit code says
+    /// how they ended.
+    Wait(WaitArgs),
     /// Replay dead or cancelled jobs (by id, or by filter with a bound).
     Replay(ReplayArgs),
     /// Cancel jobs that are not finished.
@@ -303,6 +306,20 @@ pub(crate) struct ShowArgs {
     /// The job id.
     pub(crate) id: String,
     /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct WaitArgs {
+    /// The job ids (each waited for in turn, within one --timeout).
+    #[arg(required = true)]
+    pub(crate) ids: Vec<String>,
+    /// Give up after this long (exit 9); without it, wait as long as it
+    /// takes.
+    #[arg(long, value_parser = parse_duration)]
+    pub(crate) timeout: Option<std::time::Duration>,
+    /// Print the jobs as JSON.
     #[arg(long)]
     pub(crate) json: bool,
 }

@@ -20,6 +20,12 @@ pub const NOT_FOUND: u8 = 3;
 pub const SCHEMA: u8 = 5;
 /// `errand stats --check`: at least one threshold is crossed.
 pub const THRESHOLD: u8 = 6;
+/// `errand wait`: a job ended dead.
+pub const WAITED_DEAD: u8 = 7;
+/// `errand wait`: a job ended cancelled (and none dead).
+pub const WAITED_CANCELLED: u8 = 8;
+/// `errand wait`: the timeout passed before every job ended.
+pub const WAIT_TIMED_OUT: u8 = 9;
 
 /// A failed command: an Errand error or anything else.
 #[derive(Debug)]

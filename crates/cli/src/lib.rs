@@ -33,6 +33,7 @@ mod serve;
 mod serve_loop;
 mod stats;
 mod telemetry;
+mod wait;
 mod work;
 mod workflow;
 
@@ -199,6 +200,7 @@ async fn run(cli: Cli, hooks: Hooks) -> Result<ExitCode, Failure> {
         Command::Enqueue(args) => enqueue(store, *args).await,
         Command::Jobs(args) => jobs(&admin, args).await,
         Command::Show(args) => show(&admin, args).await,
+        Command::Wait(args) => wait::wait(store, args).await,
         Command::Replay(args) => replay(&admin, args).await,
         Command::Cancel(args) => cancel(&admin, args).await,
         Command::Reschedule(args) => reschedule(&admin, args).await,

@@ -89,6 +89,11 @@ pub enum Error {
     #[error("the database storage is full: {0}; free disk space, then retry")]
     StorageFull(String),
 
+    /// A wait ended before what it waited for happened (a job still not
+    /// finished when `Client::wait`'s timeout passed); nothing changed.
+    #[error("{0}")]
+    TimedOut(String),
+
     /// The store was shut down or its writer stopped.
     #[error("the store is closed: {0}")]
     Closed(String),
@@ -164,6 +169,7 @@ impl Error {
             Error::SchemaTooNew(_) => "schema_too_new",
             Error::SchemaUnreleased(_) => "schema_unreleased",
             Error::Busy(_) => "busy",
+            Error::TimedOut(_) => "timed_out",
             Error::StorageFull(_) => "storage_full",
             Error::Closed(_) => "closed",
             Error::Storage { .. } => "storage",
@@ -182,6 +188,7 @@ impl Error {
             Error::InvalidState { .. } => "Refused in this state",
             Error::LeaseLost { .. } => "Lease lost",
             Error::Busy(_) => "Database busy",
+            Error::TimedOut(_) => "Timed out",
             Error::StorageFull(_) => "Storage full",
             Error::NotADatabase(_) => "No database",
             Error::NotErrand(_)
@@ -212,7 +219,11 @@ impl Error {
             | Error::SchemaOutdated(_)
             | Error::SchemaTooNew(_)
             | Error::SchemaUnreleased(_) => 5,
-            Error::Busy(_) | Error::Closed(_) | Error::StorageFull(_) | Error::Storage { .. } => 1,
+            Error::Busy(_)
+            | Error::TimedOut(_)
+            | Error::Closed(_)
+            | Error::StorageFull(_)
+            | Error::Storage { .. } => 1,
         }
     }
 
@@ -237,6 +248,7 @@ impl Error {
             | Error::SchemaOutdated(_)
             | Error::SchemaTooNew(_)
             | Error::SchemaUnreleased(_) => 503,
+            Error::TimedOut(_) => 504,
             Error::StorageFull(_) => 507,
             Error::Storage { .. } => 500,
         }
@@ -278,6 +290,7 @@ mod tests {
             (Error::SchemaTooNew("v99".into()), 503),
             (Error::SchemaUnreleased("db".into()), 503),
             (Error::Busy("b".into()), 503),
+            (Error::TimedOut("t".into()), 504),
             (Error::StorageFull("f".into()), 507),
             (Error::Closed("c".into()), 503),
             (Error::storage("s"), 500),
@@ -317,6 +330,7 @@ mod tests {
             (Error::SchemaTooNew("v99".into()), 5),
             (Error::SchemaUnreleased("db".into()), 5),
             (Error::Busy("b".into()), 1),
+            (Error::TimedOut("t".into()), 1),
             (Error::StorageFull("f".into()), 1),
             (Error::Closed("c".into()), 1),
             (Error::storage("s"), 1),

@@ -42,6 +42,12 @@ impl JobState {
         JobState::Cancelled,
     ];
 
+    /// Whether the job has ended: done, dead or cancelled (an operator's
+    /// replay can still bring a dead or cancelled job back).
+    pub fn is_final(self) -> bool {
+        matches!(self, JobState::Done | JobState::Dead | JobState::Cancelled)
+    }
+
     /// The stable lowercase name used in storage, CLI output and JSON.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -399,6 +399,16 @@ pub trait JobStore: Send + Sync + fmt::Debug {
     /// One job, or [`crate::Error::NotFound`].
     async fn get(&self, id: &JobId) -> Result<Job>;
 
+    /// A signal for one who waits for job `id` to end (done, dead or
+    /// cancelled): it fires when the job may have ended, and may fire
+    /// when it has not (the waiter reads the job again with
+    /// [`JobStore::get`]). Every end that commits after this returns
+    /// fires it, whichever process ends the job; PostgreSQL hears it
+    /// through `LISTEN/NOTIFY`, SQLite from its own writes and, for
+    /// other processes' writes, from the file's change counter. A job
+    /// that does not exist is not an error here: `get` says so.
+    async fn finish_signal(&self, id: &JobId) -> Result<Box<dyn WorkSignal>>;
+
     /// Records a worker process's report of itself (an upsert by id), which
     /// also tells when it last completed a claim cycle. Reports of workers
     /// silent for a day are deleted.

@@ -1,8 +1,11 @@
-//! Enqueueing jobs.
+//! Enqueueing jobs, and waiting for one to end.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use errand_core::{Batch, BatchSeal, Inserted, IntoNewJob, JobStore, NewJob, Result, Workflow};
+use errand_core::{
+    Batch, BatchSeal, Error, Inserted, IntoNewJob, Job, JobId, JobStore, NewJob, Result, Workflow,
+};
 use tracing::Instrument;
 
 use crate::spans;
@@ -69,6 +72,48 @@ impl Client {
     pub async fn seal_batch(&self, seal: &BatchSeal) -> Result<Batch> {
         self.store.seal_batch(seal).await
     }
+
+    /// Waits for job `id` to end — done (with its output), dead (with its
+    /// last error) or cancelled — and returns it as it ended; a job that
+    /// has already ended is returned at once. Waiting holds no connection
+    /// and polls nothing: the store tells the waiter when the job may have
+    /// ended ([`JobStore::finish_signal`]), whichever process ends it, and
+    /// the job is read again then (and, in case a notification was lost,
+    /// every [`Client::WAIT_RECHECK`]).
+    ///
+    /// A dead or cancelled job can still be replayed by an operator; the
+    /// wait ends at the first end it sees.
+    ///
+    /// # Errors
+    /// [`Error::TimedOut`] when `timeout` passes first (the job is not
+    /// changed), [`Error::NotFound`] when no job has that id (or it was
+    /// purged while waited for), or a storage error.
+    pub async fn wait(&self, id: &JobId, timeout: Duration) -> Result<Job> {
+        // No deadline when it lies past what the clock can say (a
+        // `Duration::MAX` timeout: wait as long as it takes).
+        let until = Instant::now().checked_add(timeout);
+        let mut signal = self.store.finish_signal(id).await?;
+        loop {
+            let job = self.store.get(id).await?;
+            if job.state.is_final() {
+                return Ok(job);
+            }
+            let left = until.map_or(Duration::MAX, |u| {
+                u.saturating_duration_since(Instant::now())
+            });
+            if left.is_zero() {
+                return Err(Error::TimedOut(format!(
+                    "job {id} is still {} after {timeout:?}; nothing was changed (wait longer, or look at it with `errand show {id}`)",
+                    job.state
+                )));
+            }
+            signal.wait(left.min(Self::WAIT_RECHECK)).await;
+        }
+    }
+
+    /// How often a waiting [`Client::wait`] reads its job again when it
+    /// has heard nothing.
+    pub const WAIT_RECHECK: Duration = Duration::from_secs(5);
 
     /// The underlying store.
     pub fn store(&self) -> &Arc<dyn JobStore> {

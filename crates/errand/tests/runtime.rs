@@ -922,6 +922,9 @@ impl errand::JobStore for Intercepting {
     async fn get(&self, id: &JobId) -> errand::Result<errand::Job> {
         self.inner.get(id).await
     }
+    async fn finish_signal(&self, id: &JobId) -> errand::Result<Box<dyn errand::core::WorkSignal>> {
+        self.inner.finish_signal(id).await
+    }
     async fn take_tokens(
         &self,
         b: &errand::RateBucket,

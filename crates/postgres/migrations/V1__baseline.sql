@@ -110,6 +110,8 @@ CREATE TABLE __SCHEMA__.errand_jobs (
     meta                  __SCHEMA__.errand_json_object,
     unique_key            __SCHEMA__.errand_unique_key,
     batch                 __SCHEMA__.errand_label,
+    -- Someone waits for this job to end (see errand_notify_finished).
+    awaited               boolean NOT NULL DEFAULT false,
     CONSTRAINT errand_jobs_state_known
         CHECK (state IN ('blocked', 'ready', 'running', 'done', 'dead', 'cancelled')),
     -- Attempts never exceed the budget.
@@ -363,6 +365,26 @@ CREATE TRIGGER errand_jobs_notify_insert
     AFTER INSERT ON __SCHEMA__.errand_jobs
     REFERENCING NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION __SCHEMA__.errand_notify_insert();
+
+-- Tell those who wait for a job (`Client::wait`, `errand wait`, the API's
+-- `?wait=`) that it ended: a waiter marks the job `awaited` after its
+-- store listens on '<schema>.errand_finished', and the update that ends
+-- the job (done, dead or cancelled, by whichever path) notifies its id
+-- there at commit. Jobs nobody waits for cost the condition alone.
+CREATE FUNCTION __SCHEMA__.errand_notify_finished() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify(TG_TABLE_SCHEMA || '.errand_finished', NEW.id);
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER errand_jobs_notify_finished
+    AFTER UPDATE OF state ON __SCHEMA__.errand_jobs
+    FOR EACH ROW
+    WHEN (NEW.awaited AND NEW.state IN ('done', 'dead', 'cancelled')
+          AND OLD.state IS DISTINCT FROM NEW.state)
+    EXECUTE FUNCTION __SCHEMA__.errand_notify_finished();
 
 -- Enqueue from SQL: triggers, and programs in any language, inside their
 -- own transaction. Same rules as the Rust API; returns the job id. An

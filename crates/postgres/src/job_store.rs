@@ -210,6 +210,22 @@ impl JobStore for PgStore {
         reads::get(&client, &self.queries, id).await
     }
 
+    async fn finish_signal(&self, id: &JobId) -> Result<Box<dyn errand_core::WorkSignal>> {
+        // Listening (the listener starts with the first signal asked of
+        // the store) before the job is marked: an end that commits after
+        // the mark is notified to a connection already listening, or, if
+        // the listener is (re)connecting, found when it wakes every
+        // waiter on its return.
+        let signal = self.listener().finish_signal(id.as_str());
+        let client = self.client().await?;
+        let marked = client.prepare_cached(&self.queries.mark_awaited).await;
+        client
+            .execute(&marked.map_err(map_err)?, &[&id.as_str()])
+            .await
+            .map_err(map_err)?;
+        Ok(Box::new(signal))
+    }
+
     async fn report_worker(&self, report: &WorkerReport) -> Result<()> {
         let mut client = self.client().await?;
         if report.one_shot {

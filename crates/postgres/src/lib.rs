@@ -299,17 +299,27 @@ impl PgStore {
         format!("{}.errand_jobs", self.schema)
     }
 
+    /// The channel the end of a waited-for job is notified on (its id the
+    /// payload): `<schema>.errand_finished`.
+    pub fn finished_channel(&self) -> String {
+        format!("{}.errand_finished", self.schema)
+    }
+
     /// Whether `LISTEN/NOTIFY` is known to work (its self-test passed);
     /// `false` before the first worker waits, and while polling.
     pub fn notifications_ok(&self) -> bool {
         self.listener.get().is_some_and(|l| l.listener.healthy())
     }
 
-    fn listener(&self) -> &Arc<listen::Listener> {
+    pub(crate) fn listener(&self) -> &Arc<listen::Listener> {
         &self
             .listener
             .get_or_init(|| {
-                listen::Listener::start(self.config.clone(), self.pool.clone(), self.channel())
+                let channels = listen::Channels {
+                    jobs: self.channel(),
+                    finished: self.finished_channel(),
+                };
+                listen::Listener::start(self.config.clone(), self.pool.clone(), channels)
             })
             .listener
     }

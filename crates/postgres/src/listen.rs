@@ -2,15 +2,18 @@
 //!
 //! One task per store holds a dedicated connection that listens on the
 //! channel `<schema>.errand_jobs` (the insert trigger notifies it) and bumps a
-//! counter that idle workers wait on. After every (re)connection it checks
+//! counter that idle workers wait on, and on `<schema>.errand_finished`
+//! (the trigger on a waited-for job's end notifies its id), which wakes
+//! those waiting for that job. After every (re)connection it checks
 //! itself: it sends a probe notification through the pool and expects to
 //! hear it. A transaction-pooling proxy (PgBouncer in transaction mode)
 //! accepts `LISTEN` but never delivers; the self-test notices, logs an error
 //! that says so, and workers fall back to polling. A lost listening
 //! connection is re-established after a pause.
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -32,6 +35,8 @@ pub(crate) struct Listener {
     wake: watch::Sender<u64>,
     /// Whether the last self-test heard its probe.
     healthy: AtomicBool,
+    /// Those waiting for a job to end, by job id.
+    finishes: Mutex<HashMap<String, watch::Sender<u64>>>,
 }
 
 /// Owned by the store (shared by its clones): when the last clone is
@@ -53,18 +58,19 @@ impl Listener {
     pub(crate) fn start(
         config: tokio_postgres::Config,
         pool: deadpool_postgres::Pool,
-        channel: String,
+        channels: Channels,
     ) -> ListenerHandle {
         let listener = Arc::new(Listener {
             wake: watch::Sender::new(0),
             healthy: AtomicBool::new(false),
+            finishes: Mutex::new(HashMap::new()),
         });
         let stop = tokio_util::sync::CancellationToken::new();
         let (me, stopped) = (listener.clone(), stop.clone());
         tokio::spawn(async move {
             loop {
                 tokio::select! {
-                    r = me.listen_once(&config, &pool, &channel) => {
+                    r = me.listen_once(&config, &pool, &channels) => {
                         if let Err(e) = r {
                             tracing::warn!(error = %e, "the LISTEN connection failed; polling until it is back");
                         }
@@ -75,6 +81,7 @@ impl Listener {
                 // Whatever was notified meanwhile is found by the next poll;
                 // wake the waiters so they poll now.
                 me.bump();
+                me.bump_all_finishes();
                 tokio::select! {
                     () = tokio::time::sleep(RECONNECT_PAUSE) => {}
                     () = stopped.cancelled() => return,
@@ -84,8 +91,44 @@ impl Listener {
         ListenerHandle { listener, stop }
     }
 
+    /// Wakes idle workers, and everyone waiting for a job to end: after
+    /// a reconnection, what was notified meanwhile is found by looking.
     fn bump(&self) {
         self.wake.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    fn bump_all_finishes(&self) {
+        for waiting in self.lock_finishes().values() {
+            waiting.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
+    /// Wakes those waiting for job `id` to end.
+    fn finished(&self, id: &str) {
+        if let Some(waiting) = self.lock_finishes().get(id) {
+            waiting.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
+    fn lock_finishes(&self) -> std::sync::MutexGuard<'_, HashMap<String, watch::Sender<u64>>> {
+        self.finishes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A signal that fires when job `id` may have ended (or the
+    /// listening connection came back, when it may have ended unheard).
+    pub(crate) fn finish_signal(self: &Arc<Self>, id: &str) -> PgFinishSignal {
+        let rx = self
+            .lock_finishes()
+            .entry(id.to_owned())
+            .or_insert_with(|| watch::Sender::new(0))
+            .subscribe();
+        PgFinishSignal {
+            rx: Some(rx),
+            id: id.to_owned(),
+            listener: Arc::clone(self),
+        }
     }
 
     /// How many wake-ups there have been (every notification heard, and
@@ -107,8 +150,9 @@ impl Listener {
         &self,
         config: &tokio_postgres::Config,
         pool: &deadpool_postgres::Pool,
-        channel: &str,
+        channels: &Channels,
     ) -> Result<(), String> {
+        let channel = channels.jobs.as_str();
         let (client, mut conn) = config.connect(NoTls).await.map_err(|e| e.to_string())?;
         let (probe_tx, probe_rx) = oneshot::channel::<()>();
         let mut probe_tx = Some(probe_tx);
@@ -117,10 +161,15 @@ impl Listener {
             let mut messages = futures_util::stream::poll_fn(move |cx| conn.poll_message(cx));
             while let Some(msg) = messages.next().await {
                 match msg {
-                    Ok(AsyncMessage::Notification(n)) if n.payload() == PROBE => {
+                    Ok(AsyncMessage::Notification(n))
+                        if n.channel() == channel && n.payload() == PROBE =>
+                    {
                         if let Some(tx) = probe_tx.take() {
                             let _ = tx.send(());
                         }
+                    }
+                    Ok(AsyncMessage::Notification(n)) if n.channel() == channels.finished => {
+                        self.finished(n.payload());
                     }
                     Ok(AsyncMessage::Notification(_)) => self.bump(),
                     Ok(_) => {}
@@ -131,9 +180,15 @@ impl Listener {
         };
         let work = async {
             client
-                .batch_execute(&format!("LISTEN \"{channel}\""))
+                .batch_execute(&format!(
+                    "LISTEN \"{channel}\"; LISTEN \"{}\"",
+                    channels.finished
+                ))
                 .await
                 .map_err(|e| e.to_string())?;
+            // A job may have ended before this connection listened: those
+            // waiting for one look again now.
+            self.bump_all_finishes();
             let ok = self_test(probe_rx, async {
                 let c = pool.get().await.map_err(|e| e.to_string())?;
                 c.execute("SELECT pg_notify($1, $2)", &[&channel, &PROBE])
@@ -181,6 +236,50 @@ where
         tokio::time::timeout(PROBE_TIMEOUT, arrived).await,
         Ok(Ok(()))
     )
+}
+
+/// The channels a store's listener listens on.
+#[derive(Clone, Debug)]
+pub(crate) struct Channels {
+    /// Inserts of due jobs (the payload is the queue).
+    pub(crate) jobs: String,
+    /// Ends of jobs someone waits for (the payload is the job's id).
+    pub(crate) finished: String,
+}
+
+/// One waiter's view of the listener: fires when its job may have ended.
+#[derive(Debug)]
+pub(crate) struct PgFinishSignal {
+    rx: Option<watch::Receiver<u64>>,
+    id: String,
+    listener: Arc<Listener>,
+}
+
+#[async_trait]
+impl WorkSignal for PgFinishSignal {
+    async fn wait(&mut self, timeout: Duration) -> bool {
+        let Some(rx) = self.rx.as_mut() else {
+            return false;
+        };
+        matches!(
+            tokio::time::timeout(timeout, rx.changed()).await,
+            Ok(Ok(()))
+        )
+    }
+}
+
+impl Drop for PgFinishSignal {
+    /// The last waiter for a job takes its entry away.
+    fn drop(&mut self) {
+        drop(self.rx.take());
+        let mut finishes = self.listener.lock_finishes();
+        if finishes
+            .get(&self.id)
+            .is_some_and(|waiting| waiting.receiver_count() == 0)
+        {
+            finishes.remove(&self.id);
+        }
+    }
 }
 
 /// A worker's view of the listener.

@@ -108,7 +108,7 @@ impl<'a> LeasedJob<'a> {
 }
 
 /// A duration field within `min..=max`; `range` says so in words.
-fn within(
+pub(crate) fn within(
     field: &str,
     text: &str,
     min: Duration,
@@ -219,7 +219,7 @@ async fn claim_waiting(
 }
 
 /// Completes when the server asks to stop; never if it cannot ask.
-async fn stop_asked(stopping: &mut tokio::sync::watch::Receiver<bool>) {
+pub(crate) async fn stop_asked(stopping: &mut tokio::sync::watch::Receiver<bool>) {
     if stopping.wait_for(|stop| *stop).await.is_err() {
         std::future::pending::<()>().await;
     }

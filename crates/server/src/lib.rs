@@ -204,6 +204,10 @@ pub struct ServerConfig {
     /// the queues' depth once a minute); a bare [`router`] writes them when
     /// a settlement finds the interval passed.
     pub chart_counts_every: Duration,
+    /// How many `GET /v1/jobs/{id}?wait=` requests may wait for their job
+    /// at once; one more is answered 503 with `Retry-After` (default
+    /// 1,000).
+    pub max_job_waits: usize,
 }
 
 impl Default for ServerConfig {
@@ -218,9 +222,13 @@ impl Default for ServerConfig {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             retry: RetryPolicy::default(),
             chart_counts_every: Duration::from_secs(5),
+            max_job_waits: DEFAULT_MAX_JOB_WAITS,
         }
     }
 }
+
+/// The default of [`ServerConfig::max_job_waits`].
+pub const DEFAULT_MAX_JOB_WAITS: usize = 1000;
 
 impl ServerConfig {
     /// Refuses unsafe or unusable settings: a non-loopback address without

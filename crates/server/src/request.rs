@@ -44,6 +44,10 @@ pub(crate) struct App {
     /// Becomes `true` when the server shuts down: waiting lease requests
     /// answer at once.
     pub(crate) stopping: watch::Receiver<bool>,
+    /// The requests that may wait for a job to end at once (`?wait=`).
+    pub(crate) job_waits: Arc<tokio::sync::Semaphore>,
+    /// How many that is.
+    pub(crate) job_waits_max: usize,
 }
 
 pub(crate) type Answer = Result<Response, Problem>;

@@ -3,6 +3,7 @@
 //! the OpenAPI description (`openapi.json`) in both directions.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
@@ -139,6 +140,8 @@ pub(crate) fn router(
         minutes,
         chart_counts_every: config.chart_counts_every,
         stopping,
+        job_waits: Arc::new(tokio::sync::Semaphore::new(config.max_job_waits)),
+        job_waits_max: config.max_job_waits,
     };
     let mut routes = Router::new();
     for e in endpoints() {
@@ -352,8 +355,48 @@ async fn list(State(app): State<App>, query: Result<Query<ListQuery>, QueryRejec
 
 // ---- GET /v1/jobs/{id} ----------------------------------------------------
 
-async fn show(State(app): State<App>, path: Result<Path<String>, PathRejection>) -> Answer {
+/// The longest `?wait=` a request may ask.
+const MAX_JOB_WAIT: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ShowQuery {
+    wait: Option<String>,
+}
+
+/// `GET /v1/jobs/{id}`, and with `?wait=DUR` (at most 60 s) a long poll:
+/// the answer comes when the job has ended (done, dead or cancelled), the
+/// time is up or the server shuts down — the job as it then stands,
+/// ended or not. At most `max_job_waits` requests wait at once; one more
+/// is refused with 503 and `Retry-After`.
+async fn show(
+    State(app): State<App>,
+    path: Result<Path<String>, PathRejection>,
+    query: Result<Query<ShowQuery>, QueryRejection>,
+) -> Answer {
     let id = job_id(path)?;
+    let Query(q) = query.map_err(|r| {
+        Problem::malformed_json(format!("{}; the parameter is wait", r.body_text()))
+    })?;
+    if let Some(wait) = given(q.wait) {
+        let wait = leases::within("wait", &wait, Duration::ZERO, MAX_JOB_WAIT, "at most 60s")?;
+        let Ok(_waiting) = Arc::clone(&app.job_waits).try_acquire_owned() else {
+            return Err(errand::Error::Busy(format!(
+                "{} requests are already waiting for jobs to end, the most this server lets wait \
+                 at once; retry shortly, or ask without `wait`",
+                app.job_waits_max
+            ))
+            .into());
+        };
+        let mut stopping = app.stopping.clone();
+        tokio::select! {
+            ended = app.client.wait(&id, wait) => match ended {
+                Ok(_) | Err(errand::Error::TimedOut(_)) => {}
+                Err(e) => return Err(e.into()),
+            },
+            () = leases::stop_asked(&mut stopping) => {}
+        }
+    }
     let detail = app.admin.detail(&id).await?;
     json(StatusCode::OK, &detail)
 }

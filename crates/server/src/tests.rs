@@ -20,6 +20,7 @@ mod leases;
 mod openapi;
 mod schedules;
 mod slow;
+mod waits;
 mod workflows;
 
 const TOKEN: &str = "test-token-0123456789abcdef";

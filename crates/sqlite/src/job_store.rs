@@ -166,6 +166,10 @@ impl JobStore for SqliteStore {
         self.read(move |c| rows::get(c, &id)).await
     }
 
+    async fn finish_signal(&self, id: &JobId) -> Result<Box<dyn errand_core::WorkSignal>> {
+        Ok(Box::new(self.finish_signal_of(id)?))
+    }
+
     async fn report_worker(&self, report: &WorkerReport) -> Result<()> {
         let report = report.clone();
         self.submit(move |c, now| stats::report_worker(c, &report, now))

@@ -30,6 +30,7 @@ mod audit;
 mod batch;
 mod claim;
 mod conn;
+mod finishes;
 mod insert;
 mod job_store;
 mod maintenance;
@@ -54,7 +55,7 @@ use async_trait::async_trait;
 #[cfg(doc)]
 use errand_core::JobStore;
 use errand_core::{
-    Clock, Error, Inserted, IntoNewJob, Job, Lease, NewJob, Notifier, Result, StepGuard,
+    Clock, Error, Inserted, IntoNewJob, Job, JobId, Lease, NewJob, Notifier, Result, StepGuard,
     SystemClock, Timestamp, WorkSignal,
 };
 use rusqlite::{Connection, OpenFlags};
@@ -140,6 +141,8 @@ struct Inner {
     writer: Writer,
     /// Bumped after commits that may have made work due (in-process wake-up).
     wake: tokio::sync::watch::Sender<u64>,
+    /// Those waiting for a job to end.
+    finishes: Arc<finishes::Finishes>,
     readers: Mutex<Vec<Connection>>,
     options: SqliteOptions,
     /// Keeps lease decisions on the old timeline after the host's clock
@@ -165,7 +168,11 @@ fn configure(conn: &Connection, options: &SqliteOptions) -> Result<()> {
     .map_err(map_err)
 }
 
-fn open_connection(path: &Path, options: &SqliteOptions, create: bool) -> Result<Connection> {
+pub(crate) fn open_connection(
+    path: &Path,
+    options: &SqliteOptions,
+    create: bool,
+) -> Result<Connection> {
     let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_URI;
@@ -245,6 +252,7 @@ impl SqliteStore {
                 path,
                 writer,
                 wake: tokio::sync::watch::Sender::new(0),
+                finishes: finishes::Finishes::new(),
                 readers: Mutex::new(vec![reader]),
                 options,
                 steps: Arc::new(StepGuard::new()),
@@ -337,10 +345,21 @@ impl SqliteStore {
         E: From<Error> + Send + 'static,
         F: FnOnce(&Connection, Timestamp) -> Result<T, E> + Send + 'static,
     {
-        match self.inner.writer.submit(f).await {
+        let out = match self.inner.writer.submit(f).await {
             Ok(r) => r,
             Err(_) => Err(E::from(Error::Closed("the writer thread stopped".into()))),
-        }
+        };
+        // A commit may have ended a job someone waits for.
+        self.inner.finishes.nudge();
+        out
+    }
+
+    /// A signal that fires once job `id` has ended or is gone (see
+    /// `finishes.rs`).
+    fn finish_signal_of(&self, id: &JobId) -> Result<finishes::FinishSignal> {
+        self.inner
+            .finishes
+            .signal(id.as_str(), &self.inner.path, &self.inner.options)
     }
 
     /// Tells this process's idle workers that work may be due.

@@ -27,6 +27,7 @@ pub mod model;
 pub mod rates;
 pub mod schedules;
 pub mod unique;
+pub mod waits;
 pub mod workflows;
 
 pub use proptest;
@@ -157,6 +158,9 @@ macro_rules! conformance_tests {
             a_selection_names_jobs_by_id_or_by_filter,
             a_filter_selects_by_kind_error_text_and_when_the_job_ended,
             an_action_over_a_selection_is_judged_and_taken_in_one_call,
+        );
+        $crate::conformance_tests!(@in waits $make;
+            a_waiter_hears_when_its_job_ends,
         );
         $crate::conformance_tests!(@in workflows $make;
             a_workflow_is_enqueued_whole_and_shown_step_by_step,

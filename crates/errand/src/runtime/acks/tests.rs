@@ -88,6 +88,9 @@ impl JobStore for FullDisk {
     async fn get(&self, _: &JobId) -> Result<Job> {
         full()
     }
+    async fn finish_signal(&self, _: &JobId) -> Result<Box<dyn errand_core::WorkSignal>> {
+        full()
+    }
     async fn take_tokens(&self, _: &RateBucket, _: RateLimit, _: u32) -> Result<u32> {
         full()
     }
