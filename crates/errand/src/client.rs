@@ -112,8 +112,11 @@ impl Client {
     }
 
     /// How often a waiting [`Client::wait`] reads its job again when it
-    /// has heard nothing.
-    pub const WAIT_RECHECK: Duration = Duration::from_secs(5);
+    /// has heard nothing: the store's signal is the way it hears, and this
+    /// only bounds the cost of one that was lost. (A PostgreSQL store whose
+    /// notifications are known not to arrive wakes its waiters every
+    /// second instead.)
+    pub const WAIT_RECHECK: Duration = Duration::from_secs(60);
 
     /// The underlying store.
     pub fn store(&self) -> &Arc<dyn JobStore> {

@@ -211,12 +211,16 @@ impl JobStore for PgStore {
     }
 
     async fn finish_signal(&self, id: &JobId) -> Result<Box<dyn errand_core::WorkSignal>> {
-        // Listening (the listener starts with the first signal asked of
-        // the store) before the job is marked: an end that commits after
+        // Listening before the job is marked: an end that commits after
         // the mark is notified to a connection already listening, or, if
         // the listener is (re)connecting, found when it wakes every
-        // waiter on its return.
-        let signal = self.listener().finish_signal(id.as_str());
+        // waiter on its return. The first waiter of a process waits for
+        // the listener to start (its self-test, a few milliseconds; at
+        // most its probe's timeout, after which the waiter looks every
+        // second until notifications arrive).
+        let listener = self.listener();
+        listener.until_healthy(crate::listen::PROBE_TIMEOUT).await;
+        let signal = listener.finish_signal(id.as_str());
         let client = self.client().await?;
         let marked = client.prepare_cached(&self.queries.mark_awaited).await;
         client

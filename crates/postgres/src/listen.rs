@@ -25,7 +25,7 @@ use tokio_postgres::{AsyncMessage, NoTls};
 /// The payload of the self-test notification.
 const PROBE: &str = "__errand_probe__";
 /// How long the self-test waits for its own probe.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 /// Pause before re-establishing a lost listening connection.
 const RECONNECT_PAUSE: Duration = Duration::from_secs(1);
 
@@ -35,6 +35,8 @@ pub(crate) struct Listener {
     wake: watch::Sender<u64>,
     /// Whether the last self-test heard its probe.
     healthy: AtomicBool,
+    /// The same, for those who wait until it has.
+    heard_probe: watch::Sender<bool>,
     /// Those waiting for a job to end, by job id.
     finishes: Mutex<HashMap<String, watch::Sender<u64>>>,
 }
@@ -63,6 +65,7 @@ impl Listener {
         let listener = Arc::new(Listener {
             wake: watch::Sender::new(0),
             healthy: AtomicBool::new(false),
+            heard_probe: watch::Sender::new(false),
             finishes: Mutex::new(HashMap::new()),
         });
         let stop = tokio_util::sync::CancellationToken::new();
@@ -77,7 +80,7 @@ impl Listener {
                     }
                     () = stopped.cancelled() => return,
                 }
-                me.healthy.store(false, Ordering::SeqCst);
+                me.set_healthy(false);
                 // Whatever was notified meanwhile is found by the next poll;
                 // wake the waiters so they poll now.
                 me.bump();
@@ -142,6 +145,18 @@ impl Listener {
         self.healthy.load(Ordering::SeqCst)
     }
 
+    fn set_healthy(&self, ok: bool) {
+        self.healthy.store(ok, Ordering::SeqCst);
+        self.heard_probe.send_replace(ok);
+    }
+
+    /// Waits (at most `limit`) until notifications are known to arrive:
+    /// the listening connection listens and heard its own probe.
+    pub(crate) async fn until_healthy(&self, limit: Duration) {
+        let mut heard = self.heard_probe.subscribe();
+        let _ = tokio::time::timeout(limit, heard.wait_for(|ok| *ok)).await;
+    }
+
     pub(crate) fn signal(&self) -> PgSignal {
         PgSignal(self.wake.subscribe())
     }
@@ -197,7 +212,7 @@ impl Listener {
                     .map_err(|e| e.to_string())
             })
             .await;
-            self.healthy.store(ok, Ordering::SeqCst);
+            self.set_healthy(ok);
             if ok {
                 tracing::debug!(channel, "LISTEN/NOTIFY self-test passed");
             } else {
@@ -255,16 +270,27 @@ pub(crate) struct PgFinishSignal {
     listener: Arc<Listener>,
 }
 
+/// How long a waiter for a job's end waits between looks while the
+/// listener's notifications are known not to arrive.
+const UNHEARD_LOOK_EVERY: Duration = Duration::from_secs(1);
+
 #[async_trait]
 impl WorkSignal for PgFinishSignal {
+    /// While notifications are known not to arrive (a pooler swallowing
+    /// them, the connection being re-established), it says "look again"
+    /// every second: an end may have gone unheard.
     async fn wait(&mut self, timeout: Duration) -> bool {
         let Some(rx) = self.rx.as_mut() else {
             return false;
         };
-        matches!(
-            tokio::time::timeout(timeout, rx.changed()).await,
-            Ok(Ok(()))
-        )
+        let unheard = !self.listener.healthy() && timeout > UNHEARD_LOOK_EVERY;
+        let limit = if unheard { UNHEARD_LOOK_EVERY } else { timeout };
+        match tokio::time::timeout(limit, rx.changed()).await {
+            Ok(Ok(())) => true,
+            // The listener is gone with its store.
+            Ok(Err(_)) => false,
+            Err(_) => unheard,
+        }
     }
 }
 
