@@ -139,11 +139,14 @@ pub enum Workload {
     Workflow,
     /// How long one acknowledgment takes that releases many dependents.
     FanOut,
+    /// Many clients waiting for their jobs to end: what they cost idle,
+    /// and how soon each hears once its job is acknowledged.
+    Waiters,
 }
 
 impl Workload {
     /// Every workload, in the order `errand bench --help` lists them.
-    pub const ALL: [Workload; 8] = [
+    pub const ALL: [Workload; 9] = [
         Workload::Enqueue,
         Workload::BurnDown,
         Workload::Continuous,
@@ -152,6 +155,7 @@ impl Workload {
         Workload::ClaimCost,
         Workload::Workflow,
         Workload::FanOut,
+        Workload::Waiters,
     ];
 
     /// The name on the command line and in reports.
@@ -165,6 +169,7 @@ impl Workload {
             Workload::ClaimCost => "claim-cost",
             Workload::Workflow => "workflow",
             Workload::FanOut => "fan-out",
+            Workload::Waiters => "waiters",
         }
     }
 }

@@ -27,6 +27,7 @@ mod enqueue;
 mod fan_out;
 mod latency;
 mod resolve;
+mod waiters;
 use claim_cost::claim_cost;
 use continuous::continuous;
 use drain::burn_down;
@@ -34,6 +35,7 @@ use enqueue::enqueue;
 use fan_out::fan_out;
 use latency::latency;
 use resolve::{Resolved, resolve};
+use waiters::waiters;
 
 /// The kind of every benchmark job.
 const KIND: &str = "bench";
@@ -43,6 +45,9 @@ const PREINSERT_BATCH: u64 = 5_000;
 const CHAIN: u64 = 10;
 /// Default dependents of the fan-out workload, and its rounds.
 const DEFAULT_FAN_OUT: u64 = 1_000;
+/// Default clients of the waiters workload, and how long they wait idle.
+const DEFAULT_WAITERS: u64 = 10_000;
+const DEFAULT_WAITERS_IDLE: Duration = Duration::from_secs(60);
 const FAN_OUT_ROUNDS: usize = 5;
 /// The enqueue batch sizes run when none is given.
 const ENQUEUE_BATCHES: [u32; 3] = [1, 100, 5_000];
@@ -89,7 +94,7 @@ pub(crate) async fn run(config: &BenchConfig, progress: Option<Progress>) -> Res
             },
             concurrency: r.concurrency,
             duration_ms: match config.workload {
-                Workload::Continuous => Some(r.duration.as_millis() as u64),
+                Workload::Continuous | Workload::Waiters => Some(r.duration.as_millis() as u64),
                 Workload::ClaimCost if target.pg_url().is_some() => {
                     Some(r.duration.as_millis() as u64)
                 }
@@ -132,6 +137,7 @@ pub(crate) async fn run(config: &BenchConfig, progress: Option<Progress>) -> Res
         Workload::Continuous => continuous(&target, &r, progress, &mut report).await?,
         Workload::Latency => latency(&target, &r, &mut report).await?,
         Workload::ClaimCost => claim_cost(&target, &r, &mut report).await?,
+        Workload::Waiters => waiters(&target, &r, &mut report).await?,
     }
     report.commits_per_job = ratio(report.commits as f64, report.jobs as f64);
     report.states = target.state_counts().await?;

@@ -33,6 +33,10 @@ pub(crate) enum BenchWorkload {
     /// One acknowledgment releasing --jobs dependents (default 1000),
     /// timed over 5 rounds.
     FanOut,
+    /// --jobs clients (default 10000) each waiting for its job to end, idle
+    /// for --duration (default 60s), then the jobs acknowledged: how soon
+    /// each waiter hears.
+    Waiters,
 }
 
 impl From<BenchWorkload> for errand_bench::Workload {
@@ -47,6 +51,7 @@ impl From<BenchWorkload> for errand_bench::Workload {
             BenchWorkload::ClaimCost => Workload::ClaimCost,
             BenchWorkload::Workflow => Workload::Workflow,
             BenchWorkload::FanOut => Workload::FanOut,
+            BenchWorkload::Waiters => Workload::Waiters,
         }
     }
 }

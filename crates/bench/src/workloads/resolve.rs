@@ -7,7 +7,8 @@ use errand::DbTarget;
 
 use super::{
     DEFAULT_BACKLOG, DEFAULT_CLAIMED, DEFAULT_CONTINUOUS, DEFAULT_FAN_OUT, DEFAULT_JOBS,
-    DEFAULT_ROWS, DEFAULT_SAMPLES, DEFAULT_SLOTS, DEFAULT_SNAPSHOT, ENQUEUE_BATCHES,
+    DEFAULT_ROWS, DEFAULT_SAMPLES, DEFAULT_SLOTS, DEFAULT_SNAPSHOT, DEFAULT_WAITERS,
+    DEFAULT_WAITERS_IDLE, ENQUEUE_BATCHES,
 };
 use crate::{BenchConfig, BenchError, Result, Workload};
 
@@ -55,7 +56,7 @@ pub(super) fn resolve(c: &BenchConfig) -> Result<Resolved> {
     if let Some(r) = c.rate {
         check_rate(w, r)?;
     }
-    if !c.job_time.is_zero() && matches!(w, Enqueue | ClaimCost | FanOut) {
+    if !c.job_time.is_zero() && matches!(w, Enqueue | ClaimCost | FanOut | Waiters) {
         return Err(invalid(format!(
             "--job-time applies to workloads that run jobs, not to {}",
             w.as_str()
@@ -71,6 +72,7 @@ pub(super) fn resolve(c: &BenchConfig) -> Result<Resolved> {
         Latency => DEFAULT_SAMPLES,
         ClaimCost => DEFAULT_CLAIMED,
         FanOut => DEFAULT_FAN_OUT,
+        Waiters => DEFAULT_WAITERS,
         Continuous => 0,
         _ => DEFAULT_JOBS,
     };
@@ -88,6 +90,7 @@ pub(super) fn resolve(c: &BenchConfig) -> Result<Resolved> {
             .unwrap_or(if w == Enqueue { 1 } else { DEFAULT_SLOTS }),
         duration: c.duration.unwrap_or(match w {
             ClaimCost => DEFAULT_SNAPSHOT,
+            Waiters => DEFAULT_WAITERS_IDLE,
             _ => DEFAULT_CONTINUOUS,
         }),
         rate: c.rate,
@@ -131,7 +134,7 @@ fn check_concurrency(w: Workload, n: usize) -> Result<()> {
 /// Refuses a `--duration` the workload takes none of (claim-cost: PostgreSQL only), or of zero.
 fn check_duration(w: Workload, d: Duration, postgres: bool) -> Result<()> {
     match w {
-        Workload::Continuous => {}
+        Workload::Continuous | Workload::Waiters => {}
         Workload::ClaimCost if postgres => {}
         Workload::ClaimCost => {
             return Err(invalid(
@@ -140,7 +143,7 @@ fn check_duration(w: Workload, d: Duration, postgres: bool) -> Result<()> {
         }
         _ => {
             return Err(invalid(format!(
-                "--duration applies to continuous and claim-cost, not to {}",
+                "--duration applies to continuous, claim-cost and waiters, not to {}",
                 w.as_str()
             )));
         }
