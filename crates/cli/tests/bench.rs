@@ -262,6 +262,27 @@ fn every_workload(backend: &str, make: &dyn Fn(&str) -> Box<dyn Db>) {
     assert_eq!(count(&*db, "running"), 0);
     assert!(count(&*db, "done") >= 2000 + 50 + 50);
     check_states(&*db, &v);
+
+    // waiters: every waiter heard its job end, every job done.
+    let db = make("waiters");
+    let v = json(
+        &*db,
+        &[
+            "bench",
+            "waiters",
+            "--jobs",
+            "50",
+            "--duration",
+            "100ms",
+            "--json",
+        ],
+    );
+    check_common(&v, "waiters", backend);
+    assert_eq!(v["jobs"], 50, "{v}");
+    assert_eq!(v["params"]["duration_ms"], 100, "{v}");
+    assert!(number(&v, "p99_ms") >= number(&v, "p50_ms"), "{v}");
+    assert_eq!(count(&*db, "done"), 50);
+    check_states(&*db, &v);
 }
 
 fn check_latency_fields_of_claims(v: &Value, backend: &str) {

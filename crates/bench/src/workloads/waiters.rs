@@ -12,7 +12,7 @@ use errand::{ClaimRequest, Client, JobId, Lease};
 use super::resolve::Resolved;
 use super::{LEASE, PREINSERT_BATCH, job};
 use crate::stats::{ms, per_second, percentile};
-use crate::target::Target;
+use crate::target::{Finished, Target};
 use crate::{BenchError, Report, Result};
 
 /// How long a waiter may wait in all (far beyond a run).
@@ -69,7 +69,11 @@ pub(super) async fn waiters(target: &Target, r: &Resolved, report: &mut Report) 
         Ok::<_, BenchError>((start.elapsed(), heard))
     }
     .await;
-    target.finish(phase).await?;
+    let finished = target.finish(phase).await?;
+    report.profile = Some(finished.profile(n));
+    let Finished { commits, note, .. } = finished;
+    report.commits = commits;
+    report.notes.extend(note);
     let (elapsed, mut heard) = run?;
     heard.sort();
     report.jobs = n;
