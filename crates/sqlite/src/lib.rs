@@ -144,6 +144,10 @@ struct Inner {
     /// Those waiting for a job to end.
     finishes: Arc<finishes::Finishes>,
     readers: Mutex<Vec<Connection>>,
+    /// How many reads may run at once: each holds a blocking thread and a
+    /// connection, so many at once (10,000 waiters reading their jobs)
+    /// would cost a thread and a connection each; the rest queue here.
+    reading: tokio::sync::Semaphore,
     options: SqliteOptions,
     /// Keeps lease decisions on the old timeline after the host's clock
     /// steps forward (not for a manual clock: tests move it on purpose).
@@ -254,6 +258,7 @@ impl SqliteStore {
                 wake: tokio::sync::watch::Sender::new(0),
                 finishes: finishes::Finishes::new(),
                 readers: Mutex::new(vec![reader]),
+                reading: tokio::sync::Semaphore::new(MAX_READS_AT_ONCE),
                 options,
                 steps: Arc::new(StepGuard::new()),
             }),
@@ -392,6 +397,12 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
+        let _turn = self
+            .inner
+            .reading
+            .acquire()
+            .await
+            .map_err(|_| Error::Closed("the store's readers were closed".into()))?;
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || inner.with_reader(f))
             .await
@@ -466,6 +477,10 @@ impl Notifier for SqliteStore {
         Box::new(Signal(self.inner.wake.subscribe()))
     }
 }
+
+/// How many of a store's reads run at once (the pool keeps 4 connections
+/// open; a read beyond them opens one for itself).
+const MAX_READS_AT_ONCE: usize = 8;
 
 /// The in-process wake-up of a SQLite store. Workers in other processes
 /// sharing the file poll.
