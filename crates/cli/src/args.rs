@@ -132,6 +132,12 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value_t = errand_server::DEFAULT_MAX_CONNECTIONS as u64,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub(crate) max_connections: u64,
+    /// How many `GET /v1/jobs/{id}?wait=` requests may wait for their job
+    /// at once, fewer than --max-connections (default 256, or one fewer
+    /// than the connections when they are fewer); one more is told to
+    /// retry (503). 0: none may wait.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub(crate) max_job_waits: Option<u64>,
     /// Equal-jitter retry base for failures remote workers report without
     /// a retry time.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]

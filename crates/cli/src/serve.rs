@@ -21,6 +21,11 @@ pub(crate) fn serve_config(a: &ServeArgs) -> Result<errand_server::ServerConfig,
         drain: a.drain,
         read_timeout: a.read_timeout,
         max_connections: usize::try_from(a.max_connections).unwrap_or(usize::MAX),
+        max_job_waits: match a.max_job_waits {
+            Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
+            None => errand_server::DEFAULT_MAX_JOB_WAITS
+                .min(usize::try_from(a.max_connections.saturating_sub(1)).unwrap_or(usize::MAX)),
+        },
         retry: RetryPolicy::EqualJitter {
             base: a.retry_base,
             max: a.retry_max,

@@ -205,8 +205,10 @@ pub struct ServerConfig {
     /// a settlement finds the interval passed.
     pub chart_counts_every: Duration,
     /// How many `GET /v1/jobs/{id}?wait=` requests may wait for their job
-    /// at once; one more is answered 503 with `Retry-After` (default
-    /// 1,000).
+    /// at once; one more is answered 503 with `Retry-After` (default 256).
+    /// Each holds a connection while it waits, so it must be below
+    /// `max_connections`: the rest stay free for other requests. 0: no
+    /// request may wait (every `?wait=` is answered 503).
     pub max_job_waits: usize,
 }
 
@@ -227,8 +229,9 @@ impl Default for ServerConfig {
     }
 }
 
-/// The default of [`ServerConfig::max_job_waits`].
-pub const DEFAULT_MAX_JOB_WAITS: usize = 1000;
+/// The default of [`ServerConfig::max_job_waits`]: half the default
+/// connections.
+pub const DEFAULT_MAX_JOB_WAITS: usize = 256;
 
 impl ServerConfig {
     /// Refuses unsafe or unusable settings: a non-loopback address without
@@ -242,6 +245,14 @@ impl ServerConfig {
             return Err(ServeError::InvalidConfig(
                 "the body and payload limits must be at least 1 byte".into(),
             ));
+        }
+        if self.max_job_waits > 0 && self.max_job_waits >= self.max_connections {
+            return Err(ServeError::InvalidConfig(format!(
+                "the requests that may wait for a job at once ({}) must be fewer than the \
+                 connections ({}), so that waiting requests leave room for the others; \
+                 lower --max-job-waits or raise --max-connections",
+                self.max_job_waits, self.max_connections
+            )));
         }
         self.limits().check()
     }

@@ -100,3 +100,26 @@ async fn past_the_most_waiting_requests_one_more_is_told_to_retry() {
     );
     assert_eq!(api.get("/v1/jobs/w3").await.status, StatusCode::OK);
 }
+
+#[tokio::test]
+async fn waiting_requests_must_leave_connections_for_the_others() {
+    let config = |waits, connections| ServerConfig {
+        max_job_waits: waits,
+        max_connections: connections,
+        ..ServerConfig::default()
+    };
+    let refused = config(4, 4).check().unwrap_err().to_string();
+    assert!(refused.contains("--max-job-waits"), "{refused}");
+    assert!(config(3, 4).check().is_ok());
+    assert!(config(0, 1).check().is_ok(), "no waits at all is allowed");
+    assert!(ServerConfig::default().check().is_ok());
+
+    // With no place, every wait is told to retry; a plain read is not.
+    let api = Api::with(config(0, 4));
+    api.post("/v1/jobs", &json!({"kind": "k", "id": "w4"}))
+        .await;
+    api.get("/v1/jobs/w4?wait=1s")
+        .await
+        .problem(StatusCode::SERVICE_UNAVAILABLE, "busy");
+    assert_eq!(api.get("/v1/jobs/w4").await.status, StatusCode::OK);
+}
