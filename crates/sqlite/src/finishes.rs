@@ -137,8 +137,7 @@ fn look(conn: &Connection, ids: &[String], seen: &mut Option<i64>) -> Result<Vec
     let version: i64 = conn
         .query_row("PRAGMA data_version", [], |r| r.get(0))
         .map_err(map_err)?;
-    let first = seen.is_none();
-    if !first && *seen == Some(version) {
+    if *seen == Some(version) {
         return Ok(Vec::new());
     }
     *seen = Some(version);

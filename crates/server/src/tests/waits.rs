@@ -28,22 +28,15 @@ async fn a_waiting_request_answers_once_its_job_has_ended() {
         .await;
     assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
     let store = api.q.store();
-    let waiting = tokio::spawn({
-        let app = api.app.clone();
-        async move {
-            let api = Api {
-                q: errand::testkit::TestQueue::new().unwrap(),
-                app,
-            };
-            api.get("/v1/jobs/w1?wait=20s").await
-        }
-    });
-    let claimed = store.claim(&claim_one()).await.unwrap();
-    store.complete(&claimed[0].lease).await.unwrap();
-    let answer = tokio::time::timeout(Duration::from_secs(15), waiting)
-        .await
-        .expect("the waiting request answers once the job is done, not at the end of its wait")
-        .unwrap();
+    let end = async {
+        let claimed = store.claim(&claim_one()).await.unwrap();
+        store.complete(&claimed[0].lease).await.unwrap();
+    };
+    let (answer, ()) = tokio::time::timeout(Duration::from_secs(15), async {
+        tokio::join!(api.get("/v1/jobs/w1?wait=20s"), end)
+    })
+    .await
+    .expect("the waiting request answers once the job is done, not at the end of its wait");
     assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
     assert_eq!(answer.body["state"], "done", "{}", answer.body);
 }
