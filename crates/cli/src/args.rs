@@ -60,6 +60,9 @@ pub(crate) enum Command {
     /// Wait for jobs to end (done, dead or cancelled); the exit code says
     /// how they ended.
     Wait(WaitArgs),
+    /// Send a signal to a job that waits for it (`errand enqueue --await`,
+    /// or a handler that suspended itself).
+    Signal(SignalArgs),
     /// Replay dead or cancelled jobs (by id, or by filter with a bound).
     Replay(ReplayArgs),
     /// Cancel jobs that are not finished.
@@ -272,6 +275,19 @@ pub(crate) struct EnqueueArgs {
     /// (default: the kind and a hash of the canonical payload).
     #[arg(long)]
     pub(crate) unique_key: Option<String>,
+    /// Wait for this signal before running: the job is stored `waiting`,
+    /// never claimed, until `errand signal ID SIGNAL` (or the API, or
+    /// `signal_in` in the application's transaction) delivers it.
+    #[arg(long = "await", value_name = "SIGNAL", conflicts_with = "depends_on")]
+    pub(crate) await_signal: Option<String>,
+    /// With --await: wait at most this long (e.g. 30m), then follow
+    /// --on-await-timeout.
+    #[arg(long, requires = "await_signal", value_parser = parse_duration)]
+    pub(crate) await_timeout: Option<Duration>,
+    /// With --await, when the wait times out: `fail` (dead, class
+    /// signal_timeout), `run` (run without a signal) or `cancel`.
+    #[arg(long, requires = "await_signal", value_parser = ["fail", "run", "cancel"])]
+    pub(crate) on_await_timeout: Option<String>,
     /// Print JSON.
     #[arg(long)]
     pub(crate) json: bool,
@@ -279,7 +295,8 @@ pub(crate) struct EnqueueArgs {
 
 #[derive(Args, Debug)]
 pub(crate) struct JobsArgs {
-    /// Only this state: blocked, ready, running, done, dead, cancelled.
+    /// Only this state: blocked, waiting, ready, running, done, dead,
+    /// cancelled.
     #[arg(long)]
     pub(crate) state: Option<String>,
     /// Only this queue.
@@ -326,6 +343,26 @@ pub(crate) struct WaitArgs {
     #[arg(long, value_parser = parse_duration)]
     pub(crate) timeout: Option<std::time::Duration>,
     /// Print the jobs as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct SignalArgs {
+    /// The job.
+    pub(crate) id: String,
+    /// The signal's name (what the job waits for).
+    pub(crate) name: String,
+    /// JSON the job's next attempt reads (at most 64 KiB).
+    #[arg(long)]
+    pub(crate) payload: Option<String>,
+    /// When the job is not waiting for this signal now, keep it for its
+    /// next wait of that name instead of refusing it.
+    #[arg(long)]
+    pub(crate) buffer: bool,
+    #[command(flatten)]
+    pub(crate) operator: OperatorArgs,
+    /// Print JSON.
     #[arg(long)]
     pub(crate) json: bool,
 }

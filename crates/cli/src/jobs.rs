@@ -56,6 +56,9 @@ pub(crate) async fn enqueue(store: Arc<dyn Store>, a: EnqueueArgs) -> Result<Exi
         debounce: a.debounce,
         unique_key: a.unique_key,
         batch: a.batch,
+        await_signal: a.await_signal,
+        await_timeout: a.await_timeout,
+        on_await_timeout: a.on_await_timeout,
     }
     .build()?;
     let inserted = errand::Client::new(store).enqueue(job).await?;

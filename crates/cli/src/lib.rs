@@ -31,6 +31,7 @@ mod schedule;
 mod select;
 mod serve;
 mod serve_loop;
+mod signal;
 mod stats;
 mod telemetry;
 mod wait;
@@ -201,6 +202,7 @@ async fn run(cli: Cli, hooks: Hooks) -> Result<ExitCode, Failure> {
         Command::Jobs(args) => jobs(&admin, args).await,
         Command::Show(args) => show(&admin, args).await,
         Command::Wait(args) => wait::wait(store, args).await,
+        Command::Signal(args) => signal::signal(store, args).await,
         Command::Replay(args) => replay(&admin, args).await,
         Command::Cancel(args) => cancel(&admin, args).await,
         Command::Reschedule(args) => reschedule(&admin, args).await,

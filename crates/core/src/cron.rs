@@ -37,7 +37,7 @@ use crate::ids::{JobId, Name};
 use crate::job::{DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE};
 use crate::new_job::NewJob;
 use crate::payload::Payload;
-use crate::requests::{check_operator, check_reason};
+use crate::stamp::{check_operator, check_reason};
 use crate::state::Schedule;
 
 /// The longest cron pattern accepted, in bytes.

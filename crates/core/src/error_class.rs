@@ -28,6 +28,9 @@ pub enum ErrorClass {
     LostLease,
     /// The work was cancelled by the handler or an operator.
     Cancelled,
+    /// The job waited for a signal that did not arrive in time, and its
+    /// policy was to fail.
+    SignalTimeout,
 }
 
 impl ErrorClass {
@@ -40,6 +43,7 @@ impl ErrorClass {
             ErrorClass::LeaseExpired => "lease_expired",
             ErrorClass::LostLease => "lost_lease",
             ErrorClass::Cancelled => "cancelled",
+            ErrorClass::SignalTimeout => "signal_timeout",
         }
     }
 }
@@ -54,6 +58,7 @@ impl FromStr for ErrorClass {
             "lease_expired" => ErrorClass::LeaseExpired,
             "lost_lease" => ErrorClass::LostLease,
             "cancelled" => ErrorClass::Cancelled,
+            "signal_timeout" => ErrorClass::SignalTimeout,
             other => return Err(Error::storage(format!("unknown error class {other:?}"))),
         })
     }

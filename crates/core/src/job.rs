@@ -12,6 +12,7 @@ use crate::error_class::ErrorClass;
 use crate::ids::{JobId, LeaseToken, Name, TraceParent};
 use crate::labels::{Meta, WorkflowId};
 use crate::payload::Payload;
+use crate::signal::{Awaiting, SignalRecord};
 use crate::state::{JobKey, JobState};
 
 /// The queue a job goes to when none is named.
@@ -116,7 +117,7 @@ pub struct Dependency {
 /// The columns of the job table that make a [`Job`] (with `lease_token`),
 /// in the order of SQLite's table, which reads them by position; the
 /// PostgreSQL store looks each up by name.
-pub const JOB_COLUMNS: [&str; 36] = [
+pub const JOB_COLUMNS: [&str; 40] = [
     "id",
     "queue",
     "kind",
@@ -153,6 +154,10 @@ pub const JOB_COLUMNS: [&str; 36] = [
     "meta",
     "unique_key",
     "batch",
+    "await_signal",
+    "await_until",
+    "on_await_timeout",
+    "signal_seq",
 ];
 
 /// A job as stored.
@@ -238,6 +243,16 @@ pub struct Job {
     /// The batch it belongs to, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub batch: Option<WorkflowId>,
+    /// The signal it waits for while `waiting` (kept, for the record, by
+    /// an operator's cancel of a waiting job).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub awaiting: Option<Awaiting>,
+    /// The signal that ended its latest wait ([`SignalRecord::seq`]), whose
+    /// payload its next attempts read ([`crate::JobStore::received_signal`]);
+    /// `None` when no signal did (it never waited, or its wait timed out
+    /// under the `run` policy).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resumed_by: Option<i64>,
 }
 
 /// How far an attempt has got, as its handler reported it.
@@ -396,11 +411,26 @@ pub struct JobDetail {
     /// whether this job's edge to it is met.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub dependents: Vec<Dependency>,
+    /// The signals sent to it, oldest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub signals: Vec<SignalRecord>,
 }
 
 impl JobDetail {
     /// How many dependents a detail lists.
     pub const DEPENDENTS_SHOWN: usize = 100;
+}
+
+/// The refusal of a signal the job is not waiting for (and that did not
+/// ask to be kept), worded alike by every store: what the job is doing and
+/// what the sender can do.
+pub fn signal_refused(job: &Job, name: &Name) -> Error {
+    crate::signal::refusal(
+        job.id.as_str(),
+        job.state,
+        job.awaiting.as_ref().map(|a| &a.signal),
+        name,
+    )
 }
 
 #[cfg(test)]

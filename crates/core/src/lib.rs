@@ -51,7 +51,9 @@ mod payload;
 mod requests;
 mod retry;
 mod schema;
+mod signal;
 mod spec;
+mod stamp;
 mod state;
 mod stats;
 mod step;
@@ -82,6 +84,7 @@ pub use ids::{JobId, LeaseToken, Name, TraceParent};
 pub use job::{
     AttemptRecord, AuditRecord, ClaimedJob, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_LEASE_EXPIRIES,
     DEFAULT_QUEUE, Dependency, DependencyFailure, JOB_COLUMNS, Job, JobDetail, Lease, Progress,
+    signal_refused,
 };
 pub use labels::{
     MAX_META_ENTRIES, MAX_META_KEY_BYTES, MAX_META_VALUE_BYTES, MAX_TAG_BYTES, MAX_TAGS, Meta,
@@ -96,13 +99,19 @@ pub use new_job::{MAX_DEPENDENCIES, NewJob, check_unique_batch};
 pub use outcome::{MAX_RECORDED_TEXT_BYTES, Outcome, storable_text};
 pub use payload::{MAX_OUTPUT_BYTES, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH, Payload};
 pub use requests::{
-    AuditEntry, AuditFilter, BulkFilter, CancelRequest, Copied, CopyRequest, MAX_OPERATOR_BYTES,
-    MAX_REASON_BYTES, PausedQueue, PurgeRequest, QueueAction, ReplayRequest, RescheduleRequest,
-    Selection, check_operator, check_reason, is_audit_text,
+    AuditEntry, AuditFilter, BulkFilter, CancelRequest, Copied, CopyRequest, PausedQueue,
+    PurgeRequest, QueueAction, ReplayRequest, RescheduleRequest, Selection,
 };
 pub use retry::RetryPolicy;
 pub use schema::{BASELINE_NAME, SCHEMA_VERSION, SchemaStatus};
+pub use signal::{
+    Await, Awaiting, MAX_SIGNAL_PAYLOAD_BYTES, NewSignal, OnAwaitTimeout, ReceivedSignal,
+    SignalRecord, refusal as signal_refusal,
+};
 pub use spec::{JobSpec, parse_deadline, parse_duration};
+pub use stamp::{
+    MAX_OPERATOR_BYTES, MAX_REASON_BYTES, check_operator, check_reason, is_audit_text,
+};
 pub use state::{JobKey, JobState, KeyLimit, MAX_KEY_LIMIT, Schedule};
 pub use stats::{
     Counts, Histogram, LATENCY_BUCKETS_MS, QueueSample, QueueStats, Stats, StatsRequest, WindowRow,
@@ -111,8 +120,8 @@ pub use stats::{
 pub use step::StepGuard;
 pub use store::{
     AdminStore, AuditStamp, ClaimRate, ClaimRequest, FailResult, Failure, Inserted, JobStore,
-    Notifier, RateBucket, RateLimit, Reschedule, RetryAt, StepEdge, Store, SweepReport, WorkSignal,
-    WorkerStore, check_recorded_text,
+    Notifier, RateBucket, RateLimit, Reschedule, RetryAt, Signalled, StepEdge, Store, SweepReport,
+    WorkSignal, WorkerStore, check_recorded_text,
 };
 pub use unique::{MAX_UNIQUE_KEY_BYTES, Unique, UniqueProbe, UniqueRule};
 pub use workflow::{

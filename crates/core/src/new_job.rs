@@ -67,6 +67,10 @@ pub struct NewJob {
     /// The open batch the job joins ([`crate::BatchSeal`]); inserting it
     /// into a sealed batch is refused.
     pub batch: Option<WorkflowId>,
+    /// A wait for a signal: the job is stored `waiting` and is not claimed
+    /// until the signal arrives or the wait times out (see
+    /// [`NewJob::awaiting`]).
+    pub wait: Option<crate::signal::Await>,
 }
 
 impl NewJob {
@@ -92,6 +96,7 @@ impl NewJob {
             meta: Meta::new(),
             unique: None,
             batch: None,
+            wait: None,
         })
     }
 
@@ -255,6 +260,7 @@ impl NewJob {
             meta: job.meta.clone(),
             unique: None,
             batch: None,
+            wait: None,
         };
         copy.validate()?;
         Ok(copy)
@@ -293,6 +299,9 @@ impl NewJob {
                 ));
             }
         }
+        if let Some(wait) = &self.wait {
+            crate::signal::check_new_wait(wait, &self.depends_on)?;
+        }
         crate::labels::check_tags(&self.tags)?;
         crate::labels::check_meta(&self.meta)?;
         self.check_unique()?;
@@ -327,6 +336,28 @@ pub(crate) fn check_one(job: &NewJob) -> Result<(), Error> {
 }
 
 impl NewJob {
+    /// Makes the job wait for the signal `name` before it may run: it is
+    /// stored `waiting`, never claimed, until a signal of that name arrives
+    /// for it ([`crate::NewSignal`]), or until `timeout` (from the enqueue)
+    /// passes and `policy` applies. A job that waits for a signal cannot
+    /// also depend on other jobs (its handler can wait once they are met,
+    /// with [`crate::Outcome::Await`]).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] when the name is not valid.
+    pub fn awaiting(
+        mut self,
+        name: &str,
+        timeout: Option<Duration>,
+        policy: crate::signal::OnAwaitTimeout,
+    ) -> Result<Self, Error> {
+        let mut wait = crate::signal::Await::new(name)?;
+        wait.timeout = timeout;
+        wait.on_timeout = policy;
+        self.wait = Some(wait);
+        Ok(self)
+    }
+
     /// Makes the job unique for `period`: while a job with the same key
     /// (see [`NewJob::with_unique_key`]) created within the period is
     /// stored, enqueueing returns it and creates nothing.

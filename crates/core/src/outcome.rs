@@ -61,6 +61,16 @@ pub enum Outcome {
         /// What timed out.
         error: String,
     },
+    /// Suspend: end this attempt without spending it and wait, holding no
+    /// worker, for the signal `wait.signal` (at most `wait.timeout`, then
+    /// `wait.on_timeout`). The job is `waiting` until the signal arrives;
+    /// then it is claimable again and its next attempt reads the signal's
+    /// payload. A signal already kept for it (sent with `buffer`) is taken
+    /// at once. Made by [`Outcome::await_signal`].
+    Await {
+        /// What to wait for.
+        wait: crate::signal::Await,
+    },
     /// The handler already acknowledged the job itself, inside the same
     /// database transaction as its own writes (transactional completion:
     /// `SqliteStore::complete_in`, `PgStore::complete_in`). The fence still
@@ -81,7 +91,30 @@ impl Outcome {
             | Outcome::Output { .. }
             | Outcome::Snooze { .. }
             | Outcome::Cancel { .. }
+            | Outcome::Await { .. }
             | Outcome::Completed => None,
+        }
+    }
+
+    /// A failure's parts — its error, class and the retry time the handler
+    /// asked for — or, for an outcome that is not a failure, the outcome
+    /// itself back.
+    ///
+    /// # Errors
+    /// `Err(self)` for success, output, snooze, cancel, await and a
+    /// transactional completion.
+    pub fn into_failure(self) -> Result<(String, ErrorClass, Option<Timestamp>), Outcome> {
+        match self {
+            Outcome::Retry { error } => Ok((error, ErrorClass::Retryable, None)),
+            Outcome::RetryAt { error, at } => Ok((error, ErrorClass::Retryable, Some(at))),
+            Outcome::Permanent { error } => Ok((error, ErrorClass::Permanent, None)),
+            Outcome::Timeout => Ok((
+                "the handler ran past its deadline".to_owned(),
+                ErrorClass::Timeout,
+                None,
+            )),
+            Outcome::TimedOut { error } => Ok((error, ErrorClass::Timeout, None)),
+            other => Err(other),
         }
     }
 
@@ -95,6 +128,24 @@ impl Outcome {
             Err(e) => {
                 Outcome::permanent(format!("the handler's output was refused: {}", plain(&e)))
             }
+        }
+    }
+
+    /// Suspends the job until the signal `name` arrives, at most
+    /// `timeout` (then `policy`); see [`Outcome::Await`]. A name that is
+    /// not valid makes the attempt a permanent failure that says so.
+    pub fn await_signal(
+        name: &str,
+        timeout: Option<Duration>,
+        policy: crate::signal::OnAwaitTimeout,
+    ) -> Self {
+        match crate::signal::Await::new(name) {
+            Ok(mut wait) => {
+                wait.timeout = timeout;
+                wait.on_timeout = policy;
+                Outcome::Await { wait }
+            }
+            Err(e) => Outcome::permanent(format!("the handler's wait was refused: {}", plain(&e))),
         }
     }
 
@@ -162,6 +213,10 @@ impl Outcome {
                 Err(e) => {
                     Outcome::permanent(format!("the handler's output was refused: {}", plain(&e)))
                 }
+            },
+            Outcome::Await { wait } => match wait.validate() {
+                Ok(()) => Outcome::Await { wait },
+                Err(e) => Outcome::retry(format!("the handler asked for {}", plain(&e))),
             },
             other @ (Outcome::Success | Outcome::Timeout | Outcome::Completed) => other,
         }

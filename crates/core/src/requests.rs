@@ -10,46 +10,8 @@ use crate::clock::Timestamp;
 use crate::error::{Error, Result};
 use crate::ids::{JobId, Name};
 use crate::job::Job;
+use crate::stamp::{check_operator, check_reason};
 use crate::state::{JobState, Schedule};
-
-/// The longest operator name.
-pub const MAX_OPERATOR_BYTES: usize = 200;
-/// The longest reason.
-pub const MAX_REASON_BYTES: usize = 2000;
-
-/// The rule for the text an audit entry records (an operator's name, a
-/// reason): not blank, at most `max` bytes, and no control character —
-/// except line breaks and tabs where `line_breaks` allows them. Every
-/// caller that words its own refusal (the HTTP API names the JSON field)
-/// applies this same rule.
-pub fn is_audit_text(text: &str, max: usize, line_breaks: bool) -> bool {
-    !text.trim().is_empty()
-        && text.len() <= max
-        && !text
-            .chars()
-            .any(|c| c.is_control() && !(line_breaks && matches!(c, '\n' | '\r' | '\t')))
-}
-
-/// Checks an operator name: 1 to 200 bytes of printable text.
-pub fn check_operator(operator: &str) -> Result<()> {
-    if !is_audit_text(operator, MAX_OPERATOR_BYTES, false) {
-        return Err(Error::invalid(
-            "the operator name must be 1 to 200 printable characters (pass --by NAME)",
-        ));
-    }
-    Ok(())
-}
-
-/// Checks a reason: 1 to 2000 bytes; line breaks and tabs allowed, other
-/// control characters not.
-pub fn check_reason(reason: &str) -> Result<()> {
-    if !is_audit_text(reason, MAX_REASON_BYTES, true) {
-        return Err(Error::invalid(
-            "the reason must be 1 to 2000 characters of text (pass --reason TEXT)",
-        ));
-    }
-    Ok(())
-}
 
 /// An operator's request to replay dead or cancelled jobs.
 #[derive(Clone, Debug)]
@@ -93,9 +55,14 @@ pub struct CancelRequest {
 
 impl CancelRequest {
     /// The states a job can be cancelled from.
-    pub const ACCEPTS: &[JobState] = &[JobState::Blocked, JobState::Ready, JobState::Running];
+    pub const ACCEPTS: &[JobState] = &[
+        JobState::Blocked,
+        JobState::Waiting,
+        JobState::Ready,
+        JobState::Running,
+    ];
     /// What a store says when a named job has finished.
-    pub const REFUSED: &str = "only blocked, ready or running jobs can be cancelled";
+    pub const REFUSED: &str = "only blocked, waiting, ready or running jobs can be cancelled";
 
     /// Whether a job in `state` can be cancelled.
     pub fn accepts(state: JobState) -> bool {
@@ -416,6 +383,7 @@ pub struct AuditEntry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stamp::is_audit_text;
 
     #[test]
     fn operator_and_reason_are_checked() {

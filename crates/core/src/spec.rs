@@ -75,6 +75,14 @@ pub struct JobSpec {
     pub unique_key: Option<String>,
     /// The open batch the job joins.
     pub batch: Option<String>,
+    /// The signal the job waits for before it may run (it is stored
+    /// `waiting`).
+    pub await_signal: Option<String>,
+    /// With `await_signal`: how long it waits at most.
+    pub await_timeout: Option<Duration>,
+    /// With `await_signal`: `fail` (default), `run` or `cancel` when the
+    /// wait times out.
+    pub on_await_timeout: Option<String>,
 }
 
 impl JobSpec {
@@ -153,9 +161,35 @@ impl JobSpec {
             unique_key: self.unique_key.as_deref(),
         };
         job = uniqueness.apply(job)?;
+        job = awaiting(
+            job,
+            self.await_signal.as_deref(),
+            self.await_timeout,
+            self.on_await_timeout.as_deref(),
+        )?;
         job.validate()?;
         Ok(job)
     }
+}
+
+/// Makes `job` wait for a signal, when one is named; a timeout or a
+/// policy without a signal is refused.
+fn awaiting(
+    job: NewJob,
+    signal: Option<&str>,
+    timeout: Option<Duration>,
+    policy: Option<&str>,
+) -> Result<NewJob> {
+    let Some(signal) = signal else {
+        if timeout.is_some() || policy.is_some() {
+            return Err(Error::invalid(
+                "an await timeout and its policy apply to a wait for a signal: name the signal                  too (--await NAME, or await_signal)",
+            ));
+        }
+        return Ok(job);
+    };
+    let policy = policy.map(str::parse).transpose()?.unwrap_or_default();
+    job.awaiting(signal, timeout, policy)
 }
 
 /// Reads when the job is due: after a delay, at a time, or now (not both).

@@ -18,6 +18,10 @@ pub enum JobState {
     /// Waiting for its dependencies: not claimable until each is `done`
     /// (or has ended in a way its [`DependencyFailure`](crate::DependencyFailure) policy accepts).
     Blocked,
+    /// Waiting for a named signal (see [`crate::Await`]): never claimed
+    /// until the signal arrives, or until its wait times out and its
+    /// policy applies.
+    Waiting,
     /// Waiting to be claimed once `available_at` has passed.
     Ready,
     /// Claimed under a lease; a worker is running it.
@@ -33,8 +37,9 @@ pub enum JobState {
 
 impl JobState {
     /// Every state, in display order.
-    pub const ALL: [JobState; 6] = [
+    pub const ALL: [JobState; 7] = [
         JobState::Blocked,
+        JobState::Waiting,
         JobState::Ready,
         JobState::Running,
         JobState::Done,
@@ -52,6 +57,7 @@ impl JobState {
     pub fn as_str(self) -> &'static str {
         match self {
             JobState::Blocked => "blocked",
+            JobState::Waiting => "waiting",
             JobState::Ready => "ready",
             JobState::Running => "running",
             JobState::Done => "done",
@@ -69,7 +75,7 @@ impl FromStr for JobState {
             .find(|st| st.as_str() == s)
             .ok_or_else(|| {
                 Error::invalid(format!(
-                    "unknown state {s:?}: use one of blocked, ready, running, done, dead, cancelled"
+                    "unknown state {s:?}: use one of blocked, waiting, ready, running, done, dead, cancelled"
                 ))
             })
     }

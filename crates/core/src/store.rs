@@ -4,6 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use serde::Serialize;
 
 use crate::clock::Timestamp;
 use crate::cron::{ScheduleChange, StoredSchedule};
@@ -17,6 +18,8 @@ use crate::minutes::{MinuteCount, MinuteQuery, MinuteRow};
 use crate::new_job::NewJob;
 use crate::payload::Payload;
 use crate::requests::{AuditEntry, AuditFilter, PausedQueue};
+use crate::signal::{Await, NewSignal, ReceivedSignal};
+pub use crate::stamp::AuditStamp;
 use crate::state::{JobKey, JobState, Schedule};
 use crate::stats::{Stats, StatsRequest, WorkerReport};
 
@@ -27,6 +30,16 @@ pub struct Inserted {
     pub job: Job,
     /// `false` when a job with this id already existed (nothing was created).
     pub created: bool,
+}
+
+/// What sending a signal did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Signalled {
+    /// The job after the signal: `ready` when it was delivered.
+    pub job: Job,
+    /// `true`: the job was waiting for it and is ready now. `false`: it
+    /// was kept for the job's next wait of this name (buffered).
+    pub delivered: bool,
 }
 
 /// What to claim.
@@ -73,15 +86,6 @@ impl ClaimRequest {
             None => Ok(()),
         }
     }
-}
-
-/// Who acted and why: the stamp an operator's audit entry carries.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AuditStamp {
-    /// Who asked.
-    pub operator: String,
-    /// Why, as the audit entry records it.
-    pub reason: Option<String>,
 }
 
 /// What a reschedule changes on a waiting job: its due time, its
@@ -357,6 +361,36 @@ pub trait JobStore: Send + Sync + fmt::Debug {
         }
         Ok(out)
     }
+
+    /// Suspends the job: `running` → `waiting` for the signal `wait.signal`
+    /// (timing out `wait.timeout` from now), fenced like every settlement,
+    /// without spending the attempt, which the history records as
+    /// `awaiting`. When a signal of that name was kept for the job
+    /// ([`NewSignal::buffer`]), the same statement delivers it instead:
+    /// the job is `ready`, due now, resumed by that signal.
+    async fn suspend(&self, lease: &Lease, wait: &Await) -> Result<Job>;
+
+    /// Sends a signal ([`NewSignal`]). Delivered — the job was `waiting`
+    /// for this name: in one statement the job becomes `ready`, due now,
+    /// its wait cleared and [`Job::resumed_by`] naming the signal, which is
+    /// recorded as delivered. Otherwise, with `buffer`, a job that has not
+    /// ended keeps the signal for a later wait; without it, nothing is
+    /// written and the answer is [`crate::Error::InvalidState`] from
+    /// [`crate::signal_refused`]. A signal stamped with a person writes a
+    /// `signal` audit entry in the same transaction. A missing job is
+    /// [`crate::Error::NotFound`].
+    async fn signal(&self, signal: &NewSignal) -> Result<Signalled>;
+
+    /// The signal that ended job `id`'s latest wait (the one
+    /// [`Job::resumed_by`] names), with its payload; `None` when none did.
+    async fn received_signal(&self, id: &JobId) -> Result<Option<ReceivedSignal>>;
+
+    /// Ends up to `limit` waits whose timeout has passed, each by its
+    /// policy in one statement: `run` makes the job `ready` (due now, no
+    /// signal), `fail` moves it to `dead` with class `signal_timeout`,
+    /// `cancel` to `cancelled`; the dependents of jobs that ended are
+    /// released in the same transaction. Returns the jobs as changed.
+    async fn expire_waits(&self, limit: u32) -> Result<Vec<Job>>;
 
     /// Re-schedules after `delay` without spending an attempt.
     async fn snooze(&self, lease: &Lease, delay: Duration) -> Result<Job>;

@@ -8,7 +8,7 @@ use crate::ids::JobId;
 use crate::job::Job;
 use crate::labels::WorkflowId;
 use crate::new_job::NewJob;
-use crate::requests::check_operator;
+use crate::stamp::check_operator;
 use crate::state::JobState;
 
 /// A workflow being built: its steps are jobs that may depend on each
@@ -182,7 +182,7 @@ impl WorkflowAction {
         check_operator(&self.operator)?;
         self.reason
             .as_deref()
-            .map_or(Ok(()), crate::requests::check_reason)
+            .map_or(Ok(()), crate::stamp::check_reason)
     }
 }
 

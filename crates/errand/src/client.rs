@@ -1,10 +1,11 @@
-//! Enqueueing jobs, and waiting for one to end.
+//! Enqueueing jobs, signalling them, and waiting for one to end.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use errand_core::{
-    Batch, BatchSeal, Error, Inserted, IntoNewJob, Job, JobId, JobStore, NewJob, Result, Workflow,
+    Batch, BatchSeal, Error, Inserted, IntoNewJob, Job, JobId, JobStore, NewJob, NewSignal, Result,
+    Signalled, Workflow,
 };
 use tracing::Instrument;
 
@@ -109,6 +110,23 @@ impl Client {
             }
             signal.wait(left.min(Self::WAIT_RECHECK)).await;
         }
+    }
+
+    /// Sends a signal to a job ([`NewSignal`]): delivered when the job is
+    /// `waiting` for that name (it becomes `ready`, due now, and its next
+    /// attempt reads the payload with [`crate::JobContext::signal`]); kept
+    /// for a later wait when the job is not waiting for it and the signal
+    /// asks to be buffered; otherwise refused. A signal is delivered at
+    /// most once and each wait takes exactly one, however many senders
+    /// race. To send it with the application's own rows, in one
+    /// transaction, use the store's `signal_in`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidState`] when the job is not waiting for it (the
+    /// message says what the job is doing), [`Error::NotFound`] for an
+    /// unknown job, [`Error::Invalid`] for a payload too large.
+    pub async fn signal(&self, signal: &NewSignal) -> Result<Signalled> {
+        self.store.signal(signal).await
     }
 
     /// How often a waiting [`Client::wait`] reads its job again when it

@@ -207,7 +207,34 @@ pub(crate) async fn settle(
     let failure = |error: String, class: ErrorClass, retry: Option<RetryAt>| {
         failure_for(error, class, retry, lease.attempt, policy, sampler)
     };
-    let result = match outcome.into_storable() {
+    let result = match outcome.into_storable().into_failure() {
+        Ok((error, class, at)) => {
+            let failed = failure(error, class, at.map(RetryAt::At));
+            fail_attempt(failures, lease, &mut report, failed).await
+        }
+        Err(other) => settle_other(store, lease, other, &mut report).await,
+    };
+    match result {
+        Ok(()) => Ok(report),
+        Err(Error::LeaseLost { .. }) => {
+            report.outcome = WorkOutcome::LeaseLost;
+            report.acknowledged = false;
+            report.available_at = None;
+            Ok(report)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Settles an attempt that did not fail: acknowledged, snoozed, cancelled
+/// or suspended.
+async fn settle_other(
+    store: &dyn JobStore,
+    lease: &Lease,
+    outcome: Outcome,
+    report: &mut WorkReport,
+) -> Result<()> {
+    match outcome {
         Outcome::Success => store.complete(lease).await.map(|_| {
             report.acknowledged = true;
         }),
@@ -217,52 +244,6 @@ pub(crate) async fn settle(
         Outcome::Completed => {
             report.acknowledged = true;
             Ok(())
-        }
-        Outcome::Retry { error } => {
-            fail_attempt(
-                failures,
-                lease,
-                &mut report,
-                failure(error, ErrorClass::Retryable, None),
-            )
-            .await
-        }
-        Outcome::Timeout => {
-            let error = "the handler ran past its deadline".to_owned();
-            fail_attempt(
-                failures,
-                lease,
-                &mut report,
-                failure(error, ErrorClass::Timeout, None),
-            )
-            .await
-        }
-        Outcome::TimedOut { error } => {
-            fail_attempt(
-                failures,
-                lease,
-                &mut report,
-                failure(error, ErrorClass::Timeout, None),
-            )
-            .await
-        }
-        Outcome::RetryAt { error, at } => {
-            fail_attempt(
-                failures,
-                lease,
-                &mut report,
-                failure(error, ErrorClass::Retryable, Some(RetryAt::At(at))),
-            )
-            .await
-        }
-        Outcome::Permanent { error } => {
-            fail_attempt(
-                failures,
-                lease,
-                &mut report,
-                failure(error, ErrorClass::Permanent, None),
-            )
-            .await
         }
         Outcome::Snooze { delay } => store.snooze(lease, delay).await.map(|job| {
             report.outcome = WorkOutcome::Snoozed;
@@ -275,16 +256,18 @@ pub(crate) async fn settle(
                 .await
                 .map(|_| report.outcome = WorkOutcome::Cancelled)
         }
-    };
-    match result {
-        Ok(()) => Ok(report),
-        Err(Error::LeaseLost { .. }) => {
-            report.outcome = WorkOutcome::LeaseLost;
-            report.acknowledged = false;
-            report.available_at = None;
-            Ok(report)
-        }
-        Err(e) => Err(e),
+        Outcome::Await { wait } => store.suspend(lease, &wait).await.map(|job| {
+            report.outcome = WorkOutcome::Awaiting;
+            report.available_at = (job.state == JobState::Ready).then_some(job.available_at);
+        }),
+        // Failures were taken apart by `Outcome::into_failure` before.
+        failed @ (Outcome::Retry { .. }
+        | Outcome::RetryAt { .. }
+        | Outcome::Permanent { .. }
+        | Outcome::Timeout
+        | Outcome::TimedOut { .. }) => Err(Error::storage(format!(
+            "the failure {failed:?} was not recorded as one"
+        ))),
     }
 }
 

@@ -154,6 +154,48 @@ impl JobContext {
         }
     }
 
+    /// The signal that ended this job's latest wait — it was enqueued to
+    /// wait for one ([`errand_core::NewJob::awaiting`]), or an earlier
+    /// attempt suspended it ([`Outcome::Await`]) — with its payload; `None`
+    /// when no signal did (it never waited, or its wait timed out under
+    /// the `run` policy). Read from the store only when there is one.
+    ///
+    /// # Errors
+    /// The store cannot be read.
+    pub async fn signal(&self) -> Result<Option<errand_core::ReceivedSignal>> {
+        if self.job.resumed_by.is_none() {
+            return Ok(None);
+        }
+        match &self.reader.0 {
+            Some(store) => store.received_signal(&self.job.id).await,
+            None => Err(Error::invalid(
+                "this context has no store to read the job's signal from",
+            )),
+        }
+    }
+
+    /// The payload of the signal that ended this job's latest wait
+    /// ([`JobContext::signal`]), decoded into `T`; `None` when no signal
+    /// did, or it carried no payload.
+    ///
+    /// # Errors
+    /// The store cannot be read, or the payload has another shape.
+    pub async fn signal_payload<T: DeserializeOwned>(&self) -> Result<Option<T>> {
+        match self.signal().await? {
+            Some(signal) => match &signal.payload {
+                Some(p) => serde_json::from_str(p.as_str()).map(Some).map_err(|e| {
+                    Error::invalid(format!(
+                        "the payload of the signal {} to job `{}` does not match the expected \
+                         shape: {e}",
+                        signal.name, self.job.id
+                    ))
+                }),
+                None => Ok(None),
+            },
+            None => Ok(None),
+        }
+    }
+
     /// Reports how far this attempt has got: `percent` (0–100; more counts
     /// as 100) and an optional short message (at most 200 bytes kept, each
     /// control character — ESC, a line break — replaced by U+FFFD). It

@@ -91,6 +91,10 @@ pub use errand_core::{
     Selection, Stats, StatsRequest, TraceParent, WorkerMetrics, WorkerReport, WorkerSeen, Workflow,
     WorkflowAction, WorkflowId, WorkflowStep, WorkflowView,
 };
+pub use errand_core::{
+    Await, Awaiting, MAX_SIGNAL_PAYLOAD_BYTES, NewSignal, OnAwaitTimeout, ReceivedSignal,
+    SignalRecord, Signalled,
+};
 pub use errand_core::{Batch, BatchId, BatchSeal, BatchView, JobBrief, briefs};
 pub use errand_core::{
     ChartWindow, Charts, HISTOGRAM_BUCKETS, MINUTES_KEPT, MinuteCount, MinuteQuery, MinuteRow,
@@ -108,7 +112,7 @@ pub use errand_core::{
     ScheduleAdded, ScheduleDefinition, SchedulePause, ScheduleView, StoredSchedule,
 };
 pub use errand_core::{JobSpec, MAX_PAYLOAD_DEPTH, parse_deadline, parse_duration};
-pub use maintenance::{Pruner, Sweeper};
+pub use maintenance::{Pruner, Sweeper, WaitTimer};
 pub use minutes::{MinuteCounter, sample_queues};
 pub use runtime::{KindOptions, ReportHook, RunStats, Runtime, RuntimeBuilder};
 pub use term::log_colours;

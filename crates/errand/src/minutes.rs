@@ -90,6 +90,7 @@ impl MinuteCounter {
             WorkOutcome::Idle
             | WorkOutcome::Snoozed
             | WorkOutcome::Cancelled
+            | WorkOutcome::Awaiting
             | WorkOutcome::Released
             | WorkOutcome::LeaseLost => {}
         }

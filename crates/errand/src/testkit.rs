@@ -198,6 +198,8 @@ impl TestQueue {
             meta: errand_core::Meta::new(),
             unique_key: None,
             batch: None,
+            awaiting: None,
+            resumed_by: None,
         };
         let lease = Lease {
             id,

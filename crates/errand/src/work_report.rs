@@ -22,6 +22,9 @@ pub enum WorkOutcome {
     Snoozed,
     /// Cancelled by the handler.
     Cancelled,
+    /// Suspended by the handler to wait for a signal, no attempt spent
+    /// (or, with the signal already kept for it, ready again at once).
+    Awaiting,
     /// Given back unfinished (a drain ran out of time); no attempt spent.
     Released,
     /// The settlement was refused: the lease had expired or another worker
@@ -39,6 +42,7 @@ impl WorkOutcome {
             WorkOutcome::Dead => "dead",
             WorkOutcome::Snoozed => "snoozed",
             WorkOutcome::Cancelled => "cancelled",
+            WorkOutcome::Awaiting => "awaiting",
             WorkOutcome::Released => "released",
             WorkOutcome::LeaseLost => "lease_lost",
         }

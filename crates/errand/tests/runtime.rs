@@ -913,6 +913,28 @@ impl errand::JobStore for Intercepting {
     async fn release(&self, lease: &errand::Lease) -> errand::Result<errand::Job> {
         self.inner.release(lease).await
     }
+    async fn suspend(
+        &self,
+        lease: &errand::Lease,
+        wait: &errand::core::Await,
+    ) -> errand::Result<errand::Job> {
+        self.inner.suspend(lease, wait).await
+    }
+    async fn signal(
+        &self,
+        signal: &errand::core::NewSignal,
+    ) -> errand::Result<errand::core::Signalled> {
+        self.inner.signal(signal).await
+    }
+    async fn received_signal(
+        &self,
+        id: &JobId,
+    ) -> errand::Result<Option<errand::core::ReceivedSignal>> {
+        self.inner.received_signal(id).await
+    }
+    async fn expire_waits(&self, limit: u32) -> errand::Result<Vec<errand::Job>> {
+        self.inner.expire_waits(limit).await
+    }
     async fn sweep_expired(&self) -> errand::Result<errand::SweepReport> {
         self.inner.sweep_expired().await
     }
@@ -1509,4 +1531,92 @@ async fn a_selection_whose_page_cursor_is_purged_meanwhile_is_refused() {
         Err(errand::Error::Busy(m)) => assert!(m.contains("left the selection"), "{m}"),
         other => panic!("a selection that lost its place must be refused, got {other:?}"),
     }
+}
+
+/// A handler suspends its job until a signal; the runtime holds no slot
+/// while it waits; the signal resumes it, and the next attempt reads the
+/// payload, typed. A wait that times out under `run` resumes it without.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspended_handler_resumes_with_the_signals_typed_payload() {
+    #[derive(Deserialize)]
+    struct Approval {
+        by: String,
+    }
+    let (_d, store) = store();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let runs = Arc::new(std::sync::Mutex::new(std::collections::HashMap::<
+        String,
+        u32,
+    >::new()));
+    let s = seen.clone();
+    let runtime = Runtime::builder(store.clone())
+        .handler("approve", move |_: serde_json::Value, ctx| {
+            let (seen, runs) = (s.clone(), runs.clone());
+            async move {
+                let run = {
+                    let mut runs = runs.lock().unwrap();
+                    let n = runs.entry(ctx.id().to_string()).or_insert(0);
+                    *n += 1;
+                    *n
+                };
+                if run == 1 {
+                    // Wait for the approval; "timed" waits 300 ms at most.
+                    let timeout =
+                        (ctx.id().as_str() == "timed").then_some(Duration::from_millis(300));
+                    return Outcome::await_signal("approved", timeout, errand::OnAwaitTimeout::Run);
+                }
+                match ctx.signal_payload::<Approval>().await {
+                    Ok(Some(a)) => seen
+                        .lock()
+                        .unwrap()
+                        .push(format!("{} by {}", ctx.id(), a.by)),
+                    Ok(None) => seen.lock().unwrap().push(format!("{} ran alone", ctx.id())),
+                    Err(e) => return Outcome::permanent(e),
+                }
+                Outcome::Success
+            }
+        })
+        .unwrap()
+        .all_queues(2)
+        .unwrap()
+        .poll(Duration::from_millis(20))
+        .build()
+        .unwrap();
+    enqueue(&store, "signed", "approve", "default", "{}").await;
+    enqueue(&store, "timed", "approve", "default", "{}").await;
+    let s = store.clone();
+    let seen_at_end = seen.clone();
+    runtime
+        .run_until(async move {
+            while job(&s, "signed").await.state != JobState::Waiting {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let signal = errand::NewSignal::new(JobId::new("signed").unwrap(), "approved")
+                .unwrap()
+                .with_payload(&serde_json::json!({"by": "ana"}))
+                .unwrap();
+            assert!(
+                errand::Client::new(s.clone())
+                    .signal(&signal)
+                    .await
+                    .unwrap()
+                    .delivered
+            );
+            while seen_at_end.lock().unwrap().len() < 2 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .unwrap();
+    let mut seen = seen.lock().unwrap().clone();
+    seen.sort();
+    assert_eq!(seen, ["signed by ana", "timed ran alone"]);
+    let signed = job(&store, "signed").await;
+    assert_eq!((signed.state, signed.attempts), (JobState::Done, 1));
+    let history = store
+        .detail(&JobId::new("signed").unwrap())
+        .await
+        .unwrap()
+        .history;
+    assert_eq!(history[0].outcome.as_deref(), Some("awaiting"));
 }

@@ -357,3 +357,34 @@ async fn a_completion_on_an_autocommit_connection_releases_dependents_in_its_own
         "rolled back with the caller"
     );
 }
+
+/// A signal sent in the caller's transaction is delivered when it commits
+/// and not at all when it rolls back.
+#[tokio::test]
+async fn a_signal_commits_or_rolls_back_with_the_callers_rows() {
+    let f = common::fixture();
+    let store: Arc<dyn Store> = Arc::new(f.store.clone());
+    let wait = receipt("h1")
+        .awaiting("paid", None, errand::OnAwaitTimeout::Fail)
+        .unwrap();
+    store.insert(wait).await.unwrap();
+    let id = JobId::new("h1").unwrap();
+    let paid = errand::NewSignal::new(id.clone(), "paid").unwrap();
+    let mut conn = sqlite::rusqlite::Connection::open(&f.path).unwrap();
+    app_table(&conn);
+
+    let tx = conn.transaction().unwrap();
+    tx.execute("INSERT INTO orders VALUES ('o1')", []).unwrap();
+    assert!(f.store.signal_in(&tx, &paid).unwrap().delivered);
+    tx.rollback().unwrap();
+    assert_eq!(
+        store.get(&id).await.unwrap().state,
+        errand::JobState::Waiting
+    );
+
+    let tx = conn.transaction().unwrap();
+    tx.execute("INSERT INTO orders VALUES ('o1')", []).unwrap();
+    assert!(f.store.signal_in(&tx, &paid).unwrap().delivered);
+    tx.commit().unwrap();
+    assert_eq!(store.get(&id).await.unwrap().state, errand::JobState::Ready);
+}

@@ -150,6 +150,8 @@ pub(crate) struct Exchange {
     pub(crate) output: PathBuf,
     pub(crate) outcome: PathBuf,
     pub(crate) inputs: Option<PathBuf>,
+    /// The signal that ended the job's latest wait, for a job one did.
+    pub(crate) signal: Option<PathBuf>,
     /// Keeps the directory while the attempt uses it.
     _scratch: Arc<Scratch>,
 }
@@ -183,6 +185,7 @@ impl Exchange {
             output: scratch.file(&format!("{token}-output.json")),
             outcome: scratch.file(&format!("{token}-outcome.json")),
             inputs: None,
+            signal: None,
             _scratch: Arc::clone(&scratch),
         };
         if ctx.job.on_dependency_failure.is_some() {
@@ -199,6 +202,13 @@ impl Exchange {
             exchange.inputs = Some(path.clone());
             write_inputs(ctx, file, &path, max_inputs).await?;
         }
+        if let Some(signal) = ctx.signal().await.map_err(|e| {
+            Outcome::retry(format!("cannot read the signal that resumed the job: {e}"))
+        })? {
+            let path = scratch.file(&format!("{token}-signal.json"));
+            exchange.signal = Some(path.clone());
+            write_signal(&signal, &path).await?;
+        }
         Ok(exchange)
     }
 }
@@ -210,7 +220,38 @@ impl Drop for Exchange {
         if let Some(inputs) = &self.inputs {
             let _ = std::fs::remove_file(inputs);
         }
+        if let Some(signal) = &self.signal {
+            let _ = std::fs::remove_file(signal);
+        }
     }
+}
+
+/// Writes the signal as one JSON object — `name`, `payload` (`null` for
+/// none) and `sent_at` — readable by this user only.
+async fn write_signal(signal: &errand_core::ReceivedSignal, path: &Path) -> Result<(), Outcome> {
+    let failed = |e: &dyn std::fmt::Display| {
+        Outcome::retry(format!(
+            "cannot write the signal to {}: {e}",
+            path.display()
+        ))
+    };
+    let text = serde_json::json!({
+        "name": signal.name.as_str(),
+        "payload": signal.payload,
+        "sent_at": signal.sent_at.to_rfc3339(),
+    })
+    .to_string();
+    let mut file = tokio::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .await
+        .map_err(|e| failed(&e))?;
+    file.write_all(text.as_bytes())
+        .await
+        .map_err(|e| failed(&e))?;
+    file.flush().await.map_err(|e| failed(&e))
 }
 
 fn cannot_write(path: &Path, e: &std::io::Error) -> Outcome {

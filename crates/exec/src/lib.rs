@@ -17,7 +17,12 @@
 //! (in byte order), of each dependency's output (`null` for one that
 //! recorded none), written as it is read from the store a page at a time
 //! and capped ([`ExecHandler::max_inputs`], default 32 MiB: a fan-in past
-//! it fails for good, saying so). The files live in a directory of the
+//! it fails for good, saying so). A job that a signal released from its
+//! wait (it was enqueued to wait for one, or an earlier attempt wrote
+//! `{"await": …}` to its outcome file) gets `ERRAND_SIGNAL`: a file
+//! holding one JSON object, `{"name": …, "payload": …, "sent_at": …}`
+//! (`payload` is `null` when the signal carried none); a job whose wait
+//! timed out under the `run` policy gets none. The files live in a directory of the
 //! handler's own in the temporary directory, removed after the attempt;
 //! what a killed worker left is removed by the next one (see
 //! `files.rs`).
@@ -31,8 +36,8 @@
 //! Outcome: decided when the shell exits — exit 0 is success, exit 65 a
 //! permanent failure, any other exit or a signal a retryable failure —
 //! unless the command wrote an outcome to the file named by
-//! `ERRAND_OUTCOME`, which then decides (cancel, snooze, retry at a time, a
-//! failure of a class; see `outcome.rs`). Exit 126 or 127, the
+//! `ERRAND_OUTCOME`, which then decides (cancel, snooze, wait for a signal,
+//! retry at a time, a failure of a class; see `outcome.rs`). Exit 126 or 127, the
 //! shell's "cannot execute" and "not found", is the worker's configuration
 //! rather than the job's failure: the attempt is given back unspent (due
 //! again after [`CANNOT_RUN_DELAY`]), the reason is logged and kept
@@ -222,6 +227,10 @@ impl ExecHandler {
         command.env_remove("ERRAND_INPUTS");
         if let Some(inputs) = &exchange.inputs {
             command.env("ERRAND_INPUTS", inputs);
+        }
+        command.env_remove("ERRAND_SIGNAL");
+        if let Some(signal) = &exchange.signal {
+            command.env("ERRAND_SIGNAL", signal);
         }
         // The trace context travels as the W3C environment carrier does;
         // one inherited from this worker's own environment is not the job's.

@@ -4,6 +4,11 @@
 //!
 //! * `{"cancel": "REASON"}` — the work is no longer wanted (`cancelled`);
 //! * `{"snooze": "DUR"}` — run again after DUR, spending no attempt;
+//! * `{"await": {"signal": "NAME", "timeout": "DUR", "on_timeout":
+//!   "fail|run|cancel"}}` — suspend: wait for the signal NAME (at most DUR,
+//!   then the policy, `fail` when left out), spending no attempt and
+//!   holding no worker; the next attempt finds the signal in
+//!   `$ERRAND_SIGNAL`;
 //! * `{"retry_at": "RFC3339"}` or `{"retry_in": "DUR"}` — a failure to try
 //!   again at that time, optionally with `"error"`;
 //! * `{"error": "TEXT", "class": "retryable|permanent|timeout"}` — a
@@ -30,10 +35,44 @@ const MAX_OUTCOME_BYTES: u64 = 64 * 1024;
 struct OutcomeFile {
     cancel: Option<String>,
     snooze: Option<String>,
+    #[serde(rename = "await")]
+    wait: Option<AwaitFile>,
     retry_at: Option<String>,
     retry_in: Option<String>,
     error: Option<String>,
     class: Option<String>,
+}
+
+/// The `await` of an outcome file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AwaitFile {
+    signal: String,
+    timeout: Option<String>,
+    on_timeout: Option<String>,
+}
+
+impl AwaitFile {
+    fn outcome(&self) -> Result<Outcome, String> {
+        let mut wait =
+            errand_core::Await::new(&self.signal).map_err(|e| format!("await: {}", plain(e)))?;
+        if let Some(text) = &self.timeout {
+            wait.timeout = Some(duration("await timeout", text)?);
+        }
+        if let Some(policy) = &self.on_timeout {
+            wait.on_timeout = policy
+                .parse()
+                .map_err(|e| format!("await on_timeout: {}", plain(e)))?;
+        }
+        Ok(Outcome::Await { wait })
+    }
+}
+
+fn plain(e: errand_core::Error) -> String {
+    match e {
+        errand_core::Error::Invalid(why) => why,
+        other => other.to_string(),
+    }
 }
 
 /// What the command's outcome file at `path` says at `now`: `None` when it
@@ -96,7 +135,7 @@ fn clip(value: &str) -> String {
 fn parse(text: &str, now: Timestamp) -> Result<Outcome, String> {
     let mut file: OutcomeFile = serde_json::from_str(text).map_err(|e| {
         format!(
-            "it is not a JSON object of cancel, snooze, retry_at, retry_in, error and class ({e})"
+            "it is not a JSON object of cancel, snooze, await, retry_at, retry_in, error and class ({e})"
         )
     })?;
     // An empty error says nothing: as if none were given.
@@ -104,7 +143,9 @@ fn parse(text: &str, now: Timestamp) -> Result<Outcome, String> {
         file.error = None;
     }
     if file.outcomes_named() > 1 {
-        return Err("it names more than one of cancel, snooze, retry_at and retry_in".to_owned());
+        return Err(
+            "it names more than one of cancel, snooze, await, retry_at and retry_in".to_owned(),
+        );
     }
     if let Some(reason) = &file.cancel {
         file.alone("cancel")?;
@@ -121,6 +162,10 @@ fn parse(text: &str, now: Timestamp) -> Result<Outcome, String> {
             delay: duration("snooze", text)?,
         });
     }
+    if let Some(wait) = &file.wait {
+        file.alone("await")?;
+        return wait.outcome();
+    }
     if let Some(at) = file.retry_time(now)? {
         return file.retry_at(at);
     }
@@ -128,11 +173,12 @@ fn parse(text: &str, now: Timestamp) -> Result<Outcome, String> {
 }
 
 impl OutcomeFile {
-    /// How many of cancel, snooze, retry_at and retry_in the file names.
+    /// How many of cancel, snooze, await, retry_at and retry_in the file names.
     fn outcomes_named(&self) -> usize {
         [
             self.cancel.is_some(),
             self.snooze.is_some(),
+            self.wait.is_some(),
             self.retry_at.is_some(),
             self.retry_in.is_some(),
         ]
@@ -271,6 +317,35 @@ mod tests {
             ok(r#"{"class": "permanent"}"#),
             Outcome::Permanent { .. }
         ));
+    }
+
+    #[test]
+    fn an_await_suspends_for_a_signal_with_its_timeout_and_policy() {
+        match ok(r#"{"await": {"signal": "approved", "timeout": "2h", "on_timeout": "run"}}"#) {
+            Outcome::Await { wait } => {
+                assert_eq!(wait.signal.as_str(), "approved");
+                assert_eq!(wait.timeout, Some(Duration::from_secs(7200)));
+                assert_eq!(wait.on_timeout, errand_core::OnAwaitTimeout::Run);
+            }
+            other => panic!("{other:?}"),
+        }
+        match ok(r#"{"await": {"signal": "approved"}}"#) {
+            Outcome::Await { wait } => {
+                assert_eq!(wait.timeout, None);
+                assert_eq!(wait.on_timeout, errand_core::OnAwaitTimeout::Fail);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(refused(r#"{"await": {"signal": "a b"}}"#).contains("signal name"));
+        assert!(
+            refused(r#"{"await": {"signal": "a", "on_timeout": "later"}}"#)
+                .contains("fail, run or cancel")
+        );
+        assert!(refused(r#"{"await": {"signal": "a"}, "snooze": "1s"}"#).contains("more than one"));
+        assert!(
+            refused(r#"{"await": {"signal": "a"}, "error": "x"}"#).contains("await takes no error")
+        );
+        assert!(refused(r#"{"await": {"sig": "a"}}"#).contains("not a JSON object"));
     }
 
     #[test]

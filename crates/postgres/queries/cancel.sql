@@ -22,6 +22,7 @@ ok AS (
 gone AS (
     UPDATE __SCHEMA__.errand_jobs j
     SET state = 'cancelled', lease_token = NULL, lease_until = NULL,
+        await_signal = NULL, await_until = NULL, on_await_timeout = NULL,
         last_error = 'cancelled by ' || $3, last_error_class = 'cancelled',
         finished_at = t.now, updated_at = t.now
     FROM t, ok, locked p

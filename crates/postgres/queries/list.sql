@@ -25,6 +25,19 @@ SELECT * FROM (
    LIMIT $7)
   UNION ALL
   (SELECT * FROM __SCHEMA__.errand_jobs
+   WHERE state = 'waiting' AND coalesce($1::text, 'waiting') = 'waiting'
+     AND ($2::text IS NULL OR queue = $2::text)
+     AND ($3::text IS NULL OR kind = $3::text)
+     AND ($4::text IS NULL OR strpos(last_error, $4) > 0)
+     AND ($5::timestamptz IS NULL OR updated_at >= $5)
+     AND ($6::timestamptz IS NULL OR updated_at < $6)
+     AND (created_at, id) > (coalesce((SELECT created_at FROM __SCHEMA__.errand_jobs WHERE id = $8::text),
+                                      CASE WHEN $8::text IS NULL THEN '-infinity'::timestamptz END),
+                             coalesce($8::text, ''))
+   ORDER BY created_at, id
+   LIMIT $7)
+  UNION ALL
+  (SELECT * FROM __SCHEMA__.errand_jobs
    WHERE state = 'ready' AND coalesce($1::text, 'ready') = 'ready'
      AND ($2::text IS NULL OR queue = $2::text)
      AND ($3::text IS NULL OR kind = $3::text)

@@ -24,6 +24,12 @@ pub(crate) fn has_side_rows(job: &NewJob) -> bool {
     !job.tags.is_empty() || job.workflow.is_some()
 }
 
+/// Whether `job` goes through insert_many.sql even alone: it has side
+/// rows, or waits for a signal (columns insert.sql does not carry).
+fn needs_bulk_statement(job: &NewJob) -> bool {
+    has_side_rows(job) || job.wait.is_some()
+}
+
 /// Inserts a job, or returns the existing one with the same id.
 pub(crate) async fn insert<C: Conn>(
     client: &C,
@@ -39,8 +45,9 @@ pub(crate) async fn insert<C: Conn>(
             .pop()
             .ok_or_else(|| Error::storage("inserting one job answered with none"));
     }
-    if has_side_rows(job) {
-        // Its tag or workflow-step rows come with the bulk insert.
+    if needs_bulk_statement(job) {
+        // Its tag or workflow-step rows, or its wait, come with the bulk
+        // insert.
         return insert_many(client, q, now, std::slice::from_ref(job))
             .await?
             .pop()
@@ -351,6 +358,9 @@ struct InsertColumns<'a> {
     metas: Option<Vec<Option<String>>>,
     unique_keys: Option<Vec<Option<String>>>,
     batches: Option<Vec<Option<&'a str>>>,
+    await_signals: Option<Vec<Option<&'a str>>>,
+    await_fors: Option<Vec<Option<i64>>>,
+    await_policies: Option<Vec<Option<&'static str>>>,
 }
 
 impl<'a> InsertColumns<'a> {
@@ -384,6 +394,9 @@ impl<'a> InsertColumns<'a> {
         let mut metas: Vec<Option<String>> = Vec::with_capacity(n);
         let mut unique_keys: Vec<Option<String>> = Vec::with_capacity(n);
         let mut batches: Vec<Option<&str>> = Vec::with_capacity(n);
+        let mut await_signals: Vec<Option<&str>> = Vec::with_capacity(n);
+        let mut await_fors: Vec<Option<i64>> = Vec::with_capacity(n);
+        let mut await_policies: Vec<Option<&'static str>> = Vec::with_capacity(n);
         for job in jobs {
             job.validate()?;
             ids.push(job.id.clone().unwrap_or_else(JobId::generate).to_string());
@@ -420,6 +433,9 @@ impl<'a> InsertColumns<'a> {
             metas.push(errand_core::meta_to_stored(&job.meta));
             unique_keys.push(job.unique_key());
             batches.push(job.batch.as_ref().map(WorkflowId::as_str));
+            await_signals.push(job.wait.as_ref().map(|w| w.signal.as_str()));
+            await_fors.push(job.wait.as_ref().and_then(|w| w.timeout).map(millis));
+            await_policies.push(job.wait.as_ref().map(|w| w.on_timeout.as_str()));
         }
         Ok(InsertColumns {
             ids,
@@ -444,11 +460,14 @@ impl<'a> InsertColumns<'a> {
             metas: nulls_as_none(metas),
             unique_keys: nulls_as_none(unique_keys),
             batches: nulls_as_none(batches),
+            await_signals: nulls_as_none(await_signals),
+            await_fors: nulls_as_none(await_fors),
+            await_policies: nulls_as_none(await_policies),
         })
     }
 
     /// The statement's parameters: `now`, then the columns.
-    fn params<'p>(&'p self, now: &'p Option<OffsetDateTime>) -> [Param<'p>; 23] {
+    fn params<'p>(&'p self, now: &'p Option<OffsetDateTime>) -> [Param<'p>; 26] {
         [
             now,
             &self.ids,
@@ -473,6 +492,9 @@ impl<'a> InsertColumns<'a> {
             &self.metas,
             &self.unique_keys,
             &self.batches,
+            &self.await_signals,
+            &self.await_fors,
+            &self.await_policies,
         ]
     }
 }

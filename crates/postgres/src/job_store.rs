@@ -195,6 +195,40 @@ impl JobStore for PgStore {
         .await
     }
 
+    async fn suspend(&self, lease: &Lease, wait: &errand_core::Await) -> Result<Job> {
+        let _written = self.touched();
+        let mut client = self.client().await?;
+        // Read committed: the suspend's statement reads what a signal
+        // committed while it waited for the job's lock.
+        let tx = conn::read_committed(&mut client).await?;
+        let job = crate::signals::suspend(&tx, &self.queries, self.now(), lease, wait).await?;
+        tx.commit().await.map_err(map_err)?;
+        Ok(job)
+    }
+
+    async fn signal(&self, signal: &errand_core::NewSignal) -> Result<errand_core::Signalled> {
+        let _written = self.touched();
+        let mut client = self.client().await?;
+        let tx = conn::read_committed(&mut client).await?;
+        let out = crate::signals::signal(&tx, &self.queries, self.now(), signal).await?;
+        tx.commit().await.map_err(map_err)?;
+        Ok(out)
+    }
+
+    async fn received_signal(&self, id: &JobId) -> Result<Option<errand_core::ReceivedSignal>> {
+        let client = self.client().await?;
+        reads::received_signal(&client, &self.queries, id).await
+    }
+
+    async fn expire_waits(&self, limit: u32) -> Result<Vec<Job>> {
+        let _written = self.touched();
+        let mut client = self.client().await?;
+        let tx = conn::read_committed(&mut client).await?;
+        let jobs = crate::signals::expire_waits(&tx, &self.queries, self.now(), limit).await?;
+        tx.commit().await.map_err(map_err)?;
+        Ok(jobs)
+    }
+
     async fn sweep_expired(&self) -> Result<SweepReport> {
         let mut client = self.client().await?;
         maintenance::sweep(&mut client, &self.queries, self.now()).await

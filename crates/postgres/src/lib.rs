@@ -40,6 +40,7 @@ mod reads;
 mod rows;
 mod schedules;
 mod settle;
+mod signals;
 #[cfg(feature = "sqlx")]
 pub mod sqlx_adapter;
 mod workflow;
@@ -268,6 +269,22 @@ impl PgStore {
     /// dependents may also be completed on a plain client.
     pub async fn complete_in<C: Conn>(&self, conn: &C, lease: &Lease) -> Result<Job> {
         settle::complete_in(conn, &self.queries, self.now(), lease).await
+    }
+
+    /// Sends a signal on `conn` — the application's own open transaction
+    /// on the same database — so it is delivered (or kept) exactly when the
+    /// application's rows commit, and not at all if they roll back. The
+    /// same rules as [`errand_core::JobStore::signal`]: delivered to a job
+    /// waiting for it, kept with `buffer`, refused otherwise
+    /// ([`Error::InvalidState`]). It locks the job's row until the
+    /// transaction ends, and is refused outside a transaction.
+    pub async fn signal_in<C: Conn>(
+        &self,
+        conn: &C,
+        signal: &errand_core::NewSignal,
+    ) -> Result<errand_core::Signalled> {
+        let _written = self.touched();
+        signals::signal(conn, &self.queries, self.now(), signal).await
     }
 
     /// Enqueues many jobs on `conn` in one statement (one round trip).

@@ -70,6 +70,11 @@ pub struct Queries {
     pub(crate) dependency_outputs_after: String,
     pub(crate) dependencies_of: String,
     pub(crate) dependents_of: String,
+    pub(crate) signal: String,
+    pub(crate) suspend: String,
+    pub(crate) expire_waits: String,
+    pub(crate) received_signal: String,
+    pub(crate) signals_of: String,
 }
 
 /// The end both release statements share (the wake-up and the answer).
@@ -185,6 +190,11 @@ impl Queries {
             dependency_outputs_after: q(include_str!("../queries/dependency_outputs_after.sql")),
             dependencies_of: q(include_str!("../queries/dependencies_of.sql")),
             dependents_of: q(include_str!("../queries/dependents_of.sql")),
+            signal: q(include_str!("../queries/signal.sql")),
+            suspend: q(include_str!("../queries/suspend.sql")),
+            expire_waits: q(include_str!("../queries/expire_waits.sql")),
+            received_signal: q(include_str!("../queries/received_signal.sql")),
+            signals_of: q(include_str!("../queries/signals_of.sql")),
         }
     }
 

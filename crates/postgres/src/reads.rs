@@ -4,7 +4,7 @@
 
 use errand_core::{
     AttemptRecord, AuditRecord, Dependency, Error, ErrorClass, Job, JobDetail, JobFilter, JobId,
-    JobState, Name, Payload, Result, WorkflowId,
+    JobState, Name, Payload, ReceivedSignal, Result, SignalRecord, WorkflowId,
 };
 use time::OffsetDateTime;
 use tokio_postgres::Row;
@@ -74,6 +74,7 @@ pub(crate) async fn detail(
         })
         .collect::<Result<Vec<_>>>()?;
     let (dependencies, dependents) = dependencies(&tx, q, &job).await?;
+    let signals = signals_of(&tx, q, id).await?;
     tx.commit().await.map_err(map_err)?;
     Ok(JobDetail {
         job,
@@ -81,6 +82,7 @@ pub(crate) async fn detail(
         audit,
         dependencies,
         dependents,
+        signals,
     })
 }
 
@@ -290,6 +292,44 @@ fn outputs(rows: &[Row]) -> Result<Vec<(JobId, Option<Payload>)>> {
             let dep: String = r.try_get(0).map_err(map_err)?;
             let output: Option<String> = r.try_get(1).map_err(map_err)?;
             Ok((JobId::new(dep)?, output.map(Payload::from_stored)))
+        })
+        .collect()
+}
+
+/// The signal that ended job `id`'s latest wait.
+pub(crate) async fn received_signal<C: Conn>(
+    client: &C,
+    q: &Queries,
+    id: &JobId,
+) -> Result<Option<ReceivedSignal>> {
+    let Some(row) = query_opt(client, &q.received_signal, &[&id.as_str()]).await? else {
+        return Ok(None);
+    };
+    let payload: Option<crate::rows::JsonText> = col(&row, 1)?;
+    Ok(Some(ReceivedSignal {
+        name: Name::parse("signal", col::<String>(&row, 0)?).map_err(bad_row)?,
+        payload: payload.map(|p| Payload::from_stored(p.0)),
+        sent_at: from_odt(col(&row, 2)?),
+    }))
+}
+
+/// The signals sent to job `id`, oldest first.
+pub(crate) async fn signals_of<C: Conn>(
+    client: &C,
+    q: &Queries,
+    id: &JobId,
+) -> Result<Vec<SignalRecord>> {
+    query(client, &q.signals_of, &[&id.as_str()])
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(SignalRecord {
+                seq: col(r, 0)?,
+                name: Name::parse("signal", col::<String>(r, 1)?).map_err(bad_row)?,
+                sent_at: from_odt(col(r, 2)?),
+                delivered_at: col::<Option<OffsetDateTime>>(r, 3)?.map(from_odt),
+                payload_bytes: u64::try_from(col::<i64>(r, 4)?).unwrap_or(0),
+            })
         })
         .collect()
 }

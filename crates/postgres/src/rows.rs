@@ -30,7 +30,7 @@ pub(crate) fn millis(d: Duration) -> i64 {
 }
 
 /// A `json` or `jsonb` column read as its JSON text.
-struct JsonText(String);
+pub(crate) struct JsonText(pub(crate) String);
 
 impl<'a> FromSql<'a> for JsonText {
     fn from_sql(
@@ -161,6 +161,10 @@ fn job_at(row: &Row, cols: &JobCols) -> Result<Job> {
         meta,
         unique_key,
         batch,
+        await_signal,
+        await_until,
+        on_await_timeout,
+        signal_seq,
     ] = cols.0;
     let cell = Cells(row);
     let class: Option<String> = cell.get(last_error_class)?;
@@ -206,6 +210,12 @@ fn job_at(row: &Row, cols: &JobCols) -> Result<Job> {
         meta: errand_core::meta_from_stored(cell.json(meta)?.as_deref()),
         unique_key: cell.get(unique_key)?,
         batch: cell.parsed(batch, WorkflowId::new)?,
+        awaiting: errand_core::Awaiting::from_stored(
+            cell.get(await_signal)?,
+            cell.opt_ts(await_until)?,
+            cell.get(on_await_timeout)?,
+        )?,
+        resumed_by: cell.get(signal_seq)?,
     })
 }
 

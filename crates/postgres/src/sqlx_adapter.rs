@@ -286,3 +286,130 @@ async fn complete_and_release(
     }
     Ok((attempts, has_dependents))
 }
+
+/// What a signal sent in a `sqlx` transaction did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SignalSent {
+    /// The job.
+    pub id: JobId,
+    /// `true`: the job waited for it and is ready once the transaction
+    /// commits; `false`: it is kept for the job's next wait of its name.
+    pub delivered: bool,
+}
+
+/// Sends a signal on `conn` — typically `&mut *tx` of the application's
+/// open transaction — so it is delivered (or kept) exactly when the
+/// application's rows commit, and not at all if they roll back: the same
+/// statements as [`crate::PgStore::signal_in`]. The job's row stays locked
+/// until the transaction ends. On a connection outside any transaction the
+/// statements run in one of their own. A signal the job is not waiting for
+/// (and that did not ask to be kept) is refused with
+/// [`Error::InvalidState`], saying what the job waits for, and writes
+/// nothing; an unknown job is [`Error::NotFound`].
+///
+/// ```no_run
+/// # async fn paid(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
+/// let signal = errand_core::NewSignal::new(errand_core::JobId::new("hold-42")?, "paid")?
+///     .with_payload_text(r#"{"payment": "p-9"}"#)?;
+/// let mut tx = pool.begin().await?;
+/// sqlx::query("UPDATE holds SET paid = true WHERE id = 42").execute(&mut *tx).await?;
+/// errand_postgres::sqlx_adapter::signal_in(&mut tx, "errand", &signal).await?;
+/// tx.commit().await?;
+/// # Ok(())
+/// # }
+/// ```
+pub async fn signal_in(
+    conn: &mut sqlx::PgConnection,
+    schema: &str,
+    signal: &errand_core::NewSignal,
+) -> Result<SignalSent> {
+    signal.validate()?;
+    let quoted = crate::quote_schema(schema)?;
+    let probe = sqlx::query("SAVEPOINT errand_signal")
+        .execute(&mut *conn)
+        .await
+        .map(|_| ());
+    let joined = match probe {
+        Ok(()) => true,
+        Err(e) if e.as_database_error().and_then(|d| d.code()).as_deref() == Some("25P01") => false,
+        Err(e) => return Err(map_sqlx(e)),
+    };
+    if !joined {
+        run(conn, "BEGIN").await?;
+    }
+    let sent = send(conn, &quoted, signal).await;
+    match (&sent, joined) {
+        (Ok(_), true) => run(conn, "RELEASE SAVEPOINT errand_signal").await?,
+        (Ok(_), false) => run(conn, "COMMIT").await?,
+        (Err(_), true) => {
+            run(conn, "ROLLBACK TO SAVEPOINT errand_signal").await?;
+            run(conn, "RELEASE SAVEPOINT errand_signal").await?;
+        }
+        (Err(_), false) => run(conn, "ROLLBACK").await?,
+    }
+    sent
+}
+
+/// The lock of the job's row and signal.sql; a refusal read from the job.
+async fn send(
+    conn: &mut sqlx::PgConnection,
+    quoted: &str,
+    signal: &errand_core::NewSignal,
+) -> Result<SignalSent> {
+    let id = signal.job.as_str();
+    sqlx::query(&Queries::fill(
+        quoted,
+        include_str!("../queries/lock_jobs.sql"),
+    ))
+    .bind(vec![id])
+    .execute(&mut *conn)
+    .await
+    .map_err(map_sqlx)?;
+    let (operator, reason) = match &signal.by {
+        Some(stamp) => (Some(stamp.operator.as_str()), stamp.reason.as_deref()),
+        None => (None, None),
+    };
+    let row = sqlx::query(&Queries::fill(
+        quoted,
+        include_str!("../queries/signal.sql"),
+    ))
+    .bind(None::<String>)
+    .bind(id)
+    .bind(signal.name.as_str())
+    .bind(signal.payload_text())
+    .bind(signal.buffer)
+    .bind(operator)
+    .bind(reason)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(map_sqlx)?;
+    let kept: i64 = row.try_get("kept").map_err(map_sqlx)?;
+    let delivered: Option<String> = row.try_get("id").map_err(map_sqlx)?;
+    if delivered.is_some() || kept > 0 {
+        return Ok(SignalSent {
+            id: signal.job.clone(),
+            delivered: delivered.is_some(),
+        });
+    }
+    let job = sqlx::query(&Queries::fill(
+        quoted,
+        "SELECT state, await_signal::text AS await_signal FROM __SCHEMA__.errand_jobs WHERE id = $1",
+    ))
+    .bind(id)
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(map_sqlx)?
+    .ok_or_else(|| Error::NotFound(id.to_owned()))?;
+    let state: String = job.try_get("state").map_err(map_sqlx)?;
+    let awaits: Option<String> = job.try_get("await_signal").map_err(map_sqlx)?;
+    let state = state.parse::<errand_core::JobState>()?;
+    let awaits = awaits
+        .map(|a| errand_core::Name::parse("signal", a))
+        .transpose()?;
+    Err(errand_core::signal_refusal(
+        id,
+        state,
+        awaits.as_ref(),
+        &signal.name,
+    ))
+}

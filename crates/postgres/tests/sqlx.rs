@@ -300,3 +300,46 @@ async fn a_job_completed_in_a_sqlx_transaction_is_done_exactly_when_it_commits()
         .await
         .expect("cleanup");
 }
+
+/// A signal sent in a sqlx transaction is delivered exactly when it
+/// commits; a refusal writes nothing and says what the job waits for.
+#[tokio::test]
+async fn a_signal_sent_in_a_sqlx_transaction_is_delivered_when_it_commits() {
+    let Some(url) = errand_testsupport::postgres_url("the sqlx adapter test") else {
+        return;
+    };
+    let schema = format!("errand_sqlxsig_{}", std::process::id());
+    let (mut conn, store) = setup(&url, &schema).await;
+    let wait = NewJob::new("hold", Payload::default())
+        .expect("kind")
+        .with_id(JobId::new("h1").expect("id"))
+        .awaiting("paid", None, errand_core::OnAwaitTimeout::Fail)
+        .expect("wait");
+    store.insert(wait).await.expect("insert");
+    let id = JobId::new("h1").expect("id");
+    let signal = |name: &str| errand_core::NewSignal::new(id.clone(), name).expect("signal");
+
+    let mut tx = conn.begin().await.expect("begin");
+    let e = errand_postgres::sqlx_adapter::signal_in(&mut tx, &schema, &signal("shipped"))
+        .await
+        .expect_err("not awaited");
+    assert!(e.to_string().contains("waits for the signal paid"), "{e}");
+    let sent = errand_postgres::sqlx_adapter::signal_in(&mut tx, &schema, &signal("paid"))
+        .await
+        .expect("signal");
+    assert!(sent.delivered);
+    tx.rollback().await.expect("rollback");
+    assert_eq!(store.get(&id).await.expect("job").state, JobState::Waiting);
+
+    let mut tx = conn.begin().await.expect("begin");
+    errand_postgres::sqlx_adapter::signal_in(&mut tx, &schema, &signal("paid"))
+        .await
+        .expect("signal");
+    tx.commit().await.expect("commit");
+    assert_eq!(store.get(&id).await.expect("job").state, JobState::Ready);
+    assert_eq!(store.detail(&id).await.expect("detail").signals.len(), 1);
+    sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
+        .execute(&mut conn)
+        .await
+        .expect("drop");
+}

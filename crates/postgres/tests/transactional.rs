@@ -848,8 +848,8 @@ async fn the_sql_enqueue_function_takes_the_librarys_options() {
             "unique_for 00:00:00 is out of range",
         ),
         (
-            "unique_key => 'k', unique_while => ARRAY['waiting']",
-            "state 'waiting' is not a job state",
+            "unique_key => 'k', unique_while => ARRAY['sleeping']",
+            "state 'sleeping' is not a job state",
         ),
         (
             "unique_key => 'k', unique_while => ARRAY[]::text[]",
@@ -1216,4 +1216,133 @@ fn plain_tagged(n: usize) -> Result<NewJob, Error> {
         j = j.with_tag(&format!("t{i}"))?;
     }
     Ok(j)
+}
+
+/// A signal sent in the caller's transaction is delivered when it commits
+/// and not at all when it rolls back; outside a transaction it is refused.
+#[tokio::test]
+async fn a_signal_commits_or_rolls_back_with_the_callers_rows() {
+    let Some(url) = url() else { return };
+    let schema = format!("errand_txsig_{}", std::process::id());
+    let (store, mut client) = setup(&url, &schema).await;
+    let wait = job("h1")
+        .awaiting("paid", None, errand_core::OnAwaitTimeout::Fail)
+        .expect("wait");
+    store.insert(wait).await.expect("insert");
+    let id = JobId::new("h1").expect("id");
+    let paid = errand_core::NewSignal::new(id.clone(), "paid")
+        .expect("signal")
+        .with_payload_text(r#"{"payment":"p-1"}"#)
+        .expect("payload");
+
+    let e = store.signal_in(&client, &paid).await.expect_err("no tx");
+    assert!(e.to_string().contains("inside a transaction"), "{e}");
+
+    let tx = client.transaction().await.expect("begin");
+    tx.execute(&format!("INSERT INTO {schema}.orders VALUES ('o1')"), &[])
+        .await
+        .expect("order");
+    assert!(store.signal_in(&tx, &paid).await.expect("signal").delivered);
+    tx.rollback().await.expect("rollback");
+    let job = store.get(&id).await.expect("job");
+    assert_eq!(job.state, errand_core::JobState::Waiting);
+    assert!(store.detail(&id).await.expect("detail").signals.is_empty());
+
+    let tx = client.transaction().await.expect("begin");
+    tx.execute(&format!("INSERT INTO {schema}.orders VALUES ('o1')"), &[])
+        .await
+        .expect("order");
+    assert!(store.signal_in(&tx, &paid).await.expect("signal").delivered);
+    // Not visible to others before the commit.
+    assert_eq!(
+        store.get(&id).await.expect("job").state,
+        errand_core::JobState::Waiting
+    );
+    tx.commit().await.expect("commit");
+    assert_eq!(
+        store.get(&id).await.expect("job").state,
+        errand_core::JobState::Ready
+    );
+    let got = store
+        .received_signal(&id)
+        .await
+        .expect("read")
+        .expect("one");
+    assert_eq!(
+        got.payload.expect("payload").as_str(),
+        r#"{"payment":"p-1"}"#
+    );
+    client
+        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .await
+        .expect("drop");
+}
+
+/// From SQL: `enqueue(…, await_signal => …)` stores a waiting job and
+/// `signal(…)` delivers to it in the caller's transaction (or keeps, or
+/// refuses, as the library does).
+#[tokio::test]
+async fn sql_enqueues_a_waiting_job_and_signals_it() {
+    let Some(url) = url() else { return };
+    let schema = format!("errand_sqlsig_{}", std::process::id());
+    let (store, client) = setup(&url, &schema).await;
+    client
+        .batch_execute(&format!(
+            "SELECT {schema}.enqueue('hold', '{{}}', id => 'h1', await_signal => 'paid', \
+             await_timeout => interval '1 hour', on_await_timeout => 'run')"
+        ))
+        .await
+        .expect("enqueue");
+    let id = JobId::new("h1").expect("id");
+    let job = store.get(&id).await.expect("job");
+    assert_eq!(job.state, errand_core::JobState::Waiting);
+    let wait = job.awaiting.expect("wait");
+    assert_eq!(wait.on_timeout, errand_core::OnAwaitTimeout::Run);
+    assert!(wait.until.is_some());
+
+    let refused = client
+        .query_one(&format!("SELECT {schema}.signal('h1', 'shipped')"), &[])
+        .await
+        .expect_err("not awaited");
+    let db = refused.as_db_error().expect("a database error");
+    assert_eq!(db.code().code(), "55000");
+    assert!(
+        db.hint()
+            .unwrap_or("")
+            .contains("waits for the signal paid"),
+        "{db:?}"
+    );
+    let kept: bool = client
+        .query_one(
+            &format!("SELECT {schema}.signal('h1', 'shipped', buffer => true)"),
+            &[],
+        )
+        .await
+        .expect("kept")
+        .get(0);
+    assert!(!kept);
+    let delivered: bool = client
+        .query_one(
+            &format!("SELECT {schema}.signal('h1', 'paid', '{{\"payment\": 9}}')"),
+            &[],
+        )
+        .await
+        .expect("delivered")
+        .get(0);
+    assert!(delivered);
+    assert_eq!(
+        store.get(&id).await.expect("job").state,
+        errand_core::JobState::Ready
+    );
+    let got = store
+        .received_signal(&id)
+        .await
+        .expect("read")
+        .expect("one");
+    assert_eq!(got.payload.expect("payload").as_str(), r#"{"payment": 9}"#);
+    assert_eq!(store.detail(&id).await.expect("detail").signals.len(), 2);
+    client
+        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .await
+        .expect("drop");
 }

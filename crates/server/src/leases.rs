@@ -58,6 +58,7 @@ const COMPLETE_EXAMPLE: &str =
 const HEARTBEAT_EXAMPLE: &str = r#"{"token": "<lease.token>", "attempt": 1, "extend": "30s"}"#;
 const FAIL_EXAMPLE: &str =
     r#"{"token": "<lease.token>", "attempt": 1, "error": "SMTP timeout", "class": "retryable"}"#;
+const AWAIT_EXAMPLE: &str = r#"{"token": "<lease.token>", "attempt": 1, "signal": "approved", "timeout": "24h", "on_timeout": "cancel"}"#;
 const SNOOZE_EXAMPLE: &str = r#"{"token": "<lease.token>", "attempt": 1, "delay": "5m"}"#;
 const CANCEL_EXAMPLE: &str =
     r#"{"token": "<lease.token>", "attempt": 1, "reason": "the order was withdrawn"}"#;
@@ -82,6 +83,9 @@ struct Leased<'a> {
 struct LeasedJob<'a> {
     job: &'a Job,
     lease: LeaseView<'a>,
+    /// The signal that ended the job's latest wait, with its payload.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    signal: Option<errand::ReceivedSignal>,
 }
 
 /// What the worker presents to settle: the job id, the token, the attempt.
@@ -94,8 +98,9 @@ struct LeaseView<'a> {
 }
 
 impl<'a> LeasedJob<'a> {
-    fn of(claimed: &'a ClaimedJob) -> Self {
+    fn of(claimed: &'a ClaimedJob, signal: Option<errand::ReceivedSignal>) -> Self {
         LeasedJob {
+            signal,
             job: &claimed.job,
             lease: LeaseView {
                 id: &claimed.lease.id,
@@ -181,12 +186,16 @@ pub(crate) async fn lease(State(app): State<App>, headers: HeaderMap, body: Body
         .transpose()?;
     let claimed = claim_waiting(&app, &claim, wait).await?;
     app.minutes.started(&claimed);
-    json(
-        StatusCode::OK,
-        &Leased {
-            jobs: claimed.iter().map(LeasedJob::of).collect(),
-        },
-    )
+    // The signals of jobs a signal resumed, read for those alone.
+    let mut jobs = Vec::with_capacity(claimed.len());
+    for c in &claimed {
+        let signal = match c.job.resumed_by {
+            Some(_) => app.store.received_signal(&c.job.id).await?,
+            None => None,
+        };
+        jobs.push(LeasedJob::of(c, signal));
+    }
+    json(StatusCode::OK, &Leased { jobs })
 }
 
 /// Claims; with `wait`, claims again whenever the store signals new work
@@ -474,6 +483,38 @@ pub(crate) async fn fail(
     };
     count(&app, outcome, Some(class), &job);
     settled(outcome, &job)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AwaitLeaseBody {
+    token: String,
+    attempt: Option<u32>,
+    signal: String,
+    timeout: Option<String>,
+    on_timeout: Option<String>,
+}
+
+/// `POST /v1/leases/{id}/await`: the handler suspends its job until the
+/// signal (`{"signal": …, "timeout": …, "on_timeout": …}`), giving the
+/// attempt back; the job is `waiting` (or `ready` at once, when a signal
+/// of that name was kept for it).
+pub(crate) async fn suspend(
+    State(app): State<App>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> Answer {
+    let req: AwaitLeaseBody = body_json(&app, &headers, body, AWAIT_EXAMPLE).await?;
+    let lease = held(path, req.token, req.attempt)?;
+    let wait = crate::signals::AwaitBody {
+        signal: req.signal,
+        timeout: req.timeout,
+        on_timeout: req.on_timeout,
+    }
+    .wait()?;
+    let job = fenced(&lease, app.store.suspend(&lease, &wait).await)?;
+    settled(WorkOutcome::Awaiting, &job)
 }
 
 #[derive(Debug, Deserialize)]

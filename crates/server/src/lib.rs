@@ -92,6 +92,7 @@ mod problem;
 mod request;
 mod routes;
 mod schedules;
+mod signals;
 #[cfg(test)]
 mod tests;
 mod workflows;

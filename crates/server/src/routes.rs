@@ -94,6 +94,7 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
         endpoint("/v1/jobs/{id}/cancel", Post, cancel),
         endpoint("/v1/jobs/{id}/reschedule", Post, reschedule),
         endpoint("/v1/jobs/{id}/purge", Post, admin::purge),
+        endpoint("/v1/jobs/{id}/signals", Post, crate::signals::send),
         endpoint("/v1/bulk/replay", Post, crate::bulk::replay),
         endpoint("/v1/workflows/{id}", Get, workflows::show),
         endpoint("/v1/batches/{id}", Get, workflows::batch),
@@ -120,6 +121,7 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
         endpoint("/v1/leases/{id}/snooze", Post, leases::snooze),
         endpoint("/v1/leases/{id}/release", Post, leases::release),
         endpoint("/v1/leases/{id}/cancel", Post, leases::cancel),
+        endpoint("/v1/leases/{id}/await", Post, leases::suspend),
     ]
 }
 
@@ -213,6 +215,8 @@ struct EnqueueBody {
     debounce: Option<String>,
     unique_key: Option<String>,
     batch: Option<String>,
+    #[serde(rename = "await")]
+    wait: Option<crate::signals::AwaitBody>,
 }
 
 const ENQUEUE_EXAMPLE: &str =
@@ -242,6 +246,8 @@ async fn enqueue(State(app): State<App>, headers: HeaderMap, body: Body) -> Answ
         Some(raw) => Some(String::from(raw.get())),
         None => None,
     };
+    let (await_signal, await_timeout, on_await_timeout) =
+        crate::signals::AwaitBody::spec_fields(req.wait)?;
     let spec = JobSpec {
         kind: req.kind,
         queue: req.queue,
@@ -268,6 +274,9 @@ async fn enqueue(State(app): State<App>, headers: HeaderMap, body: Body) -> Answ
         debounce: duration_field("debounce", req.debounce)?,
         unique_key: req.unique_key,
         batch: req.batch,
+        await_signal,
+        await_timeout,
+        on_await_timeout,
     };
     let job = spec.build_limited(app.max_payload)?;
     let inserted = app.client.enqueue(job).await?;

@@ -19,6 +19,7 @@ mod admin;
 mod leases;
 mod openapi;
 mod schedules;
+mod signals;
 mod slow;
 mod waits;
 mod workflows;

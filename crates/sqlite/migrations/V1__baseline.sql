@@ -71,6 +71,14 @@ CREATE TABLE errand_jobs (
     meta             TEXT    CHECK (meta IS NULL OR json_type(meta) = 'object'),
     unique_key       TEXT    CHECK (unique_key IS NULL OR length(unique_key) BETWEEN 1 AND 300),
     batch            TEXT    CHECK (batch IS NULL OR length(batch) BETWEEN 1 AND 200),
+    -- The signal a `waiting` job waits for, until when, and what happens
+    -- then; every way out of `waiting` clears them.
+    await_signal     TEXT    CHECK (length(await_signal) BETWEEN 1 AND 100),
+    await_until      INTEGER,
+    on_await_timeout TEXT    CHECK (on_await_timeout IN ('fail', 'run', 'cancel')),
+    -- The signal (errand_signals.seq) that ended the latest wait: the
+    -- next attempts read its payload.
+    signal_seq       INTEGER,
     -- Attempts never exceed the budget.
     CHECK (attempts BETWEEN 0 AND max_attempts),
     CHECK (lease_expiries BETWEEN 0 AND max_lease_expiries),
@@ -80,8 +88,13 @@ CREATE TABLE errand_jobs (
     CHECK ((state IN ('done', 'dead', 'cancelled')) = (finished_at IS NOT NULL)),
     -- A blocked job waits for something; a job that may run waits for nothing.
     CHECK (state <> 'blocked' OR waiting_on > 0),
-    CHECK (state NOT IN ('ready', 'running', 'done', 'dead') OR waiting_on = 0),
-    CHECK (waiting_on = 0 OR on_dependency_failure IS NOT NULL)
+    CHECK (state NOT IN ('waiting', 'ready', 'running', 'done', 'dead') OR waiting_on = 0),
+    CHECK (waiting_on = 0 OR on_dependency_failure IS NOT NULL),
+    -- A waiting job, and only a waiting one, waits for a signal, with its
+    -- policy; a wait's parts come together.
+    CHECK ((state = 'waiting') = (await_signal IS NOT NULL)),
+    CHECK ((await_signal IS NULL) = (on_await_timeout IS NULL)),
+    CHECK (await_until IS NULL OR await_signal IS NOT NULL)
 ) STRICT;
 
 CREATE INDEX errand_jobs_due
@@ -99,6 +112,11 @@ CREATE INDEX errand_jobs_leases
 CREATE INDEX errand_jobs_keys
     ON errand_jobs (queue, key_name, state)
     WHERE key_name IS NOT NULL;
+
+-- The waits that time out, for expire_waits.sql.
+CREATE INDEX errand_jobs_await_timeouts
+    ON errand_jobs (await_until)
+    WHERE state = 'waiting' AND await_until IS NOT NULL;
 
 CREATE INDEX errand_jobs_dead_by_queue
     ON errand_jobs (queue, finished_at)
@@ -161,6 +179,21 @@ CREATE TABLE errand_dependencies (
 ) STRICT, WITHOUT ROWID;
 
 CREATE INDEX errand_dependencies_of ON errand_dependencies (depends_on, met, job_id);
+
+-- The signals sent to a job, in the order sent. `delivered_at` is set
+-- when the signal ends a wait of the job; until then (sent with `buffer`
+-- to a job not waiting for it) it is kept for the job's next wait of its
+-- name. Rows go with their job.
+CREATE TABLE errand_signals (
+    seq          INTEGER PRIMARY KEY,
+    job_id       TEXT    NOT NULL REFERENCES errand_jobs (id) ON DELETE CASCADE,
+    name         TEXT    NOT NULL CHECK (length(name) BETWEEN 1 AND 100),
+    payload      TEXT    CHECK (payload IS NULL OR json_valid(payload)),
+    sent_at      INTEGER NOT NULL,
+    delivered_at INTEGER
+) STRICT;
+
+CREATE INDEX errand_signals_job ON errand_signals (job_id, seq);
 
 -- Tags, one row per tag of a job, for listings by tag in creation order.
 CREATE TABLE errand_job_tags (

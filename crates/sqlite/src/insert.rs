@@ -42,6 +42,7 @@ pub fn insert(conn: &Connection, job: &NewJob, now: Timestamp) -> Result<Inserte
         || !job.tags.is_empty()
         || job.batch.is_some()
         || job.unique.is_some()
+        || job.wait.is_some()
     {
         return insert_many(conn, std::slice::from_ref(job), now)?
             .pop()
@@ -145,12 +146,12 @@ fn stand_in(conn: &Connection, job: &NewJob, now: Timestamp) -> Result<Option<In
     }))
 }
 
-/// Jobs per multi-row insert statement (22 parameters each, far under
+/// Jobs per multi-row insert statement (25 parameters each, far under
 /// SQLite's 32,766).
 const INSERT_CHUNK: usize = 256;
 
 /// Parameters per job in a multi-row insert.
-const PER_JOB: usize = 22;
+const PER_JOB: usize = 25;
 
 /// The multi-row insert for `rows` jobs: `?1` is the time, then
 /// [`PER_JOB`] parameters per job (see insert_many.sql).
@@ -159,7 +160,7 @@ fn insert_many_sql(rows: usize) -> String {
     for r in 0..rows {
         let p = |k: usize| format!("?{}", 2 + r * PER_JOB + k);
         values.push(format!(
-            "({}, {}, {}, {}, {}, {}, 0, {}, 0, {}, {}, {}, ?1, ?1, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
+            "({}, {}, {}, {}, {}, {}, 0, {}, 0, {}, {}, {}, ?1, ?1, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
             p(0),
             p(1),
             p(2),
@@ -181,7 +182,10 @@ fn insert_many_sql(rows: usize) -> String {
             p(18),
             p(19),
             p(20),
-            p(21)
+            p(21),
+            p(22),
+            p(23),
+            p(24)
         ));
     }
     INSERT_MANY.replace("__VALUES__", &values.join(",\n    "))
@@ -317,7 +321,14 @@ fn bind_row(
     bind(12, &job.deadline.map(Timestamp::as_millis))?;
     bind(13, &job.traceparent.as_ref().map(TraceParent::as_str))?;
     let blocked = !job.depends_on.is_empty();
-    bind(14, &if blocked { "blocked" } else { "ready" })?;
+    let state = if blocked {
+        "blocked"
+    } else if job.wait.is_some() {
+        "waiting"
+    } else {
+        "ready"
+    };
+    bind(14, &state)?;
     bind(15, &u32::try_from(job.depends_on.len()).unwrap_or(u32::MAX))?;
     bind(16, &blocked.then(|| job.on_dependency_failure.as_str()))?;
     bind(17, &job.workflow.as_ref().map(WorkflowId::as_str))?;
@@ -325,6 +336,15 @@ fn bind_row(
     bind(19, &errand_core::meta_to_stored(&job.meta))?;
     bind(20, &job.unique_key())?;
     bind(21, &job.batch.as_ref().map(WorkflowId::as_str))?;
+    let wait = job.wait.as_ref();
+    bind(22, &wait.map(|w| w.signal.as_str()))?;
+    bind(
+        23,
+        &wait
+            .and_then(|w| w.timeout)
+            .map(|d| now.plus(d).as_millis()),
+    )?;
+    bind(24, &wait.map(|w| w.on_timeout.as_str()))?;
     Ok(())
 }
 
@@ -451,7 +471,11 @@ fn new_row(job: &NewJob, id: JobId, now: Timestamp) -> Job {
         id,
         queue: job.queue.clone(),
         kind: job.kind.clone(),
-        state: JobState::Ready,
+        state: if job.wait.is_some() {
+            JobState::Waiting
+        } else {
+            JobState::Ready
+        },
         payload: job.payload.clone(),
         priority: job.priority,
         attempts: 0,
@@ -481,5 +505,11 @@ fn new_row(job: &NewJob, id: JobId, now: Timestamp) -> Job {
         meta: job.meta.clone(),
         unique_key: job.unique_key(),
         batch: job.batch.clone(),
+        awaiting: job.wait.as_ref().map(|w| errand_core::Awaiting {
+            signal: w.signal.clone(),
+            until: w.timeout.map(|d| now.plus(d)),
+            on_timeout: w.on_timeout,
+        }),
+        resumed_by: None,
     }
 }

@@ -147,6 +147,28 @@ impl JobStore for SqliteStore {
         out
     }
 
+    async fn suspend(&self, lease: &Lease, wait: &errand_core::Await) -> Result<Job> {
+        let (lease, wait) = (lease.clone(), wait.clone());
+        self.op(move |c, now| crate::signals::suspend(c, &lease, &wait, now))
+            .await
+    }
+
+    async fn signal(&self, signal: &errand_core::NewSignal) -> Result<errand_core::Signalled> {
+        let signal = signal.clone();
+        self.op(move |c, now| crate::signals::signal(c, &signal, now.at))
+            .await
+    }
+
+    async fn received_signal(&self, id: &JobId) -> Result<Option<errand_core::ReceivedSignal>> {
+        let id = id.clone();
+        self.read(move |c| crate::signals::received(c, &id)).await
+    }
+
+    async fn expire_waits(&self, limit: u32) -> Result<Vec<Job>> {
+        self.op(move |c, now| crate::signals::expire_waits(c, limit, now.at))
+            .await
+    }
+
     async fn sweep_expired(&self) -> Result<SweepReport> {
         self.op(|c, now| {
             Ok(SweepReport {

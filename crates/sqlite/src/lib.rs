@@ -42,6 +42,7 @@ mod schedules;
 mod schema;
 mod seal;
 mod settle;
+mod signals;
 mod stats;
 mod workflows;
 mod writer;
@@ -321,6 +322,20 @@ impl SqliteStore {
             self.inner.steps.leases_now(at, std::time::Instant::now())
         };
         settle::complete_on(conn, lease, Now { at, leases })
+    }
+
+    /// Sends a signal on `conn` — the application's own open transaction
+    /// (inside [`SqliteStore::write`]) — so it is delivered (or kept)
+    /// exactly when the application's rows commit, and not at all if they
+    /// roll back. The same rules as [`JobStore::signal`]: delivered to a
+    /// job waiting for it, kept with `buffer`, refused otherwise
+    /// ([`Error::InvalidState`]; the caller decides whether to roll back).
+    pub fn signal_in(
+        &self,
+        conn: &Connection,
+        signal: &errand_core::NewSignal,
+    ) -> Result<errand_core::Signalled> {
+        signals::signal(conn, signal, self.now())
     }
 
     /// Runs `f` on the writer thread inside the shared write transaction

@@ -166,7 +166,9 @@ pub(crate) fn detail(conn: &Connection, id: &JobId) -> Result<JobDetail> {
         get(c, id).and_then(|job| {
             let (history, audit) = history(c, id)?;
             let (dependencies, dependents) = dependencies(c, &job)?;
+            let signals = crate::signals::signals_of(c, id)?;
             Ok(JobDetail {
+                signals,
                 job,
                 history,
                 audit,

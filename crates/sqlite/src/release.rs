@@ -15,6 +15,13 @@ thread_local! {
     static RELEASED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
+/// Notes that an operation on this thread made jobs ready other than by a
+/// release (a signal, a wait that timed out): the store wakes its idle
+/// workers once it commits.
+pub(crate) fn note_ready() {
+    RELEASED.with(|n| n.set(n.get().wrapping_add(1)));
+}
+
 /// How many releases on this thread made jobs ready so far.
 pub(crate) fn releases_so_far() -> u64 {
     RELEASED.with(std::cell::Cell::get)

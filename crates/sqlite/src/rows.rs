@@ -107,6 +107,10 @@ pub(crate) mod col {
     pub const META: usize = 33;
     pub const UNIQUE_KEY: usize = 34;
     pub const BATCH: usize = 35;
+    pub const AWAIT_SIGNAL: usize = 36;
+    pub const AWAIT_UNTIL: usize = 37;
+    pub const ON_AWAIT_TIMEOUT: usize = 38;
+    pub const SIGNAL_SEQ: usize = 39;
 }
 
 /// Maps a row of `errand_jobs` (`SELECT *` or `RETURNING *`) to a [`Job`].
@@ -195,6 +199,13 @@ pub(crate) fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Job> {
             .map(WorkflowId::new)
             .transpose()
             .map_err(|e| conversion(col::BATCH, e.to_string()))?,
+        awaiting: errand_core::Awaiting::from_stored(
+            row.get(col::AWAIT_SIGNAL)?,
+            opt_ts_col(row, col::AWAIT_UNTIL)?,
+            row.get(col::ON_AWAIT_TIMEOUT)?,
+        )
+        .map_err(|e| conversion(col::AWAIT_SIGNAL, e.to_string()))?,
+        resumed_by: row.get(col::SIGNAL_SEQ)?,
     })
 }
 

@@ -310,7 +310,7 @@ mod tests {
         insert("b", "blocked").unwrap();
         insert("r", "ready").unwrap();
         // A state of the right shape is the library's to judge.
-        insert("w", "waiting").unwrap();
+        insert("w", "on_review").unwrap();
         for bad in ["Ready", "in progress", ""] {
             assert!(insert("x", bad).is_err(), "{bad:?}");
         }

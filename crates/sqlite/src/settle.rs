@@ -38,7 +38,7 @@ pub(crate) struct Held<'a> {
 impl<'a> Held<'a> {
     /// The attempt `job` holds (read after a settlement that kept its
     /// attempt count).
-    fn of(job: &'a Job) -> Self {
+    pub(crate) fn of(job: &'a Job) -> Self {
         Held {
             id: job.id.as_str(),
             cycle: job.replays,
@@ -50,9 +50,9 @@ impl<'a> Held<'a> {
 
 /// How an attempt ended.
 pub(crate) struct Ended<'a> {
-    outcome: &'a str,
-    error: Option<&'a str>,
-    class: Option<ErrorClass>,
+    pub(crate) outcome: &'a str,
+    pub(crate) error: Option<&'a str>,
+    pub(crate) class: Option<ErrorClass>,
 }
 
 pub(crate) const LEASE_EXPIRED: Ended<'static> = Ended {
@@ -137,7 +137,7 @@ pub(crate) fn complete_many(conn: &Connection, leases: &[Lease], now: Now) -> Re
 }
 
 /// Runs a fenced `UPDATE … RETURNING *`; no row means the lease is lost.
-fn fenced(
+pub(crate) fn fenced(
     conn: &Connection,
     sql: &str,
     lease: &Lease,

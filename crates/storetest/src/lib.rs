@@ -26,6 +26,7 @@ pub mod minutes;
 pub mod model;
 pub mod rates;
 pub mod schedules;
+pub mod signals;
 pub mod unique;
 pub mod waits;
 pub mod workflows;
@@ -158,6 +159,12 @@ macro_rules! conformance_tests {
             a_selection_names_jobs_by_id_or_by_filter,
             a_filter_selects_by_kind_error_text_and_when_the_job_ended,
             an_action_over_a_selection_is_judged_and_taken_in_one_call,
+        );
+        $crate::conformance_tests!(@in signals $make;
+            a_waiting_job_runs_only_once_its_signal_arrives,
+            a_signal_is_delivered_once_when_two_are_sent_at_once,
+            a_timed_out_wait_follows_its_policy,
+            a_suspended_job_resumes_with_the_signals_payload,
         );
         $crate::conformance_tests!(@in waits $make;
             a_waiter_hears_when_its_job_ends,

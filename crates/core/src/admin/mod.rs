@@ -19,9 +19,11 @@ use crate::error::{Error, Result};
 use crate::ids::JobId;
 use crate::job::Job;
 use crate::new_job::NewJob;
-use crate::requests::{CopyRequest, MAX_REASON_BYTES};
+use crate::requests::CopyRequest;
+use crate::stamp::AuditStamp;
+use crate::stamp::MAX_REASON_BYTES;
 use crate::state::JobState;
-use crate::store::{AdminStore, AuditStamp, JobStore, Store};
+use crate::store::{AdminStore, JobStore, Store};
 
 /// How many jobs one step of a workflow action changes at a time.
 const WORKFLOW_CHUNK: usize = 1000;

@@ -5,8 +5,8 @@ use crate::filter::JobFilter;
 use crate::ids::JobId;
 use crate::job::Job;
 use crate::labels::WorkflowId;
+use crate::stamp::AuditStamp;
 use crate::state::JobState;
-use crate::store::AuditStamp;
 use crate::workflow::{
     StateCount, WorkflowActed, WorkflowAction, WorkflowStep, WorkflowView, unknown_workflow,
 };

@@ -1,6 +1,6 @@
 //! Maintenance services, on by default in the [`crate::Runtime`], one per
 //! file, each with its own loop and configuration: the expired-lease sweep
-//! ([`Sweeper`]), retention ([`Pruner`]), cron schedules
+//! ([`Sweeper`]), the waits for signals that time out ([`WaitTimer`]), retention ([`Pruner`]), cron schedules
 //! (`schedules.rs`), the worker's reports and chart counts (`reports.rs`)
 //! and the queues' depth samples (`charts.rs`). [`Maintainer`] starts the
 //! ones a runtime is configured with. The sweep and the pruner are also a
@@ -11,11 +11,13 @@ mod prune;
 mod reports;
 mod schedules;
 mod sweep;
+mod waits;
 
 pub(crate) use charts::DepthSampler;
 pub use prune::Pruner;
 pub(crate) use reports::{Reporter, Reports};
 pub use sweep::Sweeper;
+pub use waits::WaitTimer;
 
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -25,6 +27,7 @@ use crate::cron::CronEnqueuer;
 /// The services one runtime runs beside its claimers.
 pub(crate) struct Maintainer<R> {
     pub(crate) sweeper: Sweeper,
+    pub(crate) waits: WaitTimer,
     /// Retention (none: finished jobs are kept).
     pub(crate) pruner: Option<Pruner>,
     /// The cron schedules (none: nothing to enqueue).
@@ -42,6 +45,7 @@ impl<R: Reporter> Maintainer<R> {
     pub(crate) fn start(self, stop: &watch::Receiver<bool>) -> JoinSet<()> {
         let mut services = JoinSet::new();
         services.spawn(self.sweeper.run(stop.clone()));
+        services.spawn(self.waits.run(stop.clone()));
         if let Some(pruner) = self.pruner {
             services.spawn(pruner.run(stop.clone()));
         }

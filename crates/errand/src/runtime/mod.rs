@@ -60,7 +60,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::cron::CronEnqueuer;
-use crate::maintenance::{DepthSampler, Maintainer, Pruner, Reporter, Reports, Sweeper};
+use crate::maintenance::{DepthSampler, Maintainer, Pruner, Reporter, Reports, Sweeper, WaitTimer};
 use crate::minutes::MinuteCounter;
 use acks::{Acks, complete_in_batches};
 use builder::Settings;
@@ -190,6 +190,7 @@ impl Inner {
         };
         Maintainer {
             sweeper,
+            waits: WaitTimer::new(s.store.clone()),
             pruner,
             schedules: (!cron.is_empty()).then_some(cron),
             reports,

@@ -317,6 +317,15 @@ fn job_view(detail: &JobDetail) -> Markup {
             @for (key, value) in &job.meta {
                 tr.meta { th { "meta: " (key) } td { (value) } }
             }
+            @if let Some(a) = &job.awaiting {
+                tr.awaiting { th { "waits for signal" } td {
+                    code { (a.signal.as_str()) }
+                    @match a.until {
+                        Some(until) => { " until " (view::time(until)) ", then " (a.on_timeout.as_str()) }
+                        None => { " (no timeout)" }
+                    }
+                } }
+            }
             @if let Some(p) = &job.progress {
                 tr.progress { th { "progress" } td {
                     progress value=(p.percent) max="100" { (p.percent) "%" }
@@ -331,10 +340,39 @@ fn job_view(detail: &JobDetail) -> Markup {
             h2 { "Output" }
             pre.payload.output { (pretty_json(output.as_str())) }
         }
+        @if !detail.signals.is_empty() {
+            h2 { "Signals" }
+            (signals(detail))
+        }
         h2 { "Attempt history" }
         (history(&detail.history))
         h2 { "Audit" }
         (audit(&detail.audit))
+    }
+}
+
+/// The signals sent to the job: when, what, whether delivered, how big.
+fn signals(detail: &JobDetail) -> Markup {
+    html! {
+        table.signals {
+            thead { tr { th.num { "#" } th { "name" } th { "sent" } th { "delivered" } th.num { "payload bytes" } } }
+            tbody {
+                @for s in &detail.signals {
+                    tr {
+                        td.num { (s.seq) }
+                        td { code { (s.name.as_str()) } }
+                        td { (view::time(s.sent_at)) }
+                        td {
+                            @match s.delivered_at {
+                                Some(t) => { (view::time(t)) @if detail.job.resumed_by == Some(s.seq) { " (resumed the job)" } }
+                                None => span.muted { "kept for a later wait" },
+                            }
+                        }
+                        td.num { (s.payload_bytes) }
+                    }
+                }
+            }
+        }
     }
 }
 

@@ -641,7 +641,7 @@ async fn cancel_is_confirmed_the_same_way() {
     assert!(p.body.contains("later-1"));
     b.get("/dashboard/jobs/later-1/cancel").await.refused(
         StatusCode::CONFLICT,
-        "only blocked, ready or running jobs can be cancelled",
+        "only blocked, waiting, ready or running jobs can be cancelled",
     );
 }
 

@@ -167,7 +167,12 @@ async fn unique_and_debounced_enqueues_answer_with_the_job_that_stands_in() {
     ] {
         documented.remove(absent);
     }
-    for absent in ["on_dependency_failure", "has_dependents"] {
+    for absent in [
+        "on_dependency_failure",
+        "has_dependents",
+        "awaiting",
+        "resumed_by",
+    ] {
         documented.remove(absent);
     }
     assert_eq!(keys(&first.body["job"]), documented);

@@ -79,6 +79,18 @@ impl JobStore for FullDisk {
     async fn release(&self, _: &Lease) -> Result<Job> {
         full()
     }
+    async fn suspend(&self, _: &Lease, _: &errand_core::Await) -> Result<Job> {
+        full()
+    }
+    async fn signal(&self, _: &errand_core::NewSignal) -> Result<errand_core::Signalled> {
+        full()
+    }
+    async fn received_signal(&self, _: &JobId) -> Result<Option<errand_core::ReceivedSignal>> {
+        full()
+    }
+    async fn expire_waits(&self, _: u32) -> Result<Vec<Job>> {
+        full()
+    }
     async fn sweep_expired(&self) -> Result<SweepReport> {
         full()
     }
