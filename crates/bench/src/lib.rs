@@ -142,11 +142,15 @@ pub enum Workload {
     /// Many clients waiting for their jobs to end: what they cost idle,
     /// and how soon each hears once its job is acknowledged.
     Waiters,
+    /// Signal-to-start of single jobs: each sample waits for a signal
+    /// (enqueued `waiting` before the run), and is timed from the signal
+    /// call to its start and acknowledgment, on an idle worker.
+    Signals,
 }
 
 impl Workload {
     /// Every workload, in the order `errand bench --help` lists them.
-    pub const ALL: [Workload; 9] = [
+    pub const ALL: [Workload; 10] = [
         Workload::Enqueue,
         Workload::BurnDown,
         Workload::Continuous,
@@ -156,6 +160,7 @@ impl Workload {
         Workload::Workflow,
         Workload::FanOut,
         Workload::Waiters,
+        Workload::Signals,
     ];
 
     /// The name on the command line and in reports.
@@ -170,6 +175,7 @@ impl Workload {
             Workload::Workflow => "workflow",
             Workload::FanOut => "fan-out",
             Workload::Waiters => "waiters",
+            Workload::Signals => "signals",
         }
     }
 }

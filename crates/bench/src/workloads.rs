@@ -33,7 +33,7 @@ use continuous::continuous;
 use drain::burn_down;
 use enqueue::enqueue;
 use fan_out::fan_out;
-use latency::latency;
+use latency::{Arrival, latency};
 use resolve::{Resolved, resolve};
 use waiters::waiters;
 
@@ -135,7 +135,8 @@ pub(crate) async fn run(config: &BenchConfig, progress: Option<Progress>) -> Res
         Workload::Workflow => burn_down(&target, &r, progress, Shape::Chains, &mut report).await?,
         Workload::FanOut => fan_out(&target, &r, &mut report).await?,
         Workload::Continuous => continuous(&target, &r, progress, &mut report).await?,
-        Workload::Latency => latency(&target, &r, &mut report).await?,
+        Workload::Latency => latency(&target, &r, &mut report, Arrival::Insert).await?,
+        Workload::Signals => latency(&target, &r, &mut report, Arrival::Signal).await?,
         Workload::ClaimCost => claim_cost(&target, &r, &mut report).await?,
         Workload::Waiters => waiters(&target, &r, &mut report).await?,
     }

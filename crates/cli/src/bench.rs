@@ -37,6 +37,9 @@ pub(crate) enum BenchWorkload {
     /// for --duration (default 60s), then the jobs acknowledged: how soon
     /// each waiter hears.
     Waiters,
+    /// Signal-to-start of single jobs (--jobs samples, default 1000), each
+    /// waiting for a signal, timed from the signal to its start.
+    Signals,
 }
 
 impl From<BenchWorkload> for errand_bench::Workload {
@@ -52,6 +55,7 @@ impl From<BenchWorkload> for errand_bench::Workload {
             BenchWorkload::Workflow => Workload::Workflow,
             BenchWorkload::FanOut => Workload::FanOut,
             BenchWorkload::Waiters => Workload::Waiters,
+            BenchWorkload::Signals => Workload::Signals,
         }
     }
 }

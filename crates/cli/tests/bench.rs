@@ -219,6 +219,16 @@ fn every_workload(backend: &str, make: &dyn Fn(&str) -> Box<dyn Db>) {
     assert_eq!(count(&*db, "done"), 23);
     check_states(&*db, &v);
 
+    // signals: each sample released by its signal, all done, none waiting.
+    let db = make("signals");
+    let v = json(&*db, &["bench", "signals", "--jobs", "20", "--json"]);
+    check_common(&v, "signals", backend);
+    check_latency(&v);
+    assert_eq!(v["latency"]["start"]["count"], 20, "{v}");
+    assert_eq!(count(&*db, "done"), 23);
+    assert_eq!(count(&*db, "waiting"), 0);
+    check_states(&*db, &v);
+
     // latency at a steady rate.
     let db = make("latency_rate");
     let v = json(

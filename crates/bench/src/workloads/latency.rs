@@ -1,6 +1,7 @@
-//! The latency workload: samples enqueued one at a time (or open-loop at a
-//! rate), each timed from the insert call to its start and its
-//! acknowledgment.
+//! The latency workloads: samples enqueued one at a time (or open-loop at
+//! a rate), each timed from the insert call to its start and its
+//! acknowledgment; or, for signals, samples enqueued waiting before the
+//! run, each timed from the signal that releases it.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -25,10 +26,57 @@ async fn wait_acked(c: &Counters, goal: u64, stall: Duration) -> Result<()> {
         .map(|_| ())
 }
 
-pub(super) async fn latency(target: &Target, r: &Resolved, report: &mut Report) -> Result<()> {
+/// What starts a sample: its insert, or the signal to a job inserted
+/// waiting before the run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Arrival {
+    Insert,
+    Signal,
+}
+
+/// The signal the samples of the signals workload wait for.
+const GO: &str = "go";
+
+/// Sample `i` as the latency workload enqueues it.
+fn sample(i: u64, arrival: Arrival) -> Result<errand::NewJob> {
+    let job = job()?.with_id(sample_id(i)?);
+    Ok(match arrival {
+        Arrival::Insert => job,
+        Arrival::Signal => job.awaiting(GO, None, errand::OnAwaitTimeout::Fail)?,
+    })
+}
+
+/// Starts sample `i`: inserts it, or signals it.
+async fn arrive(store: &Arc<dyn Store>, i: u64, arrival: Arrival) -> Result<()> {
+    match arrival {
+        Arrival::Insert => {
+            store.insert(sample(i, arrival)?).await?;
+        }
+        Arrival::Signal => {
+            let signal = errand::NewSignal::new(sample_id(i)?, GO)?;
+            store.signal(&signal).await?;
+        }
+    }
+    Ok(())
+}
+
+pub(super) async fn latency(
+    target: &Target,
+    r: &Resolved,
+    report: &mut Report,
+    arrival: Arrival,
+) -> Result<()> {
     let n = r.jobs;
     let phase = target.phase().await?;
     let store = phase.store.clone();
+    if arrival == Arrival::Signal {
+        // Every sample waits before the run: the run times the signals.
+        let waiting: Vec<errand::NewJob> =
+            (0..n).map(|i| sample(i, arrival)).collect::<Result<_>>()?;
+        for chunk in waiting.chunks(1_000) {
+            store.insert_many(chunk.to_vec()).await?;
+        }
+    }
     let c = Arc::new(Counters {
         latency: Some(LatencyLog::new(n)),
         ..Counters::default()
@@ -53,10 +101,9 @@ pub(super) async fn latency(target: &Target, r: &Resolved, report: &mut Report) 
                 match r.rate {
                     None => {
                         for i in 0..n {
-                            let job = job()?.with_id(sample_id(i)?);
                             let called = Instant::now();
                             log.with(&format!("{SAMPLE_PREFIX}{i}"), |s| s.called = Some(called));
-                            store.insert(job).await?;
+                            arrive(&store, i, arrival).await?;
                             let enqueued = Instant::now();
                             log.with(&format!("{SAMPLE_PREFIX}{i}"), |s| {
                                 s.enqueued = Some(enqueued)

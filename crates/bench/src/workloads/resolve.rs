@@ -69,7 +69,7 @@ pub(super) fn resolve(c: &BenchConfig) -> Result<Resolved> {
         return Err(invalid("the stall timeout must be longer than zero"));
     }
     let default_jobs = match w {
-        Latency => DEFAULT_SAMPLES,
+        Latency | Signals => DEFAULT_SAMPLES,
         ClaimCost => DEFAULT_CLAIMED,
         FanOut => DEFAULT_FAN_OUT,
         Waiters => DEFAULT_WAITERS,
