@@ -209,6 +209,10 @@ impl JobStore for PgStore {
     async fn signal(&self, signal: &errand_core::NewSignal) -> Result<errand_core::Signalled> {
         let _written = self.touched();
         let mut client = self.client().await?;
+        if !signal.buffer {
+            // One statement, in autocommit (see signals.rs).
+            return crate::signals::signal(&client, &self.queries, self.now(), signal).await;
+        }
         let tx = conn::read_committed(&mut client).await?;
         let out = crate::signals::signal(&tx, &self.queries, self.now(), signal).await?;
         tx.commit().await.map_err(map_err)?;

@@ -276,8 +276,10 @@ impl PgStore {
     /// application's rows commit, and not at all if they roll back. The
     /// same rules as [`errand_core::JobStore::signal`]: delivered to a job
     /// waiting for it, kept with `buffer`, refused otherwise
-    /// ([`Error::InvalidState`]). It locks the job's row until the
-    /// transaction ends, and is refused outside a transaction.
+    /// ([`Error::InvalidState`]). A signal that may be kept (`buffer`)
+    /// locks the job's row until the transaction ends, and is refused
+    /// outside a transaction; one that may not is one statement, on any
+    /// connection.
     pub async fn signal_in<C: Conn>(
         &self,
         conn: &C,

@@ -2,10 +2,13 @@
 //! signal, and the waits that time out (a job's signals are read in
 //! reads.rs).
 //!
-//! A signal and a suspend of the same job each lock the job's row first,
-//! in a statement of their own, and then run theirs on a snapshot taken
-//! after the lock: so one runs wholly before the other, and a signal kept
-//! for a later wait is seen by the suspend that follows it.
+//! A signal that may be kept (`buffer`) and a suspend of the same job each
+//! lock the job's row first, in a statement of their own, and then run
+//! theirs on a snapshot taken after the lock: so one runs wholly before the
+//! other, and a signal kept for a later wait is seen by the suspend that
+//! follows it. A signal that is only ever delivered needs no lock: its
+//! update of a waiting job is itself conditional on the row's latest
+//! version, and it runs as one statement (in autocommit, one round trip).
 
 use errand_core::{Await, Error, Job, JobId, Lease, NewSignal, Result, Signalled};
 use time::OffsetDateTime;
@@ -22,7 +25,9 @@ async fn lock<C: Conn>(client: &C, q: &Queries, id: &JobId) -> Result<()> {
     Ok(())
 }
 
-/// Sends `signal` inside the caller's transaction (signal.sql).
+/// Sends `signal` (signal.sql): a signal that may be kept inside the
+/// caller's transaction, after locking the job's row; one that may not on
+/// any connection, as one statement.
 pub(crate) async fn signal<C: Conn>(
     client: &C,
     q: &Queries,
@@ -30,13 +35,16 @@ pub(crate) async fn signal<C: Conn>(
     signal: &NewSignal,
 ) -> Result<Signalled> {
     signal.validate()?;
-    if !in_transaction(client).await? {
-        return Err(Error::invalid(
-            "a signal is sent inside a transaction (BEGIN, signal_in, COMMIT): it locks the \
-             job's row so that a suspend of the job runs wholly before or after it",
-        ));
+    if signal.buffer {
+        if !in_transaction(client).await? {
+            return Err(Error::invalid(
+                "a signal that may be kept (buffer) is sent inside a transaction (BEGIN, \
+                 signal_in, COMMIT): it locks the job's row so that a suspend of the job runs \
+                 wholly before or after it",
+            ));
+        }
+        lock(client, q, &signal.job).await?;
     }
-    lock(client, q, &signal.job).await?;
     let (operator, reason) = match &signal.by {
         Some(stamp) => (Some(stamp.operator.as_str()), stamp.reason.as_deref()),
         None => (None, None),

@@ -300,8 +300,9 @@ pub struct SignalSent {
 /// Sends a signal on `conn` — typically `&mut *tx` of the application's
 /// open transaction — so it is delivered (or kept) exactly when the
 /// application's rows commit, and not at all if they roll back: the same
-/// statements as [`crate::PgStore::signal_in`]. The job's row stays locked
-/// until the transaction ends. On a connection outside any transaction the
+/// statements as [`crate::PgStore::signal_in`]. A signal that may be kept
+/// (`buffer`) leaves the job's row locked until the transaction ends. On a
+/// connection outside any transaction the
 /// statements run in one of their own. A signal the job is not waiting for
 /// (and that did not ask to be kept) is refused with
 /// [`Error::InvalidState`], saying what the job waits for, and writes
@@ -350,7 +351,8 @@ pub async fn signal_in(
     sent
 }
 
-/// The lock of the job's row and signal.sql; a refusal read from the job.
+/// signal.sql, after the lock of the job's row for a signal that may be
+/// kept; a refusal read from the job.
 async fn send(
     conn: &mut sqlx::PgConnection,
     quoted: &str,

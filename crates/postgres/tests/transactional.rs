@@ -1235,7 +1235,11 @@ async fn a_signal_commits_or_rolls_back_with_the_callers_rows() {
         .with_payload_text(r#"{"payment":"p-1"}"#)
         .expect("payload");
 
-    let e = store.signal_in(&client, &paid).await.expect_err("no tx");
+    // A signal that may be kept locks the job's row: only in a transaction.
+    let e = store
+        .signal_in(&client, &paid.clone().buffered())
+        .await
+        .expect_err("no tx");
     assert!(e.to_string().contains("inside a transaction"), "{e}");
 
     let tx = client.transaction().await.expect("begin");
