@@ -109,12 +109,27 @@ impl App {
         stay: StayRequest,
         window: Duration,
     ) -> Result<Reservation> {
+        self.hold_with(unit, guest, stay, window, Expiry::AtDeadline)
+            .await
+    }
+
+    /// Holds a unit like [`App::hold`], with its expiry job either due at
+    /// the deadline or waiting for the payment until then
+    /// ([`Expiry::AwaitingPayment`]).
+    pub async fn hold_with(
+        &self,
+        unit: &str,
+        guest: &str,
+        stay: StayRequest,
+        window: Duration,
+        expiry: Expiry,
+    ) -> Result<Reservation> {
         validate_id("a unit id", unit)?;
         validate_guest(guest)?;
         validate_window("the hold window", window)?;
         match &self.backend {
-            Backend::Sqlite(s) => s.hold(unit, guest, stay, window).await,
-            Backend::Postgres(p) => p.hold(unit, guest, stay, window).await,
+            Backend::Sqlite(s) => s.hold(unit, guest, stay, window, expiry).await,
+            Backend::Postgres(p) => p.hold(unit, guest, stay, window, expiry).await,
         }
     }
 
@@ -140,7 +155,9 @@ impl App {
         }
     }
 
-    /// Pays a hold whose deadline has not passed.
+    /// Pays a hold whose deadline has not passed. When its expiry job
+    /// waits for the payment, the payment's transaction signals it (`paid`),
+    /// so it ends at once instead of at the deadline.
     pub async fn pay(&self, id: &str) -> Result<Reservation> {
         validate_id("a reservation id", id)?;
         match &self.backend {

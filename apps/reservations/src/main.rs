@@ -64,6 +64,12 @@ enum Command {
         /// How long the hold lasts.
         #[arg(long, value_parser = duration, default_value = "15m")]
         window: Duration,
+        /// The expiry job waits for the payment (`pay` signals it, in the
+        /// payment's transaction) instead of sleeping until the deadline:
+        /// a paid hold's job ends at once; an unpaid one expires the hold
+        /// when the wait times out at the deadline.
+        #[arg(long)]
+        await_payment: bool,
         /// Print a JSON object.
         #[arg(long)]
         json: bool,
@@ -311,11 +317,17 @@ async fn run_command(command: Command) -> anyhow::Result<()> {
             from,
             to,
             window,
+            await_payment,
             json,
         } => {
             let app = App::open(&db).await?;
+            let expiry = if await_payment {
+                app::Expiry::AwaitingPayment
+            } else {
+                app::Expiry::AtDeadline
+            };
             let r = app
-                .hold(&unit, &guest, app::StayRequest { from, to }, window)
+                .hold_with(&unit, &guest, app::StayRequest { from, to }, window, expiry)
                 .await?;
             print_reservation("held", &r, json)
         }

@@ -22,8 +22,9 @@ use tokio_postgres::types::ToSql;
 
 use crate::error::{Error, Result};
 use crate::model::{
-    Action, Occupant, Reservation, Status, Stay, StayRequest, expiry_job, expiry_job_id,
-    overlap_refusal, refusal, unknown_reservation, unknown_unit,
+    Action, Expiry, Occupant, Reservation, Status, Stay, StayRequest, expiry_job, expiry_job_id,
+    not_waiting_for_payment, overlap_refusal, paid_signal, refusal, unknown_reservation,
+    unknown_unit,
 };
 
 mod expiry;
@@ -164,6 +165,7 @@ impl Pg {
         guest: &str,
         stay: StayRequest,
         window: Duration,
+        expiry: Expiry,
     ) -> Result<Reservation> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
@@ -208,7 +210,7 @@ impl Pg {
         let hold_until = ts(row.try_get(0)?);
         let inserted = self
             .store
-            .enqueue_in(&tx, &expiry_job(&id, 1, hold_until)?)
+            .enqueue_in(&tx, &expiry.first_job(&id, hold_until, now)?)
             .await?;
         if !inserted.created {
             return Err(Error::Invalid(format!(
@@ -277,6 +279,19 @@ impl Pg {
             let now = db_now(&tx).await?;
             tx.rollback().await?;
             return Err(refusal(action, &r, now));
+        }
+        if action == Action::Pay {
+            // In the payment's transaction: an expiry job waiting for it
+            // runs at once; one that is not waiting runs at the deadline
+            // and finds the hold paid. (A refusal writes nothing and
+            // leaves the transaction usable.)
+            let paid_at = r.paid_at.unwrap_or(r.hold_until);
+            let signal = paid_signal(&r.id, r.generation, paid_at)?;
+            match self.store.signal_in(&tx, &signal).await {
+                Ok(_) => {}
+                Err(e) if not_waiting_for_payment(&e) => {}
+                Err(e) => return Err(e.into()),
+            }
         }
         if action == Action::Extend {
             let job = expiry_job(&r.id, r.generation, r.hold_until)?;

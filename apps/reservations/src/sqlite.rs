@@ -19,8 +19,9 @@ use errand::{SqliteStore, Timestamp};
 
 use crate::error::{Error, Result};
 use crate::model::{
-    Action, Occupant, Reservation, Status, Stay, StayRequest, expiry_job, expiry_job_id, iso_date,
-    overlap_refusal, parse_date, refusal, unknown_reservation, unknown_unit,
+    Action, Expiry, Occupant, Reservation, Status, Stay, StayRequest, expiry_job, expiry_job_id,
+    iso_date, not_waiting_for_payment, overlap_refusal, paid_signal, parse_date, refusal,
+    unknown_reservation, unknown_unit,
 };
 
 mod expiry;
@@ -176,6 +177,7 @@ impl Sqlite {
         guest: &str,
         stay: StayRequest,
         window: Duration,
+        expiry: Expiry,
     ) -> Result<Reservation> {
         let (unit, guest) = (unit.to_owned(), guest.to_owned());
         self.store
@@ -209,7 +211,8 @@ impl Sqlite {
                     iso_date(stay.from),
                     iso_date(stay.to)
                 ])?;
-                let inserted = errand::sqlite::enqueue_in(conn, &expiry_job(&id, 1, hold_until)?, now)?;
+                let job = expiry.first_job(&id, hold_until, now)?;
+                let inserted = errand::sqlite::enqueue_in(conn, &job, now)?;
                 if !inserted.created {
                     return Err(Error::Invalid(format!(
                         "an expiry job `{}` already exists for the fresh reservation; nothing was written",
@@ -263,6 +266,17 @@ impl Sqlite {
                 };
                 if changed != 1 {
                     return Err(refusal(action, &r, now));
+                }
+                if action == Action::Pay {
+                    // In the payment's transaction: an expiry job waiting
+                    // for it runs at once; one that is not waiting runs
+                    // at the deadline and finds the hold paid.
+                    let signal = paid_signal(&r.id, r.generation, now)?;
+                    match errand::sqlite::signal_in(conn, &signal, now) {
+                        Ok(_) => {}
+                        Err(e) if not_waiting_for_payment(&e) => {}
+                        Err(e) => return Err(e.into()),
+                    }
                 }
                 if action == Action::Extend {
                     let job = expiry_job(&r.id, r.generation, r.hold_until)?;

@@ -222,6 +222,7 @@ pub fn detail(d: &JobDetail) {
     job_labels(j);
     job_content(j);
     job_dependencies(d);
+    job_signals(d);
     attempt_history(&d.history);
     audit_trail(&d.audit);
 }
@@ -325,6 +326,35 @@ fn job_dependencies(d: &JobDetail) {
         for dep in &d.dependents {
             outln!("  {}", dependency_line(dep));
         }
+    }
+}
+
+/// Prints the wait a job is in and the signals sent to it, if any.
+fn job_signals(d: &JobDetail) {
+    if let Some(a) = &d.job.awaiting {
+        let until = a.until.map_or_else(
+            || "no timeout".to_owned(),
+            |t| format!("until {t}, then {}", a.on_timeout),
+        );
+        outln!("awaiting:     signal {} ({until})", a.signal);
+    }
+    if d.signals.is_empty() {
+        return;
+    }
+    outln!("signals:");
+    for s in &d.signals {
+        let delivered = match s.delivered_at {
+            Some(t) if d.job.resumed_by == Some(s.seq) => format!("delivered {t}, resumed the job"),
+            Some(t) => format!("delivered {t}"),
+            None => "kept for a later wait".to_owned(),
+        };
+        outln!(
+            "  {} {} sent {} ({} payload bytes): {delivered}",
+            s.seq,
+            s.name,
+            s.sent_at,
+            s.payload_bytes
+        );
     }
 }
 

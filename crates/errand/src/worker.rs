@@ -124,7 +124,13 @@ impl Worker {
     }
 
     /// Claims at most one due job.
+    /// Claims one job, after taking back expired leases (the claim's
+    /// `reclaim`) and ending the waits for signals that timed out (a
+    /// one-shot worker runs no [`crate::WaitTimer`]).
     async fn claim_one(&self) -> Result<Option<ClaimedJob>> {
+        crate::maintenance::WaitTimer::new(self.store.clone())
+            .run_once()
+            .await?;
         let req = ClaimRequest {
             queues: self.config.queues.clone(),
             limit: 1,

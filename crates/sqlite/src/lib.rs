@@ -68,6 +68,7 @@ pub use insert::{insert as enqueue_in, insert_many as enqueue_many_in};
 pub use rusqlite;
 pub use schema::{SCHEMA_VERSION, migrate, open_read_only, schema_status, schema_version};
 pub use settle::complete as complete_in;
+pub use signals::signal as signal_in;
 
 use writer::Writer;
 

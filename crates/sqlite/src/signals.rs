@@ -23,8 +23,11 @@ const EXPIRE_WAITS: &str = include_str!("../queries/expire_waits.sql");
 const RECEIVED_SIGNAL: &str = include_str!("../queries/received_signal.sql");
 const SIGNALS_OF: &str = include_str!("../queries/signals_of.sql");
 
-/// Sends `signal` inside the caller's transaction.
-pub(crate) fn signal(conn: &Connection, signal: &NewSignal, now: Timestamp) -> Result<Signalled> {
+/// Sends `signal` on `conn`, inside whatever transaction the caller has
+/// open (the one a [`crate::SqliteStore::write`] closure is given, with
+/// its `now`), so it is delivered or kept exactly when the caller's rows
+/// commit; the rules of [`errand_core::JobStore::signal`].
+pub fn signal(conn: &Connection, signal: &NewSignal, now: Timestamp) -> Result<Signalled> {
     signal.validate()?;
     let seq: i64 = conn
         .query_row(
