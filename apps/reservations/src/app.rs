@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 pub use crate::model::*;
+pub use crate::payment::*;
 use crate::{pg, sqlite};
 
 mod replay;

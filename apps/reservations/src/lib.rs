@@ -44,6 +44,7 @@ pub mod app;
 pub mod error;
 pub mod expiry;
 mod model;
+mod payment;
 mod pg;
 mod sqlite;
 pub mod stats;

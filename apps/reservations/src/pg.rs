@@ -22,10 +22,10 @@ use tokio_postgres::types::ToSql;
 
 use crate::error::{Error, Result};
 use crate::model::{
-    Action, Expiry, Occupant, Reservation, Status, Stay, StayRequest, expiry_job, expiry_job_id,
-    not_waiting_for_payment, overlap_refusal, paid_signal, refusal, unknown_reservation,
-    unknown_unit,
+    Action, Occupant, Reservation, Status, Stay, StayRequest, expiry_job, expiry_job_id,
+    overlap_refusal, refusal, unknown_reservation, unknown_unit,
 };
+use crate::payment::{Expiry, not_waiting_for_payment, paid_signal};
 
 mod expiry;
 mod figures;

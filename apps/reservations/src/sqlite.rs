@@ -19,10 +19,10 @@ use errand::{SqliteStore, Timestamp};
 
 use crate::error::{Error, Result};
 use crate::model::{
-    Action, Expiry, Occupant, Reservation, Status, Stay, StayRequest, expiry_job, expiry_job_id,
-    iso_date, not_waiting_for_payment, overlap_refusal, paid_signal, parse_date, refusal,
-    unknown_reservation, unknown_unit,
+    Action, Occupant, Reservation, Status, Stay, StayRequest, expiry_job, expiry_job_id, iso_date,
+    overlap_refusal, parse_date, refusal, unknown_reservation, unknown_unit,
 };
+use crate::payment::{Expiry, not_waiting_for_payment, paid_signal};
 
 mod expiry;
 mod figures;

@@ -169,6 +169,7 @@ fn queue_row(name: &str, c: &Counts, paused: &str, cut: &[String]) -> Vec<String
         n("ready", c.ready),
         n("ready", c.scheduled),
         n("blocked", c.blocked),
+        n("waiting", c.waiting),
         n("running", c.running),
         format!(
             "{}/{}",
@@ -216,6 +217,7 @@ fn print_queues(s: &Stats) {
             "READY",
             "SCHEDULED",
             "BLOCKED",
+            "WAITING",
             "RUNNING",
             "LEASES LIVE/EXPIRED",
             "DEAD",

@@ -1127,7 +1127,7 @@ fn stats_show_every_queue_its_counts_its_window_and_whether_it_is_paused() {
             .collect::<Vec<_>>()
     };
     assert_eq!(line("mail")[..4], ["mail", "2", "1", "0"]);
-    assert_eq!(line("bulk")[9], "permanent=1", "{text}");
+    assert_eq!(line("bulk")[10], "permanent=1", "{text}");
     assert_eq!(line("idle").last(), Some(&"paused"));
     assert_eq!(line("(all)")[1], "2");
     assert!(text.contains("workers: 1 reporting"), "{text}");

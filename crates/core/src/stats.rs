@@ -224,6 +224,8 @@ pub struct QueueStats {
 pub struct Counts {
     /// Blocked: waiting for dependencies.
     pub blocked: u64,
+    /// Waiting for a signal.
+    pub waiting: u64,
     /// Ready and due now.
     pub ready: u64,
     /// Ready but due later (delayed or waiting for a retry).
@@ -291,6 +293,7 @@ impl Stats {
                 (a, b) => a.or(b),
             };
             t.blocked += q.blocked;
+            t.waiting += q.waiting;
             t.ready += q.ready;
             t.scheduled += q.scheduled;
             t.running += q.running;
@@ -333,6 +336,8 @@ pub struct QueueSample {
     pub dead: u64,
     /// Blocked jobs (waiting for dependencies).
     pub blocked: u64,
+    /// Jobs waiting for a signal.
+    pub waiting: u64,
 }
 
 /// A count of attempts that ended in the window, as a backend reads it.
@@ -370,6 +375,7 @@ pub fn assemble_stats(
     for s in &samples {
         for (state, n) in [
             ("blocked", s.blocked),
+            ("waiting", s.waiting),
             ("ready", s.ready_read),
             ("running", s.running),
             ("dead", s.dead),
@@ -396,6 +402,7 @@ pub fn assemble_stats(
         q.expired_leases += s.running.saturating_sub(s.live);
         q.dead += s.dead;
         q.blocked += s.blocked;
+        q.waiting += s.waiting;
     }
     for w in window {
         let q = &mut entry(&mut queues, &w.queue)?.counts;
@@ -414,6 +421,7 @@ pub fn assemble_stats(
         let c = &q.counts;
         for (state, n) in [
             ("blocked", c.blocked),
+            ("waiting", c.waiting),
             ("ready", c.ready + c.scheduled),
             ("running", c.running),
             ("dead", c.dead),
@@ -507,6 +515,7 @@ mod tests {
                 live: 3,
                 dead: 0,
                 blocked: 6,
+                waiting: 8,
             },
             QueueSample {
                 queue: "bulk".into(),
@@ -549,6 +558,7 @@ mod tests {
         assert_eq!((mail.ready, mail.scheduled, mail.running), (3, 2, 4));
         assert_eq!(mail.blocked, 6);
         assert_eq!(stats.totals().blocked, 6);
+        assert_eq!((mail.waiting, stats.totals().waiting), (8, 8));
         assert_eq!((mail.active_leases, mail.expired_leases), (3, 1));
         assert_eq!(mail.oldest_due_age_ms, Some(60_000));
         assert_eq!(mail.retries.get("retryable"), Some(&5));

@@ -186,6 +186,8 @@ CREATE INDEX errand_jobs_dead_by_queue ON __SCHEMA__.errand_jobs (queue, finishe
     WHERE state = 'dead';
 CREATE INDEX errand_jobs_blocked_by_queue ON __SCHEMA__.errand_jobs (queue)
     WHERE state = 'blocked';
+CREATE INDEX errand_jobs_waiting_by_queue ON __SCHEMA__.errand_jobs (queue)
+    WHERE state = 'waiting';
 CREATE INDEX errand_jobs_unique ON __SCHEMA__.errand_jobs (unique_key, created_at)
     WHERE unique_key IS NOT NULL;
 CREATE INDEX errand_jobs_batch ON __SCHEMA__.errand_jobs (batch, created_at, id)

@@ -1,4 +1,4 @@
--- The statistics' counts, per queue: every queue that has blocked, ready,
+-- The statistics' counts, per queue: every queue that has blocked, waiting, ready,
 -- running or dead jobs or is paused (found by skipping through the indexes that
 -- lead with the queue, one probe per queue), then for each queue at most
 -- $2 rows per state, read through that queue's own index range — so a
@@ -40,9 +40,18 @@ blocked_q AS (
             WHERE j.state = 'blocked' AND j.queue > r.queue ORDER BY j.queue LIMIT 1)
     FROM blocked_q r WHERE r.queue IS NOT NULL
 ),
+waiting_q AS (
+    (SELECT j.queue FROM __SCHEMA__.errand_jobs j
+     WHERE j.state = 'waiting' ORDER BY j.queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue FROM __SCHEMA__.errand_jobs j
+            WHERE j.state = 'waiting' AND j.queue > r.queue ORDER BY j.queue LIMIT 1)
+    FROM waiting_q r WHERE r.queue IS NOT NULL
+),
 queues AS (
     SELECT queue FROM ready_q WHERE queue IS NOT NULL
     UNION SELECT queue FROM blocked_q WHERE queue IS NOT NULL
+    UNION SELECT queue FROM waiting_q WHERE queue IS NOT NULL
     UNION SELECT queue FROM keyed_q WHERE queue IS NOT NULL
     UNION SELECT queue FROM dead_q WHERE queue IS NOT NULL
     UNION SELECT r.queue FROM (SELECT j.queue FROM __SCHEMA__.errand_jobs j
@@ -54,7 +63,7 @@ SELECT q.queue,
        rn.due + rk.due AS due, rn.scheduled + rk.scheduled AS scheduled,
        least(rn.oldest, rk.oldest) AS oldest,
        greatest(rn.n, rk.n) AS ready_read,
-       ru.n AS running, ru.live AS live, d.n AS dead, b.n AS blocked
+       ru.n AS running, ru.live AS live, d.n AS dead, b.n AS blocked, w.n AS waiting
 FROM (SELECT queue FROM queues ORDER BY queue LIMIT 1000) q
 CROSS JOIN t
 -- Each count below reads its queue's range of an index that leads with the
@@ -103,4 +112,10 @@ CROSS JOIN LATERAL (
           WHERE j.queue >= q.queue AND j.queue <= q.queue AND j.state = 'blocked'
           ORDER BY j.queue LIMIT $2) s
 ) b
+CROSS JOIN LATERAL (
+    SELECT count(*) AS n
+    FROM (SELECT 1 FROM __SCHEMA__.errand_jobs j
+          WHERE j.queue >= q.queue AND j.queue <= q.queue AND j.state = 'waiting'
+          ORDER BY j.queue LIMIT $2) s
+) w
 ORDER BY q.queue

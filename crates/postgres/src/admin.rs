@@ -557,6 +557,7 @@ pub(crate) async fn stats(
             live: count(&r, "live")?,
             dead: count(&r, "dead")?,
             blocked: count(&r, "blocked")?,
+            waiting: count(&r, "waiting")?,
         });
     }
     let window = query(

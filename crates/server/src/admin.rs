@@ -374,6 +374,7 @@ fn register_queue_metrics(r: &mut Registry, stats: &Stats) {
         let c = &q.counts;
         for (state, n) in [
             ("blocked", c.blocked),
+            ("waiting", c.waiting),
             ("ready", c.ready),
             ("scheduled", c.scheduled),
             ("running", c.running),

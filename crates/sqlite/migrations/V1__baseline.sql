@@ -126,6 +126,10 @@ CREATE INDEX errand_jobs_blocked_by_queue
     ON errand_jobs (queue)
     WHERE state = 'blocked';
 
+CREATE INDEX errand_jobs_waiting_by_queue
+    ON errand_jobs (queue)
+    WHERE state = 'waiting';
+
 CREATE INDEX errand_jobs_state
     ON errand_jobs (state, created_at)
     WHERE state <> 'running';

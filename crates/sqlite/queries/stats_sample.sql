@@ -3,8 +3,8 @@
 -- never left out because others hold more rows, and nothing walks a
 -- million-row table), each range once: ready jobs through the per-queue
 -- due index, running jobs (few) through the lease index, dead and blocked
--- jobs through their per-queue indexes.
-SELECT r.due, r.scheduled, r.oldest, r.ready_read, u.running, u.live, d.dead, b.blocked
+-- and waiting jobs through their per-queue indexes.
+SELECT r.due, r.scheduled, r.oldest, r.ready_read, u.running, u.live, d.dead, b.blocked, w.waiting
 FROM (
     SELECT coalesce(sum(available_at <= :now), 0) AS due,
            coalesce(sum(available_at > :now), 0) AS scheduled,
@@ -24,4 +24,8 @@ FROM (
     SELECT count(*) AS blocked
     FROM (SELECT 1 FROM errand_jobs INDEXED BY errand_jobs_blocked_by_queue
           WHERE queue = :queue AND state = 'blocked' LIMIT :cap)
-) b
+) b, (
+    SELECT count(*) AS waiting
+    FROM (SELECT 1 FROM errand_jobs INDEXED BY errand_jobs_waiting_by_queue
+          WHERE queue = :queue AND state = 'waiting' LIMIT :cap)
+) w

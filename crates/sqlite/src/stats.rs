@@ -104,7 +104,7 @@ fn workers(conn: &Connection) -> Result<Vec<WorkerSeen>> {
 /// The most queues the statistics report on.
 const MAX_QUEUES: usize = 1000;
 
-/// The queues that have blocked, ready, running or dead jobs, or are paused, by
+/// The queues that have blocked, waiting, ready, running or dead jobs, or are paused, by
 /// name: found by skipping through the indexes that lead with the queue
 /// (one probe per queue), and through at most `read` running jobs.
 fn queue_names(conn: &Connection, read: i64) -> Result<Vec<String>> {
@@ -116,6 +116,8 @@ fn queue_names(conn: &Connection, read: i64) -> Result<Vec<String>> {
          WHERE state = 'dead' AND queue > :after ORDER BY queue LIMIT 1",
         "SELECT queue FROM errand_jobs INDEXED BY errand_jobs_blocked_by_queue
          WHERE state = 'blocked' AND queue > :after ORDER BY queue LIMIT 1",
+        "SELECT queue FROM errand_jobs INDEXED BY errand_jobs_waiting_by_queue
+         WHERE state = 'waiting' AND queue > :after ORDER BY queue LIMIT 1",
     ] {
         let mut stmt = conn.prepare_cached(sql).map_err(map_err)?;
         let mut after = String::new();
@@ -166,6 +168,7 @@ pub(crate) fn stats(conn: &Connection, req: &StatsRequest, now: Timestamp) -> Re
                         live: u64_col(r, 5)?,
                         dead: u64_col(r, 6)?,
                         blocked: u64_col(r, 7)?,
+                        waiting: u64_col(r, 8)?,
                     })
                 },
             )

@@ -63,6 +63,16 @@ pub async fn a_waiting_job_runs_only_once_its_signal_arrives(
         .unwrap();
     let listed: Vec<&str> = waiting.iter().map(|j| j.id.as_str()).collect();
     assert_eq!(listed, ["hold-1"], "listed by its state");
+    let stats = admin(&store)
+        .stats(&errand_core::StatsRequest::default())
+        .await
+        .unwrap();
+    let totals = stats.totals();
+    assert_eq!(
+        (totals.waiting, totals.ready),
+        (1, 1),
+        "counted by its state"
+    );
     clock.advance(Duration::from_secs(60));
     let claimed = store.claim(&claim_req(10, LEASE)).await.unwrap();
     let claimed: Vec<&str> = claimed.iter().map(|c| c.job.id.as_str()).collect();

@@ -87,6 +87,7 @@ fn queue_row(q: &QueueStats) -> Markup {
             td.num { (count(q, "ready", c.ready)) }
             td.num { (count(q, "ready", c.scheduled)) }
             td.num { a href={ "/dashboard/jobs?queue=" (name) "&state=blocked" } { (count(q, "blocked", c.blocked)) } }
+            td.num { a href={ "/dashboard/jobs?queue=" (name) "&state=waiting" } { (count(q, "waiting", c.waiting)) } }
             td.num { (count(q, "running", c.running)) }
             td.num { (c.active_leases) " / " (c.expired_leases) }
             td.num { a href={ "/dashboard/dead?queue=" (name) } { (count(q, "dead", c.dead)) } }
@@ -109,7 +110,7 @@ fn queue_table(queues: &[QueueStats]) -> Markup {
     html! {
         table.jobs {
             thead { tr {
-                th { "queue" } th.num { "ready" } th.num { "scheduled" } th.num { "blocked" } th.num { "running" }
+                th { "queue" } th.num { "ready" } th.num { "scheduled" } th.num { "blocked" } th.num { "waiting" } th.num { "running" }
                 th.num { "leases live / expired" } th.num { "dead" } th.num { "oldest due" }
                 th { "retries" } th { "dead letters" } th { }
             } }
