@@ -226,6 +226,8 @@ async fn show(
         Some("rescheduled") => {
             Some("Rescheduled: the job waits for its new due time, at its new priority.")
         }
+        Some("signalled") => Some("Signal delivered: the job is ready and will read it."),
+        Some("kept") => Some("Signal kept: the job's next wait for it will take it."),
         _ => None,
     };
     let detail = dash.admin.detail(&id).await?;
@@ -285,6 +287,9 @@ fn job_view(detail: &JobDetail) -> Markup {
             }
             @if errand::RescheduleRequest::accepts(job.state) {
                 a.button href={ (job_path(&job.id)) "/reschedule" } { "Reschedule…" }
+            }
+            @if !job.state.is_final() {
+                a.button href={ (job_path(&job.id)) "/signal" } { "Signal…" }
             }
             @if errand::CancelRequest::accepts(job.state) {
                 a.button.danger href={ (job_path(&job.id)) "/cancel" } { "Cancel…" }

@@ -65,6 +65,7 @@ mod login;
 mod queues;
 mod reschedule;
 mod schedules;
+mod signal;
 #[cfg(test)]
 mod tests;
 mod view;
@@ -90,6 +91,8 @@ pub(crate) const BASE: &str = "/dashboard";
 #[derive(Clone, Debug)]
 pub(crate) struct Dash {
     admin: Admin,
+    /// Sends an operator's signals.
+    client: errand::Client,
     keys: Arc<guard::Keys>,
     token: Option<AccessToken>,
 }
@@ -98,6 +101,7 @@ pub(crate) struct Dash {
 /// through the API's fence).
 pub(crate) fn router(store: Arc<dyn Store>, config: &ServerConfig) -> Router {
     let dash = Dash {
+        client: errand::Client::new(store.clone()),
         admin: Admin::new(store),
         keys: Arc::new(guard::Keys::generate()),
         token: config.token.clone(),
@@ -110,6 +114,7 @@ pub(crate) fn router(store: Arc<dyn Store>, config: &ServerConfig) -> Router {
         .merge(jobs::routes())
         .merge(actions::routes())
         .merge(reschedule::routes())
+        .merge(signal::routes())
         .merge(login::routes())
         .merge(queues::routes())
         .merge(audit::routes())

@@ -1663,3 +1663,80 @@ async fn a_wide_step_lists_its_first_dependencies_and_links_the_rest() {
         p.body
     );
 }
+
+#[tokio::test]
+async fn a_signal_is_sent_from_the_job_page_and_audited() {
+    let mut b = Browser::new();
+    let waiting = errand::NewJob::new("hold", errand::Payload::default())
+        .expect("kind")
+        .with_id(errand::JobId::new("hold-9").expect("id"))
+        .awaiting("paid", None, errand::OnAwaitTimeout::Fail)
+        .expect("wait");
+    let id = b.store().insert(waiting).await.expect("insert").job.id;
+    let page = b.get("/dashboard/jobs/hold-9").await;
+    assert!(page.body.contains("waits for signal"), "the wait is shown");
+    assert!(
+        page.body
+            .contains(r#"href="/dashboard/jobs/hold-9/signal""#)
+    );
+    let confirm = b.get("/dashboard/jobs/hold-9/signal").await;
+    confirm.html(StatusCode::OK);
+    assert!(
+        confirm.body.contains(r#"value="paid""#),
+        "the awaited name is filled in"
+    );
+    let csrf = confirm.csrf();
+    // A payload that is not JSON, then a signal the job does not wait
+    // for: refused, the form comes back, nothing is written.
+    for (name, payload, needle) in [
+        ("paid", "{", "The payload"),
+        ("shipped", "", "waits for the signal paid"),
+    ] {
+        let r = b
+            .post(
+                "/dashboard/jobs/hold-9/signal",
+                &[
+                    ("csrf", csrf.as_str()),
+                    ("name", name),
+                    ("payload", payload),
+                    ("operator", "carol"),
+                    ("reason", "paid at the desk"),
+                ],
+            )
+            .await;
+        r.refused(StatusCode::BAD_REQUEST, needle);
+        assert!(
+            r.body.contains(r#"value="carol""#),
+            "the form comes back filled"
+        );
+    }
+    assert_eq!(b.job(&id).await.state, errand::JobState::Waiting);
+    let p = b
+        .post(
+            "/dashboard/jobs/hold-9/signal",
+            &[
+                ("csrf", csrf.as_str()),
+                ("name", "paid"),
+                ("payload", r#"{"payment": "p-3"}"#),
+                ("operator", "carol"),
+                ("reason", "paid at the desk"),
+            ],
+        )
+        .await;
+    assert_eq!(p.location(), "/dashboard/jobs/hold-9?done=signalled");
+    assert_eq!(b.job(&id).await.state, errand::JobState::Ready);
+    let detail = b.store().detail(&id).await.expect("detail");
+    assert_eq!(detail.signals.len(), 1);
+    assert_eq!(
+        (
+            detail.audit[0].action.as_str(),
+            detail.audit[0].operator.as_str()
+        ),
+        ("signal", "carol")
+    );
+    let shown = b.get("/dashboard/jobs/hold-9").await;
+    assert!(
+        shown.body.contains("resumed the job"),
+        "the signal is listed"
+    );
+}
