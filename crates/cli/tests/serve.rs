@@ -842,3 +842,24 @@ fn out_of_range_durations_and_times_are_refused_alike() {
         assert_eq!(server.wait(), Some(0));
     });
 }
+
+/// With remote workers only, the server ends the waits that timed out:
+/// a job waiting for a signal under the `run` policy is leased once its
+/// wait is over.
+#[test]
+fn the_server_ends_waits_that_timed_out_for_remote_workers() {
+    both("serve_waits", |b| {
+        let server = b.serve(&["--bind", "127.0.0.1:0"], &[]);
+        let job = json!({"kind": "hold", "id": "w-1",
+                         "await": {"signal": "paid", "timeout": "300ms", "on_timeout": "run"}});
+        assert_eq!(server.post("/v1/jobs", &job).status, 201);
+        let none = server.post("/v1/leases", &json!({}));
+        assert_eq!(none.body["jobs"].as_array().unwrap().len(), 0, "{none:?}");
+        // The wait is over in 300 ms; the server looks once a second.
+        let leased = server.post("/v1/leases", &json!({"wait": "5s"}));
+        let jobs = leased.body["jobs"].as_array().unwrap();
+        assert_eq!(jobs.len(), 1, "{leased:?}");
+        assert_eq!(jobs[0]["job"]["id"], "w-1");
+        assert!(jobs[0].get("signal").is_none(), "it runs without a signal");
+    });
+}

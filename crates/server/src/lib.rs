@@ -402,7 +402,7 @@ impl Server {
             // Waiting lease requests answer with no jobs at once.
             let _ = stop.send(true);
         };
-        let upkeep = tokio::spawn(chart_upkeep(
+        let upkeep = tokio::spawn(upkeep(
             Arc::clone(&store),
             Arc::clone(&minutes),
             chart_counts_every,
@@ -417,18 +417,26 @@ impl Server {
 }
 
 /// While a [`Server`] runs: writes what the lease API counted every
-/// `every` (at least every 100 ms), and once a minute samples the queues'
+/// `every` (at least every 100 ms), once a minute samples the queues'
 /// depth for the charts and prunes their old minutes (skipped when a worker
-/// or another server sampled the minute already), so a deployment whose
-/// only workers are remote ones has whole charts too.
-async fn chart_upkeep(store: Arc<dyn Store>, minutes: Arc<errand::MinuteCounter>, every: Duration) {
+/// or another server sampled the minute already), and once a second ends
+/// the waits for signals that timed out ([`errand::WaitTimer`]), so a
+/// deployment whose only workers are remote ones has whole charts, and
+/// waits that end, too.
+async fn upkeep(store: Arc<dyn Store>, minutes: Arc<errand::MinuteCounter>, every: Duration) {
     // Nothing is counted yet at start: the first write is one interval in.
     let every = every.max(Duration::from_millis(100));
     let mut flush = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     let mut sample = tokio::time::interval(Duration::from_secs(60));
     let mut sampled = std::collections::BTreeSet::new();
+    let waits = errand::WaitTimer::new(store.clone());
+    let mut look = tokio::time::interval(waits.every);
+    look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
+            _ = look.tick() => if let Err(e) = waits.run_once().await {
+                tracing::warn!(error = %e, "ending the waits that timed out failed");
+            },
             _ = flush.tick() => {
                 if let Err(e) = minutes.flush(store.as_ref()).await {
                     tracing::warn!(error = %e, "writing the charts' per-minute counts failed");

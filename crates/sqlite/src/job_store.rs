@@ -165,6 +165,16 @@ impl JobStore for SqliteStore {
     }
 
     async fn expire_waits(&self, limit: u32) -> Result<Vec<Job>> {
+        // Looked for on a reader first: every worker looks once a second,
+        // and most looks find nothing, which then takes no turn of the
+        // writer.
+        let now = self.now();
+        if !self
+            .read(move |c| crate::signals::waits_due(c, now))
+            .await?
+        {
+            return Ok(Vec::new());
+        }
         self.op(move |c, now| crate::signals::expire_waits(c, limit, now.at))
             .await
     }

@@ -20,6 +20,7 @@ const SIGNAL_INSERT: &str = include_str!("../queries/signal_insert.sql");
 const SIGNAL_KEPT: &str = include_str!("../queries/signal_kept.sql");
 const SUSPEND: &str = include_str!("../queries/suspend.sql");
 const EXPIRE_WAITS: &str = include_str!("../queries/expire_waits.sql");
+const WAITS_DUE: &str = include_str!("../queries/waits_due.sql");
 const RECEIVED_SIGNAL: &str = include_str!("../queries/received_signal.sql");
 const SIGNALS_OF: &str = include_str!("../queries/signals_of.sql");
 
@@ -131,6 +132,17 @@ pub(crate) fn suspend(conn: &Connection, lease: &Lease, wait: &Await, now: Now) 
     };
     record_attempt(conn, held, now.at, &ended)?;
     Ok(job)
+}
+
+/// Whether some wait has timed out by `now` (one probe of
+/// errand_jobs_await_timeouts).
+pub(crate) fn waits_due(conn: &Connection, now: Timestamp) -> Result<bool> {
+    conn.prepare_cached(WAITS_DUE)
+        .map_err(map_err)?
+        .query_row(named_params! {":now": now.as_millis()}, |_| Ok(()))
+        .optional()
+        .map(|found| found.is_some())
+        .map_err(map_err)
 }
 
 /// Ends up to `limit` waits that timed out, releasing the dependents of

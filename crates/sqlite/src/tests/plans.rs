@@ -375,3 +375,30 @@ fn operator_actions_look_jobs_up_by_id() {
         );
     }
 }
+
+/// The look for waits that timed out, which every worker makes once a
+/// second, and the statement that ends them, read the index of the waits
+/// that time out, never the table.
+#[test]
+fn the_waits_that_timed_out_are_found_through_their_index() {
+    let mut conn = Connection::open_in_memory().unwrap();
+    crate::schema::migrate(&mut conn).unwrap();
+    for sql in [
+        include_str!("../../queries/waits_due.sql"),
+        include_str!("../../queries/expire_waits.sql"),
+    ] {
+        let plan = plan_of(&conn, sql);
+        let reads = job_reads(&plan);
+        assert!(
+            reads
+                .iter()
+                .any(|l| l.contains("USING INDEX errand_jobs_await_timeouts")
+                    || l.contains("USING COVERING INDEX errand_jobs_await_timeouts")),
+            "{sql}\n{plan:#?}"
+        );
+        assert!(
+            reads.iter().all(|l| !l.starts_with("SCAN errand_jobs")),
+            "{sql}\n{plan:#?}"
+        );
+    }
+}
