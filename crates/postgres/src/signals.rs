@@ -116,7 +116,9 @@ pub(crate) async fn expire_waits<C: Conn>(
     limit: u32,
 ) -> Result<Vec<Job>> {
     let rows = query(client, &q.expire_waits, &[&now, &i64::from(limit)]).await?;
-    let jobs = jobs_from_rows(&rows)?;
+    let mut jobs = jobs_from_rows(&rows)?;
+    // RETURNING order is unspecified; answer in id order, as SQLite does.
+    jobs.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
     let ended: Vec<&str> = jobs
         .iter()
         .filter(|j| j.has_dependents && j.finished_at.is_some())

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use crate::admin;
 use errand_core::{
-    CancelRequest, ClaimRequest, DependencyFailure, Error, ErrorClass, Failure, JobFilter, JobId,
-    JobState, KeyLimit, Lease, ManualClock, NewJob, Payload, ReplayRequest, RetryAt, Schedule,
-    Store, Timestamp,
+    Await, CancelRequest, ClaimRequest, DependencyFailure, Error, ErrorClass, Failure, JobFilter,
+    JobId, JobState, KeyLimit, Lease, ManualClock, NewJob, NewSignal, OnAwaitTimeout, Payload,
+    ReplayRequest, RetryAt, Schedule, Store, Timestamp,
 };
 
 /// One step of a sequence. Indices pick among jobs or handed-out leases
@@ -56,6 +56,18 @@ pub enum Op {
     /// unique for `ms` + 1, 1 unique while ready or running, 2 debounced by
     /// `ms` + 1.
     EnqueueUnique { id: u8, key: u8, rule: u8, ms: u16 },
+    /// Suspend the n-th lease's job until the signal `go`, at most
+    /// `timeout_ms` + 1 (none: no timeout), then the policy `policy` picks.
+    Suspend {
+        lease: u8,
+        timeout_ms: Option<u16>,
+        policy: u8,
+    },
+    /// Send the signal `go` to job `id`, kept when `buffer` and the job is
+    /// not waiting for it.
+    Signal { id: u8, buffer: bool },
+    /// End the waits that timed out.
+    ExpireWaits,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,6 +92,11 @@ struct MJob {
     /// When it was created (ms), and the unique key it was enqueued with.
     created_at: i64,
     unique_key: Option<String>,
+    /// While waiting for the signal `go`: when the wait times out (if it
+    /// does) and what happens then.
+    wait: Option<(Option<i64>, OnAwaitTimeout)>,
+    /// Signals `go` kept for its next wait.
+    kept: u32,
 }
 
 impl MJob {
@@ -107,6 +124,8 @@ enum Res {
     Invalid,
     NotFound,
     Swept(Vec<String>),
+    /// A signal kept for a later wait.
+    Kept,
     Skip,
 }
 
@@ -120,6 +139,10 @@ fn deps_of(deps: u8) -> Vec<String> {
         .filter(|n| deps & (1 << n) != 0)
         .map(name)
         .collect()
+}
+
+fn await_policy_of(policy: u8) -> OnAwaitTimeout {
+    OnAwaitTimeout::ALL[usize::from(policy) % OnAwaitTimeout::ALL.len()]
 }
 
 fn policy_of(policy: u8) -> DependencyFailure {
@@ -391,6 +414,8 @@ impl Model {
                         met,
                         created_at: now,
                         unique_key: None,
+                        wait: None,
+                        kept: 0,
                     },
                 );
                 self.release(&failed, now);
@@ -444,6 +469,8 @@ impl Model {
                         met: BTreeSet::new(),
                         created_at: now,
                         unique_key: Some(key),
+                        wait: None,
+                        kept: 0,
                     },
                 );
                 Res::Ok
@@ -532,19 +559,93 @@ impl Model {
                 let Some(j) = self.jobs.get_mut(&id) else {
                     return Res::NotFound;
                 };
-                if !matches!(
-                    j.state,
-                    JobState::Blocked | JobState::Ready | JobState::Running
-                ) {
+                if !errand_core::CancelRequest::accepts(j.state) {
                     return Res::Refused;
                 }
                 j.state = JobState::Cancelled;
                 j.lease_until = None;
                 j.owner = None;
+                j.wait = None;
                 self.release(&[(id, JobState::Cancelled)], now);
                 Res::Ok
             }
+            Op::Suspend {
+                lease,
+                timeout_ms,
+                policy,
+            } => {
+                if self.leases.is_empty() {
+                    return Res::Skip;
+                }
+                let n = usize::from(lease) % self.leases.len();
+                let Some(id) = self.live(n, now).map(str::to_owned) else {
+                    return Res::LeaseLost;
+                };
+                let Some(j) = self.jobs.get_mut(&id) else {
+                    return Res::LeaseLost;
+                };
+                j.attempts -= 1;
+                j.lease_until = None;
+                j.owner = None;
+                if j.kept > 0 {
+                    j.kept -= 1;
+                    j.state = JobState::Ready;
+                    j.available_at = now;
+                } else {
+                    j.state = JobState::Waiting;
+                    let until = timeout_ms.map(|ms| now + i64::from(ms) + 1);
+                    j.wait = Some((until, await_policy_of(policy)));
+                }
+                Res::Ok
+            }
+            Op::Signal { id, buffer } => {
+                let Some(j) = self.jobs.get_mut(&name(id)) else {
+                    return Res::NotFound;
+                };
+                if j.state == JobState::Waiting {
+                    j.state = JobState::Ready;
+                    j.available_at = j.available_at.max(now);
+                    j.wait = None;
+                    Res::Ok
+                } else if buffer && !j.state.is_final() {
+                    j.kept += 1;
+                    Res::Kept
+                } else {
+                    Res::Refused
+                }
+            }
+            Op::ExpireWaits => Res::Swept(self.expire_waits(now)),
         }
+    }
+
+    /// Ends the waits that timed out by `now`, each by its policy; returns
+    /// the jobs, by id.
+    fn expire_waits(&mut self, now: i64) -> Vec<String> {
+        let mut ended = Vec::new();
+        let mut sources = Vec::new();
+        for (id, j) in &mut self.jobs {
+            let Some((Some(until), policy)) = j.wait else {
+                continue;
+            };
+            if j.state != JobState::Waiting || until > now {
+                continue;
+            }
+            j.wait = None;
+            match policy {
+                OnAwaitTimeout::Run => {
+                    j.state = JobState::Ready;
+                    j.available_at = j.available_at.max(now);
+                }
+                OnAwaitTimeout::Fail => j.state = JobState::Dead,
+                OnAwaitTimeout::Cancel => j.state = JobState::Cancelled,
+            }
+            if j.state != JobState::Ready {
+                sources.push((id.clone(), j.state));
+            }
+            ended.push(id.clone());
+        }
+        self.release(&sources, now);
+        ended
     }
 }
 
@@ -712,6 +813,39 @@ async fn apply_store(store: &Arc<dyn Store>, leases: &mut Vec<Lease>, op: &Op) -
             };
             reduce(admin(store).cancel_jobs(&req).await)
         }
+        Op::Suspend {
+            lease,
+            timeout_ms,
+            policy,
+        } => match pick(leases, lease) {
+            None => Res::Skip,
+            Some(l) => {
+                let mut wait = Await::new("go").unwrap_or_else(|e| panic!("{e}"));
+                wait.timeout = timeout_ms.map(|n| ms(n) + Duration::from_millis(1));
+                wait.on_timeout = await_policy_of(policy);
+                reduce(store.suspend(&l, &wait).await)
+            }
+        },
+        Op::Signal { id, buffer } => {
+            let Ok(id) = JobId::new(name(id)) else {
+                return Res::Skip;
+            };
+            let mut signal = NewSignal::new(id, "go").unwrap_or_else(|e| panic!("{e}"));
+            signal.buffer = buffer;
+            match store.signal(&signal).await {
+                Ok(s) if s.delivered => Res::Ok,
+                Ok(_) => Res::Kept,
+                Err(e) => reduce::<()>(Err(e)),
+            }
+        }
+        Op::ExpireWaits => match store.expire_waits(1000).await {
+            Ok(jobs) => {
+                let mut ids: Vec<String> = jobs.iter().map(|j| j.id.to_string()).collect();
+                ids.sort();
+                Res::Swept(ids)
+            }
+            Err(e) => panic!("expire_waits failed: {e}"),
+        },
     }
 }
 
@@ -795,5 +929,8 @@ pub fn op_strategy() -> impl proptest::strategy::Strategy<Value = Op> {
         1 => any::<u8>().prop_map(|id| Op::Replay { id }),
         1 => any::<u8>().prop_map(|id| Op::Cancel { id }),
         2 => (any::<u8>(), any::<u8>(), any::<u8>(), prop_oneof![Just(0u16), 0u16..3000]).prop_map(|(id, key, rule, ms)| Op::EnqueueUnique { id, key, rule, ms }),
+        2 => (any::<u8>(), proptest::option::of(0u16..3000), any::<u8>()).prop_map(|(lease, timeout_ms, policy)| Op::Suspend { lease, timeout_ms, policy }),
+        3 => (any::<u8>(), any::<bool>()).prop_map(|(id, buffer)| Op::Signal { id, buffer }),
+        1 => Just(Op::ExpireWaits),
     ]
 }
