@@ -6,9 +6,13 @@
 -- locked row. The caller releases the dependents of those that ended, in
 -- the same transaction. Reads errand_jobs_await_timeouts.
 WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now),
+-- (The bound is written out rather than read from `t`: as a join with
+-- `t` it was no index condition, and each look read every waiting job's
+-- entry.)
 due AS (
-    SELECT j.id FROM __SCHEMA__.errand_jobs j, t
-    WHERE j.state = 'waiting' AND j.await_until IS NOT NULL AND j.await_until <= t.now
+    SELECT j.id FROM __SCHEMA__.errand_jobs j
+    WHERE j.state = 'waiting' AND j.await_until IS NOT NULL
+      AND j.await_until <= coalesce($1::timestamptz, now())
     ORDER BY j.await_until
     LIMIT $2
     FOR UPDATE OF j SKIP LOCKED

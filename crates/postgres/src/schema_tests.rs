@@ -692,3 +692,62 @@ async fn the_schema_knows_the_states_and_the_shape_of_the_library_words() {
     }
     old.drop_schema().await;
 }
+
+/// The look for waits that timed out, which every worker and server makes
+/// once a second, reads only the timed-out range of its index, with the
+/// prepared statement's generic plan: with 10,000 jobs waiting far into
+/// the future it reads no entry. (Its bound read from a CTE was no index
+/// condition, and each look read every waiting job's entry.)
+#[tokio::test]
+async fn the_look_for_timed_out_waits_reads_only_their_range() {
+    let Some(old) = Old::at("the_look_for_timed_out_waits_reads_only_their_range").await else {
+        return;
+    };
+    let quoted = old.quoted.clone();
+    old.client
+        .batch_execute(&format!(
+            "INSERT INTO {quoted}.errand_jobs (id, queue, kind, state, payload, max_attempts,
+                 available_at, created_at, updated_at, await_signal, await_until, on_await_timeout)
+             SELECT 'w' || i, 'default', 'k', 'waiting', '{{}}', 3, now(), now(), now(),
+                    'paid', now() + interval '1 day', 'run'
+             FROM generate_series(1, 10000) i;
+             ANALYZE {quoted}.errand_jobs;
+             SET plan_cache_mode = force_generic_plan;"
+        ))
+        .await
+        .unwrap();
+    let queries = Queries::new(&quoted);
+    old.client
+        .batch_execute(&format!(
+            "PREPARE look (timestamptz, bigint) AS {}",
+            queries.expire_waits
+        ))
+        .await
+        .unwrap();
+    let plan: Vec<String> = old
+        .client
+        .query(
+            "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) EXECUTE look (NULL, 500)",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .collect();
+    let plan = plan.join("\n");
+    let scan = plan
+        .lines()
+        .find(|l| l.contains("errand_jobs_await_timeouts"))
+        .unwrap_or_else(|| panic!("the look reads its index: {plan}"));
+    assert!(scan.contains("rows=0"), "it reads no entry: {plan}");
+    assert!(
+        plan.contains("await_until <= COALESCE"),
+        "the bound is an index condition: {plan}"
+    );
+    old.client
+        .batch_execute("DEALLOCATE look; RESET plan_cache_mode")
+        .await
+        .unwrap();
+    old.drop_schema().await;
+}
