@@ -87,6 +87,18 @@ pub struct History {
     pub http_kills_mid_request: u64,
     pub lease_ms: u64,
     pub integrity: Option<String>,
+    /// The signals plan's senders and deliveries.
+    pub signals: SignalHistory,
+}
+
+/// What the signals plan did: the senders it started and killed, and for
+/// each job that suspended itself until a signal, how many signals were
+/// delivered to it.
+#[derive(Clone, Debug, Default)]
+pub struct SignalHistory {
+    pub deliveries: BTreeMap<String, u64>,
+    pub sent: u64,
+    pub senders_killed: u64,
 }
 
 /// The counters a plan must see above 0 (or, for live reclaims, at 0):
@@ -106,6 +118,8 @@ pub struct Require {
     pub no_live_reclaims: bool,
     /// HTTP plan: a failed (retried) enqueue request.
     pub http_failures: bool,
+    /// Signals plan: a signal sender killed.
+    pub signals: bool,
 }
 
 /// The checker's figures.
@@ -145,6 +159,16 @@ pub struct Figures {
     /// Server SIGKILLs that landed while a request was in flight (http
     /// plan; must be above 0 there).
     pub http_kills_mid_request: u64,
+    /// Signals plan: `errand signal` processes started, and SIGKILLed
+    /// before they ended (must be above 0 there).
+    pub signals_sent: u64,
+    pub signal_senders_killed: u64,
+    /// Signals delivered to the jobs that suspended themselves.
+    pub signals_delivered: u64,
+    /// Such jobs that took more than one signal, and such jobs done
+    /// without one: each must be 0.
+    pub signals_delivered_twice: u64,
+    pub awaiting_done_without_signal: u64,
     // Safety: each must be 0.
     pub lost: u64,
     pub duplicate_jobs: u64,
@@ -214,6 +238,20 @@ impl Figures {
         if require.http_failures && self.http_kills_mid_request == 0 {
             v.push("no server kill landed mid-request: the http plan proved nothing".into());
         }
+        for (name, n) in [
+            ("signals_delivered_twice", self.signals_delivered_twice),
+            (
+                "awaiting_done_without_signal",
+                self.awaiting_done_without_signal,
+            ),
+        ] {
+            if n != 0 {
+                v.push(format!("{name} = {n} (must be 0)"));
+            }
+        }
+        if require.signals && self.signal_senders_killed == 0 {
+            v.push("no signal sender was killed: the signals plan proved nothing".into());
+        }
         if require.recovery && self.recovery_samples == 0 {
             v.push("no recovery sample: no kill hit a job in flight".into());
         }
@@ -270,7 +308,28 @@ pub fn check(h: &History) -> Figures {
         *f.crash_point_kills.entry(point.clone()).or_insert(0) += 1;
     }
     recovery_latency(h, &starts_of, &mut f);
+    judge_signals(h, &mut f);
     f
+}
+
+/// The signals plan: every job that suspended itself took exactly one
+/// signal once it is done (a second would be a double delivery; none, a
+/// job that ran without the signal it waited for). One still waiting at
+/// the end is `stuck`, judged with the final states.
+fn judge_signals(h: &History, f: &mut Figures) {
+    let s = &h.signals;
+    f.signals_sent = s.sent;
+    f.signal_senders_killed = s.senders_killed;
+    for (id, delivered) in &s.deliveries {
+        f.signals_delivered += delivered;
+        if *delivered > 1 {
+            f.signals_delivered_twice += 1;
+        }
+        let done = h.jobs.get(id).is_some_and(|j| j.state == "done");
+        if done && *delivered == 0 {
+            f.awaiting_done_without_signal += 1;
+        }
+    }
 }
 
 /// The ids the checker accepts in the database: acknowledged or ambiguous.
@@ -619,6 +678,31 @@ mod tests {
             acknowledged: true,
         }];
         h
+    }
+
+    #[test]
+    fn a_signal_delivered_twice_or_a_waiting_job_run_without_one_is_a_violation() {
+        let mut h = clean();
+        h.signals.deliveries.insert("a".into(), 1);
+        let f = check(&h);
+        let require = Require {
+            signals: true,
+            ..Require::default()
+        };
+        assert_eq!(f.signals_delivered, 1);
+        let v = f.violations(&require);
+        assert!(
+            v.iter().any(|v| v.contains("no signal sender was killed")),
+            "{v:?}"
+        );
+        h.signals.senders_killed = 1;
+        assert!(check(&h).violations(&require).is_empty());
+        h.signals.deliveries.insert("a".into(), 2);
+        let v = check(&h).violations(&require);
+        assert_eq!(v, ["signals_delivered_twice = 1 (must be 0)"]);
+        h.signals.deliveries.insert("a".into(), 0);
+        let v = check(&h).violations(&require);
+        assert_eq!(v, ["awaiting_done_without_signal = 1 (must be 0)"]);
     }
 
     #[test]

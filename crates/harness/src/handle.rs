@@ -8,6 +8,12 @@
 //!   `end ID ATTEMPT WORKER_PID PID MS ok|fail`
 //! - `effects.log`: `applied ID ATTEMPT MS` or `repeat ID ATTEMPT MS`
 //! - `deaths.log`: `poison WORKER_PID MS` just before the poison kill
+//!
+//! A job whose payload says `"await": true` (signals plan) suspends
+//! itself on its first run (`{"await": {"signal": "go"}}` to
+//! `$ERRAND_OUTCOME`, its `end` line saying `suspend`); resumed, it logs
+//! the signal it was given (`resumed ID ATTEMPT SIGNAL` in `exec.log`)
+//! and works as any job.
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -27,6 +33,9 @@ pub struct Work {
     /// A sink (`--fan-in`): how many dependencies' outputs it must read.
     #[serde(default)]
     pub expect: Option<usize>,
+    /// Suspend until the signal `go` before working (signals plan).
+    #[serde(default, rename = "await")]
+    pub await_signal: bool,
 }
 
 pub fn now_ms() -> i64 {
@@ -117,6 +126,28 @@ pub fn handle(dir: &Path) -> Result<i32> {
         )
         .context("kill the worker")?;
         return Ok(1);
+    }
+    if work.await_signal {
+        match std::env::var("ERRAND_SIGNAL") {
+            Err(_) => {
+                let outcome = env("ERRAND_OUTCOME")?;
+                std::fs::write(&outcome, r#"{"await": {"signal": "go"}}"#)
+                    .with_context(|| format!("write the outcome to {outcome}"))?;
+                append(
+                    &dir.join("exec.log"),
+                    &format!("end {id} {attempt} {worker} {me} {} suspend", now_ms()),
+                )?;
+                return Ok(0);
+            }
+            Ok(path) => {
+                let signal = std::fs::read_to_string(&path)
+                    .with_context(|| format!("read the signal at {path}"))?;
+                append(
+                    &dir.join("exec.log"),
+                    &format!("resumed {id} {attempt} {}", signal.trim()),
+                )?;
+            }
+        }
     }
     std::thread::sleep(std::time::Duration::from_millis(work.ms));
     if attempt <= work.fail_first {

@@ -13,19 +13,21 @@ use anyhow::{Context, Result, bail};
 use errand::ConnectOptions;
 use serde::Serialize;
 
-use crate::check;
+use crate::check::{self, SignalHistory};
 
 mod backend;
 mod history;
 mod load;
 mod nemesis;
 mod plan;
+mod signaler;
 mod workers;
 use backend::Backend;
 use history::{collect_history, read_finals};
 use load::{LoadShared, spawn_load};
 use nemesis::Nemesis;
 use plan::Plan;
+use signaler::Signaler;
 use workers::locate_errand;
 
 /// A fault the nemesis can inject.
@@ -55,6 +57,10 @@ pub enum Fault {
     /// Enqueue through an `errand serve` process and SIGKILL it mid-enqueue;
     /// clients retry with the same id.
     Http,
+    /// One job in four suspends itself on its first run until a signal;
+    /// `errand signal` processes, a third of them SIGKILLed mid-send, send
+    /// it until the job is no longer waiting.
+    Signals,
 }
 
 impl Fault {
@@ -68,6 +74,7 @@ impl Fault {
             Fault::DiskFull => "disk-full",
             Fault::Clock => "clock",
             Fault::Http => "http",
+            Fault::Signals => "signals",
         }
     }
 }
@@ -236,20 +243,30 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
 
     let fault_ms = opts.fault_secs * 1000;
     let plan = Plan::draw(opts, seed, fault_ms)?;
-    let mut nemesis = Nemesis::start(opts, &dir, &backend, errand_bin, plan.crash_arms)?;
+    let awaiting = plan.awaiting();
+    let mut nemesis = Nemesis::start(opts, &dir, &backend, errand_bin.clone(), plan.crash_arms)?;
     let shared = LoadShared::default();
     let base = nemesis.server.as_ref().map(crate::http::Server::base);
+    let signaler = opts
+        .plan
+        .contains(&Fault::Signals)
+        .then(|| Signaler::start(&store, &errand_bin, &backend, &dir, seed));
     let load = spawn_load(&store, plan.jobs, base, fault_ms, &shared)?;
     nemesis
         .fault_and_drain(&plan.actions, store.as_ref(), &load, &shared)
         .await?;
     nemesis.stop().await?;
+    let signals = match signaler {
+        Some(s) => s.finish(store.as_ref(), &awaiting).await?,
+        None => SignalHistory::default(),
+    };
     // Orphaned handlers of killed workers finish within their `ms`.
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     let (listed, finals) = read_finals(store.as_ref()).await?;
     drop(store);
-    let history = collect_history(&mut nemesis, &shared, listed, finals)?;
+    let mut history = collect_history(&mut nemesis, &shared, listed, finals)?;
+    history.signals = signals;
     let figures = check::check(&history);
     let violations = figures.violations(&required(opts));
     let log = std::mem::take(&mut nemesis.log);
@@ -299,6 +316,7 @@ fn required(opts: &RunOptions) -> check::Require {
         storage_full: has(Fault::DiskFull),
         no_live_reclaims: has(Fault::Clock),
         http_failures: has(Fault::Http),
+        signals: has(Fault::Signals),
     }
 }
 

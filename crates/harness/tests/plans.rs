@@ -281,3 +281,29 @@ fn postgres_crash_restart_mid_run_with_kills_loses_nothing() {
     ]);
     assert_eq!(f["dead"], 0, "the sink read every output: {f}");
 }
+
+/// Jobs that suspend themselves until a signal, signal senders SIGKILLed
+/// mid-send and workers SIGKILLed: every job ends done with its effect
+/// once, each suspended one took exactly one signal (none lost, none
+/// delivered twice; the checker's figures), and senders were killed.
+fn signals(backend: &[&str]) {
+    let mut args = vec!["--plan", "signals,kill", "--kills", "3"];
+    args.extend_from_slice(backend);
+    let f = harness(&args);
+    assert!(f["signal_senders_killed"].as_u64().unwrap() > 0, "{f}");
+    assert!(f["signals_delivered"].as_u64().unwrap() > 0, "{f}");
+    assert_eq!(f["signals_delivered_twice"], 0, "{f}");
+    assert_eq!(f["awaiting_done_without_signal"], 0, "{f}");
+}
+
+#[test]
+fn sqlite_suspended_jobs_take_one_signal_each_while_senders_and_workers_are_killed() {
+    signals(&[]);
+}
+
+#[test]
+fn postgres_suspended_jobs_take_one_signal_each_while_senders_and_workers_are_killed() {
+    if let Some(url) = pg_url() {
+        signals(&["--pg", &url]);
+    }
+}

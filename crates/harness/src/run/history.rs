@@ -63,6 +63,7 @@ pub(super) fn collect_history(
         http_kills_mid_request: nemesis.kills_mid_request,
         lease_ms: opts.lease_ms,
         integrity,
+        signals: Default::default(),
     })
 }
 

@@ -32,6 +32,15 @@ pub(super) struct Plan {
 }
 
 impl Plan {
+    /// The jobs that suspend themselves until a signal (signals plan).
+    pub(super) fn awaiting(&self) -> Vec<String> {
+        self.jobs
+            .iter()
+            .filter(|(_, _, job)| job.payload.as_str().contains("\"await\":true"))
+            .map(|(id, _, _)| id.clone())
+            .collect()
+    }
+
     pub(super) fn draw(opts: &RunOptions, seed: u64, fault_ms: u64) -> Result<Plan> {
         let mut rng = StdRng::seed_from_u64(seed);
         let jobs = plan_jobs(opts, &mut rng)?;
@@ -67,8 +76,12 @@ fn plan_jobs(opts: &RunOptions, rng: &mut StdRng) -> Result<Vec<(String, bool, N
             rng.random_range(10..opts.job_ms_max.max(11))
         };
         let fail_first = u32::from(rng.random_bool(0.05));
-        let payload =
-            Payload::from_value(&serde_json::json!({"ms": ms, "fail_first": fail_first}))?;
+        // The signals plan: one job in four suspends itself on its first
+        // run until the signal `go`.
+        let wait = has(Fault::Signals) && rng.random_bool(0.25);
+        let payload = Payload::from_value(
+            &serde_json::json!({"ms": ms, "fail_first": fail_first, "await": wait}),
+        )?;
         let id = format!("j{n:06}");
         let mut job = NewJob::new("work", payload)?.with_id(JobId::new(id.clone())?);
         if opts.fan_in {
