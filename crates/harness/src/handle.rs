@@ -127,27 +127,8 @@ pub fn handle(dir: &Path) -> Result<i32> {
         .context("kill the worker")?;
         return Ok(1);
     }
-    if work.await_signal {
-        match std::env::var("ERRAND_SIGNAL") {
-            Err(_) => {
-                let outcome = env("ERRAND_OUTCOME")?;
-                std::fs::write(&outcome, r#"{"await": {"signal": "go"}}"#)
-                    .with_context(|| format!("write the outcome to {outcome}"))?;
-                append(
-                    &dir.join("exec.log"),
-                    &format!("end {id} {attempt} {worker} {me} {} suspend", now_ms()),
-                )?;
-                return Ok(0);
-            }
-            Ok(path) => {
-                let signal = std::fs::read_to_string(&path)
-                    .with_context(|| format!("read the signal at {path}"))?;
-                append(
-                    &dir.join("exec.log"),
-                    &format!("resumed {id} {attempt} {}", signal.trim()),
-                )?;
-            }
-        }
+    if work.await_signal && !resumed(dir, &id, attempt, worker, me)? {
+        return Ok(0);
     }
     std::thread::sleep(std::time::Duration::from_millis(work.ms));
     if attempt <= work.fail_first {
@@ -200,6 +181,34 @@ pub fn handle(dir: &Path) -> Result<i32> {
             .with_context(|| format!("write the output to {path}"))?;
     }
     Ok(0)
+}
+
+/// A job that waits for the signal `go` (signals plan): resumed, it logs
+/// the signal it was given and answers `true`; on its first run it
+/// suspends itself (`{"await": …}` to `$ERRAND_OUTCOME`, its `end` line
+/// saying `suspend`) and answers `false`.
+fn resumed(dir: &Path, id: &str, attempt: u32, worker: i32, me: u32) -> Result<bool> {
+    match std::env::var("ERRAND_SIGNAL") {
+        Err(_) => {
+            let outcome = env("ERRAND_OUTCOME")?;
+            std::fs::write(&outcome, r#"{"await": {"signal": "go"}}"#)
+                .with_context(|| format!("write the outcome to {outcome}"))?;
+            append(
+                &dir.join("exec.log"),
+                &format!("end {id} {attempt} {worker} {me} {} suspend", now_ms()),
+            )?;
+            Ok(false)
+        }
+        Ok(path) => {
+            let signal = std::fs::read_to_string(&path)
+                .with_context(|| format!("read the signal at {path}"))?;
+            append(
+                &dir.join("exec.log"),
+                &format!("resumed {id} {attempt} {}", signal.trim()),
+            )?;
+            Ok(true)
+        }
+    }
 }
 
 /// How many of the dependencies' outputs in `$ERRAND_INPUTS` name their
