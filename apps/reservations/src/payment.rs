@@ -24,9 +24,31 @@ impl Expiry {
     /// The first expiry job of reservation `id`, whose deadline is
     /// `hold_until`, enqueued at `now`.
     pub fn first_job(self, id: &str, hold_until: Timestamp, now: Timestamp) -> Result<NewJob> {
+        self.job(id, 1, hold_until, now)
+    }
+
+    /// The expiry job of generation `generation` (an extension's new
+    /// deadline is the next generation).
+    pub fn job(
+        self,
+        id: &str,
+        generation: u32,
+        hold_until: Timestamp,
+        now: Timestamp,
+    ) -> Result<NewJob> {
         match self {
-            Expiry::AtDeadline => expiry_job(id, 1, hold_until),
-            Expiry::AwaitingPayment => awaiting_payment(id, hold_until, now),
+            Expiry::AtDeadline => expiry_job(id, generation, hold_until),
+            Expiry::AwaitingPayment => awaiting_payment(id, generation, hold_until, now),
+        }
+    }
+
+    /// How the expiry job `previous` (the one an extension supersedes)
+    /// waited: for the payment while it is still `waiting`, so the new
+    /// deadline's job waits for it too.
+    pub fn of(previous: Option<&errand::Job>) -> Expiry {
+        match previous {
+            Some(job) if job.state == errand::JobState::Waiting => Expiry::AwaitingPayment,
+            _ => Expiry::AtDeadline,
         }
     }
 }
@@ -41,10 +63,11 @@ pub const PAID_SIGNAL: &str = "paid";
 /// signals it, and it runs at once, finds the hold paid and ends.
 pub fn awaiting_payment(
     reservation_id: &str,
+    generation: u32,
     hold_until: Timestamp,
     now: Timestamp,
 ) -> Result<NewJob> {
-    Ok(expiry_job(reservation_id, 1, hold_until)?
+    Ok(expiry_job(reservation_id, generation, hold_until)?
         .scheduled(Schedule::Now)
         .awaiting(
             PAID_SIGNAL,

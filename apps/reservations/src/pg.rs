@@ -22,8 +22,8 @@ use tokio_postgres::types::ToSql;
 
 use crate::error::{Error, Result};
 use crate::model::{
-    Action, Occupant, Reservation, Status, Stay, StayRequest, expiry_job, expiry_job_id,
-    overlap_refusal, refusal, unknown_reservation, unknown_unit,
+    Action, Occupant, Reservation, Status, Stay, StayRequest, expiry_job_id, overlap_refusal,
+    refusal, unknown_reservation, unknown_unit,
 };
 use crate::payment::{Expiry, not_waiting_for_payment, paid_signal};
 
@@ -294,7 +294,16 @@ impl Pg {
             }
         }
         if action == Action::Extend {
-            let job = expiry_job(&r.id, r.generation, r.hold_until)?;
+            // The new deadline's job waits for the payment when the one it
+            // supersedes does.
+            let previous = errand::JobId::new(expiry_job_id(&r.id, r.generation - 1))?;
+            let previous = match errand::JobStore::get(&self.store, &previous).await {
+                Ok(job) => Some(job),
+                Err(errand::Error::NotFound(_)) => None,
+                Err(e) => return Err(e.into()),
+            };
+            let now = db_now(&tx).await?;
+            let job = Expiry::of(previous.as_ref()).job(&r.id, r.generation, r.hold_until, now)?;
             let inserted = self.store.enqueue_in(&tx, &job).await?;
             if !inserted.created {
                 return Err(Error::Invalid(format!(

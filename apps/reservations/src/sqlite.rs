@@ -19,7 +19,7 @@ use errand::{SqliteStore, Timestamp};
 
 use crate::error::{Error, Result};
 use crate::model::{
-    Action, Occupant, Reservation, Status, Stay, StayRequest, expiry_job, expiry_job_id, iso_date,
+    Action, Occupant, Reservation, Status, Stay, StayRequest, expiry_job_id, iso_date,
     overlap_refusal, parse_date, refusal, unknown_reservation, unknown_unit,
 };
 use crate::payment::{Expiry, not_waiting_for_payment, paid_signal};
@@ -279,7 +279,20 @@ impl Sqlite {
                     }
                 }
                 if action == Action::Extend {
-                    let job = expiry_job(&r.id, r.generation, r.hold_until)?;
+                    // The new deadline's job waits for the payment when the
+                    // one it supersedes does.
+                    let previous = errand::JobId::new(expiry_job_id(&r.id, r.generation - 1))?;
+                    let previous = match errand::sqlite::job_in(conn, &previous) {
+                        Ok(job) => Some(job),
+                        Err(errand::Error::NotFound(_)) => None,
+                        Err(e) => return Err(e.into()),
+                    };
+                    let job = Expiry::of(previous.as_ref()).job(
+                        &r.id,
+                        r.generation,
+                        r.hold_until,
+                        now,
+                    )?;
                     let inserted = errand::sqlite::enqueue_in(conn, &job, now)?;
                     if !inserted.created {
                         return Err(Error::Invalid(format!(

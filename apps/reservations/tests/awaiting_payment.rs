@@ -12,6 +12,7 @@ use common::*;
 both!(
     a_payment_ends_the_waiting_expiry_job_at_once,
     an_unpaid_hold_expires_when_its_wait_times_out,
+    an_extended_holds_new_job_waits_for_the_payment_too,
 );
 
 fn hold_awaiting(db: &Db, unit: &str, window: &str) -> serde_json::Value {
@@ -69,4 +70,28 @@ fn an_unpaid_hold_expires_when_its_wait_times_out(db: Db) {
     fails(&["pay", db.arg(), id], 4);
     let s = stats(&db);
     assert_eq!(s["outcomes"]["expired"], 1, "{s}");
+}
+
+fn an_extended_holds_new_job_waits_for_the_payment_too(db: Db) {
+    let db = db.init();
+    let r = hold_awaiting(&db, "unit-201", "15m");
+    let id = r["id"].as_str().unwrap();
+    let e = json(&["extend", db.arg(), id, "--by", "10m"]);
+    let (old, new) = (r["job_id"].as_str().unwrap(), e["job_id"].as_str().unwrap());
+    assert_ne!(old, new);
+    assert_eq!(job(&db, old)["state"], "waiting");
+    let waiting = job(&db, new);
+    assert_eq!(waiting["state"], "waiting", "{waiting}");
+    // The payment signals the current deadline's job; the old one waits
+    // until its own deadline and then finds the hold changed.
+    json(&["pay", db.arg(), id]);
+    assert_eq!(job(&db, new)["state"], "ready");
+    assert_eq!(job(&db, old)["state"], "waiting");
+    let ran = report(&work_until_busy(&db, &[], &[]));
+    assert_eq!(ran["job_id"], new, "{ran}");
+    assert_eq!(ran["result"], "changed", "{ran}");
+    // A hold made without waiting is extended without waiting.
+    let plain = hold(&db, "unit-301", "15m");
+    let pe = json(&["extend", db.arg(), plain["id"].as_str().unwrap(), "--by", "1m"]);
+    assert_eq!(job(&db, pe["job_id"].as_str().unwrap())["state"], "ready");
 }

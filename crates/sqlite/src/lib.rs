@@ -65,6 +65,7 @@ use crate::conn::{Now, map_err};
 
 pub use errand_core::SchemaStatus;
 pub use insert::{insert as enqueue_in, insert_many as enqueue_many_in};
+pub use rows::get as job_in;
 pub use rusqlite;
 pub use schema::{SCHEMA_VERSION, migrate, open_read_only, schema_status, schema_version};
 pub use settle::complete as complete_in;

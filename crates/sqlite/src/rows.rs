@@ -209,8 +209,10 @@ pub(crate) fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Job> {
     })
 }
 
-/// One job by id.
-pub(crate) fn get(conn: &Connection, id: &JobId) -> Result<Job> {
+/// One job by id, read on `conn` — inside whatever transaction the caller
+/// has open (exported as `job_in`, beside `enqueue_in` and `signal_in`);
+/// [`Error::NotFound`] when none has that id.
+pub fn get(conn: &Connection, id: &JobId) -> Result<Job> {
     conn.prepare_cached(GET)
         .map_err(map_err)?
         .query_row(named_params! {":id": id.as_str()}, job_from_row)
