@@ -16,17 +16,7 @@ both!(
 );
 
 fn hold_awaiting(db: &Db, unit: &str, window: &str) -> serde_json::Value {
-    json(&[
-        "hold",
-        db.arg(),
-        "--unit",
-        unit,
-        "--guest",
-        "Test Guest",
-        "--window",
-        window,
-        "--await-payment",
-    ])
+    hold_with(db, unit, window, &["--await-payment"])
 }
 
 fn a_payment_ends_the_waiting_expiry_job_at_once(db: Db) {
@@ -92,6 +82,12 @@ fn an_extended_holds_new_job_waits_for_the_payment_too(db: Db) {
     assert_eq!(ran["result"], "changed", "{ran}");
     // A hold made without waiting is extended without waiting.
     let plain = hold(&db, "unit-301", "15m");
-    let pe = json(&["extend", db.arg(), plain["id"].as_str().unwrap(), "--by", "1m"]);
+    let pe = json(&[
+        "extend",
+        db.arg(),
+        plain["id"].as_str().unwrap(),
+        "--by",
+        "1m",
+    ]);
     assert_eq!(job(&db, pe["job_id"].as_str().unwrap())["state"], "ready");
 }

@@ -194,32 +194,10 @@ pub async fn complete_in(
         // acknowledged jobs, as the store's own completion does.
         release: Queries::fill(&quoted, &crate::queries::release_done_text()),
     };
-    // The two statements commit together: inside the caller's transaction
-    // (however it was opened — sqlx's own bookkeeping does not know a
-    // plain `BEGIN`) through a savepoint of ours; on a connection outside
-    // any, in a transaction of ours.
-    let probe = sqlx::query("SAVEPOINT errand_complete")
-        .execute(&mut *conn)
-        .await
-        .map(|_| ());
-    let joined = match probe {
-        Ok(()) => true,
-        Err(e) if e.as_database_error().and_then(|d| d.code()).as_deref() == Some("25P01") => false,
-        Err(e) => return Err(map_sqlx(e)),
-    };
-    if !joined {
-        run(conn, "BEGIN").await?;
-    }
+    // The two statements commit together (see `open_own`).
+    let joined = open_own(conn).await?;
     let done = complete_and_release(conn, &statements, lease).await;
-    match (&done, joined) {
-        (Ok(_), true) => run(conn, "RELEASE SAVEPOINT errand_complete").await?,
-        (Ok(_), false) => run(conn, "COMMIT").await?,
-        (Err(_), true) => {
-            run(conn, "ROLLBACK TO SAVEPOINT errand_complete").await?;
-            run(conn, "RELEASE SAVEPOINT errand_complete").await?;
-        }
-        (Err(_), false) => run(conn, "ROLLBACK").await?,
-    }
+    close_own(conn, joined, done.is_ok()).await?;
     let (attempts, has_dependents) = done?;
     Ok(Completed {
         id: lease.id.clone(),
@@ -232,6 +210,39 @@ pub async fn complete_in(
 struct Statements {
     complete: String,
     release: String,
+}
+
+/// Makes the statements that follow all or nothing: inside the caller's
+/// transaction (however it was opened — sqlx's own bookkeeping does not
+/// know a plain `BEGIN`) through a savepoint of ours, or, on a connection
+/// outside any, in a transaction of ours. Answers whether it joined the
+/// caller's; [`close_own`] ends what it opened.
+async fn open_own(conn: &mut sqlx::PgConnection) -> Result<bool> {
+    let probe = sqlx::query("SAVEPOINT errand_own")
+        .execute(&mut *conn)
+        .await
+        .map(|_| ());
+    match probe {
+        Ok(()) => Ok(true),
+        Err(e) if e.as_database_error().and_then(|d| d.code()).as_deref() == Some("25P01") => {
+            run(conn, "BEGIN").await?;
+            Ok(false)
+        }
+        Err(e) => Err(map_sqlx(e)),
+    }
+}
+
+/// Keeps (`ok`) or undoes what followed [`open_own`].
+async fn close_own(conn: &mut sqlx::PgConnection, joined: bool, ok: bool) -> Result<()> {
+    match (ok, joined) {
+        (true, true) => run(conn, "RELEASE SAVEPOINT errand_own").await,
+        (true, false) => run(conn, "COMMIT").await,
+        (false, true) => {
+            run(conn, "ROLLBACK TO SAVEPOINT errand_own").await?;
+            run(conn, "RELEASE SAVEPOINT errand_own").await
+        }
+        (false, false) => run(conn, "ROLLBACK").await,
+    }
 }
 
 /// Runs one statement that answers nothing.
@@ -326,28 +337,9 @@ pub async fn signal_in(
 ) -> Result<SignalSent> {
     signal.validate()?;
     let quoted = crate::quote_schema(schema)?;
-    let probe = sqlx::query("SAVEPOINT errand_signal")
-        .execute(&mut *conn)
-        .await
-        .map(|_| ());
-    let joined = match probe {
-        Ok(()) => true,
-        Err(e) if e.as_database_error().and_then(|d| d.code()).as_deref() == Some("25P01") => false,
-        Err(e) => return Err(map_sqlx(e)),
-    };
-    if !joined {
-        run(conn, "BEGIN").await?;
-    }
+    let joined = open_own(conn).await?;
     let sent = send(conn, &quoted, signal).await;
-    match (&sent, joined) {
-        (Ok(_), true) => run(conn, "RELEASE SAVEPOINT errand_signal").await?,
-        (Ok(_), false) => run(conn, "COMMIT").await?,
-        (Err(_), true) => {
-            run(conn, "ROLLBACK TO SAVEPOINT errand_signal").await?;
-            run(conn, "RELEASE SAVEPOINT errand_signal").await?;
-        }
-        (Err(_), false) => run(conn, "ROLLBACK").await?,
-    }
+    close_own(conn, joined, sent.is_ok()).await?;
     sent
 }
 

@@ -212,7 +212,12 @@ pub fn fails(args: &[&str], code: i32) -> String {
 
 /// Holds `unit` for a guest; returns the reservation.
 pub fn hold(db: &Db, unit: &str, window: &str) -> Value {
-    json(&[
+    hold_with(db, unit, window, &[])
+}
+
+/// [`hold`] with more flags (`--await-payment`).
+pub fn hold_with(db: &Db, unit: &str, window: &str, flags: &[&str]) -> Value {
+    let mut args = vec![
         "hold",
         db.arg(),
         "--unit",
@@ -221,7 +226,9 @@ pub fn hold(db: &Db, unit: &str, window: &str) -> Value {
         "Test Guest",
         "--window",
         window,
-    ])
+    ];
+    args.extend_from_slice(flags);
+    json(&args)
 }
 
 /// Holds `unit` for a guest for one night, `nights_ahead` nights from
