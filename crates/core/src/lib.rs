@@ -35,6 +35,7 @@ mod args;
 mod batch;
 pub mod bounds;
 mod brief;
+mod children;
 mod clock;
 mod cron;
 mod deps;
@@ -68,6 +69,10 @@ pub use batch::{
     check_callbacks_created, check_found_in_batch, check_open,
 };
 pub use brief::{JobBrief, briefs};
+pub use children::{
+    ChildrenAdded, MAX_CHILDREN, adopt, check_children, check_outside, child_exists,
+    outside_dependencies,
+};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use cron::{
     CronSchedule, MAX_CRON_BYTES, MAX_SCHEDULE_PAYLOAD_BYTES, Misfire, ScheduleActed,

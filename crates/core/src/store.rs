@@ -281,6 +281,23 @@ pub trait JobStore: Send + Sync + fmt::Debug {
     /// statement: the job is done with its output or not at all.
     async fn complete_with_output(&self, lease: &Lease, output: &Payload) -> Result<Job>;
 
+    /// Acknowledges success like [`JobStore::complete_with_output`]
+    /// (`output` optional) and, in the same transaction, adds `children`
+    /// to the step's workflow: each is inserted as a new job, and every
+    /// dependent of the step that still waits for it waits for each child
+    /// too, under its own failure policy (the rules are in
+    /// `crates/core/src/children.rs`). The step is done with its children
+    /// or, when its lease is lost ([`crate::Error::LeaseLost`]) or a child
+    /// is refused ([`crate::Error::Invalid`]: see [`crate::check_children`],
+    /// [`crate::check_outside`], [`crate::child_exists`]), nothing is
+    /// written at all. With no children it is a plain completion.
+    async fn complete_with_children(
+        &self,
+        lease: &Lease,
+        output: Option<&Payload>,
+        children: &[NewJob],
+    ) -> Result<crate::children::ChildrenAdded>;
+
     /// The outputs of the jobs `id` depends on, in the order they were
     /// named: `None` for one that recorded none (or that was pruned).
     async fn dependency_outputs(&self, id: &JobId) -> Result<Vec<(JobId, Option<Payload>)>>;

@@ -7,17 +7,25 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use errand_core::{
-    ClaimedJob, Error, ErrorClass, Failure, Job, JobState, JobStore, Lease, Outcome, Result,
-    RetryAt, RetryPolicy,
+    ClaimedJob, Error, ErrorClass, Failure, Job, JobState, JobStore, Lease, NewJob, Outcome,
+    Payload, Result, RetryAt, RetryPolicy,
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::handler::{Handler, JobContext, OutputReader, ProgressSlot};
+use crate::handler::{ChildSlot, Handler, JobContext, OutputReader, ProgressSlot};
 use crate::work_report::{WorkOutcome, WorkReport};
 
 /// A source of uniform samples in `[0, 1)` for retry jitter. Tests inject a
 /// fixed one so delays are exact.
 pub type Sampler = Arc<dyn Fn() -> f64 + Send + Sync>;
+
+/// What a handler's run gave: its outcome and the children it added
+/// ([`JobContext::add_children`]), stored only with a success.
+#[derive(Debug)]
+pub(crate) struct Attempted {
+    pub(crate) outcome: Outcome,
+    pub(crate) children: Vec<NewJob>,
+}
 
 /// How one claimed job is run: lease renewal and deadline.
 #[derive(Clone, Debug)]
@@ -39,10 +47,11 @@ impl Execution {
         handler: Arc<dyn Handler>,
         claimed: ClaimedJob,
         abort: CancellationToken,
-    ) -> Option<Outcome> {
+    ) -> Option<Attempted> {
         let lease = claimed.lease.clone();
         let lost = CancellationToken::new();
         let progress = ProgressSlot::default();
+        let children = ChildSlot::default();
         // The lease is renewed by this task, which waits for the handler;
         // the handler runs in a task of its own, so a handler that holds
         // its thread (blocking work) cannot keep the renewal from running.
@@ -88,6 +97,7 @@ impl Execution {
             lease_lost: lost.clone(),
             reader: OutputReader(Some(self.store.clone())),
             progress: progress.clone(),
+            children: children.clone(),
         };
         // The handler runs in the attempt's span (the caller's current
         // one): its logs, and its own spans, belong to the attempt.
@@ -118,7 +128,10 @@ impl Execution {
             () = heartbeat => None,
         };
         abort_handle.abort();
-        outcome
+        outcome.map(|outcome| Attempted {
+            outcome,
+            children: children.take(),
+        })
     }
 }
 
@@ -192,10 +205,11 @@ pub(crate) async fn settle(
     store: &dyn JobStore,
     failures: &dyn FailureSink,
     lease: &Lease,
-    outcome: Outcome,
+    attempted: Attempted,
     policy: &RetryPolicy,
     sampler: &(dyn Fn() -> f64 + Send + Sync),
 ) -> Result<WorkReport> {
+    let Attempted { outcome, children } = attempted;
     let mut report = WorkReport {
         outcome: WorkOutcome::Acknowledged,
         job_id: Some(lease.id.clone()),
@@ -212,7 +226,19 @@ pub(crate) async fn settle(
             let failed = failure(error, class, at.map(RetryAt::At));
             fail_attempt(failures, lease, &mut report, failed).await
         }
-        Err(other) => settle_other(store, lease, other, &mut report).await,
+        Err(Outcome::Success) if !children.is_empty() => {
+            complete_adding(store, failures, lease, None, &children, &mut report).await
+        }
+        Err(Outcome::Output { output }) if !children.is_empty() => {
+            let output = Some(&output);
+            complete_adding(store, failures, lease, output, &children, &mut report).await
+        }
+        Err(other) => {
+            if !children.is_empty() {
+                dropped_children(lease, &other, children.len());
+            }
+            settle_other(store, lease, other, &mut report).await
+        }
     };
     match result {
         Ok(()) => Ok(report),
@@ -269,6 +295,51 @@ async fn settle_other(
             "the failure {failed:?} was not recorded as one"
         ))),
     }
+}
+
+/// Completes the step with the children its handler added. Children a
+/// store refuses (a rule of theirs broken: [`Error::Invalid`]) would be
+/// refused again by every retry: the attempt fails for good, saying why,
+/// and nothing of it is stored.
+async fn complete_adding(
+    store: &dyn JobStore,
+    failures: &dyn FailureSink,
+    lease: &Lease,
+    output: Option<&Payload>,
+    children: &[NewJob],
+    report: &mut WorkReport,
+) -> Result<()> {
+    match store.complete_with_children(lease, output, children).await {
+        Ok(_) => {
+            report.acknowledged = true;
+            Ok(())
+        }
+        Err(Error::Invalid(why)) => {
+            let failed = Failure {
+                error: format!(
+                    "the {} child job(s) the handler added were refused, so none was stored \
+                     and the step did not complete: {why}",
+                    children.len()
+                ),
+                class: ErrorClass::Permanent,
+                retry: None,
+            };
+            fail_attempt(failures, lease, report, failed).await
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Children are stored only with a success; says so when an attempt that
+/// did not succeed had added some.
+fn dropped_children(lease: &Lease, outcome: &Outcome, n: usize) {
+    let why = match outcome {
+        Outcome::Completed => {
+            "the handler completed the job itself (complete_in), which adds no children"
+        }
+        _ => "the attempt did not succeed",
+    };
+    tracing::warn!(job = %lease.id, attempt = lease.attempt, children = n, "the children the handler added were not stored: {why}");
 }
 
 /// Records a failed attempt and what became of the job.

@@ -26,6 +26,32 @@ pub struct JobContext {
     pub(crate) reader: OutputReader,
     /// The latest progress reported and not yet sent.
     pub(crate) progress: ProgressSlot,
+    /// The children this attempt added, stored if it succeeds.
+    pub(crate) children: ChildSlot,
+}
+
+/// The children a handler added ([`JobContext::add_children`]), taken by
+/// the settlement once the handler returns.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ChildSlot(Arc<std::sync::Mutex<Vec<errand_core::NewJob>>>);
+
+impl ChildSlot {
+    fn push(&self, jobs: impl IntoIterator<Item = errand_core::NewJob>) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend(jobs);
+    }
+
+    /// The children added, leaving none.
+    pub(crate) fn take(&self) -> Vec<errand_core::NewJob> {
+        std::mem::take(
+            &mut *self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
 }
 
 /// The progress a handler reported since the last lease renewal, which
@@ -204,6 +230,43 @@ impl JobContext {
     /// report wins. `errand show`, the API and the dashboard show it.
     pub fn set_progress(&self, percent: u8, message: Option<&str>) {
         self.progress.put(percent, message.map(str::to_owned));
+    }
+
+    /// Adds jobs to this step's workflow, stored in the transaction that
+    /// completes this attempt — only if it succeeds ([`Outcome::Success`]
+    /// or [`Outcome::success_with`]); an attempt that fails, snoozes,
+    /// waits or is cancelled adds none, and a retry starts with none. The
+    /// step's dependents that wait for it then wait for these children
+    /// too, under their own failure policies: a step lists the pages of a
+    /// report, adds one child per page, and the step that depends on it
+    /// joins them all. Returns each child's id (generated now for one
+    /// without), so later children can depend on earlier ones.
+    ///
+    /// A child joins this job's workflow (none if it has none), must be a
+    /// new job (not unique, not debounced, its id not stored), and may
+    /// depend on other children, on this job, and on stored jobs that are
+    /// not blocked. A child that breaks a rule makes the attempt a
+    /// permanent failure that says which and why, and none is stored. At
+    /// most [`errand_core::MAX_CHILDREN`] per attempt.
+    pub fn add_children(&self, jobs: impl IntoIterator<Item = errand_core::NewJob>) -> Vec<JobId> {
+        let jobs: Vec<errand_core::NewJob> = jobs
+            .into_iter()
+            .map(|mut job| {
+                job.id.get_or_insert_with(JobId::generate);
+                job
+            })
+            .collect();
+        let ids = jobs.iter().filter_map(|j| j.id.clone()).collect();
+        self.children.push(jobs);
+        ids
+    }
+
+    /// Adds one child ([`JobContext::add_children`]) and returns its id.
+    pub fn add_child(&self, job: errand_core::NewJob) -> JobId {
+        let mut job = job;
+        let id = job.id.get_or_insert_with(JobId::generate).clone();
+        self.children.push([job]);
+        id
     }
 
     /// Decodes the payload.

@@ -100,6 +100,7 @@ pub use errand_core::{
     ChartWindow, Charts, HISTOGRAM_BUCKETS, MINUTES_KEPT, MinuteCount, MinuteQuery, MinuteRow,
     Series, Tally,
 };
+pub use errand_core::{ChildrenAdded, MAX_CHILDREN};
 #[cfg(feature = "postgres")]
 pub use errand_postgres::{self as postgres, PgOptions, PgStore};
 #[cfg(feature = "sqlite")]

@@ -213,6 +213,7 @@ impl TestQueue {
             lease_lost: tokio_util::sync::CancellationToken::new(),
             reader: crate::handler::OutputReader::default(),
             progress: crate::handler::ProgressSlot::default(),
+            children: crate::handler::ChildSlot::default(),
         };
         Ok(handler.handle(ctx).await)
     }

@@ -10,7 +10,7 @@ use errand_core::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::execution::{Direct, Execution, Sampler, release, settle};
+use crate::execution::{Attempted, Direct, Execution, Sampler, release, settle};
 use crate::handler::Handler;
 use crate::work_report::{WorkOutcome, WorkReport};
 
@@ -164,11 +164,11 @@ impl Worker {
             span.clone(),
         )
         .await;
-        let class = outcome.as_ref().and_then(Outcome::error_class);
+        let class = outcome.as_ref().and_then(|a| a.outcome.error_class());
         let report = match outcome {
-            Some(outcome) => {
+            Some(attempted) => {
                 crate::probe::at(crate::probe::Point::BeforeSettle);
-                let report = self.settle(&lease, outcome).await;
+                let report = self.settle_attempted(&lease, attempted).await;
                 if report.as_ref().is_ok_and(|r| r.acknowledged) {
                     crate::probe::at(crate::probe::Point::SettleCommitted);
                 }
@@ -182,11 +182,21 @@ impl Worker {
 
     /// Records a handler's outcome against the lease.
     pub async fn settle(&self, lease: &Lease, outcome: Outcome) -> Result<WorkReport> {
+        let attempted = Attempted {
+            outcome,
+            children: Vec::new(),
+        };
+        self.settle_attempted(lease, attempted).await
+    }
+
+    /// Records a handler's outcome, and the children it added, against
+    /// the lease.
+    async fn settle_attempted(&self, lease: &Lease, attempted: Attempted) -> Result<WorkReport> {
         settle(
             self.store.as_ref(),
             &Direct(self.store.as_ref()),
             lease,
-            outcome,
+            attempted,
             &self.config.retry,
             self.config.sampler.as_ref(),
         )

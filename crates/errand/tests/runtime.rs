@@ -855,6 +855,16 @@ impl errand::JobStore for Intercepting {
     ) -> errand::Result<errand::Job> {
         self.inner.complete_with_output(lease, output).await
     }
+    async fn complete_with_children(
+        &self,
+        lease: &errand::Lease,
+        output: Option<&errand::Payload>,
+        children: &[NewJob],
+    ) -> errand::Result<errand::core::ChildrenAdded> {
+        self.inner
+            .complete_with_children(lease, output, children)
+            .await
+    }
     async fn dependency_outputs(
         &self,
         id: &errand::JobId,

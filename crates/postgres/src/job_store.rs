@@ -80,6 +80,32 @@ impl JobStore for PgStore {
         settle::settle(&mut client, q, self.now(), &q.complete, lease, &[&output]).await
     }
 
+    async fn complete_with_children(
+        &self,
+        lease: &Lease,
+        output: Option<&Payload>,
+        children: &[NewJob],
+    ) -> Result<errand_core::ChildrenAdded> {
+        let mut children = children.to_vec();
+        errand_core::check_children(&mut children)?;
+        let _written = self.touched();
+        let mut client = self.client().await?;
+        // Read committed: the edges are added on a snapshot taken after
+        // the dependents' locks, which sees what their releases committed.
+        let tx = conn::read_committed(&mut client).await?;
+        let added = crate::children::complete_adding(
+            &tx,
+            &self.queries,
+            self.now(),
+            lease,
+            output,
+            children,
+        )
+        .await?;
+        tx.commit().await.map_err(map_err)?;
+        Ok(added)
+    }
+
     async fn dependency_outputs(&self, id: &JobId) -> Result<Vec<(JobId, Option<Payload>)>> {
         let client = self.client().await?;
         reads::dependency_outputs(&client, &self.queries, id).await

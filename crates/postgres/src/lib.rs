@@ -27,6 +27,7 @@
 mod admin;
 mod admin_store;
 mod batch;
+mod children;
 mod claim;
 mod conn;
 mod error;

@@ -75,6 +75,9 @@ pub struct Queries {
     pub(crate) expire_waits: String,
     pub(crate) received_signal: String,
     pub(crate) signals_of: String,
+    pub(crate) lock_step_dependents: String,
+    pub(crate) child_edges: String,
+    pub(crate) job_states: String,
 }
 
 /// The end both release statements share (the wake-up and the answer).
@@ -195,6 +198,9 @@ impl Queries {
             expire_waits: q(include_str!("../queries/expire_waits.sql")),
             received_signal: q(include_str!("../queries/received_signal.sql")),
             signals_of: q(include_str!("../queries/signals_of.sql")),
+            lock_step_dependents: q(include_str!("../queries/lock_step_dependents.sql")),
+            child_edges: q(include_str!("../queries/child_edges.sql")),
+            job_states: q(include_str!("../queries/job_states.sql")),
         }
     }
 
@@ -262,6 +268,9 @@ impl Queries {
             ("dependency_outputs_after", &self.dependency_outputs_after),
             ("dependencies_of", &self.dependencies_of),
             ("dependents_of", &self.dependents_of),
+            ("lock_step_dependents", &self.lock_step_dependents),
+            ("child_edges", &self.child_edges),
+            ("job_states", &self.job_states),
         ]
     }
 }

@@ -349,7 +349,7 @@ pub(crate) async fn release_dependents<C: Conn>(
 
 /// Runs a release statement (`release.sql`, or `release_done.sql` for jobs
 /// the caller has just acknowledged) for `ended`.
-async fn release_with<C: Conn>(
+pub(crate) async fn release_with<C: Conn>(
     client: &C,
     sql: &str,
     now: Option<OffsetDateTime>,

@@ -44,6 +44,25 @@ impl JobStore for SqliteStore {
             .await
     }
 
+    async fn complete_with_children(
+        &self,
+        lease: &Lease,
+        output: Option<&Payload>,
+        children: &[NewJob],
+    ) -> Result<errand_core::ChildrenAdded> {
+        let mut children = children.to_vec();
+        errand_core::check_children(&mut children)?;
+        let (lease, output) = (lease.clone(), output.cloned());
+        let added = self
+            .op(move |c, now| {
+                crate::children::complete_adding(c, &lease, output.as_ref(), children, now)
+            })
+            .await?;
+        // New children may be due now.
+        self.wake();
+        Ok(added)
+    }
+
     async fn dependency_outputs(&self, id: &JobId) -> Result<Vec<(JobId, Option<Payload>)>> {
         let id = id.clone();
         self.read(move |c| reads::dependency_outputs(c, &id)).await

@@ -28,6 +28,7 @@ mod admin;
 mod admin_store;
 mod audit;
 mod batch;
+mod children;
 mod claim;
 mod conn;
 mod finishes;

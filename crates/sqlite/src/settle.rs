@@ -202,10 +202,20 @@ pub(crate) fn complete_at(
     output: Option<&Payload>,
     now: Now,
 ) -> Result<Job> {
+    let job = fenced_complete(conn, lease, output, now)?;
+    released(conn, job, now.at)
+}
+
+/// The fenced acknowledgment alone: the caller releases the dependents.
+pub(crate) fn fenced_complete(
+    conn: &Connection,
+    lease: &Lease,
+    output: Option<&Payload>,
+    now: Now,
+) -> Result<Job> {
     // The succeeding attempt stays on the job row (history.sql reads it).
     let output = output.map(Payload::as_str);
-    let job = fenced(conn, COMPLETE, lease, now, &[(":output", &output)])?;
-    released(conn, job, now.at)
+    fenced(conn, COMPLETE, lease, now, &[(":output", &output)])
 }
 
 /// `job` as a settlement left it, after releasing its dependents if it

@@ -17,6 +17,7 @@
 pub mod admin;
 pub mod bulk;
 pub mod cases;
+pub mod children;
 pub mod dedup;
 pub mod deps;
 pub mod history;
@@ -165,6 +166,13 @@ macro_rules! conformance_tests {
             a_signal_is_delivered_once_when_two_are_sent_at_once,
             a_timed_out_wait_follows_its_policy,
             a_suspended_job_resumes_with_the_signals_payload,
+        );
+        $crate::conformance_tests!(@in children $make;
+            a_join_waits_for_the_children_its_step_added,
+            a_child_added_by_a_step_that_loses_its_lease_never_exists,
+            children_follow_each_dependents_failure_policy,
+            refused_children_leave_the_step_running_and_write_nothing,
+            concurrent_completions_adding_children_count_every_child,
         );
         $crate::conformance_tests!(@in waits $make;
             a_waiter_hears_when_its_job_ends,

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::builder::KindOptions;
 use super::{Inner, lock};
-use crate::execution::{Execution, FailureSink, release, settle};
+use crate::execution::{Attempted, Execution, FailureSink, release, settle};
 use crate::handler::{Handler, handler_fn};
 use crate::work_report::{WorkOutcome, WorkReport};
 
@@ -92,7 +92,7 @@ impl Inner {
         let outcome =
             tracing::Instrument::instrument(run.execute(handler, claimed, token), span.clone())
                 .await;
-        let class = outcome.as_ref().and_then(errand_core::Outcome::error_class);
+        let class = outcome.as_ref().and_then(|a| a.outcome.error_class());
         // The slot is for running handlers: settling waits for the next
         // claim's transaction (or the batcher's), and holding the slot
         // through it would keep the next claim small.
@@ -101,7 +101,10 @@ impl Inner {
             crate::probe::at(crate::probe::Point::BeforeSettle);
         }
         let report = match outcome {
-            Some(Outcome::Success) => self.acknowledge(&lease).await,
+            Some(Attempted {
+                outcome: Outcome::Success,
+                children,
+            }) if children.is_empty() => self.acknowledge(&lease).await,
             Some(outcome) => {
                 let policy = options.retry.as_ref().unwrap_or(&self.settings.retry);
                 settle(

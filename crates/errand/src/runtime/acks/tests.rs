@@ -47,6 +47,14 @@ impl JobStore for FullDisk {
     async fn complete_with_output(&self, _: &Lease, _: &errand_core::Payload) -> Result<Job> {
         full()
     }
+    async fn complete_with_children(
+        &self,
+        _: &Lease,
+        _: Option<&errand_core::Payload>,
+        _: &[NewJob],
+    ) -> Result<errand_core::ChildrenAdded> {
+        full()
+    }
     async fn dependency_outputs(
         &self,
         _: &JobId,
