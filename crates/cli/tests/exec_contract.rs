@@ -428,3 +428,99 @@ fn text_printers_escape_control_characters_in_stored_text() {
         );
     }
 }
+
+/// A command that writes jobs to `$ERRAND_CHILDREN` and succeeds adds them
+/// to its step's workflow with the step's completion: the join that
+/// waited for the step waits for each of them too, and runs only after the
+/// last. A line that cannot be used fails the step for good, naming the
+/// line, and adds nothing. On SQLite and, when configured, PostgreSQL.
+#[test]
+fn a_command_adds_children_its_steps_dependents_wait_for() {
+    both("children", |b| {
+        let tmp = b.tmp();
+        for args in [
+            &[
+                "enqueue",
+                "--kind",
+                "list",
+                "--id",
+                "list",
+                "--workflow",
+                "rep",
+            ][..],
+            &[
+                "enqueue",
+                "--kind",
+                "join",
+                "--id",
+                "join",
+                "--depends-on",
+                "list",
+            ],
+            &[
+                "enqueue",
+                "--kind",
+                "list",
+                "--id",
+                "bad-list",
+                "--priority",
+                "5",
+                "--run-at",
+                "2099-01-01T00:00:00Z",
+            ],
+        ] {
+            let mut args = args.to_vec();
+            args.push("--json");
+            b.ok(&args);
+        }
+        let script = r#"printf '%s\n' '{"kind": "page", "id": "page-1", "payload": {"page": 1}}' '{"kind": "page", "id": "page-2", "depends_on": ["page-1"]}' > "$ERRAND_CHILDREN"; echo '{"pages": 2}' > "$ERRAND_OUTPUT""#;
+        let out = b.work_once(&tmp, script, &[]);
+        assert_eq!(report(&out)["outcome"], "acknowledged");
+        assert_eq!(b.show("list")["state"], "done");
+        let page1 = b.show("page-1");
+        assert_eq!(
+            (page1["state"].as_str(), page1["workflow"].as_str()),
+            (Some("ready"), Some("rep"))
+        );
+        assert_eq!(page1["payload"], serde_json::json!({"page": 1}));
+        assert_eq!(b.show("page-2")["state"], "blocked");
+        let join = b.show("join");
+        assert_eq!(
+            (join["state"].as_str(), join["waiting_on"].as_i64()),
+            (Some("blocked"), Some(2))
+        );
+        let deps: Vec<&str> = join["dependencies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(deps, ["list", "page-1", "page-2"]);
+        for page in ["page-1", "page-2"] {
+            assert_eq!(b.show("join")["state"], "blocked");
+            let out = b.work_once(&tmp, "true", &[]);
+            assert_eq!(report(&out)["job_id"], page);
+        }
+        assert_eq!(b.show("join")["state"], "ready");
+        // A bad line: the step fails for good and adds nothing (bad-list's
+        // priority puts it before the join).
+        b.ok(&["reschedule", "bad-list", "--now", "--by", "test", "--json"]);
+        let out = b.work_once(
+            &tmp,
+            r#"printf '%s\n' '{"kind": "page", "id": "page-9"}' '{"kind": "page", "colour": 1}' > "$ERRAND_CHILDREN""#,
+            &[],
+        );
+        assert_eq!(report(&out)["outcome"], "dead");
+        let bad = b.show("bad-list");
+        let error = bad["last_error"].as_str().unwrap();
+        assert!(
+            error.contains("line 2") && error.contains("colour"),
+            "{error}"
+        );
+        assert!(
+            b.run(&["show", "page-9", "--json"]).status.code() == Some(3),
+            "page-9 was not added"
+        );
+        assert_eq!(entries(&tmp), Vec::<String>::new(), "no file is left");
+    });
+}

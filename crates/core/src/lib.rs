@@ -44,6 +44,7 @@ mod error_class;
 mod filter;
 mod ids;
 mod job;
+mod job_json;
 mod labels;
 mod minutes;
 mod new_job;
@@ -91,6 +92,7 @@ pub use job::{
     DEFAULT_QUEUE, Dependency, DependencyFailure, JOB_COLUMNS, Job, JobDetail, Lease, Progress,
     signal_refused,
 };
+pub use job_json::{AwaitJson, JobJson, duration_field, jobs_from_json_lines};
 pub use labels::{
     MAX_META_ENTRIES, MAX_META_KEY_BYTES, MAX_META_VALUE_BYTES, MAX_TAG_BYTES, MAX_TAGS, Meta,
     WorkflowId, check_meta, check_tag, check_tags, meta_from_stored, meta_to_stored,

@@ -1,6 +1,7 @@
 //! The files one attempt of an [`crate::ExecHandler`] exchanges with its
-//! command — `$ERRAND_OUTPUT`, `$ERRAND_OUTCOME` and, for a job with
-//! dependencies, `$ERRAND_INPUTS` — and the directory that holds them.
+//! command — `$ERRAND_OUTPUT`, `$ERRAND_OUTCOME`, `$ERRAND_CHILDREN` and,
+//! for a job with dependencies, `$ERRAND_INPUTS` — and the directory that
+//! holds them.
 //!
 //! Directory: each handler keeps its attempts' files in a directory of its
 //! own in the temporary directory (`$TMPDIR`, else `/tmp`),
@@ -149,6 +150,8 @@ impl Files {
 pub(crate) struct Exchange {
     pub(crate) output: PathBuf,
     pub(crate) outcome: PathBuf,
+    /// Where the command may write the jobs it adds (`$ERRAND_CHILDREN`).
+    pub(crate) children: PathBuf,
     pub(crate) inputs: Option<PathBuf>,
     /// The signal that ended the job's latest wait, for a job one did.
     pub(crate) signal: Option<PathBuf>,
@@ -184,6 +187,7 @@ impl Exchange {
         let mut exchange = Exchange {
             output: scratch.file(&format!("{token}-output.json")),
             outcome: scratch.file(&format!("{token}-outcome.json")),
+            children: scratch.file(&format!("{token}-children.jsonl")),
             inputs: None,
             signal: None,
             _scratch: Arc::clone(&scratch),
@@ -217,6 +221,7 @@ impl Drop for Exchange {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.output);
         let _ = std::fs::remove_file(&self.outcome);
+        let _ = std::fs::remove_file(&self.children);
         if let Some(inputs) = &self.inputs {
             let _ = std::fs::remove_file(inputs);
         }

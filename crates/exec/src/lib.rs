@@ -5,8 +5,8 @@
 //! `ERRAND_ATTEMPT`, `ERRAND_KIND`, `ERRAND_QUEUE`, `ERRAND_DEADLINE` (the
 //! job's deadline in RFC 3339, when it has one), `TRACEPARENT` (when the
 //! job carries a W3C trace context), `ERRAND_WORKER_PID` (the process that
-//! claimed the job), and `ERRAND_OUTPUT` and `ERRAND_OUTCOME` (below) in
-//! its environment.
+//! claimed the job), and `ERRAND_OUTPUT`, `ERRAND_OUTCOME` and
+//! `ERRAND_CHILDREN` (below) in its environment.
 //!
 //! Results: the command may write its result, one JSON value, to the file
 //! named by `ERRAND_OUTPUT`; on success (exit 0) it is recorded as the
@@ -22,7 +22,13 @@
 //! `{"await": …}` to its outcome file) gets `ERRAND_SIGNAL`: a file
 //! holding one JSON object, `{"name": …, "payload": …, "sent_at": …}`
 //! (`payload` is `null` when the signal carried none); a job whose wait
-//! timed out under the `run` policy gets none. The files live in a directory of the
+//! timed out under the `run` policy gets none. `ERRAND_CHILDREN` names a
+//! file the command may write jobs to, one JSON object a line (each as
+//! `POST /v1/jobs` takes one): on success they are added to the job's
+//! workflow in the transaction that completes it, and the job's
+//! dependents wait for them too; a line that cannot be used fails the
+//! attempt for good, saying which, and nothing is stored; any other outcome
+//! ignores the file. The files live in a directory of the
 //! handler's own in the temporary directory, removed after the attempt;
 //! what a killed worker left is removed by the next one (see
 //! `files.rs`).
@@ -74,6 +80,7 @@ use errand_core::{Error, Outcome};
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
+mod children;
 mod files;
 mod outcome;
 mod process;
@@ -220,6 +227,7 @@ impl ExecHandler {
         let mut command = Command::new("sh");
         command.env("ERRAND_OUTPUT", &exchange.output);
         command.env("ERRAND_OUTCOME", &exchange.outcome);
+        command.env("ERRAND_CHILDREN", &exchange.children);
         command.env_remove("ERRAND_DEADLINE");
         if let Some(deadline) = ctx.job.deadline {
             command.env("ERRAND_DEADLINE", deadline.to_rfc3339());
@@ -354,7 +362,9 @@ impl ExecHandler {
             return self.cannot_run(ctx, code, &ended.tail);
         }
         match outcome(ended.status, false, &ended.tail) {
-            Outcome::Success => read_output(&exchange.output).await,
+            Outcome::Success => {
+                with_children(ctx, exchange, read_output(&exchange.output).await).await
+            }
             other => other,
         }
     }
@@ -408,6 +418,23 @@ impl Handler for ExecHandler {
         };
         let ended = self.supervise(&ctx, child).await;
         self.decide(&ctx, &exchange, ended).await
+    }
+}
+
+/// A success, with the children the command wrote to `$ERRAND_CHILDREN`
+/// added to it; any other outcome as it is (no child is stored with it).
+async fn with_children(ctx: &JobContext, exchange: &Exchange, said: Outcome) -> Outcome {
+    if !matches!(said, Outcome::Success | Outcome::Output { .. }) {
+        return said;
+    }
+    match children::read(&exchange.children).await {
+        Ok(kids) => {
+            if !kids.is_empty() {
+                ctx.add_children(kids);
+            }
+            said
+        }
+        Err(refused) => refused,
     }
 }
 

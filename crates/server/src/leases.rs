@@ -373,6 +373,37 @@ struct CompleteBody {
     attempt: Option<u32>,
     /// The job's result, kept with it for its dependents.
     output: Option<errand::Payload>,
+    /// Jobs the step adds to its workflow as it completes, each as
+    /// `POST /v1/jobs` takes one; its dependents wait for them too.
+    #[serde(default)]
+    children: Vec<errand::core::JobJson>,
+}
+
+#[derive(Serialize)]
+struct SettledWithChildren<'a> {
+    outcome: &'static str,
+    job: &'a Job,
+    /// The children as stored.
+    children: &'a [Job],
+    /// How many of the step's dependents wait for them.
+    dependents: u64,
+}
+
+/// The children of a completion, each checked as an enqueue is; a refusal
+/// names the child by its place in the list.
+fn children(app: &App, given: Vec<errand::core::JobJson>) -> Result<Vec<errand::NewJob>, Problem> {
+    given
+        .into_iter()
+        .enumerate()
+        .map(|(i, json)| {
+            json.into_spec()
+                .and_then(|spec| spec.build_limited(app.max_payload))
+                .map_err(|e| match e {
+                    errand::Error::Invalid(m) => Problem::invalid(format!("`children[{i}]`: {m}")),
+                    other => Problem::from(other),
+                })
+        })
+        .collect()
 }
 
 pub(crate) async fn complete(
@@ -383,12 +414,32 @@ pub(crate) async fn complete(
 ) -> Answer {
     let req: CompleteBody = body_json(&app, &headers, body, COMPLETE_EXAMPLE).await?;
     let lease = held(path, req.token, req.attempt)?;
-    let done = match req.output {
+    let output = match req.output {
+        Some(output) => Some(errand::Payload::output(output.as_str()).map_err(Problem::from)?),
+        None => None,
+    };
+    if !req.children.is_empty() {
+        let jobs = children(&app, req.children)?;
+        let added = fenced(
+            &lease,
+            app.store
+                .complete_with_children(&lease, output.as_ref(), &jobs)
+                .await,
+        )?;
+        count(&app, WorkOutcome::Acknowledged, None, &added.job);
+        return json(
+            StatusCode::OK,
+            &SettledWithChildren {
+                outcome: WorkOutcome::Acknowledged.as_str(),
+                job: &added.job,
+                children: &added.children,
+                dependents: added.dependents,
+            },
+        );
+    }
+    let done = match &output {
         None => app.store.complete(&lease).await,
-        Some(output) => {
-            let output = errand::Payload::output(output.as_str()).map_err(Problem::from)?;
-            app.store.complete_with_output(&lease, &output).await
-        }
+        Some(output) => app.store.complete_with_output(&lease, output).await,
     };
     let job = fenced(&lease, done)?;
     count(&app, WorkOutcome::Acknowledged, None, &job);
@@ -507,12 +558,7 @@ pub(crate) async fn suspend(
 ) -> Answer {
     let req: AwaitLeaseBody = body_json(&app, &headers, body, AWAIT_EXAMPLE).await?;
     let lease = held(path, req.token, req.attempt)?;
-    let wait = crate::signals::AwaitBody {
-        signal: req.signal,
-        timeout: req.timeout,
-        on_timeout: req.on_timeout,
-    }
-    .wait()?;
+    let wait = crate::signals::wait_of(&req.signal, req.timeout, req.on_timeout)?;
     let job = fenced(&lease, app.store.suspend(&lease, &wait).await)?;
     settled(WorkOutcome::Awaiting, &job)
 }

@@ -13,9 +13,8 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, MethodRouter, on};
-use errand::{CancelRequest, JobFilter, JobId, JobSpec, JobState, Name, ReplayRequest, Store};
+use errand::{CancelRequest, JobFilter, JobId, JobState, Name, ReplayRequest, Store};
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use tokio::sync::watch;
 
 use crate::ServerConfig;
@@ -24,8 +23,7 @@ use crate::guard::{HEALTHZ, fence};
 use crate::leases;
 use crate::problem::Problem;
 use crate::request::{
-    Answer, App, body_json, detail_of, duration_field, given, job_id, json, page_limit, raw_json,
-    who_and_why,
+    Answer, App, body_json, detail_of, duration_field, given, job_id, json, page_limit, who_and_why,
 };
 use crate::schedules;
 use crate::workflows;
@@ -181,44 +179,6 @@ async fn method_not_allowed() -> Problem {
 
 // ---- POST /v1/jobs --------------------------------------------------------
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct EnqueueBody {
-    kind: String,
-    queue: Option<String>,
-    #[serde(default, deserialize_with = "raw_json")]
-    payload: Option<Box<RawValue>>,
-    id: Option<String>,
-    delay: Option<String>,
-    run_at: Option<String>,
-    max_attempts: Option<u32>,
-    max_lease_expiries: Option<u32>,
-    give_up_after: Option<String>,
-    priority: Option<i16>,
-    key: Option<String>,
-    key_limit: Option<u32>,
-    #[serde(default)]
-    ordered: bool,
-    deadline: Option<String>,
-    traceparent: Option<String>,
-    #[serde(default)]
-    depends_on: Vec<String>,
-    on_dependency_failure: Option<String>,
-    workflow: Option<String>,
-    #[serde(default)]
-    tags: Vec<String>,
-    #[serde(default)]
-    meta: errand::core::Meta,
-    unique_for: Option<String>,
-    #[serde(default)]
-    unique_while: Vec<String>,
-    debounce: Option<String>,
-    unique_key: Option<String>,
-    batch: Option<String>,
-    #[serde(rename = "await")]
-    wait: Option<crate::signals::AwaitBody>,
-}
-
 const ENQUEUE_EXAMPLE: &str =
     r#"{"kind": "email", "id": "order-17", "payload": {"to": "a@example.com"}}"#;
 
@@ -238,46 +198,15 @@ fn header_traceparent(headers: &HeaderMap) -> Option<String> {
 }
 
 async fn enqueue(State(app): State<App>, headers: HeaderMap, body: Body) -> Answer {
-    let req: EnqueueBody = body_json(&app, &headers, body, ENQUEUE_EXAMPLE).await?;
-    let payload = match req.payload {
-        Some(raw) if raw.get().len() > app.max_payload => {
-            return Err(Problem::payload_too_large(raw.get().len(), app.max_payload));
-        }
-        Some(raw) => Some(String::from(raw.get())),
-        None => None,
-    };
-    let (await_signal, await_timeout, on_await_timeout) =
-        crate::signals::AwaitBody::spec_fields(req.wait)?;
-    let spec = JobSpec {
-        kind: req.kind,
-        queue: req.queue,
-        payload,
-        id: req.id,
-        delay: duration_field("delay", req.delay)?,
-        run_at: req.run_at,
-        max_attempts: req.max_attempts,
-        max_lease_expiries: req.max_lease_expiries,
-        give_up_after: duration_field("give_up_after", req.give_up_after)?,
-        priority: req.priority,
-        key: req.key,
-        key_limit: req.key_limit,
-        ordered: req.ordered,
-        deadline: req.deadline,
-        traceparent: req.traceparent.or_else(|| header_traceparent(&headers)),
-        depends_on: req.depends_on,
-        on_dependency_failure: req.on_dependency_failure,
-        workflow: req.workflow,
-        tags: req.tags,
-        meta: req.meta,
-        unique_for: duration_field("unique_for", req.unique_for)?,
-        unique_while: req.unique_while,
-        debounce: duration_field("debounce", req.debounce)?,
-        unique_key: req.unique_key,
-        batch: req.batch,
-        await_signal,
-        await_timeout,
-        on_await_timeout,
-    };
+    let req: errand::core::JobJson = body_json(&app, &headers, body, ENQUEUE_EXAMPLE).await?;
+    if req.payload_bytes() > app.max_payload {
+        return Err(Problem::payload_too_large(
+            req.payload_bytes(),
+            app.max_payload,
+        ));
+    }
+    let mut spec = req.into_spec()?;
+    spec.traceparent = spec.traceparent.or_else(|| header_traceparent(&headers));
     let job = spec.build_limited(app.max_payload)?;
     let inserted = app.client.enqueue(job).await?;
     let status = if inserted.created {

@@ -13,42 +13,21 @@ use serde_json::value::RawValue;
 use crate::problem::Problem;
 use crate::request::{Answer, App, body_json, duration_field, job_id, json, raw_json, who_and_why};
 
-/// A wait for a signal, as an enqueue or a suspend gives it: the same
-/// shape as `{"await": …}` in an `--exec` command's outcome file.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct AwaitBody {
-    pub(crate) signal: String,
-    pub(crate) timeout: Option<String>,
-    pub(crate) on_timeout: Option<String>,
-}
-
-/// The job spec's fields of a wait: signal, timeout, policy.
-pub(crate) type SpecFields = (Option<String>, Option<std::time::Duration>, Option<String>);
-
-impl AwaitBody {
-    /// The job spec's fields: signal, timeout, policy.
-    pub(crate) fn spec_fields(wait: Option<AwaitBody>) -> Result<SpecFields, Problem> {
-        match wait {
-            None => Ok((None, None, None)),
-            Some(w) => Ok((
-                Some(w.signal),
-                duration_field("await.timeout", w.timeout)?,
-                w.on_timeout,
-            )),
-        }
+/// The wait a suspend asks for: the signal, at most how long (text such
+/// as `30m`) and the policy then — the same shape as `{"await": …}` in an
+/// enqueue's body or an `--exec` command's outcome file.
+pub(crate) fn wait_of(
+    signal: &str,
+    timeout: Option<String>,
+    on_timeout: Option<String>,
+) -> Result<errand::Await, Problem> {
+    let mut wait = errand::Await::new(signal)?;
+    wait.timeout = duration_field("timeout", timeout)?;
+    if let Some(policy) = on_timeout {
+        wait.on_timeout = policy.parse()?;
     }
-
-    /// The wait a suspend asks for.
-    pub(crate) fn wait(self) -> Result<errand::Await, Problem> {
-        let mut wait = errand::Await::new(&self.signal)?;
-        wait.timeout = duration_field("timeout", self.timeout)?;
-        if let Some(policy) = self.on_timeout {
-            wait.on_timeout = policy.parse()?;
-        }
-        wait.validate()?;
-        Ok(wait)
-    }
+    wait.validate()?;
+    Ok(wait)
 }
 
 // ---- POST /v1/jobs/{id}/signals -------------------------------------------
