@@ -261,3 +261,80 @@ async fn a_batch_is_filled_then_sealed_and_shows_its_callbacks() {
     .await
     .problem(StatusCode::BAD_REQUEST, "malformed_json");
 }
+
+/// A remote worker completes a step with `children`: they are stored in
+/// the step's workflow and the join waits for them; a child that breaks a
+/// rule is refused (400, naming it) and nothing is written, the lease
+/// still held; a completion under a lost lease adds nothing (409).
+#[tokio::test]
+async fn a_remote_worker_adds_children_with_its_completion() {
+    let api = Api::new();
+    for body in [
+        json!({"kind": "list", "id": "list", "workflow": "rep"}),
+        json!({"kind": "join", "id": "join", "workflow": "rep", "depends_on": ["list"]}),
+    ] {
+        let created = api.post("/v1/jobs", &body).await;
+        assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    }
+    let leased = api.post("/v1/leases", &json!({})).await;
+    let token = leased.body["jobs"][0]["lease"]["token"].clone();
+    api.post(
+        "/v1/leases/list/complete",
+        &json!({"token": token, "children": [{"kind": "page", "id": "p1"},
+                                             {"kind": "page", "colour": "red"}]}),
+    )
+    .await
+    .problem(StatusCode::BAD_REQUEST, "malformed_json");
+    let late = api
+        .post(
+            "/v1/leases/list/complete",
+            &json!({"token": token, "children": [{"kind": "page", "id": "p1"},
+                                                 {"kind": "page", "delay": "soon"}]}),
+        )
+        .await;
+    late.problem(StatusCode::BAD_REQUEST, "invalid");
+    let detail = late.body["detail"].as_str().unwrap();
+    assert!(detail.starts_with("`children[1]`: `delay`"), "{detail}");
+    api.post(
+        "/v1/leases/list/complete",
+        &json!({"token": token, "children": [{"kind": "page", "depends_on": ["join"]}]}),
+    )
+    .await
+    .problem(StatusCode::BAD_REQUEST, "invalid");
+    assert_eq!(api.get("/v1/jobs/list").await.body["state"], "running");
+    assert_eq!(api.get("/v1/jobs/p1").await.status, StatusCode::NOT_FOUND);
+    let done = api
+        .post(
+            "/v1/leases/list/complete",
+            &json!({"token": token, "output": {"pages": 2},
+                    "children": [{"kind": "page", "id": "p1", "payload": {"n": 1}},
+                                 {"kind": "page", "id": "p2", "depends_on": ["p1"]}]}),
+        )
+        .await;
+    assert_eq!(done.status, StatusCode::OK, "{}", done.body);
+    assert_eq!(done.body["outcome"], "acknowledged");
+    assert_eq!(done.body["job"]["state"], "done");
+    assert_eq!(done.body["dependents"], 1);
+    let kids: Vec<(&str, &str, &str)> = done.body["children"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["id"].as_str().unwrap(),
+                c["state"].as_str().unwrap(),
+                c["workflow"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(kids, [("p1", "ready", "rep"), ("p2", "blocked", "rep")]);
+    let join = api.get("/v1/jobs/join").await;
+    assert_eq!(join.body["waiting_on"], 2, "{}", join.body);
+    api.post(
+        "/v1/leases/list/complete",
+        &json!({"token": token, "children": [{"kind": "page", "id": "p3"}]}),
+    )
+    .await
+    .problem(StatusCode::CONFLICT, "lease_lost");
+    assert_eq!(api.get("/v1/jobs/p3").await.status, StatusCode::NOT_FOUND);
+}
