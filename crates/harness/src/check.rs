@@ -6,6 +6,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
 
+mod children;
+
+pub use children::{Adder, ChildHistory};
+
 /// What the load generator learned about one id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -89,6 +93,8 @@ pub struct History {
     pub integrity: Option<String>,
     /// The signals plan's senders and deliveries.
     pub signals: SignalHistory,
+    /// The signals plan's steps that add children, and their joins.
+    pub children: ChildHistory,
 }
 
 /// What the signals plan did: the senders it started and killed, and for
@@ -169,6 +175,14 @@ pub struct Figures {
     /// without one: each must be 0.
     pub signals_delivered_twice: u64,
     pub awaiting_done_without_signal: u64,
+    /// Signals plan: children stored by the steps that add them, and
+    /// workers SIGKILLed by such a step right after it wrote its children
+    /// (must be above 0 there).
+    pub children_added: u64,
+    pub child_adders_killed: u64,
+    /// Joins that started before every child of their step had finished,
+    /// or read fewer outputs than were recorded: must be 0.
+    pub joins_released_early: u64,
     // Safety: each must be 0.
     pub lost: u64,
     pub duplicate_jobs: u64,
@@ -244,6 +258,7 @@ impl Figures {
                 "awaiting_done_without_signal",
                 self.awaiting_done_without_signal,
             ),
+            ("joins_released_early", self.joins_released_early),
         ] {
             if n != 0 {
                 v.push(format!("{name} = {n} (must be 0)"));
@@ -251,6 +266,13 @@ impl Figures {
         }
         if require.signals && self.signal_senders_killed == 0 {
             v.push("no signal sender was killed: the signals plan proved nothing".into());
+        }
+        if require.signals && self.child_adders_killed == 0 {
+            v.push(
+                "no step was killed while adding children: the signals plan proved nothing \
+                 about them"
+                    .into(),
+            );
         }
         if require.recovery && self.recovery_samples == 0 {
             v.push("no recovery sample: no kill hit a job in flight".into());
@@ -309,6 +331,7 @@ pub fn check(h: &History) -> Figures {
     }
     recovery_latency(h, &starts_of, &mut f);
     judge_signals(h, &mut f);
+    children::judge_children(h, &starts_of, &mut f);
     f
 }
 
@@ -696,6 +719,13 @@ mod tests {
             "{v:?}"
         );
         h.signals.senders_killed = 1;
+        let v = check(&h).violations(&require);
+        assert!(
+            v.iter()
+                .any(|v| v.contains("no step was killed while adding children")),
+            "{v:?}"
+        );
+        h.children.adders_killed = 1;
         assert!(check(&h).violations(&require).is_empty());
         h.signals.deliveries.insert("a".into(), 2);
         let v = check(&h).violations(&require);

@@ -9,6 +9,11 @@
 //! - `effects.log`: `applied ID ATTEMPT MS` or `repeat ID ATTEMPT MS`
 //! - `deaths.log`: `poison WORKER_PID MS` just before the poison kill
 //!
+//! A job whose payload says `"children": N` (signals plan) writes N
+//! children to `$ERRAND_CHILDREN` before its effect; with
+//! `"kill_adding": true` its first attempt then SIGKILLs its worker
+//! (`adder WORKER_PID MS` in `deaths.log`) instead of finishing.
+//!
 //! A job whose payload says `"await": true` (signals plan) suspends
 //! itself on its first run (`{"await": {"signal": "go"}}` to
 //! `$ERRAND_OUTCOME`, its `end` line saying `suspend`); resumed, it logs
@@ -36,6 +41,14 @@ pub struct Work {
     /// Suspend until the signal `go` before working (signals plan).
     #[serde(default, rename = "await")]
     pub await_signal: bool,
+    /// Add this many children (`ID.c0`, `ID.c1`, …) to the workflow with
+    /// the completion (signals plan).
+    #[serde(default)]
+    pub children: u32,
+    /// With `children`: on the first attempt, SIGKILL the worker right
+    /// after writing them, before the completion.
+    #[serde(default)]
+    pub kill_adding: bool,
 }
 
 pub fn now_ms() -> i64 {
@@ -138,6 +151,9 @@ pub fn handle(dir: &Path) -> Result<i32> {
         )?;
         return Ok(errand_exec::EXIT_TEMPFAIL);
     }
+    if work.children > 0 && killed_adding(dir, &id, attempt, worker, &work)? {
+        return Ok(1);
+    }
     if let Some(expect) = work.expect {
         // The sink reads its dependencies' outputs: each leaf recorded
         // {"job": its id}. Missing ones mean it ran too early or outputs
@@ -181,6 +197,41 @@ pub fn handle(dir: &Path) -> Result<i32> {
             .with_context(|| format!("write the output to {path}"))?;
     }
     Ok(0)
+}
+
+/// Writes the job's children (`ID.cN`, each a short `work` job) to
+/// `$ERRAND_CHILDREN`; with `kill_adding`, on the first attempt, then
+/// SIGKILLs the worker (`adder WORKER_PID MS` in `deaths.log`) and answers
+/// `true`: the children must never exist from that attempt.
+fn killed_adding(dir: &Path, id: &str, attempt: u32, worker: i32, work: &Work) -> Result<bool> {
+    let path = env("ERRAND_CHILDREN")?;
+    let lines: String = (0..work.children)
+        .map(|n| {
+            let child = serde_json::json!({
+                "kind": "work",
+                "id": format!("{id}.c{n}"),
+                "payload": {"ms": 10 + 5 * u64::from(n)},
+            });
+            format!("{child}\n")
+        })
+        .collect();
+    std::fs::write(&path, lines).with_context(|| format!("write the children to {path}"))?;
+    if !(work.kill_adding && attempt == 1) {
+        return Ok(false);
+    }
+    if worker == 0 {
+        bail!("the adding handler found no errand worker above it");
+    }
+    append(
+        &dir.join("deaths.log"),
+        &format!("adder {worker} {}", now_ms()),
+    )?;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(worker),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .context("kill the worker")?;
+    Ok(true)
 }
 
 /// A job that waits for the signal `go` (signals plan): resumed, it logs

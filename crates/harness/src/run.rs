@@ -244,6 +244,7 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
     let fault_ms = opts.fault_secs * 1000;
     let plan = Plan::draw(opts, seed, fault_ms)?;
     let awaiting = plan.awaiting();
+    let adders = plan.adders();
     let mut nemesis = Nemesis::start(opts, &dir, &backend, errand_bin.clone(), plan.crash_arms)?;
     let shared = LoadShared::default();
     let base = nemesis.server.as_ref().map(crate::http::Server::base);
@@ -267,6 +268,7 @@ pub async fn run(opts: &RunOptions) -> Result<RunResult> {
     drop(store);
     let mut history = collect_history(&mut nemesis, &shared, listed, finals)?;
     history.signals = signals;
+    history::add_children(&dir, adders, &mut history);
     let figures = check::check(&history);
     let violations = figures.violations(&required(opts));
     let log = std::mem::take(&mut nemesis.log);

@@ -283,9 +283,12 @@ fn postgres_crash_restart_mid_run_with_kills_loses_nothing() {
 }
 
 /// Jobs that suspend themselves until a signal, signal senders SIGKILLed
-/// mid-send and workers SIGKILLed: every job ends done with its effect
-/// once, each suspended one took exactly one signal (none lost, none
-/// delivered twice; the checker's figures), and senders were killed.
+/// mid-send and workers SIGKILLed — some by a step right after it wrote
+/// the children it adds: every job ends done with its effect once, each
+/// suspended one took exactly one signal (none lost, none delivered twice;
+/// the checker's figures), senders were killed, the children of a step
+/// exist exactly when it is done, and no join started before the last of
+/// its step's children finished.
 fn signals(backend: &[&str]) {
     let mut args = vec!["--plan", "signals,kill", "--kills", "3"];
     args.extend_from_slice(backend);
@@ -294,6 +297,9 @@ fn signals(backend: &[&str]) {
     assert!(f["signals_delivered"].as_u64().unwrap() > 0, "{f}");
     assert_eq!(f["signals_delivered_twice"], 0, "{f}");
     assert_eq!(f["awaiting_done_without_signal"], 0, "{f}");
+    assert!(f["children_added"].as_u64().unwrap() > 0, "{f}");
+    assert!(f["child_adders_killed"].as_u64().unwrap() > 0, "{f}");
+    assert_eq!(f["joins_released_early"], 0, "{f}");
 }
 
 #[test]

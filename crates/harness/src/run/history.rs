@@ -11,7 +11,7 @@ use errand::{JobFilter, JobId, Store};
 
 use super::load::LoadShared;
 use super::nemesis::Nemesis;
-use crate::check::{FinalJob, History, Report, Start};
+use crate::check::{Adder, ChildHistory, Enqueue, FinalJob, History, Intent, Report, Start};
 
 /// Gathers what the checker judges once the fault phase is over (writing outages.log).
 pub(super) fn collect_history(
@@ -64,6 +64,7 @@ pub(super) fn collect_history(
         lease_ms: opts.lease_ms,
         integrity,
         signals: Default::default(),
+        children: Default::default(),
     })
 }
 
@@ -240,4 +241,46 @@ fn parse_poison_deaths(dir: &Path) -> Vec<(i32, i64)> {
             Some((w.get(1)?.parse().ok()?, w.get(2)?.parse().ok()?))
         })
         .collect()
+}
+
+/// The children's part of the history (signals plan): each step that adds
+/// children, the last `ok` end of every job, the joins that read short
+/// inputs, and the workers such steps killed. The children join the jobs
+/// the checker expects: they must exist exactly when their step is done
+/// (a step that is not done added none, whatever its attempts wrote).
+pub(super) fn add_children(dir: &Path, adders: Vec<Adder>, h: &mut History) {
+    let text = std::fs::read_to_string(dir.join("exec.log")).unwrap_or_default();
+    let mut c = ChildHistory::default();
+    for line in text.lines() {
+        let w: Vec<&str> = line.split(' ').collect();
+        match w.as_slice() {
+            ["end", id, _, _, _, ms, "ok"] => {
+                if let Ok(ms) = ms.parse::<i64>() {
+                    let last = c.ended_ok.entry((*id).to_owned()).or_insert(ms);
+                    *last = (*last).max(ms);
+                }
+            }
+            ["inputs", id, _, seen, "of", expect] if seen != expect => {
+                c.short_inputs.insert((*id).to_owned());
+            }
+            _ => {}
+        }
+    }
+    let deaths = std::fs::read_to_string(dir.join("deaths.log")).unwrap_or_default();
+    c.adders_killed = deaths.lines().filter(|l| l.starts_with("adder ")).count() as u64;
+    for adder in &adders {
+        let done = h.jobs.get(&adder.step).is_some_and(|j| j.state == "done");
+        let status = if done { Enqueue::Ok } else { Enqueue::Failed };
+        for child in &adder.children {
+            h.intents.insert(
+                child.clone(),
+                Intent {
+                    status,
+                    poison: false,
+                },
+            );
+        }
+    }
+    c.adders = adders;
+    h.children = c;
 }

@@ -37,6 +37,31 @@ async fn enqueue_batch(store: &dyn Store, batch: Vec<NewJob>, full: &AtomicU64) 
     Enqueue::Ambiguous
 }
 
+/// The jobs in batches of `size`, in order, except that a job that
+/// depends on the one before it joins that one's batch: a join is enqueued
+/// with the step whose children it waits for, as a workflow is (a job
+/// enqueued after the step completed would wait for the step alone).
+fn batches_of(jobs: Vec<(String, bool, NewJob)>, size: usize) -> Vec<Vec<(String, bool, NewJob)>> {
+    let mut batches: Vec<Vec<(String, bool, NewJob)>> = Vec::new();
+    for entry in jobs {
+        let follows = batches
+            .last()
+            .and_then(|b| b.last())
+            .is_some_and(|(prev, _, _)| {
+                entry
+                    .2
+                    .depends_on
+                    .iter()
+                    .any(|d| d.as_str() == prev.as_str())
+            });
+        match batches.last_mut() {
+            Some(b) if b.len() < size || follows => b.push(entry),
+            _ => batches.push(vec![entry]),
+        }
+    }
+    batches
+}
+
 /// What the load generator shares with the nemesis and the checker.
 #[derive(Default)]
 pub(super) struct LoadShared {
@@ -69,7 +94,7 @@ pub(super) fn spawn_load(
     let http_stats = Arc::clone(&shared.http_stats);
     let http_in_flight = Arc::clone(&shared.http_in_flight);
     let request_started = Arc::clone(&shared.request_started);
-    let batches: Vec<Vec<(String, bool, NewJob)>> = jobs.chunks(25).map(<[_]>::to_vec).collect();
+    let batches = batches_of(jobs, 25);
     let spread = fault_ms * 7 / 10 / batches.len().max(1) as u64;
     Ok(tokio::spawn(async move {
         let t0 = Instant::now();

@@ -41,6 +41,22 @@ impl Plan {
             .collect()
     }
 
+    /// The steps that add children (signals plan): each with its
+    /// children's ids and its join.
+    pub(super) fn adders(&self) -> Vec<crate::check::Adder> {
+        self.jobs
+            .iter()
+            .filter_map(|(id, _, job)| {
+                let work: crate::handle::Work = serde_json::from_str(job.payload.as_str()).ok()?;
+                (work.children > 0).then(|| crate::check::Adder {
+                    step: id.clone(),
+                    children: (0..work.children).map(|n| format!("{id}.c{n}")).collect(),
+                    join: join_of(id),
+                })
+            })
+            .collect()
+    }
+
     pub(super) fn draw(opts: &RunOptions, seed: u64, fault_ms: u64) -> Result<Plan> {
         let mut rng = StdRng::seed_from_u64(seed);
         let jobs = plan_jobs(opts, &mut rng)?;
@@ -79,9 +95,23 @@ fn plan_jobs(opts: &RunOptions, rng: &mut StdRng) -> Result<Vec<(String, bool, N
         // The signals plan: one job in four suspends itself on its first
         // run until the signal `go`.
         let wait = has(Fault::Signals) && rng.random_bool(0.25);
-        let payload = Payload::from_value(
-            &serde_json::json!({"ms": ms, "fail_first": fail_first, "await": wait}),
-        )?;
+        // And one other in twelve adds children as it completes, which a
+        // join waits for; half of those SIGKILL their worker on the first
+        // attempt, after writing the children. (None under --fan-in, whose
+        // sink counts its inputs, nor under the http plan, whose requests
+        // carry no dependencies.)
+        let adds = has(Fault::Signals)
+            && !opts.fan_in
+            && !has(Fault::Http)
+            && !wait
+            && rng.random_bool(1.0 / 12.0);
+        let kill_adding = adds && rng.random_bool(0.5);
+        let mut work = serde_json::json!({"ms": ms, "fail_first": fail_first, "await": wait});
+        if adds {
+            work["children"] = CHILDREN.into();
+            work["kill_adding"] = kill_adding.into();
+        }
+        let payload = Payload::from_value(&work)?;
         let id = format!("j{n:06}");
         let mut job = NewJob::new("work", payload)?.with_id(JobId::new(id.clone())?);
         if opts.fan_in {
@@ -93,7 +123,22 @@ fn plan_jobs(opts: &RunOptions, rng: &mut StdRng) -> Result<Vec<(String, bool, N
             let ms = rng.random_range(100..opts.lease_ms * 3 / 2);
             job = job.scheduled(errand::Schedule::After(Duration::from_millis(ms)));
         }
-        jobs.push((id, false, job));
+        jobs.push((id.clone(), false, job));
+        if adds {
+            // The join reads the step's output and each child's.
+            let expect = CHILDREN as usize + 1;
+            let join = NewJob::new(
+                "work",
+                Payload::from_value(&serde_json::json!({"ms": 10, "expect": expect}))?,
+            )?
+            .with_id(JobId::new(join_of(&id))?)
+            .depends_on(JobId::new(id)?);
+            jobs.push((
+                join.id.as_ref().map(JobId::to_string).unwrap_or_default(),
+                false,
+                join,
+            ));
+        }
     }
     if opts.fan_in {
         // The root goes first and the sink last: the load enqueues in
@@ -119,6 +164,14 @@ fn plan_jobs(opts: &RunOptions, rng: &mut StdRng) -> Result<Vec<(String, bool, N
         jobs.push((FAN_SINK.to_owned(), false, sink));
     }
     Ok(jobs)
+}
+
+/// How many children a step that adds some adds (signals plan).
+const CHILDREN: u32 = 3;
+
+/// The join of step `id`, which waits for the step and its children.
+fn join_of(id: &str) -> String {
+    format!("{id}.join")
 }
 
 /// The fan-out/fan-in's root and sink (`--fan-in`).
