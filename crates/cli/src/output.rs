@@ -265,6 +265,9 @@ fn job_labels(j: &Job) {
     if let Some(w) = &j.workflow {
         outln!("workflow:     {w}");
     }
+    if let Some(step) = &j.added_by {
+        outln!("added_by:     {step} (added as it completed)");
+    }
     if !j.tags.is_empty() {
         outln!("tags:         {}", j.tags.join(", "));
     }

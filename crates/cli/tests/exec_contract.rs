@@ -483,6 +483,7 @@ fn a_command_adds_children_its_steps_dependents_wait_for() {
             (Some("ready"), Some("rep"))
         );
         assert_eq!(page1["payload"], serde_json::json!({"page": 1}));
+        assert_eq!(page1["added_by"], "list");
         assert_eq!(b.show("page-2")["state"], "blocked");
         let join = b.show("join");
         assert_eq!(

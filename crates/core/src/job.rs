@@ -117,7 +117,7 @@ pub struct Dependency {
 /// The columns of the job table that make a [`Job`] (with `lease_token`),
 /// in the order of SQLite's table, which reads them by position; the
 /// PostgreSQL store looks each up by name.
-pub const JOB_COLUMNS: [&str; 40] = [
+pub const JOB_COLUMNS: [&str; 41] = [
     "id",
     "queue",
     "kind",
@@ -158,6 +158,7 @@ pub const JOB_COLUMNS: [&str; 40] = [
     "await_until",
     "on_await_timeout",
     "signal_seq",
+    "added_by",
 ];
 
 /// A job as stored.
@@ -253,6 +254,11 @@ pub struct Job {
     /// under the `run` policy).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resumed_by: Option<i64>,
+    /// The step that added it as it completed (a child added at run
+    /// time: [`crate::JobStore::complete_with_children`]); `None` for a
+    /// job enqueued otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub added_by: Option<JobId>,
 }
 
 /// How far an attempt has got, as its handler reported it.

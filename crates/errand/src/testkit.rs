@@ -200,6 +200,7 @@ impl TestQueue {
             batch: None,
             awaiting: None,
             resumed_by: None,
+            added_by: None,
         };
         let lease = Lease {
             id,

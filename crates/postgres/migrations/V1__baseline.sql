@@ -122,6 +122,10 @@ CREATE TABLE __SCHEMA__.errand_jobs (
     -- The signal (errand_signals.seq) that ended the latest wait: the
     -- next attempts read its payload.
     signal_seq            bigint,
+    -- The step that added the job to its workflow as it completed (a
+    -- child added at run time); not a reference: the step may be pruned
+    -- first.
+    added_by              __SCHEMA__.errand_job_id,
     CONSTRAINT errand_jobs_state_known
         CHECK (state IN ('blocked', 'waiting', 'ready', 'running', 'done', 'dead', 'cancelled')),
     -- Attempts never exceed the budget.

@@ -1,10 +1,11 @@
--- Children added at run time ($3, in order) join the dependencies of the
--- step's waiting dependents ($2, locked by lock_step_dependents.sql), at
--- $1 (NULL: the server's clock): an unmet edge from each dependent to each
+-- Children added at run time by step $4 ($3, in order): each is marked as
+-- added by the step, and they join the dependencies of the step's waiting
+-- dependents ($2, locked by lock_step_dependents.sql; maybe none), at $1
+-- (NULL: the server's clock): an unmet edge from each dependent to each
 -- child, placed after the dependencies it already has, and its count of
--- unmet dependencies up by as many. The children are marked as having
--- dependents, so their settlements release them. Returns how many
--- dependents now wait for the children.
+-- unmet dependencies up by as many. With dependents, the children are
+-- marked as having some, so their settlements release them. Returns how
+-- many dependents now wait for the children.
 WITH
 t AS (SELECT coalesce($1::timestamptz, now()) AS now),
 edges AS (
@@ -26,7 +27,8 @@ counted AS (
 ),
 marked AS (
     UPDATE __SCHEMA__.errand_jobs j
-    SET has_dependents = true
-    WHERE j.id = ANY ($3::text[]) AND cardinality($2::text[]) > 0
+    SET added_by = $4::text,
+        has_dependents = j.has_dependents OR cardinality($2::text[]) > 0
+    WHERE j.id = ANY ($3::text[])
 )
 SELECT count(*) FROM counted

@@ -48,18 +48,15 @@ pub(crate) async fn complete_adding<C: Conn>(
         .iter()
         .map(|r| col(r, 0))
         .collect::<Result<_>>()?;
-    let dependents = if waiting.is_empty() {
-        0
-    } else {
-        let rows = query(conn, &q.child_edges, &[&now, &waiting, &ids]).await?;
-        let n: i64 = match rows.first() {
-            Some(r) => col(r, 0)?,
-            None => return Err(bad_row("child_edges.sql returned no row")),
-        };
-        u64::try_from(n).unwrap_or(0)
+    let step = job.id.as_str();
+    let rows = query(conn, &q.child_edges, &[&now, &waiting, &ids, &step]).await?;
+    let dependents: i64 = match rows.first() {
+        Some(r) => col(r, 0)?,
+        None => return Err(bad_row("child_edges.sql returned no row")),
     };
+    let dependents = u64::try_from(dependents).unwrap_or(0);
     release_with(conn, &q.release_done, now, &[job.id.as_str()]).await?;
-    // The children as they stand now (marked as having dependents).
+    // The children as they stand now (marked as added by the step).
     let mut stored: std::collections::HashMap<String, errand_core::Job> =
         query(conn, &q.get_many, &[&ids])
             .await?

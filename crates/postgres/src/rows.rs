@@ -165,6 +165,7 @@ fn job_at(row: &Row, cols: &JobCols) -> Result<Job> {
         await_until,
         on_await_timeout,
         signal_seq,
+        added_by,
     ] = cols.0;
     let cell = Cells(row);
     let class: Option<String> = cell.get(last_error_class)?;
@@ -216,6 +217,7 @@ fn job_at(row: &Row, cols: &JobCols) -> Result<Job> {
             cell.get(on_await_timeout)?,
         )?,
         resumed_by: cell.get(signal_seq)?,
+        added_by: cell.parsed(added_by, JobId::new)?,
     })
 }
 

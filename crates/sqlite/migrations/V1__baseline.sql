@@ -79,6 +79,10 @@ CREATE TABLE errand_jobs (
     -- The signal (errand_signals.seq) that ended the latest wait: the
     -- next attempts read its payload.
     signal_seq       INTEGER,
+    -- The step that added the job to its workflow as it completed (a
+    -- child added at run time); not a reference: the step may be pruned
+    -- first.
+    added_by         TEXT    CHECK (added_by IS NULL OR length(added_by) BETWEEN 1 AND 200),
     -- Attempts never exceed the budget.
     CHECK (attempts BETWEEN 0 AND max_attempts),
     CHECK (lease_expiries BETWEEN 0 AND max_lease_expiries),

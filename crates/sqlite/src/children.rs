@@ -28,7 +28,7 @@ const CHILD_EDGES: &str = include_str!("../queries/child_edges.sql");
 const CHILD_COUNTS: &str = include_str!("../queries/child_counts.sql");
 const JOBS_BY_ID: &str = include_str!("../queries/jobs_by_id.sql");
 const DEPENDENCY_STATES: &str = include_str!("../queries/dependency_states.sql");
-const MARK_DEPENDED_ON: &str = include_str!("../queries/mark_depended_on.sql");
+const CHILD_MARKS: &str = include_str!("../queries/child_marks.sql");
 
 /// Completes the step under `lease` and adds `children` (checked by
 /// [`errand_core::check_children`]) on the writer's connection.
@@ -64,10 +64,14 @@ pub(crate) fn complete_adding(
                 })
             })
             .map_err(map_err)?;
-        conn.prepare_cached(MARK_DEPENDED_ON)
-            .and_then(|mut s| s.execute(named_params! {":ids": kids}))
-            .map_err(map_err)?;
     }
+    conn.prepare_cached(CHILD_MARKS)
+        .and_then(|mut s| {
+            s.execute(named_params! {
+                ":children": kids, ":step": job.id.as_str(), ":linked": !waiting.is_empty()
+            })
+        })
+        .map_err(map_err)?;
     release_dependents(conn, &[job.id.as_str()], Release::Done, now.at)?;
     let children = stored_in_order(conn, &kids, &ids)?;
     Ok(ChildrenAdded {

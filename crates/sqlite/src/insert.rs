@@ -511,5 +511,6 @@ fn new_row(job: &NewJob, id: JobId, now: Timestamp) -> Job {
             on_timeout: w.on_timeout,
         }),
         resumed_by: None,
+        added_by: None,
     }
 }

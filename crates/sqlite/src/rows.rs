@@ -111,6 +111,7 @@ pub(crate) mod col {
     pub const AWAIT_UNTIL: usize = 37;
     pub const ON_AWAIT_TIMEOUT: usize = 38;
     pub const SIGNAL_SEQ: usize = 39;
+    pub const ADDED_BY: usize = 40;
 }
 
 /// Maps a row of `errand_jobs` (`SELECT *` or `RETURNING *`) to a [`Job`].
@@ -206,6 +207,11 @@ pub(crate) fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Job> {
         )
         .map_err(|e| conversion(col::AWAIT_SIGNAL, e.to_string()))?,
         resumed_by: row.get(col::SIGNAL_SEQ)?,
+        added_by: row
+            .get::<_, Option<String>>(col::ADDED_BY)?
+            .map(JobId::new)
+            .transpose()
+            .map_err(|e| conversion(col::ADDED_BY, e.to_string()))?,
     })
 }
 

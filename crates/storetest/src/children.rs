@@ -89,6 +89,7 @@ pub async fn a_join_waits_for_the_children_its_step_added(store: Arc<dyn Store>,
             Some("report-1")
         );
         assert!(child.has_dependents, "{} releases the join", child.id);
+        assert_eq!(child.added_by.as_ref().map(JobId::as_str), Some("list"));
         assert_eq!(child, &get(store.as_ref(), child.id.as_str()).await);
     }
     let join = get(store.as_ref(), "join").await;
@@ -216,6 +217,13 @@ pub async fn children_follow_each_dependents_failure_policy(store: Arc<dyn Store
         .await
         .unwrap();
     assert_eq!(added.dependents, 2);
+    assert!(added.job.added_by.is_none(), "the step was enqueued");
+    assert!(
+        added
+            .children
+            .iter()
+            .all(|c| c.added_by.as_ref().map(JobId::as_str) == Some("step")),
+    );
     assert!(
         added.children.iter().all(|c| c.workflow.is_none()),
         "the step has no workflow"

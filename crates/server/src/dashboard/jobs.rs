@@ -309,6 +309,9 @@ fn job_view(detail: &JobDetail) -> Markup {
             @if let Some(w) = &job.workflow {
                 tr { th { "workflow" } td { a href=(super::workflows::workflow_path(w)) { code { (w.as_str()) } } } }
             }
+            @if let Some(step) = &job.added_by {
+                tr { th { "added by" } td { "step " a href=(super::forms::job_path(step)) { code { (step.as_str()) } } ", as it completed" } }
+            }
             @if let Some(b) = &job.batch {
                 tr { th { "batch" } td { a href=(super::batches::batch_path(b)) { code { (b.as_str()) } } } }
             }

@@ -1740,3 +1740,39 @@ async fn a_signal_is_sent_from_the_job_page_and_audited() {
         "the signal is listed"
     );
 }
+
+#[tokio::test]
+async fn a_child_added_at_run_time_links_the_step_that_added_it() {
+    let mut b = Browser::new();
+    let store = b.store();
+    let step = errand::NewJob::new("list", errand::Payload::default())
+        .expect("kind")
+        .with_id(errand::JobId::new("lister").expect("id"));
+    store.insert(step).await.expect("insert");
+    let req = errand::ClaimRequest {
+        queues: Vec::new(),
+        limit: 1,
+        lease: std::time::Duration::from_secs(60),
+        rate: None,
+        reclaim: false,
+    };
+    let claimed = store.claim(&req).await.expect("claim");
+    let child = errand::NewJob::new("page", errand::Payload::default())
+        .expect("kind")
+        .with_id(errand::JobId::new("page-1").expect("id"));
+    store
+        .complete_with_children(&claimed[0].lease, None, &[child])
+        .await
+        .expect("complete");
+    let page = b.get("/dashboard/jobs/page-1").await;
+    page.html(StatusCode::OK);
+    assert!(
+        page.body.contains(
+            r#"<th>added by</th><td>step <a href="/dashboard/jobs/lister"><code>lister</code></a>"#
+        ),
+        "{}",
+        page.body
+    );
+    let step = b.get("/dashboard/jobs/lister").await;
+    assert!(!step.body.contains("added by"), "the step was enqueued");
+}

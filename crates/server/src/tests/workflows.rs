@@ -172,6 +172,7 @@ async fn unique_and_debounced_enqueues_answer_with_the_job_that_stands_in() {
         "has_dependents",
         "awaiting",
         "resumed_by",
+        "added_by",
     ] {
         documented.remove(absent);
     }
@@ -313,6 +314,8 @@ async fn a_remote_worker_adds_children_with_its_completion() {
         .await;
     assert_eq!(done.status, StatusCode::OK, "{}", done.body);
     assert_eq!(done.body["outcome"], "acknowledged");
+    let doc: Value = serde_json::from_str(crate::routes::OPENAPI).unwrap();
+    assert_eq!(keys(&done.body), property_names(&doc, "Completed"));
     assert_eq!(done.body["job"]["state"], "done");
     assert_eq!(done.body["dependents"], 1);
     let kids: Vec<(&str, &str, &str)> = done.body["children"]
@@ -328,6 +331,7 @@ async fn a_remote_worker_adds_children_with_its_completion() {
         })
         .collect();
     assert_eq!(kids, [("p1", "ready", "rep"), ("p2", "blocked", "rep")]);
+    assert_eq!(done.body["children"][0]["added_by"], "list");
     let join = api.get("/v1/jobs/join").await;
     assert_eq!(join.body["waiting_on"], 2, "{}", join.body);
     api.post(
