@@ -68,6 +68,15 @@ pub enum Op {
     Signal { id: u8, buffer: bool },
     /// End the waits that timed out.
     ExpireWaits,
+    /// Complete the n-th lease adding the child `child` (one of the job
+    /// names, so it often exists already and is refused), with an attempt
+    /// budget from `max_attempts`: the step's waiting dependents wait for
+    /// it too.
+    CompleteAdding {
+        lease: u8,
+        child: u8,
+        max_attempts: u8,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -215,6 +224,60 @@ impl Model {
                 }
             }
         }
+    }
+
+    /// Completes the n-th lease adding `child`: lost unless the lease is
+    /// live; refused, changing nothing, when `child` exists; otherwise the
+    /// step is done, the child is new and ready, each blocked dependent
+    /// still waiting for the step waits for the child too, and the step
+    /// releases its dependents.
+    fn complete_adding(&mut self, lease: u8, child: &str, max_attempts: u8, now: i64) -> Res {
+        if self.leases.is_empty() {
+            return Res::Skip;
+        }
+        let n = usize::from(lease) % self.leases.len();
+        let Some(step) = self.live(n, now).map(str::to_owned) else {
+            return Res::LeaseLost;
+        };
+        if self.jobs.contains_key(child) {
+            return Res::Invalid;
+        }
+        if let Some(j) = self.jobs.get_mut(&step) {
+            j.state = JobState::Done;
+            j.lease_until = None;
+            j.owner = None;
+        }
+        for j in self.jobs.values_mut() {
+            if j.state == JobState::Blocked && j.deps.contains(&step) && !j.met.contains(&step) {
+                j.deps.push(child.to_owned());
+            }
+        }
+        self.created += 1;
+        self.jobs.insert(
+            child.to_owned(),
+            MJob {
+                state: JobState::Ready,
+                attempts: 0,
+                max_attempts: u32::from(max_attempts % 3 + 1),
+                replays: 0,
+                lease_expiries: 0,
+                max_lease_expiries: errand_core::DEFAULT_MAX_LEASE_EXPIRIES,
+                available_at: now,
+                lease_until: None,
+                owner: None,
+                created_seq: self.created,
+                key: None,
+                deps: Vec::new(),
+                policy: DependencyFailure::Wait,
+                met: BTreeSet::new(),
+                created_at: now,
+                unique_key: None,
+                wait: None,
+                kept: 0,
+            },
+        );
+        self.release(&[(step, JobState::Done)], now);
+        Res::Ok
     }
 
     fn expire_final(&mut self, now: i64) -> Vec<String> {
@@ -526,6 +589,11 @@ impl Model {
                 }
                 Res::Ok
             }
+            Op::CompleteAdding {
+                lease,
+                child,
+                max_attempts,
+            } => self.complete_adding(lease, &name(child), max_attempts, now),
             Op::Advance { .. } => Res::Ok,
             Op::Sweep => Res::Swept(self.expire_final(now)),
             Op::Replay { id } => {
@@ -755,6 +823,24 @@ async fn apply_store(store: &Arc<dyn Store>, leases: &mut Vec<Lease>, op: &Op) -
             None => Res::Skip,
             Some(l) => reduce(store.complete(&l).await),
         },
+        Op::CompleteAdding {
+            lease,
+            child,
+            max_attempts,
+        } => match pick(leases, lease) {
+            None => Res::Skip,
+            Some(l) => {
+                let job = NewJob::new("model", Payload::default())
+                    .and_then(|j| j.with_max_attempts(u32::from(max_attempts % 3 + 1)))
+                    .map(|j| {
+                        j.with_id(JobId::new(name(child)).unwrap_or_else(|_| JobId::generate()))
+                    });
+                match job {
+                    Ok(job) => reduce(store.complete_with_children(&l, None, &[job]).await),
+                    Err(_) => Res::Invalid,
+                }
+            }
+        },
         Op::Fail { lease, retry_ms } => match pick(leases, lease) {
             None => Res::Skip,
             Some(l) => {
@@ -932,5 +1018,6 @@ pub fn op_strategy() -> impl proptest::strategy::Strategy<Value = Op> {
         2 => (any::<u8>(), proptest::option::of(0u16..3000), any::<u8>()).prop_map(|(lease, timeout_ms, policy)| Op::Suspend { lease, timeout_ms, policy }),
         3 => (any::<u8>(), any::<bool>()).prop_map(|(id, buffer)| Op::Signal { id, buffer }),
         1 => Just(Op::ExpireWaits),
+        2 => (any::<u8>(), any::<u8>(), any::<u8>()).prop_map(|(lease, child, max_attempts)| Op::CompleteAdding { lease, child, max_attempts }),
     ]
 }
