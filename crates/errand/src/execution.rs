@@ -335,7 +335,8 @@ async fn complete_adding(
 fn dropped_children(lease: &Lease, outcome: &Outcome, n: usize) {
     let why = match outcome {
         Outcome::Completed => {
-            "the handler completed the job itself (complete_in), which adds no children"
+            "the handler completed the job itself (complete_in); to add children in that \
+             transaction, call complete_with_children_in there instead"
         }
         _ => "the attempt did not succeed",
     };

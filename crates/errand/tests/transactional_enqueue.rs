@@ -388,3 +388,53 @@ async fn a_signal_commits_or_rolls_back_with_the_callers_rows() {
     tx.commit().unwrap();
     assert_eq!(store.get(&id).await.unwrap().state, errand::JobState::Ready);
 }
+
+/// Children added with a completion on the application's own SQLite
+/// connection: rolled back with the caller's transaction, nothing of them
+/// exists; in autocommit the call commits on its own, the child stored and
+/// the join waiting for it.
+#[tokio::test]
+async fn children_added_on_the_callers_connection_commit_or_roll_back_with_it() {
+    let f = common::fixture();
+    let store: Arc<dyn Store> = Arc::new(f.store.clone());
+    store.insert(receipt("step")).await.unwrap();
+    store
+        .insert(receipt("join").depends_on(JobId::new("step").unwrap()))
+        .await
+        .unwrap();
+    let req = errand::ClaimRequest {
+        queues: vec![],
+        limit: 1,
+        lease: std::time::Duration::from_secs(30),
+        rate: None,
+        reclaim: true,
+    };
+    let lease = store.claim(&req).await.unwrap().remove(0).lease;
+    let conn = errand::sqlite::rusqlite::Connection::open(&f.path).unwrap();
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .unwrap();
+    let kids = [receipt("kid")];
+    conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let added = f
+        .store
+        .complete_with_children_in(&conn, &lease, None, &kids)
+        .unwrap();
+    assert_eq!(added.dependents, 1);
+    conn.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(
+        store.get(&lease.id).await.unwrap().state,
+        errand::JobState::Running
+    );
+    assert!(store.get(&JobId::new("kid").unwrap()).await.is_err());
+    f.store
+        .complete_with_children_in(&conn, &lease, None, &kids)
+        .unwrap();
+    assert!(conn.is_autocommit(), "the call's own transaction is closed");
+    let kid = store.get(&JobId::new("kid").unwrap()).await.unwrap();
+    assert_eq!(kid.added_by.as_ref().map(JobId::as_str), Some("step"));
+    let join = store.get(&JobId::new("join").unwrap()).await.unwrap();
+    assert_eq!(
+        (join.state, join.waiting_on),
+        (errand::JobState::Blocked, 1)
+    );
+}

@@ -272,6 +272,34 @@ impl PgStore {
         settle::complete_in(conn, &self.queries, self.now(), lease).await
     }
 
+    /// [`PgStore::complete_in`] that also adds `children` to the job's
+    /// workflow, as [`errand_core::JobStore::complete_with_children`] does:
+    /// the job is done with its children, its waiting dependents wait for
+    /// them too, and all of it commits with the handler's writes in the
+    /// transaction `conn` holds. Refused outside a transaction (nothing is
+    /// written); a lost lease is [`Error::LeaseLost`] and a refused child
+    /// [`Error::Invalid`], and the caller must then roll its transaction
+    /// back. The handler then returns `Outcome::Completed`.
+    pub async fn complete_with_children_in<C: Conn>(
+        &self,
+        conn: &C,
+        lease: &Lease,
+        output: Option<&errand_core::Payload>,
+        children: &[NewJob],
+    ) -> Result<errand_core::ChildrenAdded> {
+        let mut children = children.to_vec();
+        errand_core::check_children(&mut children)?;
+        if !conn::in_transaction(conn).await? {
+            return Err(Error::invalid(
+                "a completion that adds children runs inside a transaction (BEGIN, \
+                 complete_with_children_in, COMMIT): the step, its children and its \
+                 dependents' new edges commit together",
+            ));
+        }
+        let _written = self.touched();
+        children::complete_adding(conn, &self.queries, self.now(), lease, output, children).await
+    }
+
     /// Sends a signal on `conn` — the application's own open transaction
     /// on the same database — so it is delivered (or kept) exactly when the
     /// application's rows commit, and not at all if they roll back. The

@@ -1350,3 +1350,70 @@ async fn sql_enqueues_a_waiting_job_and_signals_it() {
         .await
         .expect("drop");
 }
+
+/// A handler completes its step with children inside its own transaction:
+/// rolled back, neither the completion nor any child exists; committed,
+/// the step is done, the child stored and the join waits for it. Outside
+/// a transaction the call is refused and writes nothing.
+#[tokio::test]
+async fn children_added_in_the_handlers_transaction_commit_with_its_rows() {
+    let Some(url) = url() else { return };
+    let schema = format!("errand_tk_{}", std::process::id());
+    let (store, mut client) = setup(&url, &schema).await;
+    store.insert(job("step")).await.expect("insert");
+    store
+        .insert(job("join").depends_on(JobId::new("step").expect("id")))
+        .await
+        .expect("join");
+    let req = errand_core::ClaimRequest {
+        queues: vec![],
+        limit: 1,
+        lease: std::time::Duration::from_secs(30),
+        rate: None,
+        reclaim: true,
+    };
+    let lease = store.claim(&req).await.expect("claim").remove(0).lease;
+    let kids = [job("kid")];
+    let refused = store
+        .complete_with_children_in(&client, &lease, None, &kids)
+        .await;
+    assert!(matches!(refused, Err(Error::Invalid(_))), "{refused:?}");
+    for commit in [false, true] {
+        let tx = client.transaction().await.expect("begin");
+        tx.execute(
+            &format!("INSERT INTO {schema}.orders VALUES ($1)"),
+            &[&"step"],
+        )
+        .await
+        .expect("effect");
+        let added = store
+            .complete_with_children_in(&tx, &lease, None, &kids)
+            .await
+            .expect("complete with children");
+        assert_eq!(added.dependents, 1);
+        if commit {
+            tx.commit().await.expect("commit");
+        } else {
+            tx.rollback().await.expect("rollback");
+            let step = store.get(&lease.id).await.expect("step");
+            assert_eq!(step.state, errand_core::JobState::Running);
+            assert!(matches!(
+                store.get(&JobId::new("kid").expect("id")).await,
+                Err(Error::NotFound(_))
+            ));
+        }
+    }
+    let kid = store
+        .get(&JobId::new("kid").expect("id"))
+        .await
+        .expect("kid");
+    assert_eq!(kid.added_by.as_ref().map(JobId::as_str), Some("step"));
+    let join = store
+        .get(&JobId::new("join").expect("id"))
+        .await
+        .expect("join");
+    assert_eq!(
+        (join.state, join.waiting_on),
+        (errand_core::JobState::Blocked, 1)
+    );
+}

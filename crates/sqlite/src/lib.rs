@@ -316,15 +316,49 @@ impl SqliteStore {
     /// autocommit the call opens a transaction of its own, so a job's
     /// completion and its dependents' release still commit together.
     pub fn complete_in(&self, conn: &Connection, lease: &Lease) -> Result<Job> {
+        settle::complete_on(conn, lease, self.lease_clock())
+    }
+
+    /// [`SqliteStore::complete_in`] that also adds `children` to the job's
+    /// workflow, as [`JobStore::complete_with_children`] does: the job is
+    /// done with its children, its waiting dependents wait for them too,
+    /// and all of it commits with the handler's writes on `conn` or not at
+    /// all (on a connection in autocommit the call opens a transaction of
+    /// its own). A lost lease is [`Error::LeaseLost`], a refused child
+    /// [`Error::Invalid`]; either way nothing was written by the call, and
+    /// the caller rolls back what it wrote. The handler then returns
+    /// `Outcome::Completed`.
+    pub fn complete_with_children_in(
+        &self,
+        conn: &Connection,
+        lease: &Lease,
+        output: Option<&errand_core::Payload>,
+        children: &[NewJob],
+    ) -> Result<errand_core::ChildrenAdded> {
+        let mut children = children.to_vec();
+        errand_core::check_children(&mut children)?;
+        let now = self.lease_clock();
+        if !conn.is_autocommit() {
+            return children::complete_adding(conn, lease, output, children, now);
+        }
+        let tx =
+            rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)
+                .map_err(conn::map_err)?;
+        let added = children::complete_adding(&tx, lease, output, children, now)?;
+        tx.commit().map_err(conn::map_err)?;
+        Ok(added)
+    }
+
+    /// Now, with the clock leases are judged by (the store's own
+    /// settlements' guard against a clock that stepped forward).
+    fn lease_clock(&self) -> Now {
         let at = self.now();
-        // The lease is judged as the store's own settlements judge it,
-        // through the guard against a clock that stepped forward.
         let leases = if self.inner.options.clock.is_manual() {
             at
         } else {
             self.inner.steps.leases_now(at, std::time::Instant::now())
         };
-        settle::complete_on(conn, lease, Now { at, leases })
+        Now { at, leases }
     }
 
     /// Sends a signal on `conn` — the application's own open transaction
