@@ -50,19 +50,17 @@ impl Inner {
         })
     }
 
-    pub(super) async fn run_job(
-        &self,
-        claimed: errand_core::ClaimedJob,
-        token: CancellationToken,
-        slot: tokio::sync::OwnedSemaphorePermit,
-    ) {
-        let lease = claimed.lease.clone();
-        let kind = self.settings.kinds.get(claimed.job.kind.as_str()).cloned();
-        let (handler, options) = match (&kind, &self.settings.fallback) {
+    /// The handler of `kind` and its options: the registered one, the
+    /// fallback, or one that retries saying no handler is registered.
+    fn handler_for(&self, kind: &errand_core::Name) -> (Arc<dyn Handler>, KindOptions) {
+        match (
+            self.settings.kinds.get(kind.as_str()),
+            &self.settings.fallback,
+        ) {
             (Some(k), _) => (k.handler.clone(), k.options.clone()),
             (None, Some(f)) => (f.clone(), KindOptions::default()),
             (None, None) => {
-                let kind = claimed.job.kind.clone();
+                let kind = kind.clone();
                 let missing: Arc<dyn Handler> = Arc::new(handler_fn(move |_ctx| {
                     let kind = kind.clone();
                     async move {
@@ -73,7 +71,17 @@ impl Inner {
                 }));
                 (missing, KindOptions::default())
             }
-        };
+        }
+    }
+
+    pub(super) async fn run_job(
+        &self,
+        claimed: errand_core::ClaimedJob,
+        token: CancellationToken,
+        slot: tokio::sync::OwnedSemaphorePermit,
+    ) {
+        let lease = claimed.lease.clone();
+        let (handler, options) = self.handler_for(&claimed.job.kind);
         let run = Execution {
             store: self.settings.store.clone(),
             lease: self.settings.lease,
