@@ -51,9 +51,14 @@ struct AddArgs {
     /// The schedule's name (part of every job id: cron:NAME:TICK).
     name: String,
     /// Cron pattern, 5 fields (minute hour day month weekday) or 6 with
-    /// seconds first; UTC.
+    /// seconds first, read in --tz.
     #[arg(long)]
     cron: String,
+    /// The IANA time zone the pattern is read in (Europe/Berlin,
+    /// America/New_York). A time a spring-forward day skips runs at the
+    /// end of the jump; one a fall-back day repeats runs once.
+    #[arg(long, default_value = "UTC", value_name = "ZONE")]
+    tz: errand::core::ScheduleZone,
     /// Job kind.
     #[arg(long)]
     kind: String,
@@ -105,9 +110,12 @@ struct RunArgs {
     #[arg(long, required = true)]
     name: Option<String>,
     /// Cron pattern, 5 fields (minute hour day month weekday) or 6 with
-    /// seconds first; UTC.
+    /// seconds first, read in --tz.
     #[arg(long, required = true)]
     cron: Option<String>,
+    /// The IANA time zone the pattern is read in (default UTC).
+    #[arg(long, default_value = "UTC", value_name = "ZONE")]
+    tz: errand::core::ScheduleZone,
     /// Job kind.
     #[arg(long, required = true)]
     kind: Option<String>,
@@ -150,7 +158,8 @@ async fn add(admin: &Admin, a: AddArgs) -> Result<ExitCode, Failure> {
         &a.kind,
         Payload::from_json_text(a.payload)?,
     )?
-    .with_options(Some(&a.queue), Some(a.max_attempts), Some(a.misfire))?;
+    .with_options(Some(&a.queue), Some(a.max_attempts), Some(a.misfire))?
+    .in_zone(a.tz);
     let req = ScheduleAdd {
         definition,
         replace: a.replace,
@@ -205,6 +214,7 @@ async fn list(admin: &Admin, a: ListArgs) -> Result<ExitCode, Failure> {
             vec![
                 d.name.to_string(),
                 d.cron.clone(),
+                d.tz.to_string(),
                 d.kind.to_string(),
                 d.queue.to_string(),
                 d.misfire.to_string(),
@@ -229,6 +239,7 @@ async fn list(admin: &Admin, a: ListArgs) -> Result<ExitCode, Failure> {
         &[
             "NAME",
             "CRON",
+            "TZ",
             "KIND",
             "QUEUE",
             "MISFIRE",
@@ -309,7 +320,7 @@ async fn run_here(store: Arc<dyn Store>, a: RunArgs) -> Result<ExitCode, Failure
     let template = NewJob::new(&kind, Payload::from_json_text(a.payload)?)?
         .on_queue(&a.queue)?
         .with_max_attempts(a.max_attempts)?;
-    let sched = errand::CronSchedule::new(&name, &cron, template, a.misfire)?;
+    let sched = errand::CronSchedule::new(&name, &cron, template, a.misfire)?.in_zone(a.tz);
     let enqueuer = errand::CronEnqueuer::new(store, vec![sched]);
     let report = |inserted: Vec<errand::Inserted>| -> anyhow::Result<()> {
         for i in inserted.iter().filter(|i| i.created) {

@@ -300,3 +300,61 @@ fn two_work_services_run_a_stored_schedule_once_per_tick() {
         assert!(ran.len() >= 6, "{ran:?}");
     });
 }
+
+/// `--tz ZONE` reads the pattern in an IANA time zone: stored, listed and
+/// shown with the schedule, its next tick the zone's 02:30 in UTC; a zone
+/// that does not exist is refused with a usage error and writes nothing.
+#[test]
+fn a_stored_schedule_reads_its_pattern_in_its_time_zone() {
+    both("sched_tz_cli", |b| {
+        let added = b.ok(&[
+            "schedule",
+            "add",
+            "nightly",
+            "--cron",
+            "30 2 * * *",
+            "--kind",
+            "report",
+            "--tz",
+            "America/New_York",
+            "--json",
+        ]);
+        assert_eq!(added["schedule"]["tz"], "America/New_York", "{added}");
+        let shown = b.ok(&["schedule", "list", "--json"]);
+        let next = shown[0]["next_tick"].as_str().unwrap();
+        // 02:30 in New York is 06:30 or 07:30 UTC, by the season.
+        assert!(
+            next.ends_with("T06:30:00.000Z") || next.ends_with("T07:30:00.000Z"),
+            "{next}"
+        );
+        let listed = b.run(&["schedule", "list"]);
+        let text = stdout(&listed);
+        assert!(
+            text.contains("TZ") && text.contains("America/New_York"),
+            "{text}"
+        );
+        let refused = b.run(&[
+            "schedule",
+            "add",
+            "other",
+            "--cron",
+            "0 3 * * *",
+            "--kind",
+            "report",
+            "--tz",
+            "Mars/Olympus_Mons",
+        ]);
+        assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+        assert!(
+            stderr(&refused).contains("does not exist"),
+            "{}",
+            stderr(&refused)
+        );
+        let all = b.ok(&["schedule", "list", "--json"]);
+        assert_eq!(
+            all.as_array().unwrap().len(),
+            1,
+            "nothing was written: {all}"
+        );
+    });
+}

@@ -16,7 +16,9 @@
 //! * [`Misfire::Backfill`]`(n)` — the `n` most recent ticks are enqueued.
 //!
 //! Patterns are parsed by the `croner` crate (5 fields, or 6 with seconds
-//! first), evaluated in UTC.
+//! first), read in UTC or in the schedule's time zone
+//! ([`crate::ScheduleZone`], whose notes say how daylight-saving
+//! transitions are handled).
 //!
 //! A schedule may live in code ([`CronSchedule`]) or in the database
 //! ([`ScheduleDefinition`], stored and changed through [`crate::Admin`] with
@@ -39,6 +41,7 @@ use crate::new_job::NewJob;
 use crate::payload::Payload;
 use crate::stamp::{check_operator, check_reason};
 use crate::state::Schedule;
+use crate::zone::{ScheduleZone, next_after, ticks_back};
 
 /// The longest cron pattern accepted, in bytes.
 pub const MAX_CRON_BYTES: usize = 200;
@@ -104,6 +107,7 @@ pub struct CronSchedule {
     cron: Cron,
     template: NewJob,
     misfire: Misfire,
+    zone: ScheduleZone,
 }
 
 impl fmt::Debug for CronSchedule {
@@ -112,6 +116,7 @@ impl fmt::Debug for CronSchedule {
             .field("name", &self.name)
             .field("pattern", &self.pattern)
             .field("misfire", &self.misfire)
+            .field("zone", &self.zone)
             .finish_non_exhaustive()
     }
 }
@@ -128,7 +133,15 @@ impl CronSchedule {
             cron,
             template,
             misfire,
+            zone: ScheduleZone::UTC,
         })
+    }
+
+    /// Reads the pattern in `zone` instead of UTC: `0 9 * * *` in
+    /// `Europe/Berlin` is nine in the morning in Berlin, summer and winter.
+    pub fn in_zone(mut self, zone: ScheduleZone) -> Self {
+        self.zone = zone;
+        self
     }
 
     /// The schedule's name.
@@ -158,24 +171,16 @@ impl CronSchedule {
             Misfire::Skip | Misfire::RunOnce => 1,
             Misfire::Backfill(n) => n as usize,
         };
-        let oldest = now.minus(lookback);
-        let mut ticks = Vec::new();
-        let Some(mut at) = to_chrono(now) else {
-            return ticks;
+        let oldest = Utc
+            .timestamp_millis_opt(now.minus(lookback).as_millis())
+            .single();
+        let (Some(at), Some(oldest)) = (to_chrono(now), oldest) else {
+            return Vec::new();
         };
-        let mut inclusive = true;
-        while ticks.len() < want {
-            let Ok(prev) = self.cron.find_previous_occurrence(&at, inclusive) else {
-                break;
-            };
-            let tick = from_chrono(&prev);
-            if tick < oldest {
-                break;
-            }
-            ticks.push(tick);
-            at = prev;
-            inclusive = false;
-        }
+        let mut ticks: Vec<Timestamp> = ticks_back(&self.cron, self.zone, at, oldest, want)
+            .iter()
+            .map(from_chrono)
+            .collect();
         if self.misfire == Misfire::Skip {
             ticks.retain(|t| now.since(*t) <= grace);
         }
@@ -184,11 +189,7 @@ impl CronSchedule {
 
     /// The next tick strictly after `now`.
     pub fn next_tick(&self, now: Timestamp) -> Option<Timestamp> {
-        let at = to_chrono(now)?;
-        self.cron
-            .find_next_occurrence(&at, false)
-            .ok()
-            .map(|t| from_chrono(&t))
+        next_after(&self.cron, self.zone, to_chrono(now)?).map(|t| from_chrono(&t))
     }
 }
 
@@ -231,8 +232,10 @@ fn parse_pattern(pattern: &str) -> Result<Cron> {
 pub struct ScheduleDefinition {
     /// The schedule's name (part of every job id: `cron:NAME:TICK`).
     pub name: Name,
-    /// The cron pattern (UTC).
+    /// The cron pattern, read in `tz`.
     pub cron: String,
+    /// The time zone the pattern is read in (default UTC).
+    pub tz: ScheduleZone,
     /// The kind of each job.
     pub kind: Name,
     /// The queue of each job.
@@ -256,6 +259,7 @@ impl ScheduleDefinition {
         let definition = ScheduleDefinition {
             name: Name::parse("schedule", name)?,
             cron: cron.to_owned(),
+            tz: ScheduleZone::UTC,
             kind: Name::parse("kind", kind)?,
             queue: Name::parse("queue", DEFAULT_QUEUE)?,
             payload,
@@ -288,6 +292,12 @@ impl ScheduleDefinition {
     /// With the misfire policy `misfire`.
     pub fn with_misfire(mut self, misfire: Misfire) -> Self {
         self.misfire = misfire;
+        self
+    }
+
+    /// With the pattern read in `tz` (`errand schedule add --tz`).
+    pub fn in_zone(mut self, tz: ScheduleZone) -> Self {
+        self.tz = tz;
         self
     }
 
@@ -357,6 +367,7 @@ impl ScheduleDefinition {
             self.template()?,
             self.misfire,
         )
+        .map(|s| s.in_zone(self.tz))
     }
 
     /// Whether `other` enqueues the same jobs at the same ticks (payloads
@@ -365,6 +376,7 @@ impl ScheduleDefinition {
         let payload = |p: &Payload| serde_json::from_str::<serde_json::Value>(p.as_str()).ok();
         self.name == other.name
             && self.cron == other.cron
+            && self.tz == other.tz
             && self.kind == other.kind
             && self.queue == other.queue
             && self.max_attempts == other.max_attempts
@@ -374,8 +386,13 @@ impl ScheduleDefinition {
 
     /// The definition as an audit entry words it (the payload left out).
     pub fn describe(&self) -> String {
+        let zone = if self.tz.is_utc() {
+            String::new()
+        } else {
+            format!(" in {}", self.tz)
+        };
         format!(
-            "cron {:?}, kind {}, queue {}, max attempts {}, misfire {}",
+            "cron {:?}{zone}, kind {}, queue {}, max attempts {}, misfire {}",
             self.cron, self.kind, self.queue, self.max_attempts, self.misfire
         )
     }
@@ -419,6 +436,8 @@ pub struct ScheduleRow {
     pub name: String,
     /// `cron`.
     pub cron: String,
+    /// `tz`.
+    pub tz: String,
     /// `kind`.
     pub kind: String,
     /// `queue`.
@@ -470,6 +489,7 @@ impl ScheduleRow {
                 .parse()
                 .map_err(|e: Error| bad("misfire policy", &e))?,
             cron: self.cron,
+            tz: self.tz.parse().map_err(|e: Error| bad("time zone", &e))?,
         };
         let paused = match (self.paused_at, self.paused_by) {
             (Some(at), Some(operator)) => Some(SchedulePause {

@@ -62,6 +62,7 @@ mod step;
 mod store;
 mod unique;
 mod workflow;
+mod zone;
 
 pub use admin::{Admin, BulkAction, BulkOutcome, BulkRequest, Planned};
 pub use args::{IntoNewJob, JobArgs, JobOptions};
@@ -134,6 +135,7 @@ pub use unique::{MAX_UNIQUE_KEY_BYTES, Unique, UniqueProbe, UniqueRule};
 pub use workflow::{
     StateCount, Workflow, WorkflowActed, WorkflowAction, WorkflowStep, WorkflowView,
 };
+pub use zone::{MAX_ZONE_BYTES, ScheduleZone};
 
 /// The examples of this crate's README, compiled and run as doctests so
 /// that the README stays true.

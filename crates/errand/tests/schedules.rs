@@ -244,3 +244,63 @@ async fn a_broken_stored_schedule_does_not_stop_the_others() {
     assert_eq!(made, ["cron:good:2026-11-30T10:01:00.000Z"]);
     admin.remove_schedule(&act("bad")).await.unwrap();
 }
+
+/// A stored schedule in a time zone, across both of its daylight-saving
+/// transitions: `30 2 * * *` in Europe/Berlin runs once on the night the
+/// clocks jump from 02:00 to 03:00, at 03:00 (01:00 UTC), and once on the
+/// night 02:00–03:00 repeats, at the first 02:30 (00:30 UTC); the zone is
+/// stored and read back with the schedule.
+async fn a_stored_schedule_follows_its_time_zone_across_dst(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
+    let admin = Admin::new(store.clone());
+    let berlin = "Europe/Berlin".parse().unwrap();
+    let nightly = ScheduleDefinition::new("nightly", "30 2 * * *", "report", Payload::default())
+        .unwrap()
+        .in_zone(berlin);
+    let added = admin.add_schedule(&add(nightly.clone())).await.unwrap();
+    assert_eq!(added.schedule.definition.tz, berlin);
+    assert_eq!(admin.schedules().await.unwrap()[0].definition, nightly);
+    let enqueuer = enqueuer(&store);
+    let mut seen = Vec::new();
+    // Every ten minutes through both transition nights.
+    for (start, end) in [
+        ("2026-03-28T22:00:00Z", "2026-03-29T04:00:00Z"),
+        ("2026-10-24T22:00:00Z", "2026-10-25T04:00:00Z"),
+    ] {
+        let end = Timestamp::parse_rfc3339(end).unwrap();
+        clock.set(Timestamp::parse_rfc3339(start).unwrap());
+        while clock.now() <= end {
+            for i in enqueuer.run_once(clock.now()).await.unwrap() {
+                if i.created {
+                    seen.push(i.job.id.to_string());
+                }
+            }
+            clock.advance(Duration::from_secs(600));
+        }
+    }
+    assert_eq!(
+        seen,
+        [
+            "cron:nightly:2026-03-29T01:00:00.000Z",
+            "cron:nightly:2026-10-25T00:30:00.000Z"
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_schedule_follows_its_time_zone_across_dst_on_sqlite() {
+    let clock = ManualClock::new(Timestamp::parse_rfc3339("2026-03-28T12:00:00Z").unwrap());
+    let (_dir, store) = sqlite(&clock);
+    a_stored_schedule_follows_its_time_zone_across_dst(store, clock).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_schedule_follows_its_time_zone_across_dst_on_postgres() {
+    let clock = ManualClock::new(Timestamp::parse_rfc3339("2026-03-28T12:00:00Z").unwrap());
+    let Some((_schema, store)) = postgres(&clock, "sched_tz").await else {
+        return;
+    };
+    a_stored_schedule_follows_its_time_zone_across_dst(store, clock).await;
+}

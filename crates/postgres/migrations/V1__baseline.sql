@@ -371,6 +371,8 @@ CREATE TABLE __SCHEMA__.errand_schedules (
     paused_at     timestamptz,
     paused_by     text,
     paused_reason text,
+    -- The IANA time zone the pattern is read in.
+    tz            text NOT NULL DEFAULT 'UTC' CHECK (length(tz) BETWEEN 1 AND 64),
     CHECK ((paused_at IS NULL) = (paused_by IS NULL)),
     CHECK (paused_at IS NOT NULL OR paused_reason IS NULL)
 );

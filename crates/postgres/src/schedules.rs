@@ -13,7 +13,7 @@ use crate::queries::Queries;
 use crate::rows::from_odt;
 
 const COLUMNS: &str = "name, cron, kind, queue, payload, max_attempts, misfire, created_at, \
-                       updated_at, active_since, paused_at, paused_by, paused_reason";
+                       updated_at, active_since, paused_at, paused_by, paused_reason, tz";
 
 fn row(r: &Row) -> Result<ScheduleRow> {
     let ts = |col: &str| -> Result<_> {
@@ -38,6 +38,7 @@ fn row(r: &Row) -> Result<ScheduleRow> {
             .map(from_odt),
         paused_by: r.try_get("paused_by").map_err(map_err)?,
         paused_reason: r.try_get("paused_reason").map_err(map_err)?,
+        tz: r.try_get("tz").map_err(map_err)?,
     })
 }
 
@@ -57,9 +58,9 @@ pub(crate) async fn change(
             let sql = match change {
                 ScheduleChange::Add(_) => format!(
                     "INSERT INTO {s}.errand_schedules
-                       (name, cron, kind, queue, payload, max_attempts, misfire,
+                       (name, cron, kind, queue, payload, max_attempts, misfire, tz,
                         created_at, updated_at, active_since)
-                     SELECT $2, $3, $4, $5, $6, $7, $8, t, t, t
+                     SELECT $2, $3, $4, $5, $6, $7, $8, $9, t, t, t
                      FROM (SELECT coalesce($1::timestamptz, now()) AS t) AS now
                      ON CONFLICT (name) DO NOTHING
                      RETURNING {COLUMNS}"
@@ -67,7 +68,7 @@ pub(crate) async fn change(
                 ScheduleChange::Replace(_) => format!(
                     "UPDATE {s}.errand_schedules
                      SET cron = $3, kind = $4, queue = $5, payload = $6, max_attempts = $7,
-                         misfire = $8, updated_at = coalesce($1::timestamptz, now()),
+                         misfire = $8, tz = $9, updated_at = coalesce($1::timestamptz, now()),
                          active_since = coalesce($1::timestamptz, now())
                      WHERE name = $2
                      RETURNING {COLUMNS}"
@@ -77,14 +78,15 @@ pub(crate) async fn change(
                 _ => format!(
                     "DELETE FROM {s}.errand_schedules
                      WHERE name = $1 AND cron = $2 AND kind = $3 AND queue = $4
-                       AND payload = $5 AND max_attempts = $6 AND misfire = $7
+                       AND payload = $5 AND max_attempts = $6 AND misfire = $7 AND tz = $8
                      RETURNING {COLUMNS}"
                 ),
             };
             let max_attempts = i32::try_from(d.max_attempts).unwrap_or(i32::MAX);
             let (kind, queue, payload) = (d.kind.as_str(), d.queue.as_str(), d.payload.as_str());
             let misfire = d.misfire.to_string();
-            let params: [Param<'_>; 8] = [
+            let tz = d.tz.name();
+            let params: [Param<'_>; 9] = [
                 &now,
                 &name,
                 &d.cron,
@@ -93,6 +95,7 @@ pub(crate) async fn change(
                 &payload,
                 &max_attempts,
                 &misfire,
+                &tz,
             ];
             let params = if matches!(change, ScheduleChange::Remove(_)) {
                 &params[1..]

@@ -87,6 +87,8 @@ pub(crate) struct AddBody {
     queue: Option<String>,
     max_attempts: Option<u32>,
     misfire: Option<String>,
+    /// The IANA time zone the pattern is read in (default UTC).
+    tz: Option<String>,
     #[serde(default)]
     replace: bool,
     operator: String,
@@ -111,12 +113,16 @@ fn definition(app: &App, req: &AddBody) -> Result<ScheduleDefinition, Problem> {
         .as_deref()
         .map(str::parse::<Misfire>)
         .transpose()?;
+    let tz = req
+        .tz
+        .as_deref()
+        .map(str::parse::<errand::core::ScheduleZone>)
+        .transpose()?
+        .unwrap_or_default();
     Ok(
-        ScheduleDefinition::new(&req.name, &req.cron, &req.kind, payload)?.with_options(
-            req.queue.as_deref(),
-            req.max_attempts,
-            misfire,
-        )?,
+        ScheduleDefinition::new(&req.name, &req.cron, &req.kind, payload)?
+            .with_options(req.queue.as_deref(), req.max_attempts, misfire)?
+            .in_zone(tz),
     )
 }
 

@@ -304,6 +304,8 @@ CREATE TABLE errand_schedules (
     paused_at     INTEGER,
     paused_by     TEXT,
     paused_reason TEXT,
+    -- The IANA time zone the pattern is read in.
+    tz            TEXT    NOT NULL DEFAULT 'UTC' CHECK (length(tz) BETWEEN 1 AND 64),
     CHECK ((paused_at IS NULL) = (paused_by IS NULL)),
     CHECK (paused_at IS NOT NULL OR paused_reason IS NULL)
 ) STRICT;

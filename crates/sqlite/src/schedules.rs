@@ -12,7 +12,7 @@ use crate::conn::map_err;
 use crate::rows::{opt_ts_col, ts_col};
 
 const COLUMNS: &str = "name, cron, kind, queue, payload, max_attempts, misfire, created_at, \
-                       updated_at, active_since, paused_at, paused_by, paused_reason";
+                       updated_at, active_since, paused_at, paused_by, paused_reason, tz";
 
 fn row(r: &Row<'_>) -> rusqlite::Result<ScheduleRow> {
     Ok(ScheduleRow {
@@ -29,6 +29,7 @@ fn row(r: &Row<'_>) -> rusqlite::Result<ScheduleRow> {
         paused_at: opt_ts_col(r, 10)?,
         paused_by: r.get(11)?,
         paused_reason: r.get(12)?,
+        tz: r.get(13)?,
     })
 }
 
@@ -46,7 +47,7 @@ fn with_definition(
                 ":name": d.name.as_str(), ":cron": d.cron, ":kind": d.kind.as_str(),
                 ":queue": d.queue.as_str(), ":payload": d.payload.as_str(),
                 ":max_attempts": d.max_attempts, ":misfire": d.misfire.to_string(),
-                ":now": now.as_millis(),
+                ":tz": d.tz.name(), ":now": now.as_millis(),
             },
             row,
         )
@@ -67,9 +68,9 @@ pub(crate) fn change(
             conn,
             &format!(
                 "INSERT INTO errand_schedules
-                   (name, cron, kind, queue, payload, max_attempts, misfire,
+                   (name, cron, kind, queue, payload, max_attempts, misfire, tz,
                     created_at, updated_at, active_since)
-                 VALUES (:name, :cron, :kind, :queue, :payload, :max_attempts, :misfire,
+                 VALUES (:name, :cron, :kind, :queue, :payload, :max_attempts, :misfire, :tz,
                          :now, :now, :now)
                  ON CONFLICT (name) DO NOTHING
                  RETURNING {COLUMNS}"
@@ -82,7 +83,7 @@ pub(crate) fn change(
             &format!(
                 "UPDATE errand_schedules
                  SET cron = :cron, kind = :kind, queue = :queue, payload = :payload,
-                     max_attempts = :max_attempts, misfire = :misfire,
+                     max_attempts = :max_attempts, misfire = :misfire, tz = :tz,
                      updated_at = :now, active_since = :now
                  WHERE name = :name
                  RETURNING {COLUMNS}"
@@ -95,7 +96,7 @@ pub(crate) fn change(
                 "DELETE FROM errand_schedules
                  WHERE name = :name AND cron = :cron AND kind = :kind AND queue = :queue
                    AND payload = :payload AND max_attempts = :max_attempts
-                   AND misfire = :misfire
+                   AND misfire = :misfire AND tz = :tz
                  RETURNING {COLUMNS}"
             ))
             .map_err(map_err)?
@@ -104,6 +105,7 @@ pub(crate) fn change(
                     ":name": name, ":cron": d.cron, ":kind": d.kind.as_str(),
                     ":queue": d.queue.as_str(), ":payload": d.payload.as_str(),
                     ":max_attempts": d.max_attempts, ":misfire": d.misfire.to_string(),
+                    ":tz": d.tz.name(),
                 },
                 row,
             )

@@ -67,6 +67,7 @@ fn row(s: &StoredSchedule, now: Timestamp) -> Markup {
         tr {
             td { code { (d.name.as_str()) } }
             td { code { (d.cron) } }
+            td { (d.tz.name()) }
             td { (d.kind.as_str()) }
             td { a href={ "/dashboard/jobs?queue=" (d.queue.as_str()) } { (d.queue.as_str()) } }
             td { code { (truncate(d.payload.as_str(), PAYLOAD_CHARS)) } }
@@ -106,7 +107,7 @@ async fn list(
         } @else {
             table.jobs {
                 thead { tr {
-                    th { "name" } th { "cron" } th { "kind" } th { "queue" } th { "payload" }
+                    th { "name" } th { "cron" } th { "time zone" } th { "kind" } th { "queue" } th { "payload" }
                     th { "misfire" } th.num { "max attempts" } th { "next tick" } th { "state" } th { }
                 } }
                 tbody { @for s in &schedules { (row(s, now)) } }

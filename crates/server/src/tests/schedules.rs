@@ -358,3 +358,36 @@ async fn the_audit_log_takes_a_schedule_filter() {
         r.body
     );
 }
+
+/// `tz` reads the pattern in an IANA time zone and comes back with the
+/// schedule; a zone that does not exist is a 400 that writes nothing.
+#[tokio::test]
+async fn a_schedule_in_a_time_zone_is_stored_with_it_and_a_bad_zone_refused() {
+    let api = Api::new();
+    api.post(
+        "/v1/schedules",
+        &json!({"name": "n", "cron": "0 3 * * *", "kind": "k", "tz": "Europe/Nowhere",
+                "operator": "alice"}),
+    )
+    .await
+    .problem(StatusCode::BAD_REQUEST, "invalid");
+    let listed = api.get("/v1/schedules").await;
+    assert_eq!(listed.body["schedules"], json!([]), "{}", listed.body);
+    let added = api
+        .post(
+            "/v1/schedules",
+            &json!({"name": "n", "cron": "30 2 * * *", "kind": "k", "tz": "Europe/Berlin",
+                    "operator": "alice"}),
+        )
+        .await;
+    assert_eq!(added.status, StatusCode::CREATED, "{}", added.body);
+    assert_eq!(added.body["schedule"]["tz"], "Europe/Berlin");
+    let shown = api.get("/v1/schedules/n").await;
+    let next = shown.body["next_tick"].as_str().unwrap();
+    // 02:30 in Berlin is 00:30 or 01:30 UTC, by the season.
+    assert!(
+        next.ends_with("T00:30:00.000Z") || next.ends_with("T01:30:00.000Z"),
+        "{}",
+        shown.body
+    );
+}
