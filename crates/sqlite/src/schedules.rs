@@ -55,6 +55,29 @@ fn with_definition(
         .map_err(map_err)
 }
 
+/// Deletes the schedule only with the definition its audit entry records.
+fn remove(conn: &Connection, d: &ScheduleDefinition) -> Result<Option<ScheduleRow>> {
+    conn.prepare_cached(&format!(
+        "DELETE FROM errand_schedules
+         WHERE name = :name AND cron = :cron AND kind = :kind AND queue = :queue
+           AND payload = :payload AND max_attempts = :max_attempts
+           AND misfire = :misfire AND tz = :tz
+         RETURNING {COLUMNS}"
+    ))
+    .map_err(map_err)?
+    .query_row(
+        named_params! {
+            ":name": d.name.as_str(), ":cron": d.cron, ":kind": d.kind.as_str(),
+            ":queue": d.queue.as_str(), ":payload": d.payload.as_str(),
+            ":max_attempts": d.max_attempts, ":misfire": d.misfire.to_string(),
+            ":tz": d.tz.name(),
+        },
+        row,
+    )
+    .optional()
+    .map_err(map_err)
+}
+
 /// Applies `change` if its condition holds, with its audit entry.
 pub(crate) fn change(
     conn: &Connection,
@@ -91,26 +114,7 @@ pub(crate) fn change(
             d,
             now,
         )?,
-        ScheduleChange::Remove(d) => conn
-            .prepare_cached(&format!(
-                "DELETE FROM errand_schedules
-                 WHERE name = :name AND cron = :cron AND kind = :kind AND queue = :queue
-                   AND payload = :payload AND max_attempts = :max_attempts
-                   AND misfire = :misfire AND tz = :tz
-                 RETURNING {COLUMNS}"
-            ))
-            .map_err(map_err)?
-            .query_row(
-                named_params! {
-                    ":name": name, ":cron": d.cron, ":kind": d.kind.as_str(),
-                    ":queue": d.queue.as_str(), ":payload": d.payload.as_str(),
-                    ":max_attempts": d.max_attempts, ":misfire": d.misfire.to_string(),
-                    ":tz": d.tz.name(),
-                },
-                row,
-            )
-            .optional()
-            .map_err(map_err)?,
+        ScheduleChange::Remove(d) => remove(conn, d)?,
         ScheduleChange::Pause(_) => conn
             .prepare_cached(&format!(
                 "UPDATE errand_schedules
