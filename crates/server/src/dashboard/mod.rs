@@ -64,6 +64,7 @@ mod jobs;
 mod login;
 mod queues;
 mod reschedule;
+mod schedule_forms;
 mod schedules;
 mod signal;
 #[cfg(test)]
@@ -119,6 +120,7 @@ pub(crate) fn router(store: Arc<dyn Store>, config: &ServerConfig) -> Router {
         .merge(queues::routes())
         .merge(audit::routes())
         .merge(schedules::routes())
+        .merge(schedule_forms::routes())
         .merge(workflows::routes())
         .merge(batches::routes())
         .route("/dashboard/{*rest}", any(not_found))

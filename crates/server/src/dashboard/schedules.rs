@@ -1,8 +1,7 @@
 //! The stored periodic schedules (what `errand schedule add` keeps in the
 //! database and every running service enqueues at each tick), and pausing
 //! or resuming one behind a confirmation page, as for queues. Adding,
-//! replacing and removing schedules is done with `errand schedule` or the
-//! API.
+//! editing and removing them are the forms of `schedule_forms.rs`.
 
 use axum::Router;
 use axum::extract::rejection::PathRejection;
@@ -82,6 +81,10 @@ fn row(s: &StoredSchedule, now: Timestamp) -> Markup {
                     a.button href=(action_path(&d.name, Change::Pause)) { "Pause…" }
                 }
                 " "
+                a.button href=(super::schedule_forms::edit_path(&d.name)) { "Edit…" }
+                " "
+                a.button href=(super::schedule_forms::remove_path(&d.name)) { "Remove…" }
+                " "
                 a href=(audit_path(&d.name)) { "audit" }
             }
         }
@@ -99,11 +102,12 @@ async fn list(
         h1 { "Schedules" }
         p.note {
             "Periodic jobs stored in the database: every running service enqueues each one's job at every tick, exactly once per tick (job id "
-            code { "cron:NAME:TICK" } "), on UTC cron patterns. Next ticks as of " (view::time(now))
-            ". Add, replace or remove schedules with " code { "errand schedule" } " or the API."
+            code { "cron:NAME:TICK" } "), the pattern read in the schedule's time zone. Next ticks as of " (view::time(now))
+            "."
         }
+        p { a.button href="/dashboard/schedules/new" { "Add a schedule…" } }
         @if schedules.is_empty() {
-            p.empty { "No schedule is stored. Add one with " code { "errand schedule add NAME --cron PATTERN --kind KIND" } "." }
+            p.empty { "No schedule is stored. Add one here, or with " code { "errand schedule add NAME --cron PATTERN --kind KIND" } "." }
         } @else {
             table.jobs {
                 thead { tr {

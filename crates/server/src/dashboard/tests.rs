@@ -1776,3 +1776,122 @@ async fn a_child_added_at_run_time_links_the_step_that_added_it() {
     let step = b.get("/dashboard/jobs/lister").await;
     assert!(!step.body.contains("added by"), "the step was enqueued");
 }
+
+/// A schedule added, edited and removed from the dashboard: each form is
+/// a GET that changes nothing, then a POST with the CSRF token, the
+/// operator and a reason; a bad field (a time zone that does not exist)
+/// brings the form back filled in, saying what to fix, and writes nothing;
+/// each change is in the audit log with the operator.
+#[tokio::test]
+async fn a_schedule_is_added_edited_and_removed_from_the_dashboard() {
+    let mut b = Browser::new();
+    let list = b.get("/dashboard/schedules").await;
+    assert!(
+        list.body.contains(r#"href="/dashboard/schedules/new""#),
+        "{}",
+        list.body
+    );
+    let form = b.get("/dashboard/schedules/new").await;
+    form.html(StatusCode::OK);
+    assert!(
+        form.body.contains(r#"value="UTC""#),
+        "the default zone: {}",
+        form.body
+    );
+    let csrf = form.csrf();
+    let fields = |tz: &'static str, cron: &'static str| {
+        vec![
+            ("name", "nightly"),
+            ("cron", cron),
+            ("tz", tz),
+            ("kind", "report"),
+            ("queue", "reports"),
+            ("payload", r#"{"day": "yesterday"}"#),
+            ("max_attempts", "7"),
+            ("misfire", "once"),
+            ("operator", "carol"),
+            ("reason", "nightly numbers"),
+        ]
+    };
+    let mut post = fields("Europe/Nowhere", "30 2 * * *");
+    post.push(("csrf", csrf.as_str()));
+    let r = b.post("/dashboard/schedules/new", &post).await;
+    r.refused(StatusCode::BAD_REQUEST, "The time zone");
+    assert!(
+        r.body.contains(r#"value="Europe/Nowhere""#),
+        "the form comes back filled"
+    );
+    let admin = errand::Admin::new(b.store());
+    assert!(
+        admin.schedules().await.expect("list").is_empty(),
+        "nothing stored"
+    );
+    let mut post = fields("Europe/Berlin", "30 2 * * *");
+    post.push(("csrf", csrf.as_str()));
+    let r = b.post("/dashboard/schedules/new", &post).await;
+    assert_eq!(r.location(), "/dashboard/schedules?done=added");
+    let stored = stored_schedule(&b, "nightly").await;
+    assert_eq!(stored.definition.tz.name(), "Europe/Berlin");
+    assert_eq!(stored.definition.max_attempts, 7);
+    let page = b.get("/dashboard/schedules").await;
+    assert!(
+        page.body.contains("<td>Europe/Berlin</td>"),
+        "{}",
+        page.body
+    );
+
+    // Edit: the form is filled from the stored definition; a new pattern
+    // replaces it.
+    let edit = b.get("/dashboard/schedules/nightly/edit").await;
+    edit.html(StatusCode::OK);
+    assert!(edit.body.contains(r#"value="30 2 * * *""#), "{}", edit.body);
+    let mut post = fields("Europe/Berlin", "0 4 * * *");
+    post.push(("csrf", csrf.as_str()));
+    let r = b.post("/dashboard/schedules/nightly/edit", &post).await;
+    assert_eq!(r.location(), "/dashboard/schedules?done=replaced");
+    assert_eq!(
+        stored_schedule(&b, "nightly").await.definition.cron,
+        "0 4 * * *"
+    );
+
+    // Remove, confirmed.
+    let confirm = b.get("/dashboard/schedules/nightly/remove").await;
+    confirm.html(StatusCode::OK);
+    assert!(confirm.body.contains("Remove schedule"), "{}", confirm.body);
+    let r = b
+        .post(
+            "/dashboard/schedules/nightly/remove",
+            &[
+                ("csrf", csrf.as_str()),
+                ("operator", "carol"),
+                ("reason", "retired"),
+            ],
+        )
+        .await;
+    assert_eq!(r.location(), "/dashboard/schedules?done=removed");
+    assert!(admin.schedules().await.expect("list").is_empty());
+    let entries = admin
+        .audit_log(&errand::AuditFilter::default())
+        .await
+        .expect("audit");
+    let actions: Vec<(&str, &str)> = entries
+        .iter()
+        .map(|e| (e.action.as_str(), e.operator.as_str()))
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            ("schedule_remove", "carol"),
+            ("schedule_replace", "carol"),
+            ("schedule_add", "carol")
+        ]
+    );
+    assert!(
+        entries[2]
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("in Europe/Berlin")),
+        "{:?}",
+        entries[2].reason
+    );
+}
