@@ -116,11 +116,7 @@ fn confirm_one(
             }
         }
     };
-    let status = if problem.is_some() {
-        StatusCode::BAD_REQUEST
-    } else {
-        StatusCode::OK
-    };
+    let status = view::form_status(problem);
     view::page(status, Some(ctx), title, None, body)
 }
 
@@ -250,11 +246,7 @@ fn confirm_many(ctx: &Ctx, jobs: &[Job], entered: &Audit, problem: Option<&str>)
             }
         }
     };
-    let status = if problem.is_some() {
-        StatusCode::BAD_REQUEST
-    } else {
-        StatusCode::OK
-    };
+    let status = view::form_status(problem);
     view::page(
         status,
         Some(ctx),

@@ -44,6 +44,14 @@ impl Form {
             .collect()
     }
 
+    /// The first value of `name` as entered, or empty: what a refused
+    /// form shows again.
+    pub(super) fn first(&self, name: &str) -> String {
+        self.all(name)
+            .first()
+            .map_or_else(String::new, |s| (*s).to_owned())
+    }
+
     /// The value of `name` when given once and not empty; an error when
     /// given more than once.
     pub(super) fn one(&self, name: &str) -> Result<Option<&str>, PageError> {

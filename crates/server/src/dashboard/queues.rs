@@ -295,11 +295,7 @@ fn confirm_page(
             }
         }
     };
-    let status = if problem.is_some() {
-        StatusCode::BAD_REQUEST
-    } else {
-        StatusCode::OK
-    };
+    let status = view::form_status(problem);
     view::page(status, Some(ctx), title, Some(Section::Queues), body)
 }
 

@@ -39,11 +39,7 @@ struct Change {
 
 impl Change {
     fn entered(form: &Form) -> Change {
-        let first = |name| {
-            form.all(name)
-                .first()
-                .map_or_else(String::new, |s| s.to_string())
-        };
+        let first = |name| form.first(name);
         Change {
             when: first("when"),
             delay: first("delay"),
@@ -117,11 +113,7 @@ fn page(ctx: &Ctx, job: &Job, change: &Change, entered: &Audit, problem: Option<
             }
         }
     };
-    let status = if problem.is_some() {
-        StatusCode::BAD_REQUEST
-    } else {
-        StatusCode::OK
-    };
+    let status = view::form_status(problem);
     view::page(status, Some(ctx), "Reschedule job", None, body)
 }
 

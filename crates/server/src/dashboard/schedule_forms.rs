@@ -9,7 +9,6 @@
 use axum::Router;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Extension, Path, State};
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use errand::{
@@ -20,12 +19,11 @@ use maud::{Markup, html};
 use super::Dash;
 use super::actions::audit_fields;
 use super::error::PageError;
-use super::forms::{Audit, Form, detail, segment};
+use super::forms::{Audit, Form, detail};
 use super::guard::Visitor;
+use super::schedules::{LIST, edit_path, path_name, remove_path};
 use super::view::{self, Ctx, Section};
 
-/// Where the schedules are listed.
-const LIST: &str = "/dashboard/schedules";
 /// The fields of the definition form, besides the operator and reason.
 const FIELDS: [&str; 8] = [
     "name",
@@ -49,16 +47,6 @@ pub(super) fn routes() -> Router<Dash> {
             "/dashboard/schedules/{name}/remove",
             get(confirm_remove).post(remove),
         )
-}
-
-/// The path of the edit form of `name`.
-pub(super) fn edit_path(name: &Name) -> String {
-    format!("{LIST}/{}/edit", segment(name.as_str()))
-}
-
-/// The path of the removal's confirmation of `name`.
-pub(super) fn remove_path(name: &Name) -> String {
-    format!("{LIST}/{}/remove", segment(name.as_str()))
 }
 
 /// A definition as entered, kept to show the form again after a refusal.
@@ -91,11 +79,7 @@ impl Default for Entered {
 
 impl Entered {
     fn of(form: &Form) -> Entered {
-        let first = |name| {
-            form.all(name)
-                .first()
-                .map_or_else(String::new, |s| s.to_string())
-        };
+        let first = |name| form.first(name);
         Entered {
             name: first("name"),
             cron: first("cron"),
@@ -216,22 +200,8 @@ fn form_page(
             }
         }
     };
-    let status = if problem.is_some() {
-        StatusCode::BAD_REQUEST
-    } else {
-        StatusCode::OK
-    };
+    let status = view::form_status(problem);
     view::page(status, Some(ctx), &title, Some(Section::Schedules), body)
-}
-
-fn path_name(path: Result<Path<String>, PathRejection>) -> Result<Name, PageError> {
-    let Path(name) = path.map_err(|r| {
-        PageError::bad_request(format!(
-            "The schedule name in the address is not valid: {}",
-            r.body_text()
-        ))
-    })?;
-    Name::parse("schedule", name).map_err(|e| PageError::bad_request(detail(e)))
 }
 
 async fn new_form(
@@ -357,11 +327,7 @@ fn remove_page(
             }
         }
     };
-    let status = if problem.is_some() {
-        StatusCode::BAD_REQUEST
-    } else {
-        StatusCode::OK
-    };
+    let status = view::form_status(problem);
     view::page(
         status,
         Some(ctx),

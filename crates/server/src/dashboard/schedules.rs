@@ -20,7 +20,7 @@ use super::guard::Visitor;
 use super::view::{self, Ctx, Section, truncate};
 
 /// Where the schedules are listed.
-const LIST: &str = "/dashboard/schedules";
+pub(super) const LIST: &str = "/dashboard/schedules";
 /// The most characters of a payload the table shows.
 const PAYLOAD_CHARS: usize = 80;
 
@@ -43,6 +43,16 @@ pub(super) fn audit_path(name: &Name) -> String {
         .append_pair("schedule", name.as_str())
         .finish();
     format!("/dashboard/audit?{query}")
+}
+
+/// The path of the edit form of `name` (schedule_forms.rs).
+pub(super) fn edit_path(name: &Name) -> String {
+    format!("{LIST}/{}/edit", segment(name.as_str()))
+}
+
+/// The path of the removal's confirmation of `name` (schedule_forms.rs).
+pub(super) fn remove_path(name: &Name) -> String {
+    format!("{LIST}/{}/remove", segment(name.as_str()))
 }
 
 fn action_path(name: &Name, change: Change) -> String {
@@ -81,9 +91,9 @@ fn row(s: &StoredSchedule, now: Timestamp) -> Markup {
                     a.button href=(action_path(&d.name, Change::Pause)) { "Pause…" }
                 }
                 " "
-                a.button href=(super::schedule_forms::edit_path(&d.name)) { "Edit…" }
+                a.button href=(edit_path(&d.name)) { "Edit…" }
                 " "
-                a.button href=(super::schedule_forms::remove_path(&d.name)) { "Remove…" }
+                a.button href=(remove_path(&d.name)) { "Remove…" }
                 " "
                 a href=(audit_path(&d.name)) { "audit" }
             }
@@ -127,7 +137,8 @@ async fn list(
     ))
 }
 
-fn path_name(path: Result<Path<String>, PathRejection>) -> Result<Name, PageError> {
+/// The schedule named in the address.
+pub(super) fn path_name(path: Result<Path<String>, PathRejection>) -> Result<Name, PageError> {
     let Path(name) = path.map_err(|r| {
         PageError::bad_request(format!(
             "The schedule name in the address is not valid: {}",
@@ -188,11 +199,7 @@ fn confirm_page(
             }
         }
     };
-    let status = if problem.is_some() {
-        StatusCode::BAD_REQUEST
-    } else {
-        StatusCode::OK
-    };
+    let status = view::form_status(problem);
     view::page(status, Some(ctx), title, Some(Section::Schedules), body)
 }
 

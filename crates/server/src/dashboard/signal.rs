@@ -35,11 +35,7 @@ struct Entered {
 
 impl Entered {
     fn of(form: &Form) -> Entered {
-        let first = |name| {
-            form.all(name)
-                .first()
-                .map_or_else(String::new, |s| s.to_string())
-        };
+        let first = |name| form.first(name);
         Entered {
             name: first("name"),
             payload: first("payload"),
@@ -91,11 +87,7 @@ fn page(ctx: &Ctx, job: &Job, entered: &Entered, audit: &Audit, problem: Option<
             }
         }
     };
-    let status = if problem.is_some() {
-        StatusCode::BAD_REQUEST
-    } else {
-        StatusCode::OK
-    };
+    let status = view::form_status(problem);
     view::page(status, Some(ctx), "Send a signal", None, body)
 }
 

@@ -93,6 +93,16 @@ pub(super) fn page(
     html_response(status, markup)
 }
 
+/// A form page's status: 400 when it comes back with a problem to fix,
+/// 200 otherwise.
+pub(super) fn form_status(problem: Option<&str>) -> StatusCode {
+    if problem.is_some() {
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::OK
+    }
+}
+
 pub(super) fn html_response(status: StatusCode, markup: Markup) -> Response {
     (
         status,
