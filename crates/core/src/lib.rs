@@ -50,6 +50,7 @@ mod minutes;
 mod new_job;
 mod outcome;
 mod payload;
+mod queue_limit;
 mod requests;
 mod retry;
 mod schema;
@@ -106,6 +107,7 @@ pub use minutes::{
 pub use new_job::{MAX_DEPENDENCIES, NewJob, check_unique_batch};
 pub use outcome::{MAX_RECORDED_TEXT_BYTES, Outcome, storable_text};
 pub use payload::{MAX_OUTPUT_BYTES, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH, Payload};
+pub use queue_limit::{MAX_QUEUE_CONCURRENCY, QueueLimit, QueueLimitRequest, check_concurrency};
 pub use requests::{
     AuditEntry, AuditFilter, BulkFilter, CancelRequest, Copied, CopyRequest, PausedQueue,
     PurgeRequest, QueueAction, ReplayRequest, RescheduleRequest, Selection,

@@ -10,6 +10,7 @@ use crate::clock::Timestamp;
 use crate::error::{Error, Result};
 use crate::ids::Name;
 use crate::job::ClaimedJob;
+use crate::queue_limit::QueueLimit;
 use crate::requests::PausedQueue;
 
 /// The upper bounds, in milliseconds, of the latency histograms' buckets
@@ -214,6 +215,8 @@ pub struct QueueStats {
     pub counts: Counts,
     /// Whether an operator paused it.
     pub paused: bool,
+    /// Its concurrency cap across every process, if an operator set one.
+    pub concurrency_limit: Option<u32>,
     /// States in which this queue holds more rows than the cap: its counts
     /// of them are lower bounds.
     pub truncated: Vec<String>,
@@ -354,7 +357,8 @@ pub struct WindowRow {
 }
 
 /// Assembles [`Stats`] from what a backend read: each queue's sample, the
-/// window's counts, the paused queues and the workers. A state whose rows
+/// window's counts, the paused queues, the queues' concurrency caps and
+/// the workers. A state whose rows
 /// read exceed the cap in some queue, and a window whose counts do, are
 /// named in [`Stats::truncated`].
 pub fn assemble_stats(
@@ -363,6 +367,7 @@ pub fn assemble_stats(
     samples: Vec<QueueSample>,
     window: Vec<WindowRow>,
     paused: &[PausedQueue],
+    limits: &[QueueLimit],
     mut workers: Vec<WorkerSeen>,
 ) -> Result<Stats> {
     let cap = u64::from(req.cap);
@@ -413,9 +418,7 @@ pub fn assemble_stats(
         };
         *map.entry(w.class).or_default() += w.n;
     }
-    for p in paused {
-        entry(&mut queues, p.queue.as_str())?.paused = true;
-    }
+    mark_settings(&mut queues, paused, limits)?;
     let mut queues: Vec<QueueStats> = queues.into_values().collect();
     for q in &mut queues {
         let c = &q.counts;
@@ -454,6 +457,22 @@ pub fn assemble_stats(
     })
 }
 
+/// Marks the queues an operator paused or capped (listing them even with
+/// no jobs).
+fn mark_settings(
+    queues: &mut BTreeMap<String, QueueStats>,
+    paused: &[PausedQueue],
+    limits: &[QueueLimit],
+) -> Result<()> {
+    for p in paused {
+        entry(queues, p.queue.as_str())?.paused = true;
+    }
+    for l in limits {
+        entry(queues, l.queue.as_str())?.concurrency_limit = Some(l.concurrency);
+    }
+    Ok(())
+}
+
 fn entry<'a>(
     queues: &'a mut BTreeMap<String, QueueStats>,
     name: &str,
@@ -466,6 +485,7 @@ fn entry<'a>(
                 queue,
                 counts: Counts::default(),
                 paused: false,
+                concurrency_limit: None,
                 truncated: Vec::new(),
             },
         );
@@ -543,18 +563,29 @@ mod tests {
             reason: None,
             paused_at: now,
         }];
+        // A cap on a queue with no jobs still lists it, as a pause does.
+        let limits = [QueueLimit {
+            queue: Name::parse("queue", "capped").expect("valid"),
+            concurrency: 5,
+            operator: "op".into(),
+            reason: None,
+            set_at: now,
+        }];
         let stats = assemble_stats(
             &StatsRequest::default(),
             now,
             samples,
             window,
             &paused,
+            &limits,
             vec![],
         )
         .expect("assembles");
         let names: Vec<&str> = stats.queues.iter().map(|q| q.queue.as_str()).collect();
-        assert_eq!(names, ["bulk", "idle", "mail"]);
-        let mail = &stats.queues[2].counts;
+        assert_eq!(names, ["bulk", "capped", "idle", "mail"]);
+        assert_eq!(stats.queues[1].concurrency_limit, Some(5));
+        assert_eq!(stats.queues[3].concurrency_limit, None);
+        let mail = &stats.queues[3].counts;
         assert_eq!((mail.ready, mail.scheduled, mail.running), (3, 2, 4));
         assert_eq!(mail.blocked, 6);
         assert_eq!(stats.totals().blocked, 6);
@@ -562,7 +593,7 @@ mod tests {
         assert_eq!((mail.active_leases, mail.expired_leases), (3, 1));
         assert_eq!(mail.oldest_due_age_ms, Some(60_000));
         assert_eq!(mail.retries.get("retryable"), Some(&5));
-        assert!(stats.queues[1].paused);
+        assert!(stats.queues[2].paused);
         assert_eq!(
             stats.queues[0].counts.dead_letters.get("permanent"),
             Some(&2)
@@ -599,14 +630,22 @@ mod tests {
         };
         let now = Timestamp::from_millis(0);
         let samples = vec![sample("a", 5, 4, 0), sample("b", 9, 0, 5)];
-        let stats = assemble_stats(&req, now, samples, vec![window(3), window(2)], &[], vec![])
-            .expect("assembles");
+        let stats = assemble_stats(
+            &req,
+            now,
+            samples,
+            vec![window(3), window(2)],
+            &[],
+            &[],
+            vec![],
+        )
+        .expect("assembles");
         assert_eq!(stats.truncated, ["ready", "dead", "window"]);
         assert_eq!(stats.queues[0].truncated, ["ready"]);
         assert_eq!(stats.queues[1].truncated, ["ready", "dead"]);
         let samples = vec![sample("a", 4, 4, 4)];
-        let stats =
-            assemble_stats(&req, now, samples, vec![window(4)], &[], vec![]).expect("assembles");
+        let stats = assemble_stats(&req, now, samples, vec![window(4)], &[], &[], vec![])
+            .expect("assembles");
         assert!(stats.truncated.is_empty(), "{:?}", stats.truncated);
     }
 }

@@ -17,6 +17,7 @@ use crate::labels::WorkflowId;
 use crate::minutes::{MinuteCount, MinuteQuery, MinuteRow};
 use crate::new_job::NewJob;
 use crate::payload::Payload;
+use crate::queue_limit::QueueLimit;
 use crate::requests::{AuditEntry, AuditFilter, PausedQueue};
 use crate::signal::{Await, NewSignal, ReceivedSignal};
 pub use crate::stamp::AuditStamp;
@@ -537,6 +538,23 @@ pub trait AdminStore: Send + Sync + fmt::Debug {
     /// Resumes a paused queue, with a `resume` audit entry. Returns `false`
     /// (writing nothing) when it was not paused.
     async fn resume_queue(&self, queue: &Name, by: &AuditStamp) -> Result<bool>;
+
+    /// Sets a queue's concurrency cap (`Some`), or clears it (`None`): from
+    /// the next claim on, claims in every process start one of its jobs
+    /// only while fewer than the cap are running (expired leases count
+    /// until reclaimed or swept; jobs already running go on). Writes a
+    /// `limit` or `unlimit` audit entry. Returns `false` (writing nothing)
+    /// when the queue already had that cap, or had none to clear. The cap
+    /// was checked by the caller ([`crate::check_concurrency`]).
+    async fn set_queue_limit(
+        &self,
+        queue: &Name,
+        concurrency: Option<u32>,
+        by: &AuditStamp,
+    ) -> Result<bool>;
+
+    /// The queues' concurrency caps, by name.
+    async fn queue_limits(&self) -> Result<Vec<QueueLimit>>;
 
     /// One job with its attempt history and audit entries.
     async fn detail(&self, id: &JobId) -> Result<JobDetail>;

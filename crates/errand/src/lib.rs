@@ -80,16 +80,17 @@ use std::sync::Arc;
 pub use errand_core::{
     self as core, AttemptRecord, AuditRecord, CancelRequest, ClaimRate, ClaimRequest, ClaimedJob,
     Clock, Error, ErrorClass, Failure, Inserted, IntoNewJob, Job, JobArgs, JobDetail, JobFilter,
-    JobId, JobKey, JobOptions, JobState, KeyLimit, Lease, MAX_OUTPUT_BYTES, ManualClock, Name,
-    NewJob, Outcome, Payload, RateBucket, RateLimit, ReplayRequest, Result, RetryAt, RetryPolicy,
-    Schedule, SchemaStatus, Store, SweepReport, SystemClock, Timestamp, WorkerStore, bounds,
+    JobId, JobKey, JobOptions, JobState, KeyLimit, Lease, MAX_OUTPUT_BYTES, MAX_QUEUE_CONCURRENCY,
+    ManualClock, Name, NewJob, Outcome, Payload, RateBucket, RateLimit, ReplayRequest, Result,
+    RetryAt, RetryPolicy, Schedule, SchemaStatus, Store, SweepReport, SystemClock, Timestamp,
+    WorkerStore, bounds,
 };
 pub use errand_core::{
     Admin, AdminStore, AuditEntry, AuditFilter, AuditStamp, BulkAction, BulkFilter, BulkOutcome,
     BulkRequest, Copied, CopyRequest, Counts, Histogram, JobStore, LATENCY_BUCKETS_MS, Notifier,
-    PausedQueue, Planned, PurgeRequest, QueueAction, QueueStats, Reschedule, RescheduleRequest,
-    Selection, Stats, StatsRequest, TraceParent, WorkerMetrics, WorkerReport, WorkerSeen, Workflow,
-    WorkflowAction, WorkflowId, WorkflowStep, WorkflowView,
+    PausedQueue, Planned, PurgeRequest, QueueAction, QueueLimit, QueueLimitRequest, QueueStats,
+    Reschedule, RescheduleRequest, Selection, Stats, StatsRequest, TraceParent, WorkerMetrics,
+    WorkerReport, WorkerSeen, Workflow, WorkflowAction, WorkflowId, WorkflowStep, WorkflowView,
 };
 pub use errand_core::{
     Await, Awaiting, MAX_SIGNAL_PAYLOAD_BYTES, NewSignal, OnAwaitTimeout, ReceivedSignal,

@@ -1047,6 +1047,17 @@ impl errand::AdminStore for Meddling {
     ) -> errand::Result<bool> {
         self.inner.resume_queue(q, by).await
     }
+    async fn set_queue_limit(
+        &self,
+        q: &errand::Name,
+        concurrency: Option<u32>,
+        by: &errand::AuditStamp,
+    ) -> errand::Result<bool> {
+        self.inner.set_queue_limit(q, concurrency, by).await
+    }
+    async fn queue_limits(&self) -> errand::Result<Vec<errand::QueueLimit>> {
+        self.inner.queue_limits().await
+    }
     async fn detail(&self, id: &JobId) -> errand::Result<errand::JobDetail> {
         self.inner.detail(id).await
     }

@@ -327,6 +327,20 @@ CREATE TABLE __SCHEMA__.errand_paused_queues (
     paused_at timestamptz NOT NULL
 );
 
+-- Queues with a concurrency cap: a claim starts one of their jobs only
+-- while fewer than `concurrency` of them are running. Ordinary claims
+-- leave these queues out (claim.sql, claim_ready.sql); a claim takes
+-- their jobs with claim_capped.sql, holding the queue's advisory lock
+-- (cap_lock.sql) so that claims of a capped queue take turns, each
+-- counting the running jobs the last one committed.
+CREATE TABLE __SCHEMA__.errand_queue_limits (
+    queue       text COLLATE "C" NOT NULL PRIMARY KEY,
+    concurrency integer NOT NULL CHECK (concurrency BETWEEN 1 AND 100000),
+    operator    text NOT NULL CHECK (length(operator) BETWEEN 1 AND 200),
+    reason      text,
+    set_at      timestamptz NOT NULL
+);
+
 -- Token buckets of the rate limits, shared by every worker host.
 CREATE TABLE __SCHEMA__.errand_rate_limits (
     name         text NOT NULL PRIMARY KEY,

@@ -4,7 +4,8 @@
 -- condition. $3: queues (NULL = all), $4: one fresh token per row,
 -- $5: lease length in milliseconds, $6: whether this transaction holds the
 -- key lock (key_lock.sql), without which no keyed job is claimed, $7:
--- whether to take back expired leases (without it only ready jobs).
+-- whether to take back expired leases (without it only ready jobs), $8:
+-- the capped queues whose locks this transaction holds (cap_lock.sql).
 --
 -- Keyed jobs are reached through their keys, not the due index: for each
 -- key with due jobs (best first), its running count and its earliest ready
@@ -15,7 +16,11 @@
 --
 -- Paused queues (errand_paused_queues) are left out of every scan: the
 -- list is read once per statement, an InitPlan, so the scans keep their
--- index order.
+-- index order. Capped queues (errand_queue_limits) are left out of the
+-- ready scans too, except those of $8: each of these is read on its own
+-- (`capped`), up to its free slots — its cap less its running jobs,
+-- counted in this statement's snapshot, which follows the queue's lock —
+-- and its keyed and unkeyed jobs together start no more than that.
 --
 -- The due-set scans compare with `coalesce($1, now())` directly rather
 -- than joining `t`: as a plain index scan the planner takes the index
@@ -36,15 +41,36 @@ expired AS (
     FOR UPDATE OF j SKIP LOCKED
 ),
 ready AS (
-    SELECT j.id, 1 AS src, j.priority, j.available_at AS due
+    SELECT j.id, 1 AS src, j.priority, j.available_at AS due, j.queue
     FROM __SCHEMA__.errand_jobs j
     WHERE j.state = 'ready' AND j.key_name IS NULL
       AND j.available_at <= coalesce($1::timestamptz, now())
       AND ($3::text[] IS NULL OR j.queue = ANY ($3::text[]))
-      AND j.queue <> ALL (ARRAY(SELECT p.queue FROM __SCHEMA__.errand_paused_queues p))
+      AND j.queue <> ALL (ARRAY(SELECT p.queue FROM __SCHEMA__.errand_paused_queues p
+                                UNION ALL SELECT l.queue FROM __SCHEMA__.errand_queue_limits l))
     ORDER BY j.priority DESC, j.available_at, j.id
     LIMIT $2
     FOR UPDATE OF j SKIP LOCKED
+),
+caps AS (
+    SELECT l.queue,
+           greatest(l.concurrency - (SELECT count(*) FROM __SCHEMA__.errand_jobs o
+                                     WHERE o.state = 'running' AND o.queue = l.queue), 0) AS free
+    FROM __SCHEMA__.errand_queue_limits l
+    WHERE l.queue = ANY ($8::text[])
+),
+capped AS (
+    SELECT r.id, 1 AS src, r.priority, r.due, r.queue
+    FROM caps c
+    CROSS JOIN LATERAL (
+        SELECT j.id, j.priority, j.available_at AS due, j.queue
+        FROM __SCHEMA__.errand_jobs j
+        WHERE j.queue = c.queue AND j.state = 'ready' AND j.key_name IS NULL
+          AND j.available_at <= coalesce($1::timestamptz, now())
+        ORDER BY j.priority DESC, j.available_at, j.id
+        LIMIT least(c.free, $2)
+        FOR UPDATE OF j SKIP LOCKED
+    ) r
 ),
 keys AS (
     SELECT j.queue, j.key_name, max(j.priority) AS priority, min(j.available_at) AS due
@@ -53,6 +79,8 @@ keys AS (
       AND j.available_at <= t.now
       AND ($3::text[] IS NULL OR j.queue = ANY ($3::text[]))
       AND j.queue <> ALL (ARRAY(SELECT p.queue FROM __SCHEMA__.errand_paused_queues p))
+      AND (j.queue <> ALL (ARRAY(SELECT l.queue FROM __SCHEMA__.errand_queue_limits l))
+           OR j.queue = ANY ($8::text[]))
     GROUP BY j.queue, j.key_name
 ),
 admitted AS (
@@ -78,7 +106,7 @@ admitted AS (
     LIMIT $2
 ),
 ready_keyed AS (
-    SELECT j.id, 1 AS src, j.priority, j.available_at AS due
+    SELECT j.id, 1 AS src, j.priority, j.available_at AS due, j.queue
     FROM __SCHEMA__.errand_jobs j, t
     WHERE j.id = ANY (ARRAY(SELECT id FROM admitted)) AND j.state = 'ready' AND j.available_at <= t.now
     ORDER BY j.priority DESC, j.available_at, j.id
@@ -89,11 +117,20 @@ ready_keyed AS (
 -- joins one relation: every relation joined to an UPDATE is copied whole
 -- into every row for its recheck, which cost a sixth of a claim's time
 -- when the tokens and `t` were joined too.
+-- The ready candidates, a capped queue's beyond its free slots left out.
+due AS (
+    SELECT u.id, u.src, u.priority, u.due
+    FROM (SELECT u0.*, row_number() OVER (PARTITION BY u0.queue
+                                          ORDER BY u0.priority DESC, u0.due, u0.id) AS k
+          FROM (SELECT * FROM ready UNION ALL SELECT * FROM capped
+                UNION ALL SELECT * FROM ready_keyed) u0) u
+    LEFT JOIN caps c ON c.queue = u.queue
+    WHERE c.queue IS NULL OR u.k <= c.free
+),
 picked AS (
     SELECT u.id, u.src, u.n, ($4::text[])[u.n] AS token
     FROM (SELECT id, src, row_number() OVER (ORDER BY src, priority DESC, due, id) AS n
-          FROM (SELECT id, src, priority, due FROM expired UNION ALL SELECT * FROM ready
-                UNION ALL SELECT * FROM ready_keyed) u0
+          FROM (SELECT id, src, priority, due FROM expired UNION ALL SELECT * FROM due) u0
           ORDER BY src, priority DESC, due, id
           LIMIT $2) u
 ),

@@ -1,7 +1,9 @@
 -- The common claim: due ready jobs without a concurrency key, when this
--- claim neither reclaims expired leases nor holds the key lock (claim.sql
--- does all three). The same order, locking and rechecks as claim.sql's
--- ready jobs; a smaller plan to start and run at every claim.
+-- claim neither reclaims expired leases nor holds the key lock or a capped
+-- queue's lock (claim.sql does all of these). The same order, locking and
+-- rechecks as claim.sql's ready jobs; a smaller plan to start and run at
+-- every claim. Paused queues and capped queues (errand_queue_limits) are
+-- left out.
 -- $1 now, $2 limit, $3 queues (NULL = all), $4 one fresh token per row,
 -- $5 lease length in milliseconds; $6, $7, $8: where to resume (the
 -- priority, due time and id of the last job the previous claim took), or
@@ -22,7 +24,8 @@ WITH at_cursor AS (
       AND j.state = 'ready' AND j.key_name IS NULL
       AND j.available_at <= coalesce($1::timestamptz, now())
       AND ($3::text[] IS NULL OR j.queue = ANY ($3::text[]))
-      AND j.queue <> ALL (ARRAY(SELECT p.queue FROM __SCHEMA__.errand_paused_queues p))
+      AND j.queue <> ALL (ARRAY(SELECT p.queue FROM __SCHEMA__.errand_paused_queues p
+                                UNION ALL SELECT l.queue FROM __SCHEMA__.errand_queue_limits l))
     ORDER BY j.priority DESC, j.available_at, j.id
     LIMIT $2
     FOR UPDATE OF j SKIP LOCKED
@@ -34,7 +37,8 @@ beyond AS (
       AND j.state = 'ready' AND j.key_name IS NULL
       AND j.available_at <= coalesce($1::timestamptz, now())
       AND ($3::text[] IS NULL OR j.queue = ANY ($3::text[]))
-      AND j.queue <> ALL (ARRAY(SELECT p.queue FROM __SCHEMA__.errand_paused_queues p))
+      AND j.queue <> ALL (ARRAY(SELECT p.queue FROM __SCHEMA__.errand_paused_queues p
+                                UNION ALL SELECT l.queue FROM __SCHEMA__.errand_queue_limits l))
       AND (SELECT count(*) FROM at_cursor) < $2
     ORDER BY j.priority DESC, j.available_at, j.id
     LIMIT $2 - (SELECT count(*) FROM at_cursor)

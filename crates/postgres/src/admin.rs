@@ -1,13 +1,13 @@
 //! The operator's operations in PostgreSQL's dialect: replay, cancel,
 //! purge and reschedule (each one statement that locks the jobs named,
 //! changes them all only if all qualify, and writes their audit entries),
-//! copy, pausing queues, the audit log, workers' reports and the statistics.
+//! copy, workers' reports and the statistics (pausing and capping queues
+//! are in queues.rs, the audit log in audit.rs).
 
 use errand_core::{
-    AuditEntry, AuditFilter, AuditStamp, CancelRequest, CopyRequest, Error, Job, JobId, JobState,
-    Name, NewJob, PausedQueue, PurgeRequest, QueueSample, ReplayRequest, Reschedule,
-    RescheduleRequest, Result, Schedule, Stats, StatsRequest, WindowRow, WorkerMetrics,
-    WorkerReport, WorkerSeen, assemble_stats,
+    AuditStamp, CancelRequest, CopyRequest, Error, Job, JobId, JobState, NewJob, PurgeRequest,
+    QueueSample, ReplayRequest, Reschedule, RescheduleRequest, Result, Schedule, Stats,
+    StatsRequest, WindowRow, WorkerMetrics, WorkerReport, WorkerSeen, assemble_stats,
 };
 use time::OffsetDateTime;
 use tokio_postgres::Row;
@@ -16,144 +16,13 @@ use crate::conn::{Conn, Param, query, query_opt, read_committed, read_snapshot};
 use crate::error::map_err;
 use crate::insert::{insert_linked, insert_many};
 use crate::queries::Queries;
+use crate::queues;
 use crate::rows::{from_odt, job_from_row, millis, to_odt};
 use crate::settle::release_dependents;
-
-fn name_of(s: String) -> Result<Name> {
-    Name::parse("queue", s)
-}
 
 fn count(row: &Row, col: &str) -> Result<u64> {
     let n: i64 = row.try_get(col).map_err(map_err)?;
     Ok(u64::try_from(n).unwrap_or(0))
-}
-
-/// One audit entry (`audit.sql`).
-pub(crate) struct Entry<'a> {
-    /// The job acted on; none for a queue's pause and resume.
-    pub(crate) job: Option<&'a str>,
-    pub(crate) queue: &'a str,
-    pub(crate) action: &'a str,
-    pub(crate) operator: &'a str,
-    pub(crate) reason: Option<&'a str>,
-    /// For a copy: the new job.
-    pub(crate) copy: Option<&'a str>,
-    /// For a schedule's action: the schedule.
-    pub(crate) schedule: Option<&'a str>,
-}
-
-pub(crate) async fn audit<C: Conn>(
-    client: &C,
-    q: &Queries,
-    now: Option<OffsetDateTime>,
-    e: Entry<'_>,
-) -> Result<()> {
-    query(
-        client,
-        &q.audit,
-        &[
-            &now,
-            &e.job,
-            &e.queue,
-            &e.action,
-            &e.operator,
-            &e.reason,
-            &e.copy,
-            &e.schedule,
-        ],
-    )
-    .await
-    .map(drop)
-}
-
-async fn queue_audit<C: Conn>(
-    client: &C,
-    q: &Queries,
-    now: Option<OffsetDateTime>,
-    queue: &Name,
-    by: &AuditStamp,
-    action: &str,
-) -> Result<()> {
-    let entry = Entry {
-        job: None,
-        queue: queue.as_str(),
-        action,
-        operator: &by.operator,
-        reason: by.reason.as_deref(),
-        copy: None,
-        schedule: None,
-    };
-    audit(client, q, now, entry).await
-}
-
-/// Pauses a queue; `false` when it already was.
-pub(crate) async fn pause(
-    client: &mut deadpool_postgres::Client,
-    q: &Queries,
-    now: Option<OffsetDateTime>,
-    queue: &Name,
-    by: &AuditStamp,
-) -> Result<bool> {
-    let tx = client.transaction().await.map_err(map_err)?;
-    let sql = format!(
-        "INSERT INTO {}.errand_paused_queues (queue, operator, reason, paused_at)
-         VALUES ($2, $3, $4, coalesce($1::timestamptz, now())) ON CONFLICT (queue) DO NOTHING
-         RETURNING queue",
-        q.schema
-    );
-    let done = query_opt(
-        &tx,
-        &sql,
-        &[&now, &queue.as_str(), &by.operator, &by.reason],
-    )
-    .await?
-    .is_some();
-    if done {
-        queue_audit(&tx, q, now, queue, by, "pause").await?;
-    }
-    tx.commit().await.map_err(map_err)?;
-    Ok(done)
-}
-
-/// Resumes a queue; `false` when it was not paused.
-pub(crate) async fn resume(
-    client: &mut deadpool_postgres::Client,
-    q: &Queries,
-    now: Option<OffsetDateTime>,
-    queue: &Name,
-    by: &AuditStamp,
-) -> Result<bool> {
-    let tx = client.transaction().await.map_err(map_err)?;
-    let sql = format!(
-        "DELETE FROM {}.errand_paused_queues WHERE queue = $1::text RETURNING queue",
-        q.schema
-    );
-    let done = query_opt(&tx, &sql, &[&queue.as_str()]).await?.is_some();
-    if done {
-        queue_audit(&tx, q, now, queue, by, "resume").await?;
-    }
-    tx.commit().await.map_err(map_err)?;
-    Ok(done)
-}
-
-/// The paused queues, by name.
-pub(crate) async fn paused<C: Conn>(client: &C, q: &Queries) -> Result<Vec<PausedQueue>> {
-    let sql = format!(
-        "SELECT queue, operator, reason, paused_at FROM {}.errand_paused_queues ORDER BY queue",
-        q.schema
-    );
-    query(client, &sql, &[])
-        .await?
-        .iter()
-        .map(|r| {
-            Ok(PausedQueue {
-                queue: name_of(r.try_get("queue").map_err(map_err)?)?,
-                operator: r.try_get("operator").map_err(map_err)?,
-                reason: r.try_get("reason").map_err(map_err)?,
-                paused_at: from_odt(r.try_get("paused_at").map_err(map_err)?),
-            })
-        })
-        .collect()
 }
 
 /// The ids as the text array the set-based statements read.
@@ -333,60 +202,6 @@ pub(crate) async fn copy(
     .await?;
     tx.commit().await.map_err(map_err)?;
     Ok(inserted.into_iter().map(|i| i.job).collect())
-}
-
-/// Audit entries, newest first.
-pub(crate) async fn audit_log<C: Conn>(
-    client: &C,
-    q: &Queries,
-    f: &AuditFilter,
-) -> Result<Vec<AuditEntry>> {
-    let sql = format!(
-        "SELECT seq, at, action, job_id, queue, operator, reason, copy_id, schedule
-         FROM {}.errand_audit
-         WHERE ($1::text IS NULL OR job_id = $1::text OR copy_id = $1::text) AND ($2::text IS NULL OR queue = $2::text)
-           AND ($3::bigint IS NULL OR seq < $3) AND ($5::text IS NULL OR schedule = $5::text)
-         ORDER BY seq DESC LIMIT $4",
-        q.schema
-    );
-    let before = f.before.map(|b| i64::try_from(b).unwrap_or(i64::MAX));
-    let job = f.job.as_ref().map(JobId::as_str);
-    let queue = f.queue.as_ref().map(Name::as_str);
-    let limit = i64::from(f.effective_limit());
-    let schedule = f.schedule.as_ref().map(Name::as_str);
-    query(client, &sql, &[&job, &queue, &before, &limit, &schedule])
-        .await?
-        .iter()
-        .map(|r| {
-            Ok(AuditEntry {
-                seq: count(r, "seq")?,
-                at: from_odt(r.try_get("at").map_err(map_err)?),
-                action: r.try_get("action").map_err(map_err)?,
-                job_id: r
-                    .try_get::<_, Option<String>>("job_id")
-                    .map_err(map_err)?
-                    .map(JobId::new)
-                    .transpose()?,
-                copy_id: r
-                    .try_get::<_, Option<String>>("copy_id")
-                    .map_err(map_err)?
-                    .map(JobId::new)
-                    .transpose()?,
-                queue: r
-                    .try_get::<_, Option<String>>("queue")
-                    .map_err(map_err)?
-                    .map(name_of)
-                    .transpose()?,
-                schedule: r
-                    .try_get::<_, Option<String>>("schedule")
-                    .map_err(map_err)?
-                    .map(|s| Name::parse("schedule", s))
-                    .transpose()?,
-                operator: r.try_get("operator").map_err(map_err)?,
-                reason: r.try_get("reason").map_err(map_err)?,
-            })
-        })
-        .collect()
 }
 
 /// Upserts a worker's report.
@@ -576,8 +391,17 @@ pub(crate) async fn stats(
         })
     })
     .collect::<Result<Vec<_>>>()?;
-    let paused = paused(&tx, q).await?;
+    let paused = queues::paused(&tx, q).await?;
+    let limits = queues::limits(&tx, q).await?;
     let workers = workers(&tx, q).await?;
     tx.commit().await.map_err(map_err)?;
-    assemble_stats(req, from_odt(at), samples, window, &paused, workers)
+    assemble_stats(
+        req,
+        from_odt(at),
+        samples,
+        window,
+        &paused,
+        &limits,
+        workers,
+    )
 }

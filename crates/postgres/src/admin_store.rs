@@ -1,14 +1,14 @@
 //! [`AdminStore`] for [`PgStore`]: each method takes a pooled connection
 //! and calls the function that does the work (admin.rs, reads.rs,
-//! workflow.rs, batch.rs, schedules.rs, minutes.rs).
+//! workflow.rs, batch.rs, schedules.rs, minutes.rs, queues.rs, audit.rs).
 
 use async_trait::async_trait;
 use errand_core::{
     AdminStore, AuditEntry, AuditFilter, AuditStamp, Job, JobDetail, JobFilter, JobId, Name,
-    NewJob, PausedQueue, Reschedule, Result, Stats, StatsRequest,
+    NewJob, PausedQueue, QueueLimit, Reschedule, Result, Stats, StatsRequest,
 };
 
-use crate::{PgStore, admin, batch, minutes, reads, schedules, workflow};
+use crate::{PgStore, admin, audit, batch, minutes, queues, reads, schedules, workflow};
 
 #[async_trait]
 impl AdminStore for PgStore {
@@ -47,13 +47,39 @@ impl AdminStore for PgStore {
 
     async fn pause_queue(&self, queue: &Name, by: &AuditStamp) -> Result<bool> {
         let mut client = self.client().await?;
-        admin::pause(&mut client, &self.queries, self.now(), queue, by).await
+        queues::pause(&mut client, &self.queries, self.now(), queue, by).await
     }
 
     async fn resume_queue(&self, queue: &Name, by: &AuditStamp) -> Result<bool> {
         let _written = self.touched();
         let mut client = self.client().await?;
-        admin::resume(&mut client, &self.queries, self.now(), queue, by).await
+        queues::resume(&mut client, &self.queries, self.now(), queue, by).await
+    }
+
+    async fn set_queue_limit(
+        &self,
+        queue: &Name,
+        concurrency: Option<u32>,
+        by: &AuditStamp,
+    ) -> Result<bool> {
+        // A cap cleared or raised lets jobs start that sort before the
+        // resume point of a claim across every queue.
+        let _written = self.touched();
+        let mut client = self.client().await?;
+        queues::set_limit(
+            &mut client,
+            &self.queries,
+            self.now(),
+            queue,
+            concurrency,
+            by,
+        )
+        .await
+    }
+
+    async fn queue_limits(&self) -> Result<Vec<QueueLimit>> {
+        let client = self.client().await?;
+        queues::limits(&client, &self.queries).await
     }
 
     async fn detail(&self, id: &JobId) -> Result<JobDetail> {
@@ -93,7 +119,7 @@ impl AdminStore for PgStore {
 
     async fn paused_queues(&self) -> Result<Vec<PausedQueue>> {
         let client = self.client().await?;
-        admin::paused(&client, &self.queries).await
+        queues::paused(&client, &self.queries).await
     }
 
     async fn change_schedule(
@@ -112,7 +138,7 @@ impl AdminStore for PgStore {
 
     async fn audit_log(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
         let client = self.client().await?;
-        admin::audit_log(&client, &self.queries, filter).await
+        audit::audit_log(&client, &self.queries, filter).await
     }
 
     async fn stats(&self, req: &StatsRequest) -> Result<Stats> {

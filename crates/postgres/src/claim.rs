@@ -153,10 +153,11 @@ pub(crate) const ALL_QUEUES_CLAIM: &str = "BEGIN; SET LOCAL plan_cache_mode = fo
 
 /// Acknowledges `leases` (none: a plain claim) and claims due jobs in one
 /// short transaction of two round trips: `BEGIN`, the acknowledgments, the
-/// sweep of expired final attempts (when the request reclaims) and the key
-/// lock are sent together; then the claim (whose snapshot follows the
-/// lock) and `COMMIT`. The claim is `claim.sql`, or the smaller
-/// `claim_ready.sql` when it neither reclaims nor holds the key lock. An error
+/// sweep of expired final attempts (when the request reclaims), the key
+/// lock and the capped queues' locks are sent together; then the claim
+/// (whose snapshot follows the locks) and `COMMIT`. The claim is
+/// `claim.sql`, or the smaller `claim_ready.sql` when it neither reclaims
+/// nor holds a lock. An error
 /// rolls everything back (nothing acknowledged, nothing claimed) — except
 /// in the one case the client cannot tell: the claim failing before it was
 /// sent (its parameters not encodable) while the `COMMIT` behind it goes
@@ -177,6 +178,7 @@ pub(crate) async fn claim(
         client.prepare_cached(&q.complete_many),
         client.prepare_cached(&q.expire_final),
         client.prepare_cached(&q.key_lock),
+        client.prepare_cached(&q.cap_lock),
         client.prepare_cached(&q.claim),
         client.prepare_cached(&q.claim_ready),
         async {
@@ -195,7 +197,8 @@ pub(crate) async fn claim(
 
 /// The claim's statements, in the transaction they open: the first round
 /// trip (`BEGIN` or [`ALL_QUEUES_CLAIM`], the acknowledgments, the sweep,
-/// the key lock, the rate-limit tokens), then the claim and `COMMIT`.
+/// the key lock, the capped queues' locks, the rate-limit tokens), then the
+/// claim and `COMMIT`.
 async fn claim_in_transaction(
     client: &deadpool_postgres::Client,
     q: &Queries,
@@ -222,12 +225,13 @@ async fn claim_in_transaction(
     // A rate-limited claim takes up to `asked` tokens here (its upsert
     // holds the bucket's row until the commit), claims no more jobs than it
     // was granted, and gives the rest back before committing.
-    let (_, acked, _, locked, granted) = tokio::try_join!(
+    let (_, acked, _, locked, capped, granted) = tokio::try_join!(
         biased;
         async { client.batch_execute(begin).await.map_err(map_err) },
         acknowledge(client, q, now, leases),
         expire_if_reclaiming(client, q, now, req.reclaim),
         lock_due_keys(client, q, now, &queues, asked),
+        lock_capped_queues(client, q, now, &queues, asked),
         take_claim_tokens(client, q, now, req, asked),
     )?;
     let limit = i64::from(granted.map_or(asked, |g| g.min(asked)));
@@ -241,6 +245,7 @@ async fn claim_in_transaction(
         lease,
         keyed: locked > 0,
         reclaim: req.reclaim,
+        capped: &capped,
         resume,
     };
     let claim = claim_due_rows(client, q, &args);
@@ -302,6 +307,26 @@ async fn lock_due_keys(
     rows.first().map_or(Ok(0), |r| col::<i64>(r, 0))
 }
 
+/// Takes the locks of the capped queues among the claimed ones that have
+/// due jobs (`cap_lock.sql`) and returns their names. A claim of nothing
+/// sends nothing.
+async fn lock_capped_queues(
+    client: &deadpool_postgres::Client,
+    q: &Queries,
+    now: Option<OffsetDateTime>,
+    queues: &Option<Vec<&str>>,
+    asked: u32,
+) -> Result<Vec<String>> {
+    if asked == 0 {
+        return Ok(Vec::new());
+    }
+    query(client, &q.cap_lock, &[&now, queues])
+        .await?
+        .iter()
+        .map(|r| col::<String>(r, 0))
+        .collect()
+}
+
 /// A rate-limited claim's tokens: up to `asked` taken from its bucket
 /// (`None`: the claim has no rate limit).
 async fn take_claim_tokens(
@@ -332,6 +357,8 @@ struct ClaimArgs<'a> {
     /// Whether the claim holds the key lock (keyed jobs are due).
     keyed: bool,
     reclaim: bool,
+    /// The capped queues whose locks the claim holds.
+    capped: &'a [String],
     resume: Option<&'a ResumeKey>,
 }
 
@@ -344,9 +371,9 @@ async fn claim_due_rows(
 ) -> Result<Vec<Row>> {
     if a.limit == 0 {
         Ok(Vec::new())
-    } else if !a.keyed && !a.reclaim {
-        // Neither expired leases nor keyed jobs to look at: the
-        // smaller statement, with the same order and rechecks,
+    } else if !a.keyed && !a.reclaim && a.capped.is_empty() {
+        // Neither expired leases, keyed jobs nor capped queues to look
+        // at: the smaller statement, with the same order and rechecks,
         // resuming where the last claim stopped if it may.
         let (priority, at, id) = match a.resume {
             Some(r) => (Some(r.priority), Some(r.available_at), Some(r.id.as_str())),
@@ -357,8 +384,8 @@ async fn claim_due_rows(
         ];
         query(client, &q.claim_ready, &params).await
     } else {
-        let params: [Param<'_>; 7] = [
-            &a.now, &a.limit, a.queues, a.tokens, &a.lease, &a.keyed, &a.reclaim,
+        let params: [Param<'_>; 8] = [
+            &a.now, &a.limit, a.queues, a.tokens, &a.lease, &a.keyed, &a.reclaim, &a.capped,
         ];
         query(client, &q.claim, &params).await
     }

@@ -26,6 +26,7 @@
 
 mod admin;
 mod admin_store;
+mod audit;
 mod batch;
 mod children;
 mod claim;
@@ -37,6 +38,7 @@ mod listen;
 mod maintenance;
 mod minutes;
 mod queries;
+mod queues;
 mod reads;
 mod rows;
 mod schedules;

@@ -6,7 +6,7 @@ use errand_core::{AuditStamp, Result, ScheduleChange, ScheduleRow, StoredSchedul
 use time::OffsetDateTime;
 use tokio_postgres::Row;
 
-use crate::admin::{Entry, audit};
+use crate::audit::{Entry, audit};
 use crate::conn::{Conn, Param, query, query_opt};
 use crate::error::map_err;
 use crate::queries::Queries;

@@ -333,8 +333,14 @@ async fn an_all_queue_claim_reads_the_due_index_once_the_table_is_analyzed() {
         (
             "claim",
             &queries.claim,
-            "timestamptz, bigint, text[], text[], bigint, boolean, boolean",
-            format!("NULL, 256, NULL, {tokens}, 30000, false, true"),
+            "timestamptz, bigint, text[], text[], bigint, boolean, boolean, text[]",
+            format!("NULL, 256, NULL, {tokens}, 30000, false, true, NULL"),
+        ),
+        (
+            "claim holding a capped queue's lock",
+            &queries.claim,
+            "timestamptz, bigint, text[], text[], bigint, boolean, boolean, text[]",
+            format!("NULL, 256, NULL, {tokens}, 30000, false, false, '{{capped}}'"),
         ),
     ] {
         old.client

@@ -262,6 +262,18 @@ CREATE TABLE errand_paused_queues (
     paused_at INTEGER NOT NULL
 ) STRICT;
 
+-- Queues with a concurrency cap: a claim starts one of their jobs only
+-- while fewer than `concurrency` of them are running. Claims read these
+-- queues apart from the others (claim.rs), counting the running jobs
+-- through errand_jobs_leases.
+CREATE TABLE errand_queue_limits (
+    queue       TEXT    NOT NULL PRIMARY KEY,
+    concurrency INTEGER NOT NULL CHECK (concurrency BETWEEN 1 AND 100000),
+    operator    TEXT    NOT NULL CHECK (length(operator) BETWEEN 1 AND 200),
+    reason      TEXT,
+    set_at      INTEGER NOT NULL
+) STRICT;
+
 -- Token buckets of the rate limits, shared by every process.
 CREATE TABLE errand_rate_limits (
     name         TEXT    NOT NULL PRIMARY KEY,

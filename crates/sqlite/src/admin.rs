@@ -1,22 +1,22 @@
-//! The operator's operations: replay, cancel, copy, purge, reschedule and
-//! pausing queues (the audit log is in audit.rs, the statistics and the
-//! workers' reports in stats.rs).
+//! The operator's operations: replay, cancel, copy, purge and reschedule
+//! (pausing and capping queues are in queues.rs, the audit log in audit.rs,
+//! the statistics and the workers' reports in stats.rs).
 //! Each action checks that every job named is in a state it accepts, then
 //! changes them all with one set-based statement (SQLite has no
 //! data-modifying CTE, so the audit entries are a second). Each write runs in the writer's
 //! transaction, like every other operation.
 
 use errand_core::{
-    AuditStamp, CopyRequest, Error, Job, JobId, JobState, Name, NewJob, PausedQueue, Reschedule,
-    Result, Schedule, Timestamp,
+    AuditStamp, CopyRequest, Error, Job, JobId, JobState, NewJob, Reschedule, Result, Schedule,
+    Timestamp,
 };
 use rusqlite::{Connection, named_params};
 
-use crate::audit::{AuditRow, audit, audit_all};
+use crate::audit::audit_all;
 use crate::conn::map_err;
 use crate::insert::insert_many;
 use crate::release::{Release, release_dependents};
-use crate::rows::{job_from_row, name_col, ts_col};
+use crate::rows::job_from_row;
 
 pub(crate) const REPLAY: &str = include_str!("../queries/replay.sql");
 pub(crate) const CANCEL: &str = include_str!("../queries/cancel.sql");
@@ -26,86 +26,6 @@ const PURGE_STRANDS: &str = include_str!("../queries/purge_strands.sql");
 const REPLAY_STRANDS: &str = include_str!("../queries/replay_strands.sql");
 pub(crate) const RESCHEDULE: &str = include_str!("../queries/reschedule.sql");
 const COUNT_IN_STATES: &str = include_str!("../queries/count_in_states.sql");
-
-/// Pauses a queue; `false` when it already was.
-pub(crate) fn pause(
-    conn: &Connection,
-    queue: &Name,
-    by: &AuditStamp,
-    now: Timestamp,
-) -> Result<bool> {
-    let n = conn
-        .prepare_cached(
-            "INSERT INTO errand_paused_queues (queue, operator, reason, paused_at)
-             VALUES (:queue, :operator, :reason, :now) ON CONFLICT (queue) DO NOTHING",
-        )
-        .map_err(map_err)?
-        .execute(named_params! {
-            ":queue": queue.as_str(), ":operator": by.operator,
-            ":reason": by.reason, ":now": now.as_millis(),
-        })
-        .map_err(map_err)?;
-    if n == 1 {
-        queue_audit(conn, queue, by, "pause", now)?;
-    }
-    Ok(n == 1)
-}
-
-/// Resumes a queue; `false` when it was not paused.
-pub(crate) fn resume(
-    conn: &Connection,
-    queue: &Name,
-    by: &AuditStamp,
-    now: Timestamp,
-) -> Result<bool> {
-    let n = conn
-        .prepare_cached("DELETE FROM errand_paused_queues WHERE queue = :queue")
-        .map_err(map_err)?
-        .execute(named_params! {":queue": queue.as_str()})
-        .map_err(map_err)?;
-    if n == 1 {
-        queue_audit(conn, queue, by, "resume", now)?;
-    }
-    Ok(n == 1)
-}
-
-fn queue_audit(
-    conn: &Connection,
-    queue: &Name,
-    by: &AuditStamp,
-    action: &str,
-    now: Timestamp,
-) -> Result<()> {
-    let row = AuditRow {
-        job: None,
-        queue,
-        action,
-        operator: &by.operator,
-        reason: by.reason.as_deref(),
-        copy: None,
-        schedule: None,
-    };
-    audit(conn, &row, now)
-}
-
-/// The paused queues, by name.
-pub(crate) fn paused(conn: &Connection) -> Result<Vec<PausedQueue>> {
-    conn.prepare_cached(
-        "SELECT queue, operator, reason, paused_at FROM errand_paused_queues ORDER BY queue",
-    )
-    .map_err(map_err)?
-    .query_map([], |r| {
-        Ok(PausedQueue {
-            queue: name_col(r, 0)?,
-            operator: r.get(1)?,
-            reason: r.get(2)?,
-            paused_at: ts_col(r, 3)?,
-        })
-    })
-    .map_err(map_err)?
-    .collect::<rusqlite::Result<Vec<_>>>()
-    .map_err(map_err)
-}
 
 /// The ids as the JSON array the set-based statements read.
 fn id_array<'a>(ids: impl IntoIterator<Item = &'a JobId>) -> Result<String> {

@@ -4,12 +4,12 @@
 use async_trait::async_trait;
 use errand_core::{
     AdminStore, AuditEntry, AuditFilter, AuditStamp, Job, JobDetail, JobFilter, JobId, Name,
-    NewJob, PausedQueue, Reschedule, Result, Stats, StatsRequest,
+    NewJob, PausedQueue, QueueLimit, Reschedule, Result, Stats, StatsRequest,
 };
 
 use crate::SqliteStore;
 use crate::conn::in_one_read;
-use crate::{admin, audit, batch, minutes, reads, schedules, stats, workflows};
+use crate::{admin, audit, batch, minutes, queues, reads, schedules, stats, workflows};
 
 #[async_trait]
 impl AdminStore for SqliteStore {
@@ -50,14 +50,29 @@ impl AdminStore for SqliteStore {
 
     async fn pause_queue(&self, queue: &Name, by: &AuditStamp) -> Result<bool> {
         let (queue, by) = (queue.clone(), by.clone());
-        self.submit(move |c, now| admin::pause(c, &queue, &by, now))
+        self.submit(move |c, now| queues::pause(c, &queue, &by, now))
             .await
     }
 
     async fn resume_queue(&self, queue: &Name, by: &AuditStamp) -> Result<bool> {
         let (queue, by) = (queue.clone(), by.clone());
-        self.write(move |c, now| admin::resume(c, &queue, &by, now))
+        self.write(move |c, now| queues::resume(c, &queue, &by, now))
             .await
+    }
+
+    async fn set_queue_limit(
+        &self,
+        queue: &Name,
+        concurrency: Option<u32>,
+        by: &AuditStamp,
+    ) -> Result<bool> {
+        let (queue, by) = (queue.clone(), by.clone());
+        self.write(move |c, now| queues::set_limit(c, &queue, concurrency, &by, now))
+            .await
+    }
+
+    async fn queue_limits(&self) -> Result<Vec<QueueLimit>> {
+        self.read(queues::limits).await
     }
 
     async fn detail(&self, id: &JobId) -> Result<JobDetail> {
@@ -95,7 +110,7 @@ impl AdminStore for SqliteStore {
     }
 
     async fn paused_queues(&self) -> Result<Vec<PausedQueue>> {
-        self.read(admin::paused).await
+        self.read(queues::paused).await
     }
 
     async fn change_schedule(

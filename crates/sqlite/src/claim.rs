@@ -20,6 +20,8 @@ const CANDIDATES_READY: &str = include_str!("../queries/candidates_ready.sql");
 const CANDIDATES_EXPIRED_IN: &str = include_str!("../queries/candidates_expired_in.sql");
 pub(crate) const CANDIDATES_READY_IN: &str = include_str!("../queries/candidates_ready_in.sql");
 pub(crate) const CANDIDATES_READY_OF: &str = include_str!("../queries/candidates_ready_of.sql");
+const CANDIDATES_CAPPED: &str = include_str!("../queries/candidates_capped.sql");
+const CAPPED_QUEUES: &str = include_str!("../queries/capped_queues.sql");
 const KEY_RUNNING: &str = include_str!("../queries/key_running.sql");
 const KEY_NEXT: &str = include_str!("../queries/key_next.sql");
 const CLAIM: &str = include_str!("../queries/claim.sql");
@@ -85,12 +87,13 @@ fn ready_candidates(
             Scope::All => CANDIDATES_READY,
             Scope::One(_) => CANDIDATES_READY_OF,
             Scope::Some(_) => CANDIDATES_READY_IN,
+            Scope::Capped(_) => CANDIDATES_CAPPED,
         })
         .map_err(map_err)?;
     let ms = now.as_millis();
     let mut rows = match queues {
         Scope::All => stmt.query(named_params! {":now": ms}),
-        Scope::One(q) => stmt.query(named_params! {":now": ms, ":queue": q}),
+        Scope::One(q) | Scope::Capped(q) => stmt.query(named_params! {":now": ms, ":queue": q}),
         Scope::Some(q) => stmt.query(named_params! {":now": ms, ":queues": q}),
     }
     .map_err(map_err)?;
@@ -209,6 +212,45 @@ enum Scope<'a> {
     One(&'a str),
     /// Several queues: a JSON array of their names.
     Some(&'a str),
+    /// One capped queue, read like `One` (the others leave capped queues
+    /// out).
+    Capped(&'a str),
+}
+
+/// Due ready jobs of the capped queues the claim reads (none named: every
+/// queue), each queue's up to its free slots — its cap less its running
+/// jobs — in queue order, `limit` at most. The writer's one transaction
+/// makes the count and the claim one step.
+fn capped_candidates(
+    conn: &Connection,
+    req: &ClaimRequest,
+    now: Timestamp,
+    limit: u32,
+) -> Result<Vec<Candidate>> {
+    let mut out = Vec::new();
+    if limit == 0 {
+        return Ok(out);
+    }
+    let caps = conn
+        .prepare_cached(CAPPED_QUEUES)
+        .map_err(map_err)?
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, u32_col(r, "free")?)))
+        .map_err(map_err)?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(map_err)?;
+    for (queue, free) in caps {
+        let named = req.queues.is_empty() || req.queues.iter().any(|q| q.as_str() == queue);
+        let room = limit.saturating_sub(u32::try_from(out.len()).unwrap_or(u32::MAX));
+        if named && free > 0 && room > 0 {
+            out.extend(ready_candidates(
+                conn,
+                Scope::Capped(&queue),
+                now,
+                free.min(room),
+            )?);
+        }
+    }
+    Ok(out)
 }
 
 /// Claims up to `req.limit` due jobs.
@@ -243,7 +285,10 @@ pub(crate) fn claim(conn: &Connection, req: &ClaimRequest, clock: Now) -> Result
         (_, Some(list)) => Scope::Some(list),
         (_, None) => Scope::All,
     };
-    let ready = ready_candidates(conn, scope, now, rest)?;
+    // Capped queues first: the others' scans leave them out.
+    let mut ready = capped_candidates(conn, req, now, rest)?;
+    let rest = rest.saturating_sub(u32::try_from(ready.len()).unwrap_or(u32::MAX));
+    ready.extend(ready_candidates(conn, scope, now, rest)?);
     let lease_until = now.plus(req.lease);
     // Claim order: reclaimed leases first, then ready jobs as the scan
     // found them.

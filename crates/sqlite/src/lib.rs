@@ -36,6 +36,7 @@ mod insert;
 mod job_store;
 mod maintenance;
 mod minutes;
+mod queues;
 mod reads;
 mod release;
 mod rows;

@@ -9,8 +9,8 @@ use errand_core::{
 };
 use rusqlite::{Connection, OptionalExtension, named_params};
 
-use crate::admin::paused;
 use crate::conn::map_err;
+use crate::queues::{limits, paused};
 use crate::rows::{opt_ts_col, ts_col, u32_col, u64_col};
 
 const REPORT_WORKER: &str = include_str!("../queries/report_worker.sql");
@@ -104,7 +104,8 @@ fn workers(conn: &Connection) -> Result<Vec<WorkerSeen>> {
 /// The most queues the statistics report on.
 const MAX_QUEUES: usize = 1000;
 
-/// The queues that have blocked, waiting, ready, running or dead jobs, or are paused, by
+/// The queues that have blocked, waiting, ready, running or dead jobs, or
+/// are paused or capped, by
 /// name: found by skipping through the indexes that lead with the queue
 /// (one probe per queue), and through at most `read` running jobs.
 fn queue_names(conn: &Connection, read: i64) -> Result<Vec<String>> {
@@ -135,7 +136,8 @@ fn queue_names(conn: &Connection, read: i64) -> Result<Vec<String>> {
         .prepare_cached(
             "SELECT DISTINCT queue FROM (SELECT queue FROM errand_jobs INDEXED BY errand_jobs_leases
              WHERE state = 'running' LIMIT :read)
-             UNION SELECT queue FROM errand_paused_queues",
+             UNION SELECT queue FROM errand_paused_queues
+             UNION SELECT queue FROM errand_queue_limits",
         )
         .map_err(map_err)?;
     let more = stmt
@@ -193,6 +195,7 @@ pub(crate) fn stats(conn: &Connection, req: &StatsRequest, now: Timestamp) -> Re
         .collect::<rusqlite::Result<Vec<_>>>()
         .map_err(map_err)?;
     let paused = paused(conn)?;
+    let limits = limits(conn)?;
     let workers = workers(conn)?;
-    assemble_stats(req, now, samples, window, &paused, workers)
+    assemble_stats(req, now, samples, window, &paused, &limits, workers)
 }

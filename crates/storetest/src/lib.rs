@@ -23,6 +23,7 @@ pub mod deps;
 pub mod history;
 pub mod hostile;
 pub mod keys;
+pub mod limits;
 pub mod minutes;
 pub mod model;
 pub mod rates;
@@ -213,6 +214,12 @@ macro_rules! conformance_tests {
             a_key_never_runs_more_than_its_limit,
             a_saturated_key_does_not_hold_back_other_keys,
             concurrent_claims_never_exceed_a_key_limit,
+        );
+        $crate::conformance_tests!(@in limits $make;
+            a_capped_queue_starts_no_more_than_its_cap,
+            keyed_jobs_count_against_the_cap_and_a_pause_still_wins,
+            concurrent_claims_never_exceed_a_queue_cap,
+            a_cap_change_is_audited_and_bad_input_writes_nothing,
         );
     };
     (@in $module:ident $make:path; $($case:ident),* $(,)?) => {
