@@ -83,6 +83,10 @@ struct QueueState {
     paused_by: Option<String>,
     paused_at: Option<Timestamp>,
     reason: Option<String>,
+    /// How many of its jobs may run at once (`errand queue limit`); `null`:
+    /// no cap. Only `queues` reads it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    concurrency_limit: Option<Option<u32>>,
 }
 
 impl QueueState {
@@ -94,6 +98,7 @@ impl QueueState {
             paused_by: pause.map(|p| p.operator.clone()),
             paused_at: pause.map(|p| p.paused_at),
             reason: pause.and_then(|p| p.reason.clone()),
+            concurrency_limit: None,
         }
     }
 }
@@ -199,14 +204,17 @@ pub async fn queues(admin: &Admin, as_json: bool) -> Result<ExitCode, Failure> {
     let list: Vec<QueueState> = stats
         .queues
         .iter()
-        .map(|q| QueueState::new(q.queue.clone(), find(&paused, &q.queue), None))
+        .map(|q| QueueState {
+            concurrency_limit: Some(q.concurrency_limit),
+            ..QueueState::new(q.queue.clone(), find(&paused, &q.queue), None)
+        })
         .collect();
     if as_json {
         output::json(&list)?;
         return Ok(ExitCode::SUCCESS);
     }
     if list.is_empty() {
-        outln!("no queues (none has waiting, running or dead jobs, or is paused)");
+        outln!("no queues (none has waiting, running or dead jobs, or is paused or capped)");
         return Ok(ExitCode::SUCCESS);
     }
     let rows: Vec<Vec<String>> = list
@@ -215,6 +223,9 @@ pub async fn queues(admin: &Admin, as_json: bool) -> Result<ExitCode, Failure> {
             vec![
                 q.queue.to_string(),
                 if q.paused { "paused" } else { "active" }.to_owned(),
+                q.concurrency_limit
+                    .flatten()
+                    .map_or_else(|| "-".to_owned(), |n| n.to_string()),
                 q.paused_at
                     .map_or_else(|| "-".to_owned(), |t| t.to_rfc3339()),
                 q.paused_by.clone().unwrap_or_else(|| "-".to_owned()),
@@ -222,7 +233,7 @@ pub async fn queues(admin: &Admin, as_json: bool) -> Result<ExitCode, Failure> {
             ]
         })
         .collect();
-    output::table(&["QUEUE", "STATE", "SINCE", "BY", "REASON"], &rows);
+    output::table(&["QUEUE", "STATE", "LIMIT", "SINCE", "BY", "REASON"], &rows);
     Ok(ExitCode::SUCCESS)
 }
 

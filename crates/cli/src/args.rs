@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 #[cfg(feature = "bench")]
 use crate::bench;
 use crate::flags::{OperatorArgs, parse_duration};
-use crate::{admin, schedule, select, stats, workflow};
+use crate::{admin, queue, schedule, select, stats, workflow};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -91,8 +91,13 @@ pub(crate) enum Command {
     Pause(admin::QueueActionArgs),
     /// Resume a paused queue.
     Resume(admin::QueueActionArgs),
-    /// List the queues, paused or active (who paused them, when and why).
+    /// List the queues, paused or active (who paused them, when and why),
+    /// with their concurrency caps.
     Queues(JsonFlag),
+    /// A queue's settings: `queue limit QUEUE --concurrency N` caps how
+    /// many of its jobs run at once across every worker (`--clear` lifts
+    /// it).
+    Queue(queue::QueueArgs),
     /// The audit log of operator actions, newest first.
     Audit(admin::AuditArgs),
     /// Periodic jobs: `schedule add|list|remove|pause|resume` keep

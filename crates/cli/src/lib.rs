@@ -27,6 +27,7 @@ mod flags;
 mod jobs;
 mod output;
 mod progress;
+mod queue;
 mod schedule;
 mod select;
 mod serve;
@@ -215,6 +216,7 @@ async fn run(cli: Cli, hooks: Hooks) -> Result<ExitCode, Failure> {
         Command::Pause(args) => admin::pause(&admin, args).await,
         Command::Resume(args) => admin::resume(&admin, args).await,
         Command::Queues(args) => admin::queues(&admin, args.json).await,
+        Command::Queue(args) => queue::run(&admin, args).await,
         Command::Audit(args) => admin::audit(&admin, args).await,
         Command::Schedule(args) => schedule::run(store, args).await,
         #[cfg(feature = "bench")]

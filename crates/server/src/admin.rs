@@ -1,6 +1,6 @@
-//! The operator's routes: statistics, pausing and resuming queues, the
-//! audited purge of dead jobs, the audit log, and `/metrics` (the stored
-//! schedules are in `schedules.rs`).
+//! The operator's routes: statistics, the audited purge of dead jobs, the
+//! audit log, and `/metrics` (the queues' pauses and caps are in
+//! `queues.rs`, the stored schedules in `schedules.rs`).
 
 use std::time::Duration;
 
@@ -9,7 +9,7 @@ use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::IntoResponse;
-use errand::{AuditFilter, JobId, Name, PurgeRequest, QueueAction, Stats, StatsRequest};
+use errand::{AuditFilter, JobId, Name, PurgeRequest, Stats, StatsRequest};
 use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
@@ -90,77 +90,6 @@ pub(crate) async fn charts(
         .charts(queue, window, errand::Timestamp::now())
         .await?;
     json(StatusCode::OK, &charts)
-}
-
-fn queue_name(path: Result<Path<String>, PathRejection>) -> Result<Name, Problem> {
-    let Path(q) = path.map_err(|r| {
-        Problem::invalid(format!(
-            "the queue name in the path is not valid: {}",
-            r.body_text()
-        ))
-    })?;
-    Ok(Name::parse("queue", q)?)
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct QueueBody {
-    operator: String,
-    reason: Option<String>,
-}
-
-const QUEUE_EXAMPLE: &str = r#"{"operator": "alice", "reason": "provider outage"}"#;
-
-async fn queue_action(
-    app: &App,
-    path: Result<Path<String>, PathRejection>,
-    headers: &HeaderMap,
-    body: Body,
-) -> Result<QueueAction, Problem> {
-    let queue = queue_name(path)?;
-    let req: QueueBody = body_json(app, headers, body, QUEUE_EXAMPLE).await?;
-    who_and_why(&req.operator, req.reason.as_deref())?;
-    Ok(QueueAction {
-        queue,
-        operator: req.operator,
-        reason: req.reason,
-    })
-}
-
-/// `POST /v1/queues/{queue}/pause`
-pub(crate) async fn pause(
-    State(app): State<App>,
-    path: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-    body: Body,
-) -> Answer {
-    let action = queue_action(&app, path, &headers, body).await?;
-    let changed = app.admin.pause_queue(&action).await?;
-    json(
-        StatusCode::OK,
-        &serde_json::json!({"queue": action.queue, "paused": true, "changed": changed}),
-    )
-}
-
-/// `POST /v1/queues/{queue}/resume`
-pub(crate) async fn resume(
-    State(app): State<App>,
-    path: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-    body: Body,
-) -> Answer {
-    let action = queue_action(&app, path, &headers, body).await?;
-    let changed = app.admin.resume_queue(&action).await?;
-    json(
-        StatusCode::OK,
-        &serde_json::json!({"queue": action.queue, "paused": false, "changed": changed}),
-    )
-}
-
-/// `GET /v1/queues/paused`
-pub(crate) async fn paused(State(app): State<App>) -> Answer {
-    let queues = app.admin.paused_queues().await?;
-    json(StatusCode::OK, &serde_json::json!({"queues": queues}))
 }
 
 #[derive(Debug, Deserialize)]
@@ -329,7 +258,7 @@ pub(crate) fn render_metrics(stats: &Stats) -> Result<String, std::fmt::Error> {
     Ok(spell_infinities(&out))
 }
 
-/// Each queue's jobs by state, leases, oldest due age, pause, and the
+/// Each queue's jobs by state, leases, oldest due age, pause, cap, and the
 /// recent window's retries and dead letters; the truncation flags.
 fn register_queue_metrics(r: &mut Registry, stats: &Stats) {
     let jobs = gauge_family(
@@ -357,6 +286,11 @@ fn register_queue_metrics(r: &mut Registry, stats: &Stats) {
         r,
         "errand_queue_paused",
         "1 when an operator paused the queue",
+    );
+    let cap = gauge_family(
+        r,
+        "errand_queue_concurrency_limit",
+        "How many of the queue's jobs may run at once across every process; absent: no cap",
     );
     let window = format!("{}s", stats.window_secs);
     let retries = gauge_family(
@@ -394,6 +328,10 @@ fn register_queue_metrics(r: &mut Registry, stats: &Stats) {
         paused
             .get_or_create(&vec![("queue", name.clone())])
             .set(i64::from(q.paused));
+        if let Some(n) = q.concurrency_limit {
+            cap.get_or_create(&vec![("queue", name.clone())])
+                .set(i64::from(n));
+        }
         for (class, n) in &c.retries {
             retries
                 .get_or_create(&vec![

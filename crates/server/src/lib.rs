@@ -89,6 +89,7 @@ mod guard;
 pub mod http;
 mod leases;
 mod problem;
+mod queues;
 mod request;
 mod routes;
 mod schedules;

@@ -22,6 +22,7 @@ use crate::admin;
 use crate::guard::{HEALTHZ, fence};
 use crate::leases;
 use crate::problem::Problem;
+use crate::queues;
 use crate::request::{
     Answer, App, body_json, detail_of, duration_field, given, job_id, json, page_limit, who_and_why,
 };
@@ -101,9 +102,11 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
         endpoint("/v1/workflows/{id}/replay", Post, workflows::replay),
         endpoint("/v1/stats", Get, admin::stats),
         endpoint("/v1/charts", Get, admin::charts),
-        endpoint("/v1/queues/paused", Get, admin::paused),
-        endpoint("/v1/queues/{queue}/pause", Post, admin::pause),
-        endpoint("/v1/queues/{queue}/resume", Post, admin::resume),
+        endpoint("/v1/queues/paused", Get, queues::paused),
+        endpoint("/v1/queues/limits", Get, queues::limits),
+        endpoint("/v1/queues/{queue}/pause", Post, queues::pause),
+        endpoint("/v1/queues/{queue}/resume", Post, queues::resume),
+        endpoint("/v1/queues/{queue}/limit", Post, queues::limit),
         endpoint("/v1/audit", Get, admin::audit),
         endpoint("/v1/schedules", Get, schedules::list),
         endpoint("/v1/schedules", Post, schedules::add),

@@ -109,6 +109,80 @@ async fn refused_queue_actions_write_nothing() {
 }
 
 #[tokio::test]
+async fn a_queue_cap_is_set_listed_shown_in_stats_and_cleared() {
+    let api = Api::new();
+    let body = json!({"concurrency": 5, "operator": "alice", "reason": "provider allows 5"});
+    let r = api.post("/v1/queues/mail/limit", &body).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(
+        r.body,
+        json!({"queue": "mail", "concurrency_limit": 5, "changed": true})
+    );
+    let again = api.post("/v1/queues/mail/limit", &body).await;
+    assert_eq!(again.body["changed"], false);
+    let listed = api.get("/v1/queues/limits").await;
+    assert_eq!(listed.body["queues"][0]["queue"], "mail");
+    assert_eq!(listed.body["queues"][0]["concurrency"], 5);
+    assert_eq!(listed.body["queues"][0]["reason"], "provider allows 5");
+    let stats = api.get("/v1/stats").await;
+    assert_eq!(stats.body["queues"][0]["queue"], "mail");
+    assert_eq!(stats.body["queues"][0]["concurrency_limit"], 5);
+
+    let r = api
+        .post(
+            "/v1/queues/mail/limit",
+            &json!({"clear": true, "operator": "alice"}),
+        )
+        .await;
+    assert_eq!(
+        r.body,
+        json!({"queue": "mail", "concurrency_limit": null, "changed": true})
+    );
+    assert_eq!(api.get("/v1/queues/limits").await.body["queues"], json!([]));
+    let audit = api.get("/v1/audit").await;
+    let actions: Vec<&str> = audit.body["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["unlimit", "limit"]);
+}
+
+#[tokio::test]
+async fn refused_queue_caps_write_nothing() {
+    let api = Api::new();
+    for (body, code) in [
+        (json!({"concurrency": 0, "operator": "a"}), "invalid"),
+        (json!({"concurrency": 100_001, "operator": "a"}), "invalid"),
+        (
+            json!({"concurrency": 1_000_000_000, "operator": "a"}),
+            "invalid",
+        ),
+        (
+            json!({"concurrency": -1, "operator": "a"}),
+            "malformed_json",
+        ),
+        (json!({"operator": "a"}), "invalid"),
+        (
+            json!({"concurrency": 3, "clear": true, "operator": "a"}),
+            "invalid",
+        ),
+        (json!({"concurrency": 3}), "malformed_json"),
+        (json!({"concurrency": 3, "operator": ""}), "invalid"),
+        (
+            json!({"concurrency": 3, "operator": "a", "limit": 3}),
+            "malformed_json",
+        ),
+    ] {
+        let r = api.post("/v1/queues/mail/limit", &body).await;
+        r.problem(StatusCode::BAD_REQUEST, code);
+    }
+    assert!(api.q.store().queue_limits().await.unwrap().is_empty());
+    assert_eq!(api.get("/v1/audit").await.body["entries"], json!([]));
+}
+
+#[tokio::test]
 async fn purge_deletes_a_dead_job_refuses_others_and_the_audit_remembers() {
     let api = Api::new();
     seed(&api, "dead-1", "mail", true).await;
@@ -205,6 +279,11 @@ async fn metrics_expose_the_operator_signals_in_prometheus_text() {
     seed(&api, "r", "mail", false).await;
     api.post("/v1/queues/bulk/pause", &json!({"operator": "op"}))
         .await;
+    api.post(
+        "/v1/queues/mail/limit",
+        &json!({"concurrency": 7, "operator": "op"}),
+    )
+    .await;
     let mut metrics = WorkerMetrics {
         cycles: 12,
         started: 2,
@@ -246,6 +325,7 @@ async fn metrics_expose_the_operator_signals_in_prometheus_text() {
         r#"errand_leases{queue="mail",lease="live"} 0"#,
         r#"errand_queue_paused{queue="bulk"} 1"#,
         r#"errand_queue_paused{queue="mail"} 0"#,
+        r#"errand_queue_concurrency_limit{queue="mail"} 7"#,
         r#"errand_dead_letters_recent{queue="mail",class="permanent",window="900s"} 1"#,
         "errand_workers 1",
         "errand_seconds_since_last_worker_cycle 4.0",
@@ -267,6 +347,10 @@ async fn metrics_expose_the_operator_signals_in_prometheus_text() {
     assert!(
         text.lines()
             .any(|l| l.starts_with("errand_oldest_due_age_seconds{queue=\"mail\"} "))
+    );
+    assert!(
+        !text.contains(r#"errand_queue_concurrency_limit{queue="bulk"}"#),
+        "a queue without a cap has no cap gauge"
     );
 }
 
