@@ -62,6 +62,7 @@ mod forms;
 mod guard;
 mod jobs;
 mod login;
+mod queue_limit;
 mod queues;
 mod reschedule;
 mod schedule_forms;
@@ -118,6 +119,7 @@ pub(crate) fn router(store: Arc<dyn Store>, config: &ServerConfig) -> Router {
         .merge(signal::routes())
         .merge(login::routes())
         .merge(queues::routes())
+        .merge(queue_limit::routes())
         .merge(audit::routes())
         .merge(schedules::routes())
         .merge(schedule_forms::routes())

@@ -1,7 +1,7 @@
 //! The queues page (counts per state, oldest due age, leases, recent
 //! retries and dead letters, workers, and the charts of every queue), a
 //! page per queue with its own charts, and pausing or resuming a queue
-//! behind a confirmation page.
+//! behind a confirmation page (a queue's cap is set in queue_limit.rs).
 
 use axum::Router;
 use axum::extract::rejection::PathRejection;
@@ -94,6 +94,12 @@ fn queue_row(q: &QueueStats) -> Markup {
             td.num { (age(c.oldest_due_age_ms)) }
             td { (by_class(&c.retries)) }
             td { (by_class(&c.dead_letters)) }
+            td.num {
+                @match q.concurrency_limit {
+                    Some(n) => { (c.running.min(u64::from(n))) " of " (n) }
+                    None => "—",
+                }
+            }
             td {
                 @if q.paused {
                     span.state.paused { "paused" } " "
@@ -101,6 +107,8 @@ fn queue_row(q: &QueueStats) -> Markup {
                 } @else {
                     a.button href={ "/dashboard/queues/" (name) "/pause" } { "Pause…" }
                 }
+                " "
+                a.button href={ "/dashboard/queues/" (segment(name)) "/limit" } { "Cap…" }
             }
         }
     }
@@ -112,7 +120,9 @@ fn queue_table(queues: &[QueueStats]) -> Markup {
             thead { tr {
                 th { "queue" } th.num { "ready" } th.num { "scheduled" } th.num { "blocked" } th.num { "waiting" } th.num { "running" }
                 th.num { "leases live / expired" } th.num { "dead" } th.num { "oldest due" }
-                th { "retries" } th { "dead letters" } th { }
+                th { "retries" } th { "dead letters" }
+                th.num title="Jobs running of the cap on how many may run at once across every worker (—: no cap)" { "cap" }
+                th { }
             } }
             tbody { @for q in queues { (queue_row(q)) } }
         }
@@ -136,7 +146,7 @@ async fn overview(
             (stats.window_secs / 60) " minutes, by error class."
         }
         @if stats.queues.is_empty() {
-            p.empty { "No queue has ready, running or dead jobs, and none is paused." }
+            p.empty { "No queue has ready, running or dead jobs, and none is paused or capped." }
         } @else {
             (queue_table(&stats.queues))
         }
@@ -219,7 +229,7 @@ async fn one_queue(
             a href={ "/dashboard/dead?queue=" (name) } { "its dead letters" }
         }
         @if row.is_empty() {
-            p.empty { "The queue has no ready, running or dead jobs now, and is not paused." }
+            p.empty { "The queue has no ready, running or dead jobs now, and is neither paused nor capped." }
         } @else {
             (queue_table(&row))
         }
@@ -236,7 +246,7 @@ async fn one_queue(
     ))
 }
 
-fn path_queue(path: Result<Path<String>, PathRejection>) -> Result<Name, PageError> {
+pub(super) fn path_queue(path: Result<Path<String>, PathRejection>) -> Result<Name, PageError> {
     let Path(q) = path.map_err(|r| {
         PageError::bad_request(format!(
             "The queue name in the address is not valid: {}",

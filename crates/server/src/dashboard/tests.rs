@@ -1895,3 +1895,123 @@ async fn a_schedule_is_added_edited_and_removed_from_the_dashboard() {
         entries[2].reason
     );
 }
+
+#[tokio::test]
+async fn a_queue_cap_is_set_and_cleared_from_the_dashboard_with_audit() {
+    let mut b = Browser::new();
+    b.insert("r-1", "{}").await;
+    let page = b.get("/dashboard/queues/mail/limit").await;
+    page.html(StatusCode::OK);
+    assert!(
+        page.body.contains("The queue has no cap now"),
+        "{}",
+        page.body
+    );
+    assert!(
+        !page.body.contains("Clear the cap"),
+        "nothing to clear: {}",
+        page.body
+    );
+    let csrf = page.csrf();
+    let url = "/dashboard/queues/mail/limit";
+    let limits = async |b: &Browser| b.store().queue_limits().await.expect("limits");
+    for (fields, status, says) in [
+        (
+            vec![("concurrency", "0"), ("change", "set")],
+            StatusCode::BAD_REQUEST,
+            "1 to 100000",
+        ),
+        (
+            vec![("concurrency", "1000000000"), ("change", "set")],
+            StatusCode::BAD_REQUEST,
+            "1 to 100000",
+        ),
+        (
+            vec![("concurrency", "five"), ("change", "set")],
+            StatusCode::BAD_REQUEST,
+            "whole number",
+        ),
+        (
+            vec![("concurrency", "5")],
+            StatusCode::BAD_REQUEST,
+            "set or to clear",
+        ),
+    ] {
+        let mut form = vec![
+            ("csrf", csrf.as_str()),
+            ("operator", "alice"),
+            ("reason", "provider"),
+        ];
+        form.extend(fields);
+        b.post(url, &form).await.refused(status, says);
+    }
+    // Without the reason, and without the security token: refused too.
+    b.post(
+        url,
+        &[
+            ("csrf", &csrf),
+            ("operator", "alice"),
+            ("concurrency", "5"),
+            ("change", "set"),
+        ],
+    )
+    .await
+    .refused(StatusCode::BAD_REQUEST, "The reason (`reason`) is required");
+    b.post(
+        url,
+        &[
+            ("operator", "alice"),
+            ("reason", "r"),
+            ("concurrency", "5"),
+            ("change", "set"),
+        ],
+    )
+    .await
+    .refused(StatusCode::FORBIDDEN, "security token");
+    assert!(limits(&b).await.is_empty(), "a refused form writes nothing");
+
+    let p = b
+        .post(
+            url,
+            &[
+                ("csrf", &csrf),
+                ("operator", "alice"),
+                ("reason", "the provider allows 5"),
+                ("concurrency", "5"),
+                ("change", "set"),
+            ],
+        )
+        .await;
+    assert_eq!(
+        (p.status, p.location()),
+        (StatusCode::SEE_OTHER, "/dashboard/queues")
+    );
+    let set = limits(&b).await;
+    assert_eq!((set[0].queue.as_str(), set[0].concurrency), ("mail", 5));
+    let queues = b.get("/dashboard/queues").await;
+    assert!(queues.body.contains("0 of 5"), "{}", queues.body);
+    assert!(queues.body.contains("/dashboard/queues/mail/limit"));
+    let page = b.get(url).await;
+    assert!(page.body.contains("Clear the cap"), "{}", page.body);
+    assert!(page.body.contains(r#"value="5""#), "{}", page.body);
+
+    let p = b
+        .post(
+            url,
+            &[
+                ("csrf", &csrf),
+                ("operator", "bob"),
+                ("reason", "lifted"),
+                ("concurrency", ""),
+                ("change", "clear"),
+            ],
+        )
+        .await;
+    assert_eq!(p.status, StatusCode::SEE_OTHER);
+    assert!(limits(&b).await.is_empty());
+    let log = b.get("/dashboard/audit?queue=mail").await;
+    log.html(StatusCode::OK);
+    for words in ["unlimit", "limit", "the provider allows 5", "bob", "lifted"] {
+        assert!(log.body.contains(words), "missing {words}: {}", log.body);
+    }
+}
