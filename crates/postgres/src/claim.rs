@@ -225,7 +225,7 @@ async fn claim_in_transaction(
     // A rate-limited claim takes up to `asked` tokens here (its upsert
     // holds the bucket's row until the commit), claims no more jobs than it
     // was granted, and gives the rest back before committing.
-    let (_, acked, _, locked, capped, granted) = tokio::try_join!(
+    let (_, acked, _, locked, excluded, granted) = tokio::try_join!(
         biased;
         async { client.batch_execute(begin).await.map_err(map_err) },
         acknowledge(client, q, now, leases),
@@ -245,7 +245,9 @@ async fn claim_in_transaction(
         lease,
         keyed: locked > 0,
         reclaim: req.reclaim,
-        capped: &capped,
+        capped: &excluded.locked,
+        // A claim of named queues reads their own ranges already.
+        ranged: excluded.any_due && queues.is_none(),
         resume,
     };
     let claim = claim_due_rows(client, q, &args);
@@ -307,24 +309,41 @@ async fn lock_due_keys(
     rows.first().map_or(Ok(0), |r| col::<i64>(r, 0))
 }
 
+/// The paused and capped queues among the claimed ones with due jobs
+/// (`cap_lock.sql`), the capped ones with a free slot locked.
+#[derive(Debug, Default)]
+struct Excluded {
+    /// The capped queues whose locks the claim took.
+    locked: Vec<String>,
+    /// Whether any such queue has due jobs (the ordinary scans leave them
+    /// out, and would walk past them).
+    any_due: bool,
+}
+
 /// Takes the locks of the capped queues among the claimed ones that have
-/// due jobs (`cap_lock.sql`) and returns their names. A claim of nothing
-/// sends nothing.
+/// due jobs and a free slot (`cap_lock.sql`). A claim of nothing sends
+/// nothing.
 async fn lock_capped_queues(
     client: &deadpool_postgres::Client,
     q: &Queries,
     now: Option<OffsetDateTime>,
     queues: &Option<Vec<&str>>,
     asked: u32,
-) -> Result<Vec<String>> {
+) -> Result<Excluded> {
     if asked == 0 {
-        return Ok(Vec::new());
+        return Ok(Excluded::default());
     }
-    query(client, &q.cap_lock, &[&now, queues])
-        .await?
-        .iter()
-        .map(|r| col::<String>(r, 0))
-        .collect()
+    let rows = query(client, &q.cap_lock, &[&now, queues]).await?;
+    let mut excluded = Excluded {
+        locked: Vec::new(),
+        any_due: !rows.is_empty(),
+    };
+    for r in &rows {
+        if col::<bool>(r, 1)? {
+            excluded.locked.push(col::<String>(r, 0)?);
+        }
+    }
+    Ok(excluded)
 }
 
 /// A rate-limited claim's tokens: up to `asked` taken from its bucket
@@ -359,6 +378,9 @@ struct ClaimArgs<'a> {
     reclaim: bool,
     /// The capped queues whose locks the claim holds.
     capped: &'a [String],
+    /// Whether to read every other queue's ranges of the due index rather
+    /// than walk it past paused and capped queues' due jobs.
+    ranged: bool,
     resume: Option<&'a ResumeKey>,
 }
 
@@ -371,10 +393,10 @@ async fn claim_due_rows(
 ) -> Result<Vec<Row>> {
     if a.limit == 0 {
         Ok(Vec::new())
-    } else if !a.keyed && !a.reclaim && a.capped.is_empty() {
-        // Neither expired leases, keyed jobs nor capped queues to look
-        // at: the smaller statement, with the same order and rechecks,
-        // resuming where the last claim stopped if it may.
+    } else if !a.keyed && !a.reclaim && a.capped.is_empty() && !a.ranged {
+        // Neither expired leases, keyed jobs nor capped or paused queues'
+        // due jobs to look at: the smaller statement, with the same order
+        // and rechecks, resuming where the last claim stopped if it may.
         let (priority, at, id) = match a.resume {
             Some(r) => (Some(r.priority), Some(r.available_at), Some(r.id.as_str())),
             None => (None, None, None),
@@ -384,8 +406,9 @@ async fn claim_due_rows(
         ];
         query(client, &q.claim_ready, &params).await
     } else {
-        let params: [Param<'_>; 8] = [
+        let params: [Param<'_>; 9] = [
             &a.now, &a.limit, a.queues, a.tokens, &a.lease, &a.keyed, &a.reclaim, &a.capped,
+            &a.ranged,
         ];
         query(client, &q.claim, &params).await
     }

@@ -333,14 +333,14 @@ async fn an_all_queue_claim_reads_the_due_index_once_the_table_is_analyzed() {
         (
             "claim",
             &queries.claim,
-            "timestamptz, bigint, text[], text[], bigint, boolean, boolean, text[]",
-            format!("NULL, 256, NULL, {tokens}, 30000, false, true, NULL"),
+            "timestamptz, bigint, text[], text[], bigint, boolean, boolean, text[], boolean",
+            format!("NULL, 256, NULL, {tokens}, 30000, false, true, NULL, false"),
         ),
         (
             "claim holding a capped queue's lock",
             &queries.claim,
-            "timestamptz, bigint, text[], text[], bigint, boolean, boolean, text[]",
-            format!("NULL, 256, NULL, {tokens}, 30000, false, false, '{{capped}}'"),
+            "timestamptz, bigint, text[], text[], bigint, boolean, boolean, text[], boolean",
+            format!("NULL, 256, NULL, {tokens}, 30000, false, false, '{{capped}}', false"),
         ),
     ] {
         old.client
@@ -366,6 +366,96 @@ async fn an_all_queue_claim_reads_the_due_index_once_the_table_is_analyzed() {
             "{name}: {plan}"
         );
         assert!(!plan.contains("Seq Scan on errand_jobs"), "{name}: {plan}");
+    }
+    old.drop_schema().await;
+}
+
+/// While a capped (or paused) queue's due jobs stand ahead of the others'
+/// in the due index, a claim across every queue reads the other queues'
+/// ranges instead of walking past them, and the capped queues are probed,
+/// not read: with 20,000 due jobs of a capped queue ahead, neither the
+/// claim nor `cap_lock.sql` reads them (no step of either plan passes
+/// over 1,000 rows by filter).
+#[tokio::test]
+async fn a_claim_beside_a_capped_backlog_does_not_read_it() {
+    let Some(old) = Old::at("a_claim_beside_a_capped_backlog_does_not_read_it").await else {
+        return;
+    };
+    let quoted = old.quoted.clone();
+    old.client
+        .batch_execute(&format!(
+            "INSERT INTO {quoted}.errand_jobs (id, queue, kind, state, payload, attempts, max_attempts,
+                 available_at, created_at, updated_at)
+             SELECT 'b' || i, 'big', 'k', 'ready', '{{}}'::json, 0, 3,
+                    now() - interval '2 hours' + i * interval '1 millisecond', now(), now()
+             FROM generate_series(1, 20000) i
+             UNION ALL
+             SELECT q || i, q, 'k', 'ready', '{{}}'::json, 0, 3,
+                    now() - interval '1 hour' + i * interval '1 millisecond', now(), now()
+             FROM generate_series(1, 500) i, (VALUES ('other'), ('third')) v(q);
+             INSERT INTO {quoted}.errand_queue_limits VALUES ('big', 5, 'test', NULL, now());
+             ANALYZE {quoted}.errand_jobs;"
+        ))
+        .await
+        .unwrap();
+    let queries = Queries::new(&quoted);
+    let tokens: Vec<String> = (0..256).map(|i| format!("t{i}")).collect();
+    let tokens = format!("'{{{}}}'", tokens.join(","));
+    for (name, sql, types, args) in [
+        (
+            "claim holding the capped queue's lock",
+            &queries.claim,
+            "timestamptz, bigint, text[], text[], bigint, boolean, boolean, text[], boolean",
+            format!("NULL, 256, NULL, {tokens}, 30000, false, false, '{{big}}', true"),
+        ),
+        (
+            "claim beside a full capped queue",
+            &queries.claim,
+            "timestamptz, bigint, text[], text[], bigint, boolean, boolean, text[], boolean",
+            format!("NULL, 256, NULL, {tokens}, 30000, false, false, '{{}}', true"),
+        ),
+        (
+            "cap_lock",
+            &queries.cap_lock,
+            "timestamptz, text[]",
+            "NULL, NULL".to_owned(),
+        ),
+    ] {
+        old.client
+            .batch_execute(&format!(
+                "{}; PREPARE probe ({types}) AS {sql}",
+                claim::ALL_QUEUES_CLAIM
+            ))
+            .await
+            .unwrap();
+        let rows = old
+            .client
+            .query(
+                &format!("EXPLAIN (ANALYZE, TIMING OFF) EXECUTE probe ({args})"),
+                &[],
+            )
+            .await
+            .unwrap();
+        old.client
+            .batch_execute("ROLLBACK; DEALLOCATE probe")
+            .await
+            .unwrap();
+        let plan: Vec<String> = rows.iter().map(|r| r.get::<_, String>(0)).collect();
+        let passed_over = plan
+            .iter()
+            .filter_map(|l| l.trim().strip_prefix("Rows Removed by Filter: "))
+            .filter_map(|n| n.parse::<u64>().ok())
+            .max()
+            .unwrap_or(0);
+        assert!(passed_over < 1_000, "{name}: {}", plan.join("\n"));
+        if name.starts_with("claim") {
+            assert!(
+                plan.iter()
+                    .any(|l| l.contains("rows=256 loops=1") && l.contains("Update on errand_jobs")),
+                "{name} claims 256 jobs: {}",
+                plan.join("\n")
+            );
+        }
     }
     old.drop_schema().await;
 }

@@ -2,28 +2,21 @@
 //! ready jobs in claim order, as their concurrency keys admit them), taking
 //! them under a new lease, and the rate tokens a limited claim spends.
 
-use std::collections::hash_map::Entry;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use errand_core::{
     ClaimRequest, ClaimedJob, Error, Job, Lease, LeaseToken, Name, Result, Timestamp,
 };
-use rusqlite::{Connection, OptionalExtension, Row, named_params};
+use rusqlite::{Connection, OptionalExtension, named_params};
 
+use crate::candidates::{Scope, due_candidates};
 use crate::conn::{Now, map_err};
 use crate::maintenance::expire_final;
 use crate::rows::{col, job_from_row, opt_ts_col, u32_col};
 use crate::settle::{Held, LEASE_EXPIRED, complete_many, record_attempt};
 
 const CANDIDATES_EXPIRED: &str = include_str!("../queries/candidates_expired.sql");
-const CANDIDATES_READY: &str = include_str!("../queries/candidates_ready.sql");
 const CANDIDATES_EXPIRED_IN: &str = include_str!("../queries/candidates_expired_in.sql");
-pub(crate) const CANDIDATES_READY_IN: &str = include_str!("../queries/candidates_ready_in.sql");
-pub(crate) const CANDIDATES_READY_OF: &str = include_str!("../queries/candidates_ready_of.sql");
-const CANDIDATES_CAPPED: &str = include_str!("../queries/candidates_capped.sql");
-const CAPPED_QUEUES: &str = include_str!("../queries/capped_queues.sql");
-const KEY_RUNNING: &str = include_str!("../queries/key_running.sql");
-const KEY_NEXT: &str = include_str!("../queries/key_next.sql");
 const CLAIM: &str = include_str!("../queries/claim.sql");
 pub(crate) const CLAIM_MANY: &str = include_str!("../queries/claim_many.sql");
 const HELD: &str = "SELECT replays, attempts, attempt_started_at FROM errand_jobs WHERE id = :id";
@@ -37,136 +30,6 @@ fn queue_param(req: &ClaimRequest) -> Option<String> {
     }
     let names: Vec<&str> = req.queues.iter().map(Name::as_str).collect();
     serde_json::to_string(&names).ok()
-}
-
-/// One due ready row as the candidate scan reads it.
-struct ReadyRow {
-    id: String,
-    rowid: i64,
-    queue: String,
-    key: Option<(String, u32, bool)>,
-}
-
-/// A ready job the claim may take: its id, its row's rowid (the plain
-/// claim finds rows by it, one B-tree search instead of the id index's and
-/// then the table's) and whether it has a concurrency key.
-struct Candidate {
-    id: String,
-    rowid: i64,
-    keyed: bool,
-}
-
-/// Up to `limit` due ready jobs in claim order, passing over keyed jobs
-/// their key does not admit now. Each key met is looked up once (its
-/// running count and its earliest ready jobs), so a saturated key's backlog
-/// costs one index step per row, not a statement.
-fn ready_candidates(
-    conn: &Connection,
-    queues: Scope<'_>,
-    now: Timestamp,
-    limit: u32,
-) -> Result<Vec<Candidate>> {
-    let mut out = Vec::new();
-    if limit == 0 {
-        return Ok(out);
-    }
-    let read = |r: &Row<'_>| -> rusqlite::Result<ReadyRow> {
-        let key = match r.get::<_, Option<String>>(2)? {
-            Some(name) => Some((name, u32_col(r, "key_limit")?, r.get(4)?)),
-            None => None,
-        };
-        Ok(ReadyRow {
-            id: r.get(0)?,
-            queue: r.get(1)?,
-            key,
-            rowid: r.get(5)?,
-        })
-    };
-    let mut stmt = conn
-        .prepare_cached(match queues {
-            Scope::All => CANDIDATES_READY,
-            Scope::One(_) => CANDIDATES_READY_OF,
-            Scope::Some(_) => CANDIDATES_READY_IN,
-            Scope::Capped(_) => CANDIDATES_CAPPED,
-        })
-        .map_err(map_err)?;
-    let ms = now.as_millis();
-    let mut rows = match queues {
-        Scope::All => stmt.query(named_params! {":now": ms}),
-        Scope::One(q) | Scope::Capped(q) => stmt.query(named_params! {":now": ms, ":queue": q}),
-        Scope::Some(q) => stmt.query(named_params! {":now": ms, ":queues": q}),
-    }
-    .map_err(map_err)?;
-    let mut admitted: HashMap<(String, String), HashSet<String>> = HashMap::new();
-    while let Some(row) = rows.next().map_err(map_err)? {
-        let row = read(row).map_err(map_err)?;
-        let keyed = row.key.is_some();
-        if let Some((key, key_limit, ordered)) = row.key {
-            let ids = match admitted.entry((row.queue, key)) {
-                Entry::Occupied(e) => e.into_mut(),
-                Entry::Vacant(e) => {
-                    let (queue, key) = e.key();
-                    let ids = admitted_by_key(conn, queue, key, key_limit, ordered, now)?;
-                    e.insert(ids)
-                }
-            };
-            if !ids.remove(&row.id) {
-                continue;
-            }
-        }
-        out.push(Candidate {
-            id: row.id,
-            rowid: row.rowid,
-            keyed,
-        });
-        if out.len() >= limit as usize {
-            break;
-        }
-    }
-    Ok(out)
-}
-
-/// The ready jobs of one key that may start now: its earliest-enqueued due
-/// jobs up to its free slots; for an ordered key its first ready job, and
-/// only if that one is due.
-fn admitted_by_key(
-    conn: &Connection,
-    queue: &str,
-    key: &str,
-    key_limit: u32,
-    ordered: bool,
-    now: Timestamp,
-) -> Result<HashSet<String>> {
-    let running: u32 = conn
-        .prepare_cached(KEY_RUNNING)
-        .map_err(map_err)?
-        .query_row(named_params! {":queue": queue, ":key": key}, |r| {
-            u32_col(r, "count(*)")
-        })
-        .map_err(map_err)?;
-    let slots = key_limit.saturating_sub(running);
-    if slots == 0 {
-        return Ok(HashSet::new());
-    }
-    let ms = now.as_millis();
-    let next = conn
-        .prepare_cached(KEY_NEXT)
-        .map_err(map_err)?
-        .query_map(
-            named_params! {
-                ":queue": queue, ":key": key, ":ordered": ordered,
-                ":now": ms, ":slots": slots,
-            },
-            |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)),
-        )
-        .map_err(map_err)?
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .map_err(map_err)?;
-    Ok(next
-        .into_iter()
-        .filter(|(_, due)| *due <= ms)
-        .map(|(id, _)| id)
-        .collect())
 }
 
 /// Runs a candidate query: `sql.0` for every queue, `sql.1` for the named ones.
@@ -203,56 +66,6 @@ fn candidate_ids(
     rows.map_err(map_err)
 }
 
-/// The queues a claim reads ready jobs from.
-#[derive(Clone, Copy)]
-enum Scope<'a> {
-    /// Every queue.
-    All,
-    /// One queue, read in claim order from its range of the due index.
-    One(&'a str),
-    /// Several queues: a JSON array of their names.
-    Some(&'a str),
-    /// One capped queue, read like `One` (the others leave capped queues
-    /// out).
-    Capped(&'a str),
-}
-
-/// Due ready jobs of the capped queues the claim reads (none named: every
-/// queue), each queue's up to its free slots — its cap less its running
-/// jobs — in queue order, `limit` at most. The writer's one transaction
-/// makes the count and the claim one step.
-fn capped_candidates(
-    conn: &Connection,
-    req: &ClaimRequest,
-    now: Timestamp,
-    limit: u32,
-) -> Result<Vec<Candidate>> {
-    let mut out = Vec::new();
-    if limit == 0 {
-        return Ok(out);
-    }
-    let caps = conn
-        .prepare_cached(CAPPED_QUEUES)
-        .map_err(map_err)?
-        .query_map([], |r| Ok((r.get::<_, String>(0)?, u32_col(r, "free")?)))
-        .map_err(map_err)?
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .map_err(map_err)?;
-    for (queue, free) in caps {
-        let named = req.queues.is_empty() || req.queues.iter().any(|q| q.as_str() == queue);
-        let room = limit.saturating_sub(u32::try_from(out.len()).unwrap_or(u32::MAX));
-        if named && free > 0 && room > 0 {
-            out.extend(ready_candidates(
-                conn,
-                Scope::Capped(&queue),
-                now,
-                free.min(room),
-            )?);
-        }
-    }
-    Ok(out)
-}
-
 /// Claims up to `req.limit` due jobs.
 pub(crate) fn claim(conn: &Connection, req: &ClaimRequest, clock: Now) -> Result<Vec<ClaimedJob>> {
     let now = clock.at;
@@ -285,10 +98,7 @@ pub(crate) fn claim(conn: &Connection, req: &ClaimRequest, clock: Now) -> Result
         (_, Some(list)) => Scope::Some(list),
         (_, None) => Scope::All,
     };
-    // Capped queues first: the others' scans leave them out.
-    let mut ready = capped_candidates(conn, req, now, rest)?;
-    let rest = rest.saturating_sub(u32::try_from(ready.len()).unwrap_or(u32::MAX));
-    ready.extend(ready_candidates(conn, scope, now, rest)?);
+    let ready = due_candidates(conn, req, scope, now, rest)?;
     let lease_until = now.plus(req.lease);
     // Claim order: reclaimed leases first, then ready jobs as the scan
     // found them.

@@ -28,6 +28,7 @@ mod admin;
 mod admin_store;
 mod audit;
 mod batch;
+mod candidates;
 mod children;
 mod claim;
 mod conn;

@@ -220,6 +220,7 @@ macro_rules! conformance_tests {
             keyed_jobs_count_against_the_cap_and_a_pause_still_wins,
             concurrent_claims_never_exceed_a_queue_cap,
             a_cap_change_is_audited_and_bad_input_writes_nothing,
+            claim_order_holds_across_queues_beside_a_paused_or_capped_queue,
         );
     };
     (@in $module:ident $make:path; $($case:ident),* $(,)?) => {

@@ -297,3 +297,99 @@ pub async fn a_cap_change_is_audited_and_bad_input_writes_nothing(
         "one entry per change, newest first"
     );
 }
+
+/// 48 jobs over queues `a`, `b`, `c` and `held`, three priorities and five
+/// seconds of due times from now (every seventh a minute later); with the
+/// ids of those not in `held` and due within the five seconds, in claim
+/// order: priority, then due time, then id.
+fn mix(prefix: &str, now: errand_core::Timestamp) -> (Vec<NewJob>, Vec<String>) {
+    let mut jobs = Vec::new();
+    let mut expected = Vec::new();
+    let mut x: u64 = 7;
+    for n in 0..48u64 {
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let queue = ["a", "b", "c", "held"][usize::try_from(x >> 62).unwrap()];
+        let priority = [-1i16, 0, 3][usize::try_from((x >> 40) % 3).unwrap()];
+        let later = if n % 7 == 0 { 60_000 } else { 0 };
+        let at = now.plus(Duration::from_millis((x >> 20) % 5_000 + later));
+        let id = format!("{prefix}{n:02}");
+        jobs.push(
+            on(queue, &id)
+                .with_priority(priority)
+                .scheduled(errand_core::Schedule::At(at)),
+        );
+        if queue != "held" && later == 0 {
+            expected.push((std::cmp::Reverse(priority), at, id));
+        }
+    }
+    expected.sort();
+    (jobs, expected.into_iter().map(|(_, _, id)| id).collect())
+}
+
+fn claimed_ids(got: &[ClaimedJob]) -> Vec<String> {
+    got.iter().map(|c| c.job.id.to_string()).collect()
+}
+
+/// A claim across every queue takes jobs in claim order — priority, then
+/// due time, then id — across queues and priorities while a paused or a
+/// capped queue holds ready jobs (SQLite then reads each other queue's
+/// ranges of the due index and merges them, rather than walking the due
+/// index past the jobs it may not take) just as when none does.
+pub async fn claim_order_holds_across_queues_beside_a_paused_or_capped_queue(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
+    let by = QueueAction {
+        queue: queue("held"),
+        operator: "ops@example".into(),
+        reason: None,
+    };
+    let (jobs, expected) = mix("p", clock.now());
+    store.insert_many(jobs).await.unwrap();
+    assert!(admin(&store).pause_queue(&by).await.unwrap());
+    clock.advance(Duration::from_secs(6));
+    let got = store.claim(&claim_req(100, LEASE)).await.unwrap();
+    assert_eq!(claimed_ids(&got), expected, "beside a paused queue");
+    for c in &got {
+        store.complete(&c.lease).await.unwrap();
+    }
+    // A smaller claim takes the head of the same order.
+    let (jobs, expected) = mix("q", clock.now());
+    store.insert_many(jobs).await.unwrap();
+    clock.advance(Duration::from_secs(6));
+    let got = store.claim(&claim_req(5, LEASE)).await.unwrap();
+    assert_eq!(claimed_ids(&got), expected[..5], "the first five");
+    for c in &got {
+        store.complete(&c.lease).await.unwrap();
+    }
+    let got = store.claim(&claim_req(100, LEASE)).await.unwrap();
+    assert_eq!(claimed_ids(&got), expected[5..], "the rest");
+    for c in &got {
+        store.complete(&c.lease).await.unwrap();
+    }
+
+    // Capped instead: the held queue gives its two slots' worth, the
+    // others come in claim order.
+    assert!(admin(&store).resume_queue(&by).await.unwrap());
+    assert!(set(&store, "held", Some(2)).await);
+    let got = store.claim(&claim_req(100, LEASE)).await.unwrap();
+    let held: Vec<&ClaimedJob> = in_queue(&got, "held");
+    assert_eq!(held.len(), 2, "{got:?}");
+    let others: Vec<String> = got
+        .iter()
+        .filter(|c| c.job.queue.as_str() != "held")
+        .map(|c| c.job.id.to_string())
+        .collect();
+    assert!(
+        others.is_empty(),
+        "the other queues were drained: {others:?}"
+    );
+    let (jobs, expected) = mix("r", clock.now());
+    store.insert_many(jobs).await.unwrap();
+    clock.advance(Duration::from_secs(6));
+    let got = store.claim(&claim_req(100, LEASE)).await.unwrap();
+    assert!(in_queue(&got, "held").is_empty(), "the cap is full");
+    assert_eq!(claimed_ids(&got), expected, "beside a capped queue");
+}

@@ -7,7 +7,8 @@ use errand_core::{JobFilter, JobId, JobState, NewJob, Payload, Timestamp};
 use rusqlite::Connection;
 
 use crate::admin::{CANCEL, PURGE, REPLAY, RESCHEDULE};
-use crate::claim::{CANDIDATES_READY_IN, CANDIDATES_READY_OF, CLAIM_MANY};
+use crate::candidates::{CANDIDATES_READY_IN, CANDIDATES_READY_OF, RANGE_DUE};
+use crate::claim::CLAIM_MANY;
 use crate::insert::insert_many;
 use crate::reads::{LIST_STATEMENT, list};
 use crate::release::release_statements;
@@ -67,6 +68,24 @@ fn a_claim_of_one_queue_reads_the_index_in_claim_order() {
         several.iter().any(|l| l.contains("TEMP B-TREE")),
         "{several:?}"
     );
+}
+
+/// The ranges a claim across every queue merges beside a paused or capped
+/// queue are read from the due index by queue, bounded by queue, priority
+/// and due time, in claim order: a range is read no further than its due
+/// jobs, and nothing is sorted.
+#[test]
+fn a_merged_claim_reads_each_range_of_the_index_in_claim_order() {
+    let mut conn = Connection::open_in_memory().unwrap();
+    crate::schema::migrate(&mut conn).unwrap();
+    let plan = plan_of(&conn, RANGE_DUE);
+    assert!(
+        job_reads(&plan).iter().any(|l| l.contains(
+            "USING INDEX errand_jobs_due_by_queue (queue=? AND priority=? AND available_at<?)"
+        )),
+        "{plan:?}"
+    );
+    assert!(!plan.iter().any(|l| l.contains("TEMP B-TREE")), "{plan:?}");
 }
 
 /// `insert_many` on an application's connection is all or nothing even
