@@ -31,6 +31,12 @@ pub struct StatsArgs {
     #[arg(long, default_value_t = 10_000,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     cap: u32,
+    /// Count every queue's jobs whole first (what running services do once
+    /// a minute while a count passes --cap): counts past the cap show
+    /// exactly, marked `*`. Reads every unfinished and dead job's index
+    /// entry.
+    #[arg(long)]
+    count: bool,
     /// Compare the signals with the thresholds given (flags and/or
     /// --config): print each crossed one and exit 6, or print `ok` and exit 0.
     #[arg(long)]
@@ -87,6 +93,9 @@ pub async fn run(admin: &Admin, a: StatsArgs) -> Result<ExitCode, Failure> {
         window: a.window.or(file.window).unwrap_or(DEFAULT_WINDOW),
         cap: a.cap,
     };
+    if a.count {
+        admin.count_exactly().await?;
+    }
     let stats = admin.stats(&req).await?;
     if !a.check {
         if a.json {
@@ -149,21 +158,40 @@ fn print_stats(s: &Stats) {
             s.cap
         );
     }
+    if let Some(at) = s.queues.iter().filter_map(|q| q.counted_at).min() {
+        outln!(
+            "*: past the cap of {} rows, counted whole at {at} (by a running service, once a minute while a count passes the cap, or by errand stats --count)",
+            s.cap
+        );
+    }
     print_workers(s);
 }
 
-/// A count as shown: `≥N` when counting `state` stopped at the cap (is in `cut`).
-fn count_cell(cut: &[String], state: &str, v: u64) -> String {
-    if cut.iter().any(|t| t == state) {
-        format!("≥{v}")
-    } else {
-        v.to_string()
+/// How a row's counts were read: the states whose live read stopped at
+/// the cap (`cut`), and those shown as a service last counted them whole
+/// (`counted`).
+struct Marks<'a> {
+    cut: &'a [String],
+    counted: &'a [String],
+}
+
+impl Marks<'_> {
+    /// A count as shown: `≥N` when counting `state` stopped at the cap,
+    /// `N*` when it was counted whole by a service.
+    fn cell(&self, state: &str, v: u64) -> String {
+        if self.cut.iter().any(|t| t == state) {
+            format!("≥{v}")
+        } else if self.counted.iter().any(|t| t == state) {
+            format!("{v}*")
+        } else {
+            v.to_string()
+        }
     }
 }
 
 /// One row of the queue table: a queue's name, counts and paused cell.
-fn queue_row(name: &str, c: &Counts, paused: &str, cut: &[String]) -> Vec<String> {
-    let n = |state: &str, v: u64| count_cell(cut, state, v);
+fn queue_row(name: &str, c: &Counts, paused: &str, marks: &Marks<'_>) -> Vec<String> {
+    let n = |state: &str, v: u64| marks.cell(state, v);
     vec![
         name.to_owned(),
         n("ready", c.ready),
@@ -198,17 +226,26 @@ fn print_queues(s: &Stats) {
                 q.queue.as_str(),
                 &q.counts,
                 if q.paused { "paused" } else { "-" },
-                &q.truncated,
+                &Marks {
+                    cut: &q.truncated,
+                    counted: &q.counted,
+                },
             )
         })
         .collect();
     if s.queues.len() > 1 {
         let paused = s.queues.iter().filter(|q| q.paused).count();
+        let mut counted: Vec<String> = s.queues.iter().flat_map(|q| q.counted.clone()).collect();
+        counted.sort();
+        counted.dedup();
         rows.push(queue_row(
             "(all)",
             &s.totals(),
             &format!("{paused} paused"),
-            &s.truncated,
+            &Marks {
+                cut: &s.truncated,
+                counted: &counted,
+            },
         ));
     }
     output::table(

@@ -2308,3 +2308,47 @@ fn a_batch_is_filled_sealed_and_its_callback_runs_once() {
     let missing = errand(&d.path, &["batch", "show", "nope"]);
     assert_eq!(missing.status.code(), Some(3), "{}", stderr(&missing));
 }
+
+/// `errand stats --count` counts every queue whole first: a count past
+/// `--cap` then shows exactly, marked counted (`*`), and stays so for the
+/// next reads until the next count.
+#[test]
+fn stats_count_shows_counts_past_the_cap_exactly() {
+    let d = db();
+    for n in 0..8 {
+        json(&errand(
+            &d.path,
+            &[
+                "enqueue",
+                "--kind",
+                "k",
+                "--id",
+                &format!("c{n}"),
+                "--queue",
+                "mail",
+                "--json",
+            ],
+        ));
+    }
+    let live = json(&errand(&d.path, &["stats", "--cap", "5", "--json"]));
+    assert_eq!(live["queues"][0]["truncated"], serde_json::json!(["ready"]));
+    let counted = json(&errand(
+        &d.path,
+        &["stats", "--cap", "5", "--count", "--json"],
+    ));
+    let mail = &counted["queues"][0];
+    assert_eq!(mail["ready"], 8);
+    assert_eq!(mail["counted"], serde_json::json!(["ready"]));
+    assert_eq!(mail["truncated"], serde_json::json!([]));
+    assert!(mail["counted_at"].is_string(), "{mail}");
+    let text = stdout(&errand(&d.path, &["stats", "--cap", "5"]));
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("mail") && l.contains("8*")),
+        "{text}"
+    );
+    assert!(
+        text.contains("*: past the cap of 5 rows, counted whole at"),
+        "{text}"
+    );
+}

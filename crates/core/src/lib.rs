@@ -37,6 +37,7 @@ pub mod bounds;
 mod brief;
 mod children;
 mod clock;
+mod counted;
 mod cron;
 mod deps;
 mod error;
@@ -77,6 +78,7 @@ pub use children::{
     outside_dependencies,
 };
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
+pub use counted::{COUNTED, ExactCount};
 pub use cron::{
     CronSchedule, MAX_CRON_BYTES, MAX_SCHEDULE_PAYLOAD_BYTES, Misfire, ScheduleActed,
     ScheduleAction, ScheduleAdd, ScheduleAddOutcome, ScheduleAdded, ScheduleChange,
@@ -124,8 +126,8 @@ pub use stamp::{
 };
 pub use state::{JobKey, JobState, KeyLimit, MAX_KEY_LIMIT, Schedule};
 pub use stats::{
-    Counts, Histogram, LATENCY_BUCKETS_MS, QueueSample, QueueStats, Stats, StatsRequest, WindowRow,
-    WorkerMetrics, WorkerReport, WorkerSeen, assemble_stats,
+    Counts, Histogram, LATENCY_BUCKETS_MS, QueueSample, QueueStats, Stats, StatsRead, StatsRequest,
+    WindowRow, WorkerMetrics, WorkerReport, WorkerSeen, assemble_stats,
 };
 pub use step::StepGuard;
 pub use store::{

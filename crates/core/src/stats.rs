@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Timestamp;
+use crate::counted::{ExactCount, apply_counted};
 use crate::error::{Error, Result};
 use crate::ids::Name;
 use crate::job::ClaimedJob;
@@ -220,6 +221,11 @@ pub struct QueueStats {
     /// States in which this queue holds more rows than the cap: its counts
     /// of them are lower bounds.
     pub truncated: Vec<String>,
+    /// States in which this queue holds more rows than the cap, shown as a
+    /// running service last counted them whole, at `counted_at`.
+    pub counted: Vec<String>,
+    /// When the `counted` states were counted (the earliest, if several).
+    pub counted_at: Option<Timestamp>,
 }
 
 /// The counts of one queue, or of all.
@@ -356,20 +362,37 @@ pub struct WindowRow {
     pub n: u64,
 }
 
-/// Assembles [`Stats`] from what a backend read: each queue's sample, the
-/// window's counts, the paused queues, the queues' concurrency caps and
-/// the workers. A state whose rows
-/// read exceed the cap in some queue, and a window whose counts do, are
-/// named in [`Stats::truncated`].
-pub fn assemble_stats(
-    req: &StatsRequest,
-    now: Timestamp,
-    samples: Vec<QueueSample>,
-    window: Vec<WindowRow>,
-    paused: &[PausedQueue],
-    limits: &[QueueLimit],
-    mut workers: Vec<WorkerSeen>,
-) -> Result<Stats> {
+/// What a backend read for the statistics.
+#[derive(Clone, Debug, Default)]
+pub struct StatsRead {
+    /// Each queue's sample.
+    pub samples: Vec<QueueSample>,
+    /// The window's counts of failed attempts.
+    pub window: Vec<WindowRow>,
+    /// The paused queues.
+    pub paused: Vec<PausedQueue>,
+    /// The queues' concurrency caps.
+    pub limits: Vec<QueueLimit>,
+    /// The exact counts a running service last stored.
+    pub counted: Vec<ExactCount>,
+    /// The workers' reports.
+    pub workers: Vec<WorkerSeen>,
+}
+
+/// Assembles [`Stats`] from what a backend read. A state whose rows read
+/// exceed the cap in some queue is shown with the exact count a running
+/// service last stored for it (named in [`QueueStats::counted`]) or, with
+/// none, as the cap's lower bound (named in [`QueueStats::truncated`] and
+/// [`Stats::truncated`], like a window whose counts exceed the cap).
+pub fn assemble_stats(req: &StatsRequest, now: Timestamp, read: StatsRead) -> Result<Stats> {
+    let StatsRead {
+        samples,
+        window,
+        paused,
+        limits,
+        counted,
+        mut workers,
+    } = read;
     let cap = u64::from(req.cap);
     let mut truncated: Vec<String> = Vec::new();
     let mut cut = |state: &str| {
@@ -418,7 +441,7 @@ pub fn assemble_stats(
         };
         *map.entry(w.class).or_default() += w.n;
     }
-    mark_settings(&mut queues, paused, limits)?;
+    mark_settings(&mut queues, &paused, &limits)?;
     let mut queues: Vec<QueueStats> = queues.into_values().collect();
     for q in &mut queues {
         let c = &q.counts;
@@ -437,6 +460,8 @@ pub fn assemble_stats(
             }
         }
     }
+    apply_counted(&mut queues, &counted, cap);
+    truncated.retain(|t| t == "window" || queues.iter().any(|q| q.truncated.contains(t)));
     for q in queues.iter_mut().map(|q| &mut q.counts) {
         q.oldest_due_age_ms = q
             .oldest_due_at
@@ -487,6 +512,8 @@ fn entry<'a>(
                 paused: false,
                 concurrency_limit: None,
                 truncated: Vec::new(),
+                counted: Vec::new(),
+                counted_at: None,
             },
         );
     }
@@ -571,16 +598,14 @@ mod tests {
             reason: None,
             set_at: now,
         }];
-        let stats = assemble_stats(
-            &StatsRequest::default(),
-            now,
+        let read = StatsRead {
             samples,
             window,
-            &paused,
-            &limits,
-            vec![],
-        )
-        .expect("assembles");
+            paused: paused.to_vec(),
+            limits: limits.to_vec(),
+            ..StatsRead::default()
+        };
+        let stats = assemble_stats(&StatsRequest::default(), now, read).expect("assembles");
         let names: Vec<&str> = stats.queues.iter().map(|q| q.queue.as_str()).collect();
         assert_eq!(names, ["bulk", "capped", "idle", "mail"]);
         assert_eq!(stats.queues[1].concurrency_limit, Some(5));
@@ -602,6 +627,66 @@ mod tests {
         assert_eq!((t.ready, t.running, t.dead), (3, 4, 7));
         assert_eq!(stats.since_last_worker_cycle_ms, None);
         assert!(stats.truncated.is_empty(), "{:?}", stats.truncated);
+    }
+
+    /// Past the cap, a queue's state shows the exact count a service
+    /// stored for it, named `counted` with its time instead of
+    /// `truncated`; a stored count below the cap is older than the live
+    /// read and is not used, and a state without one stays truncated.
+    #[test]
+    fn a_stored_exact_count_stands_in_past_the_cap() {
+        let now = Timestamp::from_millis(120_000);
+        let at = Timestamp::from_millis(60_000);
+        let req = StatsRequest {
+            cap: 10,
+            ..StatsRequest::default()
+        };
+        let exact = |queue: &str, state: &str, n| ExactCount {
+            queue: queue.into(),
+            state: state.into(),
+            n,
+            counted_at: at,
+        };
+        let sample = |queue: &str| QueueSample {
+            queue: queue.into(),
+            due: 11,
+            ready_read: 11,
+            running: 2,
+            live: 2,
+            dead: 11,
+            blocked: 11,
+            ..QueueSample::default()
+        };
+        let read = StatsRead {
+            samples: vec![sample("a"), sample("b")],
+            counted: vec![
+                exact("a", "ready", 1_000_000),
+                exact("a", "scheduled", 5),
+                exact("a", "dead", 12),
+                exact("a", "blocked", 3),
+                exact("b", "ready", 40),
+            ],
+            ..StatsRead::default()
+        };
+        let stats = assemble_stats(&req, now, read).expect("assembles");
+        let a = &stats.queues[0];
+        assert_eq!(
+            (a.counts.ready, a.counts.scheduled, a.counts.dead),
+            (1_000_000, 5, 12)
+        );
+        assert_eq!(a.counts.blocked, 11, "a count below the cap is stale");
+        assert_eq!(a.counted, ["ready", "dead"]);
+        assert_eq!(a.truncated, ["blocked"]);
+        assert_eq!(a.counted_at, Some(at));
+        let b = &stats.queues[1];
+        assert_eq!(
+            (b.counts.ready, b.counts.scheduled),
+            (40, 0),
+            "a state a pass did not list counted none"
+        );
+        assert_eq!(b.counted, ["ready"]);
+        assert_eq!(b.truncated, ["blocked", "dead"]);
+        assert_eq!(stats.truncated, ["blocked", "dead"]);
     }
 
     /// A state read past the cap in any queue, and a window counted past
@@ -630,22 +715,18 @@ mod tests {
         };
         let now = Timestamp::from_millis(0);
         let samples = vec![sample("a", 5, 4, 0), sample("b", 9, 0, 5)];
-        let stats = assemble_stats(
-            &req,
-            now,
+        let read = |samples, window| StatsRead {
             samples,
-            vec![window(3), window(2)],
-            &[],
-            &[],
-            vec![],
-        )
-        .expect("assembles");
+            window,
+            ..StatsRead::default()
+        };
+        let stats = assemble_stats(&req, now, read(samples, vec![window(3), window(2)]))
+            .expect("assembles");
         assert_eq!(stats.truncated, ["ready", "dead", "window"]);
         assert_eq!(stats.queues[0].truncated, ["ready"]);
         assert_eq!(stats.queues[1].truncated, ["ready", "dead"]);
         let samples = vec![sample("a", 4, 4, 4)];
-        let stats = assemble_stats(&req, now, samples, vec![window(4)], &[], &[], vec![])
-            .expect("assembles");
+        let stats = assemble_stats(&req, now, read(samples, vec![window(4)])).expect("assembles");
         assert!(stats.truncated.is_empty(), "{:?}", stats.truncated);
     }
 }

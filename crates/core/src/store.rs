@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use serde::Serialize;
 
 use crate::clock::Timestamp;
+use crate::counted::ExactCount;
 use crate::cron::{ScheduleChange, StoredSchedule};
 use crate::error::Result;
 use crate::error_class::ErrorClass;
@@ -555,6 +556,15 @@ pub trait AdminStore: Send + Sync + fmt::Debug {
 
     /// The queues' concurrency caps, by name.
     async fn queue_limits(&self) -> Result<Vec<QueueLimit>>;
+
+    /// Counts every queue's jobs per state whole (each state of
+    /// [`crate::COUNTED`] through the index that holds it) and stores the
+    /// counts in place of the last ones, for [`AdminStore::stats`] to show
+    /// where its live read stops at the cap. Reads every ready, blocked,
+    /// waiting, running and dead job's index entry: a running service
+    /// calls it once a minute while some count passes the cap, never a
+    /// page view.
+    async fn count_exactly(&self) -> Result<Vec<ExactCount>>;
 
     /// One job with its attempt history and audit entries.
     async fn detail(&self, id: &JobId) -> Result<JobDetail>;

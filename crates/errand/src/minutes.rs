@@ -145,7 +145,9 @@ impl MinuteCounter {
 pub const WRITE_CHUNK: usize = 5_000;
 
 /// Samples every queue's depth (ready and due) and oldest due age into the
-/// current minute, and prunes minutes older than [`MINUTES_KEPT`] — unless
+/// current minute, counts every queue's jobs whole when some count passes
+/// the statistics' cap ([`AdminStore::count_exactly`]), and prunes minutes
+/// older than [`MINUTES_KEPT`] — unless
 /// another process (a worker, a server) already sampled this minute: then
 /// it does nothing, so that many processes cost one statistics read a
 /// minute between them, not one each. A queue this call sampled last time
@@ -178,12 +180,22 @@ pub async fn sample_queues(
     if this_minute.iter().any(|r| r.series == depth) {
         return Ok(last.clone());
     }
-    let stats = reads
-        .stats(&StatsRequest {
-            window: Duration::from_secs(60),
-            ..StatsRequest::default()
-        })
-        .await?;
+    let req = StatsRequest {
+        window: Duration::from_secs(60),
+        ..StatsRequest::default()
+    };
+    let mut stats = reads.stats(&req).await?;
+    // A count past the cap is counted whole, once a minute between all
+    // the processes, for the statistics to show (and this sample to
+    // chart) until the next.
+    if stats
+        .queues
+        .iter()
+        .any(|q| !q.truncated.is_empty() || !q.counted.is_empty())
+    {
+        reads.count_exactly().await?;
+        stats = reads.stats(&req).await?;
+    }
     let mut tally = Tally::new();
     let mut seen = BTreeSet::new();
     for q in &stats.queues {

@@ -285,3 +285,39 @@ async fn samples_file_depth_once_a_minute_zero_a_gone_queue_and_prune() {
     let oldest = rows.iter().find(|r| r.series == "oldest_due_ms").unwrap();
     assert_eq!(oldest.max, 0);
 }
+
+/// A queue past the statistics' cap is counted whole when a service
+/// samples the minute: the sample charts its exact depth, and the
+/// statistics show the exact count (marked counted) until the next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sample_counts_a_queue_past_the_cap_whole() {
+    use std::collections::BTreeSet;
+    let (_d, store) = store();
+    let t0 = Timestamp::now();
+    let minute = errand::core::minute_of(t0);
+    let jobs: Vec<errand::NewJob> = (0..10_050)
+        .map(|n| job(&format!("b-{n:05}"), "ok", "bulk"))
+        .collect();
+    store.insert_many(jobs).await.unwrap();
+    let before = store.stats(&errand::StatsRequest::default()).await.unwrap();
+    assert_eq!(before.queues[0].truncated, ["ready"]);
+    errand::sample_queues(store.as_ref(), store.as_ref(), &BTreeSet::new(), t0)
+        .await
+        .unwrap();
+    let rows = store
+        .minutes(&errand::MinuteQuery {
+            queue: None,
+            from: minute,
+            until: minute + 1,
+            slot: 1,
+        })
+        .await
+        .unwrap();
+    let depth = rows.iter().find(|r| r.series == "depth").unwrap();
+    assert_eq!(depth.sum, 10_050, "the exact depth is charted");
+    let after = store.stats(&errand::StatsRequest::default()).await.unwrap();
+    let bulk = &after.queues[0];
+    assert_eq!(bulk.counts.ready, 10_050);
+    assert_eq!(bulk.counted, ["ready"]);
+    assert!(bulk.truncated.is_empty());
+}

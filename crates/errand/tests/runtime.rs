@@ -1058,6 +1058,9 @@ impl errand::AdminStore for Meddling {
     async fn queue_limits(&self) -> errand::Result<Vec<errand::QueueLimit>> {
         self.inner.queue_limits().await
     }
+    async fn count_exactly(&self) -> errand::Result<Vec<errand::core::ExactCount>> {
+        self.inner.count_exactly().await
+    }
     async fn detail(&self, id: &JobId) -> errand::Result<errand::JobDetail> {
         self.inner.detail(id).await
     }

@@ -341,6 +341,19 @@ CREATE TABLE __SCHEMA__.errand_queue_limits (
     set_at      timestamptz NOT NULL
 );
 
+-- Each queue's jobs per state, counted whole by a running service once a
+-- minute while some count passes the statistics' cap (counts.sql); the
+-- statistics show these where their live read stops at the cap. `ready`
+-- is due now, `scheduled` due later.
+CREATE TABLE __SCHEMA__.errand_counts (
+    queue      text COLLATE "C" NOT NULL,
+    state      text NOT NULL
+        CHECK (state IN ('ready', 'scheduled', 'blocked', 'waiting', 'running', 'dead')),
+    n          bigint NOT NULL CHECK (n >= 0),
+    counted_at timestamptz NOT NULL,
+    PRIMARY KEY (queue, state)
+);
+
 -- Token buckets of the rate limits, shared by every worker host.
 CREATE TABLE __SCHEMA__.errand_rate_limits (
     name         text NOT NULL PRIMARY KEY,

@@ -6,7 +6,7 @@
 
 use errand_core::{
     AuditStamp, CancelRequest, CopyRequest, Error, Job, JobId, JobState, NewJob, PurgeRequest,
-    QueueSample, ReplayRequest, Reschedule, RescheduleRequest, Result, Schedule, Stats,
+    QueueSample, ReplayRequest, Reschedule, RescheduleRequest, Result, Schedule, Stats, StatsRead,
     StatsRequest, WindowRow, WorkerMetrics, WorkerReport, WorkerSeen, assemble_stats,
 };
 use time::OffsetDateTime;
@@ -16,9 +16,9 @@ use crate::conn::{Conn, Param, query, query_opt, read_committed, read_snapshot};
 use crate::error::map_err;
 use crate::insert::{insert_linked, insert_many};
 use crate::queries::Queries;
-use crate::queues;
 use crate::rows::{from_odt, job_from_row, millis, to_odt};
 use crate::settle::release_dependents;
+use crate::{counts, queues};
 
 fn count(row: &Row, col: &str) -> Result<u64> {
     let n: i64 = row.try_get(col).map_err(map_err)?;
@@ -391,17 +391,14 @@ pub(crate) async fn stats(
         })
     })
     .collect::<Result<Vec<_>>>()?;
-    let paused = queues::paused(&tx, q).await?;
-    let limits = queues::limits(&tx, q).await?;
-    let workers = workers(&tx, q).await?;
-    tx.commit().await.map_err(map_err)?;
-    assemble_stats(
-        req,
-        from_odt(at),
+    let read = StatsRead {
         samples,
         window,
-        &paused,
-        &limits,
-        workers,
-    )
+        paused: queues::paused(&tx, q).await?,
+        limits: queues::limits(&tx, q).await?,
+        counted: counts::stored(&tx, q).await?,
+        workers: workers(&tx, q).await?,
+    };
+    tx.commit().await.map_err(map_err)?;
+    assemble_stats(req, from_odt(at), read)
 }

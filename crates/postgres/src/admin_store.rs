@@ -8,7 +8,7 @@ use errand_core::{
     NewJob, PausedQueue, QueueLimit, Reschedule, Result, Stats, StatsRequest,
 };
 
-use crate::{PgStore, admin, audit, batch, minutes, queues, reads, schedules, workflow};
+use crate::{PgStore, admin, audit, batch, counts, minutes, queues, reads, schedules, workflow};
 
 #[async_trait]
 impl AdminStore for PgStore {
@@ -80,6 +80,11 @@ impl AdminStore for PgStore {
     async fn queue_limits(&self) -> Result<Vec<QueueLimit>> {
         let client = self.client().await?;
         queues::limits(&client, &self.queries).await
+    }
+
+    async fn count_exactly(&self) -> Result<Vec<errand_core::ExactCount>> {
+        let mut client = self.client().await?;
+        counts::count_exactly(&mut client, &self.queries, self.now()).await
     }
 
     async fn detail(&self, id: &JobId) -> Result<JobDetail> {

@@ -31,6 +31,7 @@ mod batch;
 mod children;
 mod claim;
 mod conn;
+mod counts;
 mod error;
 mod insert;
 mod job_store;

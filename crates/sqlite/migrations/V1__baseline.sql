@@ -274,6 +274,19 @@ CREATE TABLE errand_queue_limits (
     set_at      INTEGER NOT NULL
 ) STRICT;
 
+-- Each queue's jobs per state, counted whole by a running service once a
+-- minute while some count passes the statistics' cap (counts.rs); the
+-- statistics show these where their live read stops at the cap. `ready`
+-- is due now, `scheduled` due later.
+CREATE TABLE errand_counts (
+    queue      TEXT    NOT NULL,
+    state      TEXT    NOT NULL
+        CHECK (state IN ('ready', 'scheduled', 'blocked', 'waiting', 'running', 'dead')),
+    n          INTEGER NOT NULL CHECK (n >= 0),
+    counted_at INTEGER NOT NULL,
+    PRIMARY KEY (queue, state)
+) STRICT, WITHOUT ROWID;
+
 -- Token buckets of the rate limits, shared by every process.
 CREATE TABLE errand_rate_limits (
     name         TEXT    NOT NULL PRIMARY KEY,

@@ -9,7 +9,7 @@ use errand_core::{
 
 use crate::SqliteStore;
 use crate::conn::in_one_read;
-use crate::{admin, audit, batch, minutes, queues, reads, schedules, stats, workflows};
+use crate::{admin, audit, batch, counts, minutes, queues, reads, schedules, stats, workflows};
 
 #[async_trait]
 impl AdminStore for SqliteStore {
@@ -73,6 +73,18 @@ impl AdminStore for SqliteStore {
 
     async fn queue_limits(&self) -> Result<Vec<QueueLimit>> {
         self.read(queues::limits).await
+    }
+
+    async fn count_exactly(&self) -> Result<Vec<errand_core::ExactCount>> {
+        let clock = self.inner.options.clock.clone();
+        // Counted on a reader (the writer goes on meanwhile), stored by
+        // the writer in one short transaction.
+        let counts = self
+            .read(move |c| in_one_read(c, |c| counts::count(c, clock.now())))
+            .await?;
+        let stored = counts.clone();
+        self.submit(move |c, _| counts::store(c, &stored)).await?;
+        Ok(counts)
     }
 
     async fn detail(&self, id: &JobId) -> Result<JobDetail> {

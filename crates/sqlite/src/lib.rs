@@ -32,6 +32,7 @@ mod candidates;
 mod children;
 mod claim;
 mod conn;
+mod counts;
 mod finishes;
 mod insert;
 mod job_store;

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use errand_core::{
-    Error, QueueSample, Result, Stats, StatsRequest, Timestamp, WindowRow, WorkerMetrics,
-    WorkerReport, WorkerSeen, assemble_stats,
+    Error, QueueSample, Result, Stats, StatsRead, StatsRequest, Timestamp, WindowRow,
+    WorkerMetrics, WorkerReport, WorkerSeen, assemble_stats,
 };
 use rusqlite::{Connection, OptionalExtension, named_params};
 
@@ -194,8 +194,13 @@ pub(crate) fn stats(conn: &Connection, req: &StatsRequest, now: Timestamp) -> Re
         .map_err(map_err)?
         .collect::<rusqlite::Result<Vec<_>>>()
         .map_err(map_err)?;
-    let paused = paused(conn)?;
-    let limits = limits(conn)?;
-    let workers = workers(conn)?;
-    assemble_stats(req, now, samples, window, &paused, &limits, workers)
+    let read = StatsRead {
+        samples,
+        window,
+        paused: paused(conn)?,
+        limits: limits(conn)?,
+        counted: crate::counts::stored(conn)?,
+        workers: workers(conn)?,
+    };
+    assemble_stats(req, now, read)
 }

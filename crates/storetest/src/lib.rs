@@ -18,6 +18,7 @@ pub mod admin;
 pub mod bulk;
 pub mod cases;
 pub mod children;
+pub mod counts;
 pub mod dedup;
 pub mod deps;
 pub mod history;
@@ -214,6 +215,9 @@ macro_rules! conformance_tests {
             a_key_never_runs_more_than_its_limit,
             a_saturated_key_does_not_hold_back_other_keys,
             concurrent_claims_never_exceed_a_key_limit,
+        );
+        $crate::conformance_tests!(@in counts $make;
+            past_the_cap_the_statistics_show_the_stored_exact_count,
         );
         $crate::conformance_tests!(@in limits $make;
             a_capped_queue_starts_no_more_than_its_cap,

@@ -142,6 +142,14 @@ impl Admin {
         self.store.stats(req).await
     }
 
+    /// Counts every queue's jobs per state whole now and stores the counts
+    /// for [`Admin::stats`] to show past its cap (what running services do
+    /// once a minute while a count passes the cap). Reads every ready,
+    /// blocked, waiting, running and dead job's index entry.
+    pub async fn count_exactly(&self) -> Result<Vec<crate::ExactCount>> {
+        self.store.count_exactly().await
+    }
+
     /// The charts of one queue (or of every queue added together) over the
     /// window ending in the minute of `now`, from the per-minute counts
     /// workers report (see [`crate::Tally`]).

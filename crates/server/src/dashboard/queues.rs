@@ -54,10 +54,13 @@ fn by_class(m: &std::collections::BTreeMap<String, u64>) -> String {
         .join(", ")
 }
 
-/// A count, with `≥` when the queue holds more than the cap in its state.
+/// A count, with `≥` when the queue holds more than the cap in its state,
+/// `*` when a running service counted it whole.
 fn count(q: &QueueStats, state: &str, n: u64) -> String {
     if q.truncated.iter().any(|t| t == state) {
         format!("≥{n}")
+    } else if q.counted.iter().any(|t| t == state) {
+        format!("{n}*")
     } else {
         n.to_string()
     }
@@ -144,6 +147,10 @@ async fn overview(
             "Read " (view::time(stats.at)) ". Counts stop at " (stats.cap)
             " rows per queue and state (shown as ≥); retries and dead letters are those of the last "
             (stats.window_secs / 60) " minutes, by error class."
+            @if let Some(at) = stats.queues.iter().filter_map(|q| q.counted_at).min() {
+                " Past the cap, a running service counts each queue whole once a minute (shown with *; last at "
+                (view::time(at)) ")."
+            }
         }
         @if stats.queues.is_empty() {
             p.empty { "No queue has ready, running or dead jobs, and none is paused or capped." }
