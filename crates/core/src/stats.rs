@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Timestamp;
-use crate::counted::{ExactCount, apply_counted};
+use crate::counted::ExactCount;
 use crate::error::{Error, Result};
 use crate::ids::Name;
 use crate::job::ClaimedJob;
@@ -480,6 +480,53 @@ pub fn assemble_stats(req: &StatsRequest, now: Timestamp, read: StatsRead) -> Re
         since_last_worker_cycle_ms: last
             .map(|t| u64::try_from(now.since(t).as_millis()).unwrap_or(u64::MAX)),
     })
+}
+
+/// Where a queue's live count of a state stopped at the cap (`truncated`),
+/// puts the stored exact count in its place — unless it is below the cap
+/// (then it is older than the live read) — naming the state in `counted`
+/// instead and the count's time in `counted_at`. Each pass replaces every
+/// stored count, so a state absent from a pass counted none.
+fn apply_counted(queues: &mut [QueueStats], counted: &[ExactCount], cap: u64) {
+    let Some(at) = counted.iter().map(|c| c.counted_at).min() else {
+        return;
+    };
+    for q in queues {
+        let stored = |state: &str| {
+            counted
+                .iter()
+                .find(|c| c.queue == q.queue.as_str() && c.state == state)
+                .map_or(0, |c| c.n)
+        };
+        let mut taken = Vec::new();
+        for state in &q.truncated {
+            // The live read of `ready` covers the due and the scheduled.
+            let parts: &[&str] = match state.as_str() {
+                "ready" => &["ready", "scheduled"],
+                other => &[other][..],
+            };
+            if parts.iter().map(|p| stored(p)).sum::<u64>() < cap {
+                continue;
+            }
+            for part in parts {
+                let n = stored(part);
+                let counts = &mut q.counts;
+                match *part {
+                    "ready" => counts.ready = n,
+                    "scheduled" => counts.scheduled = n,
+                    "blocked" => counts.blocked = n,
+                    "waiting" => counts.waiting = n,
+                    "running" => counts.running = n,
+                    "dead" => counts.dead = n,
+                    _ => {}
+                }
+            }
+            taken.push(state.clone());
+        }
+        q.truncated.retain(|s| !taken.contains(s));
+        q.counted_at = (!taken.is_empty()).then_some(at);
+        q.counted = taken;
+    }
 }
 
 /// Marks the queues an operator paused or capped (listing them even with
