@@ -8,7 +8,9 @@
 -- the capped queues whose locks this transaction holds (cap_lock.sql),
 -- $9: whether to read the other queues' ranges rather than walk the due
 -- index (a claim across every queue while paused or capped queues have
--- due jobs).
+-- due jobs), $10: the named queues to read ready jobs from as `ready`
+-- reads them ($3 without the paused and capped ones that have due jobs,
+-- whose ranges it would only read past; NULL = all).
 --
 -- Keyed jobs are reached through their keys, not the due index: for each
 -- key with due jobs (best first), its running count and its earliest ready
@@ -49,7 +51,7 @@ ready AS (
     WHERE NOT $9::boolean
       AND j.state = 'ready' AND j.key_name IS NULL
       AND j.available_at <= coalesce($1::timestamptz, now())
-      AND ($3::text[] IS NULL OR j.queue = ANY ($3::text[]))
+      AND ($10::text[] IS NULL OR j.queue = ANY ($10::text[]))
       AND j.queue <> ALL (ARRAY(SELECT p.queue FROM __SCHEMA__.errand_paused_queues p
                                 UNION ALL SELECT l.queue FROM __SCHEMA__.errand_queue_limits l))
     ORDER BY j.priority DESC, j.available_at, j.id

@@ -235,6 +235,15 @@ async fn claim_in_transaction(
         take_claim_tokens(client, q, now, req, asked),
     )?;
     let limit = i64::from(granted.map_or(asked, |g| g.min(asked)));
+    // The named queues whose ready jobs the ordinary scans read: not the
+    // paused and capped ones with due jobs (read past, row by row).
+    let ready_queues: Option<Vec<&str>> = queues.as_ref().map(|named| {
+        named
+            .iter()
+            .copied()
+            .filter(|q| !excluded.due.iter().any(|e| e == q))
+            .collect()
+    });
     let tokens: Vec<LeaseToken> = (0..limit).map(|_| LeaseToken::generate()).collect();
     let token_text: Vec<&str> = tokens.iter().map(LeaseToken::as_str).collect();
     let args = ClaimArgs {
@@ -247,7 +256,8 @@ async fn claim_in_transaction(
         reclaim: req.reclaim,
         capped: &excluded.locked,
         // A claim of named queues reads their own ranges already.
-        ranged: excluded.any_due && queues.is_none(),
+        ranged: !excluded.due.is_empty() && queues.is_none(),
+        ready_queues: &ready_queues,
         resume,
     };
     let claim = claim_due_rows(client, q, &args);
@@ -315,9 +325,9 @@ async fn lock_due_keys(
 struct Excluded {
     /// The capped queues whose locks the claim took.
     locked: Vec<String>,
-    /// Whether any such queue has due jobs (the ordinary scans leave them
-    /// out, and would walk past them).
-    any_due: bool,
+    /// Every such queue (the ordinary scans leave them out, and would
+    /// walk past their due jobs).
+    due: Vec<String>,
 }
 
 /// Takes the locks of the capped queues among the claimed ones that have
@@ -334,14 +344,13 @@ async fn lock_capped_queues(
         return Ok(Excluded::default());
     }
     let rows = query(client, &q.cap_lock, &[&now, queues]).await?;
-    let mut excluded = Excluded {
-        locked: Vec::new(),
-        any_due: !rows.is_empty(),
-    };
+    let mut excluded = Excluded::default();
     for r in &rows {
+        let queue = col::<String>(r, 0)?;
         if col::<bool>(r, 1)? {
-            excluded.locked.push(col::<String>(r, 0)?);
+            excluded.locked.push(queue.clone());
         }
+        excluded.due.push(queue);
     }
     Ok(excluded)
 }
@@ -381,6 +390,9 @@ struct ClaimArgs<'a> {
     /// Whether to read every other queue's ranges of the due index rather
     /// than walk it past paused and capped queues' due jobs.
     ranged: bool,
+    /// The named queues the ordinary scans read ready jobs from (`None`:
+    /// every queue).
+    ready_queues: &'a Option<Vec<&'a str>>,
     resume: Option<&'a ResumeKey>,
 }
 
@@ -397,18 +409,36 @@ async fn claim_due_rows(
         // Neither expired leases, keyed jobs nor capped or paused queues'
         // due jobs to look at: the smaller statement, with the same order
         // and rechecks, resuming where the last claim stopped if it may.
+        if a.ready_queues.as_ref().is_some_and(Vec::is_empty) {
+            return Ok(Vec::new());
+        }
         let (priority, at, id) = match a.resume {
             Some(r) => (Some(r.priority), Some(r.available_at), Some(r.id.as_str())),
             None => (None, None, None),
         };
         let params: [Param<'_>; 8] = [
-            &a.now, &a.limit, a.queues, a.tokens, &a.lease, &priority, &at, &id,
+            &a.now,
+            &a.limit,
+            a.ready_queues,
+            a.tokens,
+            &a.lease,
+            &priority,
+            &at,
+            &id,
         ];
         query(client, &q.claim_ready, &params).await
     } else {
-        let params: [Param<'_>; 9] = [
-            &a.now, &a.limit, a.queues, a.tokens, &a.lease, &a.keyed, &a.reclaim, &a.capped,
+        let params: [Param<'_>; 10] = [
+            &a.now,
+            &a.limit,
+            a.queues,
+            a.tokens,
+            &a.lease,
+            &a.keyed,
+            &a.reclaim,
+            &a.capped,
             &a.ranged,
+            a.ready_queues,
         ];
         query(client, &q.claim, &params).await
     }

@@ -8,7 +8,7 @@ use std::cmp::Reverse;
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 
-use errand_core::{ClaimRequest, Result, Timestamp};
+use errand_core::{ClaimRequest, Error, Name, Result, Timestamp};
 use rusqlite::{Connection, OptionalExtension, Row, Rows, named_params};
 
 use crate::conn::map_err;
@@ -77,11 +77,29 @@ pub(crate) fn due_candidates(
     if rest == 0 {
         return Ok(out);
     }
+    let (excluded, any_ready) = excluded_queues(conn)?;
     let others = match scope {
-        Scope::All => match excluded_with_ready_jobs(conn)? {
-            Some(excluded) => merged_candidates(conn, &excluded, now, rest)?,
-            None => ready_candidates(conn, scope, now, rest)?,
-        },
+        Scope::All if any_ready => merged_candidates(conn, &excluded, now, rest)?,
+        // A paused or capped queue named: its range is not read here (it
+        // would be read past, row by row).
+        Scope::One(q) if excluded.contains(q) => Vec::new(),
+        Scope::Some(_) if !excluded.is_empty() => {
+            let left: Vec<&str> = req
+                .queues
+                .iter()
+                .map(Name::as_str)
+                .filter(|q| !excluded.contains(*q))
+                .collect();
+            match left.as_slice() {
+                [] => Vec::new(),
+                [one] => ready_candidates(conn, Scope::One(one), now, rest)?,
+                _ => {
+                    let list = serde_json::to_string(&left)
+                        .map_err(|e| Error::storage(format!("encoding claim queues: {e}")))?;
+                    ready_candidates(conn, Scope::Some(&list), now, rest)?
+                }
+            }
+        }
         _ => ready_candidates(conn, scope, now, rest)?,
     };
     out.extend(others);
@@ -162,9 +180,10 @@ fn admit(
     Ok(out)
 }
 
-/// The paused and capped queues, when one of them holds ready jobs (a
-/// claim across every queue then merges the other queues' ranges).
-fn excluded_with_ready_jobs(conn: &Connection) -> Result<Option<HashSet<String>>> {
+/// The paused and capped queues (the ordinary candidate statements leave
+/// them out), and whether one of them holds ready jobs (a claim across
+/// every queue then merges the other queues' ranges).
+fn excluded_queues(conn: &Connection) -> Result<(HashSet<String>, bool)> {
     let mut any_ready = false;
     let mut excluded = HashSet::new();
     let mut stmt = conn.prepare_cached(EXCLUDED_QUEUES).map_err(map_err)?;
@@ -173,7 +192,7 @@ fn excluded_with_ready_jobs(conn: &Connection) -> Result<Option<HashSet<String>>
         excluded.insert(r.get::<_, String>(0).map_err(map_err)?);
         any_ready |= r.get::<_, bool>(1).map_err(map_err)?;
     }
-    Ok(any_ready.then_some(excluded))
+    Ok((excluded, any_ready))
 }
 
 /// The ranges of the due index by queue that a claim across every queue
