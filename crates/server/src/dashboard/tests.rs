@@ -2015,3 +2015,31 @@ async fn a_queue_cap_is_set_and_cleared_from_the_dashboard_with_audit() {
         assert!(log.body.contains(words), "missing {words}: {}", log.body);
     }
 }
+
+#[tokio::test]
+async fn past_the_cap_the_queues_page_shows_the_counted_number() {
+    let mut b = Browser::new();
+    let jobs: Vec<NewJob> = (0..10_050)
+        .map(|n| {
+            NewJob::new("email", Payload::from_json_text("{}").expect("json"))
+                .expect("job")
+                .on_queue("bulk")
+                .expect("queue")
+                .with_id(JobId::new(format!("b-{n:05}")).expect("id"))
+        })
+        .collect();
+    b.store().insert_many(jobs).await.expect("insert");
+    let live = b.get("/dashboard/queues").await;
+    live.html(StatusCode::OK);
+    assert!(live.body.contains("≥10001"), "{}", live.body);
+    b.store().count_exactly().await.expect("count");
+    let counted = b.get("/dashboard/queues").await;
+    assert!(counted.body.contains("10050*"), "{}", counted.body);
+    assert!(
+        counted
+            .body
+            .contains("a running service counts each queue whole once a minute"),
+        "{}",
+        counted.body
+    );
+}
