@@ -177,8 +177,7 @@ pub(crate) async fn claim(
     tokio::try_join!(
         client.prepare_cached(&q.complete_many),
         client.prepare_cached(&q.expire_final),
-        client.prepare_cached(&q.key_lock),
-        client.prepare_cached(&q.cap_lock),
+        client.prepare_cached(&q.claim_locks),
         client.prepare_cached(&q.claim),
         client.prepare_cached(&q.claim_ready),
         async {
@@ -225,13 +224,12 @@ async fn claim_in_transaction(
     // A rate-limited claim takes up to `asked` tokens here (its upsert
     // holds the bucket's row until the commit), claims no more jobs than it
     // was granted, and gives the rest back before committing.
-    let (_, acked, _, locked, excluded, granted) = tokio::try_join!(
+    let (_, acked, _, locks, granted) = tokio::try_join!(
         biased;
         async { client.batch_execute(begin).await.map_err(map_err) },
         acknowledge(client, q, now, leases),
         expire_if_reclaiming(client, q, now, req.reclaim),
-        lock_due_keys(client, q, now, &queues, asked),
-        lock_capped_queues(client, q, now, &queues, asked),
+        take_locks(client, q, now, &queues, asked),
         take_claim_tokens(client, q, now, req, asked),
     )?;
     let limit = i64::from(granted.map_or(asked, |g| g.min(asked)));
@@ -241,7 +239,7 @@ async fn claim_in_transaction(
         named
             .iter()
             .copied()
-            .filter(|q| !excluded.due.iter().any(|e| e == q))
+            .filter(|q| !locks.due.iter().any(|e| e == q))
             .collect()
     });
     let tokens: Vec<LeaseToken> = (0..limit).map(|_| LeaseToken::generate()).collect();
@@ -252,11 +250,11 @@ async fn claim_in_transaction(
         queues: &queues,
         tokens: &token_text,
         lease,
-        keyed: locked > 0,
+        keyed: locks.keyed,
         reclaim: req.reclaim,
-        capped: &excluded.locked,
+        capped: &locks.capped,
         // A claim of named queues reads their own ranges already.
-        ranged: !excluded.due.is_empty() && queues.is_none(),
+        ranged: !locks.due.is_empty() && queues.is_none(),
         ready_queues: &ready_queues,
         resume,
     };
@@ -302,57 +300,49 @@ async fn expire_if_reclaiming(
     }
 }
 
-/// Takes the key lock when keyed jobs are due in the claimed queues
-/// (`key_lock.sql`); how many locks it took (0 or 1). A claim of nothing
-/// sends nothing.
-async fn lock_due_keys(
-    client: &deadpool_postgres::Client,
-    q: &Queries,
-    now: Option<OffsetDateTime>,
-    queues: &Option<Vec<&str>>,
-    asked: u32,
-) -> Result<i64> {
-    if asked == 0 {
-        return Ok(0);
-    }
-    let rows = query(client, &q.key_lock, &[&now, queues]).await?;
-    rows.first().map_or(Ok(0), |r| col::<i64>(r, 0))
-}
-
-/// The paused and capped queues among the claimed ones with due jobs
-/// (`cap_lock.sql`), the capped ones with a free slot locked.
+/// The locks a claim took before it claims, and the queues the ordinary
+/// scans leave out (`Queries::claim_locks`: `key_lock.sql`, then
+/// `cap_lock.sql`).
 #[derive(Debug, Default)]
-struct Excluded {
-    /// The capped queues whose locks the claim took.
-    locked: Vec<String>,
-    /// Every such queue (the ordinary scans leave them out, and would
-    /// walk past their due jobs).
+struct Locks {
+    /// Whether it took the key lock (keyed jobs are due).
+    keyed: bool,
+    /// The capped queues whose locks it took (due jobs and a free slot).
+    capped: Vec<String>,
+    /// The paused and capped queues among the claimed ones with due jobs
+    /// (the ordinary scans leave them out, and would walk past them).
     due: Vec<String>,
 }
 
-/// Takes the locks of the capped queues among the claimed ones that have
-/// due jobs and a free slot (`cap_lock.sql`). A claim of nothing sends
+/// Takes the key lock when keyed jobs are due in the claimed queues, and
+/// the locks of the capped queues with due jobs and a free slot; lists
+/// the paused and capped queues with due jobs. A claim of nothing sends
 /// nothing.
-async fn lock_capped_queues(
+async fn take_locks(
     client: &deadpool_postgres::Client,
     q: &Queries,
     now: Option<OffsetDateTime>,
     queues: &Option<Vec<&str>>,
     asked: u32,
-) -> Result<Excluded> {
+) -> Result<Locks> {
+    let mut locks = Locks::default();
     if asked == 0 {
-        return Ok(Excluded::default());
+        return Ok(locks);
     }
-    let rows = query(client, &q.cap_lock, &[&now, queues]).await?;
-    let mut excluded = Excluded::default();
-    for r in &rows {
-        let queue = col::<String>(r, 0)?;
-        if col::<bool>(r, 1)? {
-            excluded.locked.push(queue.clone());
+    for r in &query(client, &q.claim_locks, &[&now, queues]).await? {
+        let locked = col::<bool>(r, 1)?;
+        match col::<Option<String>>(r, 0)? {
+            // key_lock.sql's row.
+            None => locks.keyed = locked,
+            Some(queue) => {
+                if locked {
+                    locks.capped.push(queue.clone());
+                }
+                locks.due.push(queue);
+            }
         }
-        excluded.due.push(queue);
     }
-    Ok(excluded)
+    Ok(locks)
 }
 
 /// A rate-limited claim's tokens: up to `asked` taken from its bucket

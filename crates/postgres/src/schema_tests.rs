@@ -374,8 +374,8 @@ async fn an_all_queue_claim_reads_the_due_index_once_the_table_is_analyzed() {
 /// in the due index, a claim across every queue reads the other queues'
 /// ranges instead of walking past them, and the capped queues are probed,
 /// not read: with 20,000 due jobs of a capped queue ahead, neither the
-/// claim nor `cap_lock.sql` reads them (no step of either plan passes
-/// over 1,000 rows by filter).
+/// claim nor its locks (`key_lock.sql` and `cap_lock.sql`, one statement)
+/// read them (no step of either plan passes over 1,000 rows by filter).
 #[tokio::test]
 async fn a_claim_beside_a_capped_backlog_does_not_read_it() {
     let Some(old) = Old::at("a_claim_beside_a_capped_backlog_does_not_read_it").await else {
@@ -423,8 +423,8 @@ async fn a_claim_beside_a_capped_backlog_does_not_read_it() {
             ),
         ),
         (
-            "cap_lock",
-            &queries.cap_lock,
+            "the locks (key_lock.sql, cap_lock.sql)",
+            &queries.claim_locks,
             "timestamptz, text[]",
             "NULL, NULL".to_owned(),
         ),

@@ -18,7 +18,6 @@ const CANDIDATES_READY: &str = include_str!("../queries/candidates_ready.sql");
 pub(crate) const CANDIDATES_READY_IN: &str = include_str!("../queries/candidates_ready_in.sql");
 pub(crate) const CANDIDATES_READY_OF: &str = include_str!("../queries/candidates_ready_of.sql");
 const CANDIDATES_CAPPED: &str = include_str!("../queries/candidates_capped.sql");
-const CAPPED_QUEUES: &str = include_str!("../queries/capped_queues.sql");
 const KEY_RUNNING: &str = include_str!("../queries/key_running.sql");
 const KEY_NEXT: &str = include_str!("../queries/key_next.sql");
 const EXCLUDED_QUEUES: &str = include_str!("../queries/excluded_queues.sql");
@@ -72,12 +71,19 @@ pub(crate) fn due_candidates(
     now: Timestamp,
     limit: u32,
 ) -> Result<Vec<Candidate>> {
-    let mut out = capped_candidates(conn, req, now, limit)?;
+    if limit == 0 {
+        return Ok(Vec::new());
+    }
+    let Excluded {
+        queues: excluded,
+        capped,
+        any_ready,
+    } = excluded_queues(conn)?;
+    let mut out = capped_candidates(conn, req, &capped, now, limit)?;
     let rest = limit.saturating_sub(u32::try_from(out.len()).unwrap_or(u32::MAX));
     if rest == 0 {
         return Ok(out);
     }
-    let (excluded, any_ready) = excluded_queues(conn)?;
     let others = match scope {
         Scope::All if any_ready => merged_candidates(conn, &excluded, now, rest)?,
         // A paused or capped queue named: its range is not read here (it
@@ -180,19 +186,37 @@ fn admit(
     Ok(out)
 }
 
-/// The paused and capped queues (the ordinary candidate statements leave
-/// them out), and whether one of them holds ready jobs (a claim across
-/// every queue then merges the other queues' ranges).
-fn excluded_queues(conn: &Connection) -> Result<(HashSet<String>, bool)> {
-    let mut any_ready = false;
-    let mut excluded = HashSet::new();
+/// The queues the ordinary candidate statements leave out
+/// (`excluded_queues.sql`).
+struct Excluded {
+    /// The paused and capped queues.
+    queues: HashSet<String>,
+    /// The capped queues that are not paused, with their free slots, by
+    /// name.
+    capped: Vec<(String, u32)>,
+    /// Whether one of `queues` holds ready jobs (a claim across every
+    /// queue then merges the other queues' ranges).
+    any_ready: bool,
+}
+
+fn excluded_queues(conn: &Connection) -> Result<Excluded> {
+    let mut out = Excluded {
+        queues: HashSet::new(),
+        capped: Vec::new(),
+        any_ready: false,
+    };
     let mut stmt = conn.prepare_cached(EXCLUDED_QUEUES).map_err(map_err)?;
     let mut rows = stmt.query([]).map_err(map_err)?;
     while let Some(r) = rows.next().map_err(map_err)? {
-        excluded.insert(r.get::<_, String>(0).map_err(map_err)?);
-        any_ready |= r.get::<_, bool>(1).map_err(map_err)?;
+        let queue: String = r.get(0).map_err(map_err)?;
+        if let Some(free) = r.get::<_, Option<i64>>(1).map_err(map_err)? {
+            out.capped
+                .push((queue.clone(), u32::try_from(free).unwrap_or(0)));
+        }
+        out.any_ready |= r.get::<_, bool>(2).map_err(map_err)?;
+        out.queues.insert(queue);
     }
-    Ok((excluded, any_ready))
+    Ok(out)
 }
 
 /// The ranges of the due index by queue that a claim across every queue
@@ -362,29 +386,20 @@ pub(crate) enum Scope<'a> {
 fn capped_candidates(
     conn: &Connection,
     req: &ClaimRequest,
+    capped: &[(String, u32)],
     now: Timestamp,
     limit: u32,
 ) -> Result<Vec<Candidate>> {
     let mut out = Vec::new();
-    if limit == 0 {
-        return Ok(out);
-    }
-    let caps = conn
-        .prepare_cached(CAPPED_QUEUES)
-        .map_err(map_err)?
-        .query_map([], |r| Ok((r.get::<_, String>(0)?, u32_col(r, "free")?)))
-        .map_err(map_err)?
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .map_err(map_err)?;
-    for (queue, free) in caps {
+    for (queue, free) in capped {
         let named = req.queues.is_empty() || req.queues.iter().any(|q| q.as_str() == queue);
         let room = limit.saturating_sub(u32::try_from(out.len()).unwrap_or(u32::MAX));
-        if named && free > 0 && room > 0 {
+        if named && *free > 0 && room > 0 {
             out.extend(ready_candidates(
                 conn,
-                Scope::Capped(&queue),
+                Scope::Capped(queue),
                 now,
-                free.min(room),
+                (*free).min(room),
             )?);
         }
     }
