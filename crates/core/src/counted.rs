@@ -7,23 +7,13 @@ use serde::Serialize;
 
 use crate::clock::Timestamp;
 
-/// What an exact count counts: a state of a queue's jobs, with `ready`
-/// split as the statistics split it.
-pub const COUNTED: [&str; 6] = [
-    "ready",
-    "scheduled",
-    "blocked",
-    "waiting",
-    "running",
-    "dead",
-];
-
 /// One queue's count of one state, counted whole.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ExactCount {
     /// The queue.
     pub queue: String,
-    /// One of [`COUNTED`]: `ready` is due now, `scheduled` due later.
+    /// `ready` (due now), `scheduled` (due later), `blocked`, `waiting`,
+    /// `running` or `dead`.
     pub state: String,
     /// How many.
     pub n: u64,

@@ -78,7 +78,7 @@ pub use children::{
     outside_dependencies,
 };
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
-pub use counted::{COUNTED, ExactCount};
+pub use counted::ExactCount;
 pub use cron::{
     CronSchedule, MAX_CRON_BYTES, MAX_SCHEDULE_PAYLOAD_BYTES, Misfire, ScheduleActed,
     ScheduleAction, ScheduleAdd, ScheduleAddOutcome, ScheduleAdded, ScheduleChange,

@@ -558,7 +558,7 @@ pub trait AdminStore: Send + Sync + fmt::Debug {
     async fn queue_limits(&self) -> Result<Vec<QueueLimit>>;
 
     /// Counts every queue's jobs per state whole (each state of
-    /// [`crate::COUNTED`] through the index that holds it) and stores the
+    /// [`crate::ExactCount::state`] through the index that holds it) and stores the
     /// counts in place of the last ones, for [`AdminStore::stats`] to show
     /// where its live read stops at the cap. Reads every ready, blocked,
     /// waiting, running and dead job's index entry: a running service

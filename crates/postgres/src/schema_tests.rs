@@ -289,6 +289,42 @@ async fn no_statement_takes_a_domain_typed_parameter() {
     old.drop_schema().await;
 }
 
+/// A statement planned as a claim's transaction plans it: prepared after
+/// `begin`, explained with `args`, rolled back.
+struct Probe<'a> {
+    begin: &'a str,
+    types: &'a str,
+    sql: &'a str,
+    explain: &'a str,
+    args: &'a str,
+}
+
+impl Probe<'_> {
+    /// The plan's lines.
+    async fn plan(&self, client: &tokio_postgres::Client) -> Vec<String> {
+        let Probe {
+            begin,
+            types,
+            sql,
+            explain,
+            args,
+        } = self;
+        client
+            .batch_execute(&format!("{begin}; PREPARE probe ({types}) AS {sql}"))
+            .await
+            .unwrap();
+        let rows = client
+            .query(&format!("{explain} EXECUTE probe ({args})"), &[])
+            .await
+            .unwrap();
+        client
+            .batch_execute("ROLLBACK; DEALLOCATE probe")
+            .await
+            .unwrap();
+        rows.iter().map(|r| r.get::<_, String>(0)).collect()
+    }
+}
+
 /// A claim across every queue reads the due index in claim order however
 /// the table's statistics look: with a backlog of 20,000 ready jobs
 /// analyzed, both claim statements, planned as the claim's transaction
@@ -343,24 +379,14 @@ async fn an_all_queue_claim_reads_the_due_index_once_the_table_is_analyzed() {
             format!("NULL, 256, NULL, {tokens}, 30000, false, false, '{{capped}}', false, NULL"),
         ),
     ] {
-        old.client
-            .batch_execute(&format!(
-                "{}; PREPARE probe ({types}) AS {sql}",
-                claim::ALL_QUEUES_CLAIM
-            ))
-            .await
-            .unwrap();
-        let rows = old
-            .client
-            .query(&format!("EXPLAIN EXECUTE probe ({args})"), &[])
-            .await
-            .unwrap();
-        old.client
-            .batch_execute("ROLLBACK; DEALLOCATE probe")
-            .await
-            .unwrap();
-        let plan: Vec<String> = rows.iter().map(|r| r.get::<_, String>(0)).collect();
-        let plan = plan.join("\n");
+        let probe = Probe {
+            begin: claim::ALL_QUEUES_CLAIM,
+            types,
+            sql,
+            explain: "EXPLAIN",
+            args: &args,
+        };
+        let plan = probe.plan(&old.client).await.join("\n");
         assert!(
             plan.contains("Index Scan using errand_jobs_due on errand_jobs"),
             "{name}: {plan}"
@@ -436,23 +462,14 @@ async fn a_claim_beside_a_capped_backlog_does_not_read_it() {
         } else {
             claim::ALL_QUEUES_CLAIM
         };
-        old.client
-            .batch_execute(&format!("{begin}; PREPARE probe ({types}) AS {sql}"))
-            .await
-            .unwrap();
-        let rows = old
-            .client
-            .query(
-                &format!("EXPLAIN (ANALYZE, TIMING OFF) EXECUTE probe ({args})"),
-                &[],
-            )
-            .await
-            .unwrap();
-        old.client
-            .batch_execute("ROLLBACK; DEALLOCATE probe")
-            .await
-            .unwrap();
-        let plan: Vec<String> = rows.iter().map(|r| r.get::<_, String>(0)).collect();
+        let probe = Probe {
+            begin,
+            types,
+            sql,
+            explain: "EXPLAIN (ANALYZE, TIMING OFF)",
+            args: &args,
+        };
+        let plan = probe.plan(&old.client).await;
         let passed_over = plan
             .iter()
             .filter_map(|l| l.trim().strip_prefix("Rows Removed by Filter: "))

@@ -5,7 +5,7 @@ use axum::body::Body;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
-use errand::{Name, QueueAction, QueueLimitRequest};
+use errand::{MAX_QUEUE_CONCURRENCY, Name, QueueAction, QueueLimitRequest};
 use serde::Deserialize;
 
 use crate::problem::Problem;
@@ -110,10 +110,10 @@ pub(crate) async fn limit(
         (Some(n), false) => Some(n),
         (None, true) => None,
         _ => {
-            return Err(Problem::invalid(
-                "send either `concurrency` (1 to 100000) to set the queue's cap, or \
-                 `\"clear\": true` to lift it",
-            ));
+            return Err(Problem::invalid(format!(
+                "send either `concurrency` (1 to {MAX_QUEUE_CONCURRENCY}) to set the queue's \
+                 cap, or `\"clear\": true` to lift it"
+            )));
         }
     };
     let request = QueueLimitRequest {

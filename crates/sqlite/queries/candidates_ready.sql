@@ -1,5 +1,5 @@
 -- Due ready jobs in every queue that is neither paused nor capped
--- (capped queues are read on their own: candidates_capped.sql), highest
+-- (capped queues are read on their own: candidates_ready_of.sql), highest
 -- priority first, then oldest due.
 -- Read until the claim has enough: keyed jobs are admitted in Rust (see
 -- key_running.sql and key_next.sql), so a saturated key's backlog is

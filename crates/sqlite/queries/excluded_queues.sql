@@ -3,7 +3,7 @@
 -- paused (its cap less its running jobs, expired leases included: they
 -- hold their slot until reclaimed or swept; counted through the running
 -- jobs' index), else NULL, and whether it holds ready jobs. A capped
--- queue's jobs are read on their own (candidates_capped.sql), up to its
+-- queue's jobs are read on their own (candidates_ready_of.sql), up to its
 -- free slots; while any of these queues holds ready jobs a claim across
 -- every queue reads the other queues' ranges (range_due.sql) instead of
 -- walking the due index past them. One statement, run by every claim: two

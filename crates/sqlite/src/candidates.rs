@@ -17,7 +17,6 @@ use crate::rows::u32_col;
 const CANDIDATES_READY: &str = include_str!("../queries/candidates_ready.sql");
 pub(crate) const CANDIDATES_READY_IN: &str = include_str!("../queries/candidates_ready_in.sql");
 pub(crate) const CANDIDATES_READY_OF: &str = include_str!("../queries/candidates_ready_of.sql");
-const CANDIDATES_CAPPED: &str = include_str!("../queries/candidates_capped.sql");
 const KEY_RUNNING: &str = include_str!("../queries/key_running.sql");
 const KEY_NEXT: &str = include_str!("../queries/key_next.sql");
 const EXCLUDED_QUEUES: &str = include_str!("../queries/excluded_queues.sql");
@@ -128,13 +127,12 @@ fn ready_candidates(
             Scope::All => CANDIDATES_READY,
             Scope::One(_) => CANDIDATES_READY_OF,
             Scope::Some(_) => CANDIDATES_READY_IN,
-            Scope::Capped(_) => CANDIDATES_CAPPED,
         })
         .map_err(map_err)?;
     let ms = now.as_millis();
     let mut rows = match queues {
         Scope::All => stmt.query(named_params! {":now": ms}),
-        Scope::One(q) | Scope::Capped(q) => stmt.query(named_params! {":now": ms, ":queue": q}),
+        Scope::One(q) => stmt.query(named_params! {":now": ms, ":queue": q}),
         Scope::Some(q) => stmt.query(named_params! {":now": ms, ":queues": q}),
     }
     .map_err(map_err)?;
@@ -374,9 +372,6 @@ pub(crate) enum Scope<'a> {
     One(&'a str),
     /// Several queues: a JSON array of their names.
     Some(&'a str),
-    /// One capped queue, read like `One` (the others leave capped queues
-    /// out).
-    Capped(&'a str),
 }
 
 /// Due ready jobs of the capped queues the claim reads (none named: every
@@ -397,7 +392,7 @@ fn capped_candidates(
         if named && *free > 0 && room > 0 {
             out.extend(ready_candidates(
                 conn,
-                Scope::Capped(queue),
+                Scope::One(queue),
                 now,
                 (*free).min(room),
             )?);
