@@ -55,6 +55,7 @@ mod queue_limit;
 mod requests;
 mod retry;
 mod schema;
+mod search;
 mod signal;
 mod spec;
 mod stamp;
@@ -116,6 +117,10 @@ pub use requests::{
 };
 pub use retry::RetryPolicy;
 pub use schema::{BASELINE_NAME, SCHEMA_VERSION, SchemaStatus};
+pub use search::{
+    DEFAULT_SCAN, JobSearch, MAX_PAYLOAD_TERMS, MAX_SCAN, PathStep, PayloadTerm, SearchPage,
+    parse_search_box,
+};
 pub use signal::{
     Await, Awaiting, MAX_SIGNAL_PAYLOAD_BYTES, NewSignal, OnAwaitTimeout, ReceivedSignal,
     SignalRecord, refusal as signal_refusal,

@@ -579,6 +579,16 @@ pub trait AdminStore: Send + Sync + fmt::Debug {
     /// reorder a concurrency key's jobs).
     async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>>;
 
+    /// The candidates of a search for jobs carrying every entry of `meta`:
+    /// the jobs of [`AdminStore::list`]`(filter)`, of which a store may
+    /// leave out any that does not carry all of `meta` (PostgreSQL reads
+    /// them through its metadata index). The search checks every term on
+    /// what it is given, so the default, which leaves out none, is right.
+    async fn search_candidates(&self, filter: &JobFilter, meta: &crate::Meta) -> Result<Vec<Job>> {
+        let _ = meta;
+        self.list(filter).await
+    }
+
     /// How many steps of `workflow` are in each state (states with none
     /// left out; nothing at all for a workflow no stored job carries).
     async fn workflow_counts(&self, workflow: &WorkflowId) -> Result<Vec<(JobState, u64)>>;

@@ -80,10 +80,10 @@ use std::sync::Arc;
 pub use errand_core::{
     self as core, AttemptRecord, AuditRecord, CancelRequest, ClaimRate, ClaimRequest, ClaimedJob,
     Clock, Error, ErrorClass, Failure, Inserted, IntoNewJob, Job, JobArgs, JobDetail, JobFilter,
-    JobId, JobKey, JobOptions, JobState, KeyLimit, Lease, MAX_OUTPUT_BYTES, MAX_QUEUE_CONCURRENCY,
-    ManualClock, Name, NewJob, Outcome, Payload, RateBucket, RateLimit, ReplayRequest, Result,
-    RetryAt, RetryPolicy, Schedule, SchemaStatus, Store, SweepReport, SystemClock, Timestamp,
-    WorkerStore, bounds,
+    JobId, JobKey, JobOptions, JobSearch, JobState, KeyLimit, Lease, MAX_OUTPUT_BYTES,
+    MAX_QUEUE_CONCURRENCY, ManualClock, Name, NewJob, Outcome, Payload, PayloadTerm, RateBucket,
+    RateLimit, ReplayRequest, Result, RetryAt, RetryPolicy, Schedule, SchemaStatus, SearchPage,
+    Store, SweepReport, SystemClock, Timestamp, WorkerStore, bounds,
 };
 pub use errand_core::{
     Admin, AdminStore, AuditEntry, AuditFilter, AuditStamp, BulkAction, BulkFilter, BulkOutcome,

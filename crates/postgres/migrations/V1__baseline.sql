@@ -196,6 +196,12 @@ CREATE INDEX errand_jobs_unique ON __SCHEMA__.errand_jobs (unique_key, created_a
     WHERE unique_key IS NOT NULL;
 CREATE INDEX errand_jobs_batch ON __SCHEMA__.errand_jobs (batch, created_at, id)
     WHERE batch IS NOT NULL;
+-- Searching by metadata (list_meta.sql): the jobs carrying metadata, by
+-- entry. A job without metadata has no entry; one with metadata gets its
+-- entries again with each row version (claims and settlements too), which
+-- is what this index costs the hot path (docs/postgres.md, "Search").
+CREATE INDEX errand_jobs_meta ON __SCHEMA__.errand_jobs USING gin (meta jsonb_path_ops)
+    WHERE meta IS NOT NULL;
 
 -- One row per attempt superseded (failed, snoozed, released, cancelled, or
 -- its lease expired); the current attempt and a succeeding one are read

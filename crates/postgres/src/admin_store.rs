@@ -93,11 +93,20 @@ impl AdminStore for PgStore {
     }
 
     async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
+        self.search_candidates(filter, &errand_core::Meta::new())
+            .await
+    }
+
+    async fn search_candidates(
+        &self,
+        filter: &JobFilter,
+        meta: &errand_core::Meta,
+    ) -> Result<Vec<Job>> {
         let mut client = self.client().await?;
         if filter.max_bytes.is_some() {
-            return reads::list_within_budget(&mut client, &self.queries, filter).await;
+            return reads::list_within_budget(&mut client, &self.queries, filter, meta).await;
         }
-        reads::list(&client, &self.queries, filter).await
+        reads::list(&client, &self.queries, filter, meta).await
     }
 
     async fn workflow_counts(

@@ -4,7 +4,7 @@
 
 use errand_core::{
     AttemptRecord, AuditRecord, Dependency, Error, ErrorClass, Job, JobDetail, JobFilter, JobId,
-    JobState, Name, Payload, ReceivedSignal, Result, SignalRecord, WorkflowId,
+    JobState, Meta, Name, Payload, ReceivedSignal, Result, SignalRecord, WorkflowId,
 };
 use time::OffsetDateTime;
 use tokio_postgres::Row;
@@ -124,8 +124,13 @@ pub(crate) async fn dependencies<C: Conn>(
 }
 
 /// Jobs matching a filter.
-pub(crate) async fn list<C: Conn>(client: &C, q: &Queries, f: &JobFilter) -> Result<Vec<Job>> {
-    let args = ListArgs::of(f);
+pub(crate) async fn list<C: Conn>(
+    client: &C,
+    q: &Queries,
+    f: &JobFilter,
+    meta: &Meta,
+) -> Result<Vec<Job>> {
+    let args = ListArgs::of(f, meta);
     let page = query(client, args.statement(q), &args.params())
         .await
         .and_then(|rows| jobs_from_rows(&rows))?;
@@ -139,9 +144,10 @@ pub(crate) async fn list_within_budget(
     client: &mut deadpool_postgres::Object,
     q: &Queries,
     f: &JobFilter,
+    meta: &Meta,
 ) -> Result<Vec<Job>> {
     let tx = client.transaction().await.map_err(map_err)?;
-    let args = ListArgs::of(f);
+    let args = ListArgs::of(f, meta);
     let stmt = tx
         .prepare_cached(args.statement(q))
         .await
@@ -189,11 +195,17 @@ struct ListArgs<'a> {
     after: Option<&'a str>,
     workflow: Option<&'a str>,
     tag: Option<&'a str>,
+    /// The metadata entries searched, as a JSON object, when read through
+    /// the metadata index (not with a tag or a workflow, which have their
+    /// own).
+    meta: Option<String>,
 }
 
 impl<'a> ListArgs<'a> {
-    fn of(f: &'a JobFilter) -> Self {
+    fn of(f: &'a JobFilter, meta: &Meta) -> Self {
+        let by_meta = !meta.is_empty() && f.tag.is_none() && f.workflow.is_none();
         ListArgs {
+            meta: by_meta.then(|| errand_core::meta_to_stored(meta)).flatten(),
             state: f.state.map(JobState::as_str),
             queue: f.queue.as_ref().map(Name::as_str),
             kind: f.kind.as_ref().map(Name::as_str),
@@ -207,13 +219,16 @@ impl<'a> ListArgs<'a> {
         }
     }
 
-    /// The statement: a tag or a workflow is read through its own index
-    /// (the tag's statement filters on the workflow too).
+    /// The statement: a tag, a workflow or searched metadata is read
+    /// through its own index (the tag's statement filters on the workflow
+    /// too).
     fn statement<'q>(&self, q: &'q Queries) -> &'q str {
         if self.tag.is_some() {
             &q.list_tag
         } else if self.workflow.is_some() {
             &q.list_workflow
+        } else if self.meta.is_some() {
+            &q.list_meta
         } else {
             &q.list
         }
@@ -235,6 +250,8 @@ impl<'a> ListArgs<'a> {
             params.push(&self.tag);
         } else if self.workflow.is_some() {
             params.push(&self.workflow);
+        } else if self.meta.is_some() {
+            params.push(&self.meta);
         }
         params
     }

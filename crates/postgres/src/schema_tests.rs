@@ -489,6 +489,64 @@ async fn a_claim_beside_a_capped_backlog_does_not_read_it() {
     old.drop_schema().await;
 }
 
+/// A search for a metadata entry reads the jobs carrying it through the
+/// metadata index, not the table: with 20,000 jobs, 20 carrying the entry,
+/// a page reads those 20 (and no job without metadata has an entry).
+#[tokio::test]
+async fn a_metadata_search_reads_the_jobs_carrying_the_entry() {
+    let Some(old) = Old::at("a_metadata_search_reads_the_jobs_carrying_the_entry").await else {
+        return;
+    };
+    let quoted = old.quoted.clone();
+    old.client
+        .batch_execute(&format!(
+            "INSERT INTO {quoted}.errand_jobs (id, queue, kind, state, payload, attempts, max_attempts,
+                 available_at, created_at, updated_at, meta)
+             SELECT 'j' || i, 'q', 'k', 'ready', '{{}}'::json, 0, 3, now(),
+                    now() + i * interval '1 millisecond', now(),
+                    CASE WHEN i % 1000 = 0 THEN '{{\"tenant\": \"rare\"}}'::jsonb
+                         WHEN i % 2 = 0 THEN '{{\"tenant\": \"common\"}}'::jsonb END
+             FROM generate_series(1, 20000) i;
+             ANALYZE {quoted}.errand_jobs;"
+        ))
+        .await
+        .unwrap();
+    let queries = Queries::new(&quoted);
+    let probe = Probe {
+        begin: "BEGIN",
+        types: "text, text, text, text, timestamptz, timestamptz, bigint, text, text",
+        sql: &queries.list_meta,
+        explain: "EXPLAIN (ANALYZE, TIMING OFF)",
+        args: "NULL, NULL, NULL, NULL, NULL, NULL, 100, NULL, '{\"tenant\": \"rare\"}'",
+    };
+    let plan = probe.plan(&old.client).await;
+    let text = plan.join("\n");
+    assert!(text.contains("errand_jobs_meta"), "{text}");
+    assert!(!text.contains("Seq Scan"), "{text}");
+    let passed_over = plan
+        .iter()
+        .filter_map(|l| l.trim().strip_prefix("Rows Removed by "))
+        .filter_map(|l| l.split(": ").nth(1)?.parse::<u64>().ok())
+        .max()
+        .unwrap_or(0);
+    assert!(passed_over < 100, "{text}");
+    assert!(
+        plan.iter().any(|l| l.contains("Limit") && l.contains("rows=20 loops=1")),
+        "{text}"
+    );
+    let entries: i64 = old
+        .client
+        .query_one(
+            &format!("SELECT count(*) FROM {quoted}.errand_jobs WHERE meta IS NOT NULL"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(entries, 10_000);
+    old.drop_schema().await;
+}
+
 /// A busy claimer's claims resume where the last one stopped; a job
 /// written through the store that sorts before that point is claimed
 /// next all the same, one written from elsewhere once the listener

@@ -29,6 +29,7 @@ pub mod minutes;
 pub mod model;
 pub mod rates;
 pub mod schedules;
+pub mod search;
 pub mod signals;
 pub mod unique;
 pub mod waits;
@@ -225,6 +226,11 @@ macro_rules! conformance_tests {
             concurrent_claims_never_exceed_a_queue_cap,
             a_cap_change_is_audited_and_bad_input_writes_nothing,
             claim_order_holds_across_queues_beside_a_paused_or_capped_queue,
+        );
+        $crate::conformance_tests!(@in search $make;
+            a_search_returns_exactly_the_jobs_meeting_every_term,
+            a_search_stops_at_its_scan_bound_and_goes_on_from_there,
+            a_search_with_bad_terms_is_refused,
         );
     };
     (@in $module:ident $make:path; $($case:ident),* $(,)?) => {

@@ -106,6 +106,29 @@ impl Admin {
         self.store.list(filter).await
     }
 
+    /// One page of a search: the jobs of its listing that meet every term,
+    /// reading at most its scan bound of candidates (see
+    /// [`JobSearch`](crate::JobSearch)). Without terms, a page of the listing.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`](crate::Error::Invalid) for a term or bound out of
+    /// range; as [`Admin::list`] otherwise.
+    pub async fn search(&self, search: &crate::JobSearch) -> Result<crate::SearchPage> {
+        search.validate()?;
+        if !search.has_terms() {
+            let jobs = self.store.list(&search.filter).await?;
+            let next = search.filter.next_after(&jobs).cloned();
+            let scanned = jobs.len() as u64;
+            return Ok(crate::SearchPage {
+                jobs,
+                next,
+                scanned,
+                stopped: false,
+            });
+        }
+        crate::search::scan(self.store.as_ref(), search).await
+    }
+
     /// A batch: whether it is sealed, its counts by state, and its
     /// callbacks' jobs.
     ///
