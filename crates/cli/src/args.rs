@@ -324,6 +324,19 @@ pub(crate) struct JobsArgs {
     /// without --tag or --workflow in the order stored).
     #[arg(long)]
     pub(crate) after: Option<String>,
+    /// Only jobs carrying this metadata entry, exactly (repeat for more:
+    /// all must hold).
+    #[arg(long = "meta", value_name = "KEY=VALUE")]
+    pub(crate) meta: Vec<String>,
+    /// Only jobs whose payload holds VALUE at PATH: `payload.customer=42`,
+    /// `payload.items[0].sku="A-1"`, `payload["odd name"]=true`. VALUE is
+    /// JSON, or else the text as a string (repeat for more: all must hold).
+    #[arg(long = "where", value_name = "payload.PATH=VALUE")]
+    pub(crate) terms: Vec<String>,
+    /// With --meta or --where: read at most this many jobs (default
+    /// 100000), then say where the search stopped.
+    #[arg(long)]
+    pub(crate) scan: Option<u32>,
     /// Print JSON.
     #[arg(long)]
     pub(crate) json: bool,

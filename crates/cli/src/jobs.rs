@@ -7,15 +7,15 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use errand::{
-    BulkAction, BulkOutcome, BulkRequest, CancelRequest, Error, JobFilter, JobId, JobState,
-    Schedule, Store,
+    BulkAction, BulkOutcome, BulkRequest, CancelRequest, Error, JobFilter, JobId, JobSearch,
+    JobState, PayloadTerm, Schedule, Store,
 };
 
 use crate::args::{
     CancelArgs, EnqueueArgs, JobsArgs, PruneArgs, ReplayArgs, RescheduleArgs, ShowArgs,
 };
 use crate::exit::Failure;
-use crate::output::outln;
+use crate::output::{errln, outln};
 use crate::{admin, output, progress};
 use crate::{ids, name, operator, time_arg, traceparent_from_env};
 
@@ -94,30 +94,56 @@ pub(crate) async fn jobs(admin: &errand::Admin, a: JobsArgs) -> Result<ExitCode,
     if let Some(tag) = &a.tag {
         errand::core::check_tag(tag)?;
     }
-    let mut filter = JobFilter {
-        state: a.state.map(|s| s.parse::<JobState>()).transpose()?,
-        queue: name("queue", a.queue)?,
-        kind: name("kind", a.kind)?,
-        workflow: a.workflow.map(errand::core::WorkflowId::new).transpose()?,
-        tag: a.tag,
-        limit: Some(a.limit),
-        after: a.after.map(JobId::new).transpose()?,
-        max_bytes: Some(errand::core::DEFAULT_PAGE_BYTES),
-        ..JobFilter::default()
+    let mut search = JobSearch {
+        filter: JobFilter {
+            state: a.state.map(|s| s.parse::<JobState>()).transpose()?,
+            queue: name("queue", a.queue)?,
+            kind: name("kind", a.kind)?,
+            workflow: a.workflow.map(errand::core::WorkflowId::new).transpose()?,
+            tag: a.tag,
+            limit: Some(a.limit),
+            after: a.after.map(JobId::new).transpose()?,
+            max_bytes: Some(errand::core::DEFAULT_PAGE_BYTES),
+            ..JobFilter::default()
+        },
+        meta: meta_pairs(&a.meta)?,
+        payload: a
+            .terms
+            .iter()
+            .map(|t| PayloadTerm::parse(t))
+            .collect::<Result<_, _>>()?,
+        scan: a.scan,
     };
+    if a.scan.is_some() && !search.has_terms() {
+        return Err(Error::invalid(
+            "--scan bounds a search: give it with --meta KEY=VALUE or --where payload.PATH=VALUE",
+        )
+        .into());
+    }
+    let bound = u64::from(search.scan_bound()?);
+    let mut scanned = 0_u64;
     // Pages bounded by bytes, each printed before the next is read, until
-    // --limit jobs are printed.
+    // --limit jobs are printed, the listing ends or a search has read
+    // --scan jobs.
     let mut listing = output::JobListing::new(a.json);
     let mut left = a.limit;
     while left > 0 && !output::stdout_gone() {
-        filter.limit = Some(left);
-        let page = admin.list(&filter).await?;
-        listing.page(&page)?;
-        left = left.saturating_sub(u32::try_from(page.len()).unwrap_or(u32::MAX));
-        match filter.next_after(&page) {
-            Some(next) => filter.after = Some(next.clone()),
-            None => break,
+        search.filter.limit = Some(left);
+        search.scan = Some(u32::try_from(bound - scanned).unwrap_or(u32::MAX));
+        let page = admin.search(&search).await?;
+        listing.page(&page.jobs)?;
+        left = left.saturating_sub(u32::try_from(page.jobs.len()).unwrap_or(u32::MAX));
+        scanned += page.scanned;
+        let Some(next) = page.next else { break };
+        if left > 0 && search.has_terms() && (page.stopped || scanned >= bound) {
+            listing.finish();
+            errln!(
+                "the search stopped after reading {scanned} jobs, at {next}, before the listing's end; \
+                 go on with --after {next}, or raise --scan"
+            );
+            return Ok(ExitCode::SUCCESS);
         }
+        search.filter.after = Some(next);
     }
     listing.finish();
     Ok(ExitCode::SUCCESS)

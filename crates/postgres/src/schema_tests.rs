@@ -531,7 +531,8 @@ async fn a_metadata_search_reads_the_jobs_carrying_the_entry() {
         .unwrap_or(0);
     assert!(passed_over < 100, "{text}");
     assert!(
-        plan.iter().any(|l| l.contains("Limit") && l.contains("rows=20 loops=1")),
+        plan.iter()
+            .any(|l| l.contains("Limit") && l.contains("rows=20 loops=1")),
         "{text}"
     );
     let entries: i64 = old
