@@ -88,6 +88,7 @@ mod dashboard;
 mod guard;
 pub mod http;
 mod leases;
+mod listing;
 mod problem;
 mod queues;
 mod request;

@@ -13,7 +13,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, MethodRouter, on};
-use errand::{CancelRequest, JobFilter, JobId, JobState, Name, ReplayRequest, Store};
+use errand::{CancelRequest, ReplayRequest, Store};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
@@ -21,10 +21,11 @@ use crate::ServerConfig;
 use crate::admin;
 use crate::guard::{HEALTHZ, fence};
 use crate::leases;
+use crate::listing;
 use crate::problem::Problem;
 use crate::queues;
 use crate::request::{
-    Answer, App, body_json, detail_of, duration_field, given, job_id, json, page_limit, who_and_why,
+    Answer, App, body_json, detail_of, duration_field, given, job_id, json, who_and_why,
 };
 use crate::schedules;
 use crate::workflows;
@@ -87,7 +88,7 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
         endpoint(HEALTHZ, Get, healthz),
         endpoint(OPENAPI_PATH, Get, openapi),
         endpoint("/v1/jobs", Post, enqueue),
-        endpoint("/v1/jobs", Get, list),
+        endpoint("/v1/jobs", Get, listing::list),
         endpoint("/v1/jobs/{id}", Get, show),
         endpoint("/v1/jobs/{id}/replay", Post, replay),
         endpoint("/v1/jobs/{id}/cancel", Post, cancel),
@@ -238,60 +239,8 @@ struct Enqueued<'a> {
 }
 
 #[derive(Serialize)]
-struct JobPage<'a> {
-    jobs: &'a [errand::Job],
-    next: Option<&'a JobId>,
-}
-
-#[derive(Serialize)]
 struct OneJob<'a> {
     job: &'a errand::Job,
-}
-
-// ---- GET /v1/jobs ---------------------------------------------------------
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ListQuery {
-    state: Option<String>,
-    queue: Option<String>,
-    kind: Option<String>,
-    tag: Option<String>,
-    workflow: Option<String>,
-    limit: Option<String>,
-    after: Option<String>,
-}
-
-async fn list(State(app): State<App>, query: Result<Query<ListQuery>, QueryRejection>) -> Answer {
-    let Query(q) = query.map_err(|r| {
-        Problem::malformed_json(format!(
-            "{}; the parameters are state, queue, kind, tag, workflow, limit and after",
-            r.body_text()
-        ))
-    })?;
-    let limit = page_limit(q.limit)?;
-    let tag = given(q.tag);
-    if let Some(tag) = &tag {
-        errand::core::check_tag(tag)?;
-    }
-    let filter = JobFilter {
-        tag,
-        workflow: given(q.workflow)
-            .map(errand::core::WorkflowId::new)
-            .transpose()?,
-        state: given(q.state).map(|s| s.parse::<JobState>()).transpose()?,
-        queue: given(q.queue)
-            .map(|s| Name::parse("queue", s))
-            .transpose()?,
-        kind: given(q.kind).map(|s| Name::parse("kind", s)).transpose()?,
-        limit: Some(limit),
-        after: given(q.after).map(JobId::new).transpose()?,
-        max_bytes: Some(errand::core::DEFAULT_PAGE_BYTES),
-        ..JobFilter::default()
-    };
-    let jobs = app.admin.list(&filter).await?;
-    let next = filter.next_after(&jobs);
-    json(StatusCode::OK, &JobPage { jobs: &jobs, next })
 }
 
 // ---- GET /v1/jobs/{id} ----------------------------------------------------

@@ -367,6 +367,88 @@ async fn list_filters_and_pages_by_the_last_id() {
         .problem(StatusCode::NOT_FOUND, "not_found");
 }
 
+/// `meta` and `where` search the listing, each repeatable; a search page
+/// says how many jobs it read and whether it stopped at `scan`, and its
+/// `next` reads on; bad terms are refused with how to write them.
+#[tokio::test]
+async fn list_searches_by_metadata_and_payload_fields() {
+    let api = Api::new();
+    for i in 0..6 {
+        let tenant = if i % 2 == 0 { "acme" } else { "globex" };
+        let body = json!({"kind": "k", "id": format!("j{i}"), "payload": {"customer": i % 3, "name": format!("c {i}")},
+                          "meta": {"tenant": tenant, "region": "eu"}});
+        assert_eq!(
+            api.post("/v1/jobs", &body).await.status,
+            StatusCode::CREATED
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    let ids = |r: &Reply| -> Vec<String> {
+        r.body["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let r = api
+        .get("/v1/jobs?meta=tenant%3Dacme&meta=region%3Deu&where=payload.customer%3D1")
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(ids(&r), ["j4"]);
+    assert_eq!(r.body["stopped"], json!(false));
+    assert_eq!(r.body["next"], Value::Null);
+    assert!(r.body["scanned"].as_u64().unwrap() >= 1);
+    let r = api
+        .get("/v1/jobs?where=payload.name%3D%22c%205%22&scan=2")
+        .await;
+    assert_eq!(ids(&r), Vec::<String>::new());
+    assert_eq!(r.body["stopped"], json!(true));
+    assert_eq!(r.body["scanned"], json!(2));
+    assert_eq!(r.body["next"], json!("j1"));
+    let r = api
+        .get("/v1/jobs?where=payload.name%3D%22c%205%22&after=j1")
+        .await;
+    assert_eq!(ids(&r), ["j5"]);
+    // A plain listing carries neither field.
+    let r = api.get("/v1/jobs?limit=1").await;
+    assert!(
+        r.body.get("scanned").is_none() && r.body.get("stopped").is_none(),
+        "{}",
+        r.body
+    );
+    for (uri, code, says) in [
+        (
+            "/v1/jobs?where=customer%3D1",
+            "invalid",
+            "payload.PATH=VALUE",
+        ),
+        (
+            "/v1/jobs?where=payload.a%3B1%3D2",
+            "invalid",
+            "payload.PATH=VALUE",
+        ),
+        ("/v1/jobs?meta=tenant", "invalid", "KEY=VALUE"),
+        ("/v1/jobs?meta=a%3D1&meta=a%3D2", "invalid", "twice"),
+        ("/v1/jobs?scan=5", "invalid", "scan bounds a search"),
+        (
+            "/v1/jobs?where=payload.a%3D1&scan=0",
+            "invalid",
+            "from 1 to",
+        ),
+        (
+            "/v1/jobs?where=payload.a%3D1&scan=lots",
+            "invalid",
+            "whole number",
+        ),
+        ("/v1/jobs?scan=1&scan=2", "malformed_json", "twice"),
+    ] {
+        let r = api.get(uri).await;
+        r.problem(StatusCode::BAD_REQUEST, code);
+        assert!(r.body.to_string().contains(says), "{uri}: {}", r.body);
+    }
+}
+
 #[tokio::test]
 async fn cancel_then_replay_with_operator_and_reason_in_the_audit_log() {
     let api = Api::new();
