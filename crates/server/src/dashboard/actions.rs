@@ -262,7 +262,7 @@ async fn confirm_bulk(
     RawQuery(query): RawQuery,
 ) -> Result<Response, PageError> {
     let (params, _) = dead_params(query.as_deref(), &[])?;
-    let jobs = dash.admin.list(&params.filter()).await?;
+    let jobs = dash.admin.search(&params.search()).await?.jobs;
     if jobs.is_empty() {
         return Err(PageError::new(
             StatusCode::NOT_FOUND,

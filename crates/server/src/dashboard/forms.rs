@@ -188,11 +188,20 @@ pub(super) struct ListParams {
     pub(super) kind: Option<Name>,
     pub(super) error: Option<String>,
     pub(super) tag: Option<String>,
+    /// The search box as typed (`meta.KEY=VALUE payload.PATH=VALUE …`).
+    pub(super) q: Option<String>,
+    /// Its terms.
+    pub(super) terms: (errand::core::Meta, Vec<errand::PayloadTerm>),
     pub(super) after: Option<JobId>,
     pub(super) limit: u32,
 }
 
-const LIST_FIELDS: [&str; 7] = ["state", "queue", "kind", "error", "tag", "after", "limit"];
+const LIST_FIELDS: [&str; 8] = [
+    "state", "queue", "kind", "error", "tag", "q", "after", "limit",
+];
+
+/// The longest search box accepted.
+const MAX_SEARCH_BYTES: usize = 1_000;
 
 impl ListParams {
     /// Reads and checks the query string of a listing, which may also hold
@@ -249,8 +258,27 @@ impl ListParams {
                 }
                 None => None,
             },
+            q: None,
+            terms: Default::default(),
             after: form.one("after")?.map(job_id).transpose()?,
             limit,
+        };
+        let params = match form.one("q")?.map(str::trim).filter(|q| !q.is_empty()) {
+            None => params,
+            Some(q) if q.len() > MAX_SEARCH_BYTES => {
+                return Err(PageError::bad_request(format!(
+                    "The search must be at most {MAX_SEARCH_BYTES} bytes (got {}).",
+                    q.len()
+                )));
+            }
+            Some(q) => {
+                let terms = errand::core::parse_search_box(q).map_err(bad)?;
+                ListParams {
+                    q: Some(q.to_owned()),
+                    terms,
+                    ..params
+                }
+            }
         };
         Ok((params, form))
     }
@@ -267,6 +295,16 @@ impl ListParams {
             after: self.after.clone(),
             max_bytes: Some(errand::core::DEFAULT_PAGE_BYTES),
             ..JobFilter::default()
+        }
+    }
+
+    /// The search for this page: its filter and the search box's terms.
+    pub(super) fn search(&self) -> errand::JobSearch {
+        errand::JobSearch {
+            filter: self.filter(),
+            meta: self.terms.0.clone(),
+            payload: self.terms.1.clone(),
+            scan: None,
         }
     }
 
@@ -288,6 +326,9 @@ impl ListParams {
         }
         if let Some(v) = &self.tag {
             q.append_pair("tag", v);
+        }
+        if let Some(v) = &self.q {
+            q.append_pair("q", v);
         }
         if self.limit != DEFAULT_PAGE {
             q.append_pair("limit", &self.limit.to_string());

@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::get;
 use errand::core::{AttemptRecord, AuditRecord};
-use errand::{Job, JobDetail, JobId, JobState};
+use errand::{Job, JobDetail, JobId, JobState, SearchPage};
 use maud::{Markup, html};
 
 use super::Dash;
@@ -43,7 +43,8 @@ async fn list(
     RawQuery(query): RawQuery,
 ) -> Result<Response, PageError> {
     let params = ListParams::parse(query.as_deref(), &[])?.0;
-    let jobs = dash.admin.list(&params.filter()).await?;
+    let page = dash.admin.search(&params.search()).await?;
+    let jobs = &page.jobs;
     let ctx = Ctx::new(&dash, &visitor);
     let tabs = html! {
         nav.tabs aria-label="States" {
@@ -59,8 +60,9 @@ async fn list(
         h1 { "Jobs" @if let Some(s) = params.state { " · " (s.as_str()) } }
         (tabs)
         (filter_form("/dashboard/jobs", &params))
+        (stopped_note(&page))
         @if jobs.is_empty() {
-            p.empty { "No jobs match these filters." }
+            p.empty { "No jobs match these filters" @if page.stopped { " among those searched" } "." }
         } @else {
             table.jobs {
                 thead { tr {
@@ -68,7 +70,7 @@ async fn list(
                     th.num { "attempts" } th.num { "replays" } th { "due" } th { "updated" } th { "last error" }
                 } }
                 tbody {
-                    @for job in &jobs {
+                    @for job in jobs {
                         tr {
                             td { a href=(job_path(&job.id)) { code { (job.id.as_str()) } } }
                             td { (view::state(job.state)) }
@@ -84,7 +86,7 @@ async fn list(
                 }
             }
         }
-        (pager("/dashboard/jobs", &params, &jobs))
+        (pager("/dashboard/jobs", &params, &page))
     };
     Ok(view::page(
         StatusCode::OK,
@@ -104,6 +106,9 @@ fn filter_form(action: &str, params: &ListParams) -> Markup {
             label { "kind " input type="text" name="kind" value=[params.kind.as_ref().map(|k| k.as_str())] maxlength="200"; }
             label { "error text " input type="search" name="error" value=[params.error.as_deref()] maxlength="200"; }
             label { "tag " input type="text" name="tag" value=[params.tag.as_deref()] maxlength="100"; }
+            label title="Terms separated by spaces: meta.KEY=VALUE (a metadata entry) and payload.PATH=VALUE (a payload field: payload.customer=42, payload.items[0].sku=\"A-1\"); all must hold" {
+                "search " input type="search" name="q" value=[params.q.as_deref()] maxlength="1000" size="40" placeholder="meta.tenant=acme payload.customer=42";
+            }
             button type="submit" { "Filter" }
             " "
             a href=(action) { "clear" }
@@ -111,10 +116,25 @@ fn filter_form(action: &str, params: &ListParams) -> Markup {
     }
 }
 
+/// What a search that stopped at its bound read, and that the next page
+/// reads on.
+pub(super) fn stopped_note(page: &SearchPage) -> Markup {
+    html! {
+        @if page.stopped {
+            (view::notice("stopped", &format!(
+                "The search read {} jobs without reaching the end of the list and stopped there; \
+                 the next page reads on.",
+                page.scanned
+            )))
+        }
+    }
+}
+
 /// Links to the first and the next page. A full page has a next one (maybe
-/// empty); nothing counts the table.
-fn pager(path: &str, params: &ListParams, jobs: &[Job]) -> Markup {
-    let next = params.filter().next_after(jobs);
+/// empty), and so has a search that stopped at its bound; nothing counts
+/// the table.
+fn pager(path: &str, params: &ListParams, page: &SearchPage) -> Markup {
+    let next = page.next.as_ref();
     html! {
         nav.pager aria-label="Pages" {
             @if params.after.is_some() {
@@ -154,7 +174,8 @@ async fn dead_letters(
 ) -> Result<Response, PageError> {
     let (params, form) = dead_params(query.as_deref(), &["replayed"])?;
     let replayed = form.one("replayed")?.and_then(|n| n.parse::<u32>().ok());
-    let jobs = dash.admin.list(&params.filter()).await?;
+    let page = dash.admin.search(&params.search()).await?;
+    let jobs = &page.jobs;
     let ctx = Ctx::new(&dash, &visitor);
     let state = params.state.unwrap_or(JobState::Dead);
     let body = html! {
@@ -169,6 +190,7 @@ async fn dead_letters(
             }
         }
         (filter_form("/dashboard/dead", &params))
+        (stopped_note(&page))
         @if jobs.is_empty() {
             p.empty { "No " (state.as_str()) " jobs match these filters." }
         } @else {
@@ -183,7 +205,7 @@ async fn dead_letters(
                     th { "finished" } th { "last error" } th { }
                 } }
                 tbody {
-                    @for job in &jobs {
+                    @for job in jobs {
                         tr {
                             td { a href=(job_path(&job.id)) { code { (job.id.as_str()) } } }
                             td { (job.queue.as_str()) }
@@ -198,7 +220,7 @@ async fn dead_letters(
                 }
             }
         }
-        (pager("/dashboard/dead", &params, &jobs))
+        (pager("/dashboard/dead", &params, &page))
     };
     Ok(view::page(
         StatusCode::OK,

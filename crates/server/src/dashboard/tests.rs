@@ -805,6 +805,86 @@ async fn listings_page_by_keyset() {
     assert!(p3.body.contains("job-6") && !p3.body.contains("next page"));
 }
 
+/// The search box finds jobs by metadata and payload fields, on the jobs
+/// and dead-letter pages alike; its pages carry the search; a bad term
+/// gets a page saying how terms are written; a search that stopped at its
+/// bound says so.
+#[tokio::test]
+async fn the_search_box_finds_jobs_by_metadata_and_payload() {
+    let mut b = Browser::new();
+    for i in 0..6 {
+        let job = NewJob::new(
+            "email",
+            Payload::from_json_text(format!(r#"{{"customer":{},"name":"c {i}"}}"#, i % 3)).unwrap(),
+        )
+        .unwrap()
+        .with_id(JobId::new(format!("s-{i}")).unwrap())
+        .with_meta("tenant", if i % 2 == 0 { "acme" } else { "globex" });
+        b.store().insert(job).await.unwrap();
+        b.q.advance(Duration::from_millis(5));
+    }
+    b.insert("plain-1", "{}").await;
+    let p = b
+        .get("/dashboard/jobs?q=meta.tenant%3Dacme+payload.customer%3D1")
+        .await;
+    assert_eq!(p.status, StatusCode::OK, "{}", p.body);
+    assert!(p.body.contains("s-4"), "{}", p.body);
+    for other in ["s-0", "s-1", "s-2", "s-3", "s-5", "plain-1"] {
+        assert!(
+            !p.body.contains(&format!(">{other}<")),
+            "{other}: {}",
+            p.body
+        );
+    }
+    assert!(
+        p.body
+            .contains(r#"value="meta.tenant=acme payload.customer=1""#),
+        "{}",
+        p.body
+    );
+    let p = b.get("/dashboard/jobs?q=payload.name%3D%22c+5%22").await;
+    assert!(
+        p.body.contains(">s-5<") && !p.body.contains(">s-4<"),
+        "{}",
+        p.body
+    );
+    // The next page keeps the search.
+    let p = b
+        .get("/dashboard/jobs?limit=1&q=meta.tenant%3Dglobex")
+        .await;
+    assert!(
+        p.body.contains(">s-1<") && !p.body.contains(">s-3<"),
+        "{}",
+        p.body
+    );
+    assert!(
+        p.body
+            .contains(r#"href="/dashboard/jobs?q=meta.tenant%3Dglobex&amp;limit=1&amp;after=s-1""#),
+        "{}",
+        p.body
+    );
+    let p = b.get("/dashboard/dead?q=meta.tenant%3Dacme").await;
+    assert!(p.body.contains("No dead jobs match"), "{}", p.body);
+    b.get("/dashboard/jobs?q=customer%3D1")
+        .await
+        .refused(StatusCode::BAD_REQUEST, "payload.PATH=VALUE");
+    b.get("/dashboard/jobs?q=payload.a%5Bx%5D%3D1")
+        .await
+        .refused(StatusCode::BAD_REQUEST, "payload.PATH=VALUE");
+    let note = super::jobs::stopped_note(&errand::SearchPage {
+        scanned: 100_000,
+        stopped: true,
+        ..errand::SearchPage::default()
+    })
+    .into_string();
+    assert!(
+        note.contains("read 100000 jobs") && note.contains("next page reads on"),
+        "{note}"
+    );
+    let none = super::jobs::stopped_note(&errand::SearchPage::default()).into_string();
+    assert!(none.is_empty());
+}
+
 #[tokio::test]
 async fn bad_input_gets_an_error_page_that_says_what_to_do() {
     let mut b = Browser::new();
