@@ -229,6 +229,9 @@ pub struct BenchConfig {
     pub rows: Option<u64>,
     /// Give up when no job finishes for this long (default 60 s).
     pub stall: Duration,
+    /// Burn-down, retry-heavy, workflow: metadata every job carries (what
+    /// metadata costs a drain; none by default).
+    pub meta: errand::core::Meta,
 }
 
 impl BenchConfig {
@@ -247,6 +250,7 @@ impl BenchConfig {
             job_time: Duration::ZERO,
             rows: None,
             stall: Duration::from_secs(60),
+            meta: errand::core::Meta::new(),
         }
     }
 }

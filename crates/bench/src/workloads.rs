@@ -178,7 +178,12 @@ enum Shape {
 /// [`Workflow`] as an application would: each step gets a generated
 /// (time-ordered) id and the workflow's id, like the plain jobs it is
 /// compared with.
-async fn preinsert(store: &Arc<dyn Store>, n: u64, shape: Shape) -> Result<()> {
+async fn preinsert(
+    store: &Arc<dyn Store>,
+    n: u64,
+    shape: Shape,
+    meta: &errand::core::Meta,
+) -> Result<()> {
     let workflow = WorkflowId::generate();
     let mut i = 0;
     while i < n {
@@ -207,6 +212,13 @@ async fn preinsert(store: &Arc<dyn Store>, n: u64, shape: Shape) -> Result<()> {
                 })
                 .collect::<Result<Vec<_>>>()?,
         };
+        let batch = batch
+            .into_iter()
+            .map(|mut job| {
+                job.meta.extend(meta.clone());
+                job
+            })
+            .collect();
         store.insert_many(batch).await?;
         i += k;
     }
@@ -454,6 +466,20 @@ mod tests {
                     ..config(Workload::BurnDown)
                 },
                 "--jobs",
+            ),
+            (
+                BenchConfig {
+                    meta: [("tenant".to_owned(), "acme".to_owned())].into(),
+                    ..config(Workload::Enqueue)
+                },
+                "--meta",
+            ),
+            (
+                BenchConfig {
+                    meta: [("bad key".to_owned(), "x".to_owned())].into(),
+                    ..config(Workload::BurnDown)
+                },
+                "metadata",
             ),
             (
                 BenchConfig {

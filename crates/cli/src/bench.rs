@@ -97,6 +97,10 @@ pub(crate) struct BenchArgs {
     /// Give up when no job finishes for this long.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub(crate) stall: Duration,
+    /// Burn-down, retry-heavy, workflow: a metadata entry every job
+    /// carries (repeatable; what metadata costs a drain).
+    #[arg(long = "meta", value_name = "KEY=VALUE")]
+    pub(crate) meta: Vec<String>,
     /// Print one JSON object.
     #[arg(long)]
     pub(crate) json: bool,
@@ -123,6 +127,7 @@ pub(crate) async fn bench(
         job_time: a.job_time.unwrap_or_default(),
         rows: a.rows,
         stall: a.stall,
+        meta: crate::jobs::meta_pairs(&a.meta)?,
     };
     // On a terminal (stdout and stderr both) the drains draw a bar towards
     // the job count (a count without --jobs), the others a spinner; with

@@ -196,12 +196,6 @@ CREATE INDEX errand_jobs_unique ON __SCHEMA__.errand_jobs (unique_key, created_a
     WHERE unique_key IS NOT NULL;
 CREATE INDEX errand_jobs_batch ON __SCHEMA__.errand_jobs (batch, created_at, id)
     WHERE batch IS NOT NULL;
--- Searching by metadata (list_meta.sql): the jobs carrying metadata, by
--- entry. A job without metadata has no entry; one with metadata gets its
--- entries again with each row version (claims and settlements too), which
--- is what this index costs the hot path (docs/postgres.md, "Search").
-CREATE INDEX errand_jobs_meta ON __SCHEMA__.errand_jobs USING gin (meta jsonb_path_ops)
-    WHERE meta IS NOT NULL;
 
 -- One row per attempt superseded (failed, snoozed, released, cancelled, or
 -- its lease expired); the current attempt and a succeeding one are read
@@ -267,6 +261,20 @@ CREATE TABLE __SCHEMA__.errand_job_tags (
     PRIMARY KEY (tag, created_at, job_id)
 );
 CREATE INDEX errand_job_tags_job ON __SCHEMA__.errand_job_tags (job_id);
+
+-- One row per metadata entry of a job, in creation order within an entry,
+-- for searches by metadata (list_meta.sql). Written once with the job (an
+-- index on errand_jobs.meta would take its entries again at every claim
+-- and settlement); rows go with their job.
+CREATE TABLE __SCHEMA__.errand_job_meta (
+    key        text COLLATE "C" NOT NULL,
+    value      text COLLATE "C" NOT NULL,
+    created_at timestamptz NOT NULL,
+    job_id     text COLLATE "C" NOT NULL
+        REFERENCES __SCHEMA__.errand_jobs (id) ON DELETE CASCADE,
+    PRIMARY KEY (key, value, created_at, job_id)
+);
+CREATE INDEX errand_job_meta_job ON __SCHEMA__.errand_job_meta (job_id);
 
 -- A workflow's steps, written once when a step is enqueued (an index on
 -- errand_jobs would take an entry at every state change of every step).

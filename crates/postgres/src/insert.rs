@@ -18,10 +18,10 @@ use crate::settle::release_dependents;
 /// Jobs per statement of a large `insert_many`.
 const INSERT_CHUNK: usize = 1_000;
 
-/// Whether `job` has rows of its own beside the job's (tags, a workflow
-/// step), which only the [`side_rows`] statement writes.
+/// Whether `job` has rows of its own beside the job's (tags, metadata
+/// entries, a workflow step), which only the [`side_rows`] statement writes.
 pub(crate) fn has_side_rows(job: &NewJob) -> bool {
-    !job.tags.is_empty() || job.workflow.is_some()
+    !job.tags.is_empty() || !job.meta.is_empty() || job.workflow.is_some()
 }
 
 /// Whether `job` goes through insert_many.sql even alone: it has side
@@ -321,7 +321,7 @@ pub(crate) async fn insert_many<C: Conn>(
 
 /// The form of insert_many.sql a batch takes: without the conflict clause
 /// when the store generates every id (none can be stored already), and
-/// writing tag and workflow-step rows when a job has either.
+/// writing tag, metadata and workflow-step rows when a job has any.
 fn bulk_statement<'q>(q: &'q Queries, jobs: &[NewJob]) -> &'q str {
     let fresh = jobs.iter().all(|j| j.id.is_none());
     match (fresh, jobs.iter().any(has_side_rows)) {

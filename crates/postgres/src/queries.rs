@@ -116,13 +116,15 @@ pub(crate) fn fresh(insert_many: &str) -> String {
 }
 
 /// `insert` (insert.sql or insert_many.sql, unfilled) wrapped so that the
-/// same statement also writes the created jobs' rows in errand_job_tags
-/// and errand_workflow_steps (insert_tags.sql, insert_steps.sql); it
+/// same statement also writes the created jobs' rows in errand_job_tags,
+/// errand_job_meta and errand_workflow_steps (insert_tags.sql,
+/// insert_meta.sql, insert_steps.sql); it
 /// answers with the jobs, as `insert` does.
 pub(crate) fn side_rows(insert: &str) -> String {
     format!(
-        "WITH ins AS (\n{insert}\n)\n{}{}SELECT * FROM ins",
+        "WITH ins AS (\n{insert}\n)\n{}{}{}SELECT * FROM ins",
         include_str!("../queries/insert_tags.sql"),
+        include_str!("../queries/insert_meta.sql"),
         include_str!("../queries/insert_steps.sql")
     )
 }

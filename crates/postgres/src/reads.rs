@@ -195,17 +195,21 @@ struct ListArgs<'a> {
     after: Option<&'a str>,
     workflow: Option<&'a str>,
     tag: Option<&'a str>,
-    /// The metadata entries searched, as a JSON object, when read through
-    /// the metadata index (not with a tag or a workflow, which have their
-    /// own).
-    meta: Option<String>,
+    /// The first metadata entry searched, read through errand_job_meta
+    /// (not with a tag or a workflow, which have their own index).
+    meta_key: Option<&'a str>,
+    meta_value: Option<&'a str>,
 }
 
 impl<'a> ListArgs<'a> {
-    fn of(f: &'a JobFilter, meta: &Meta) -> Self {
-        let by_meta = !meta.is_empty() && f.tag.is_none() && f.workflow.is_none();
+    fn of(f: &'a JobFilter, meta: &'a Meta) -> Self {
+        let entry = meta
+            .iter()
+            .next()
+            .filter(|_| f.tag.is_none() && f.workflow.is_none());
         ListArgs {
-            meta: by_meta.then(|| errand_core::meta_to_stored(meta)).flatten(),
+            meta_key: entry.map(|(k, _)| k.as_str()),
+            meta_value: entry.map(|(_, v)| v.as_str()),
             state: f.state.map(JobState::as_str),
             queue: f.queue.as_ref().map(Name::as_str),
             kind: f.kind.as_ref().map(Name::as_str),
@@ -227,7 +231,7 @@ impl<'a> ListArgs<'a> {
             &q.list_tag
         } else if self.workflow.is_some() {
             &q.list_workflow
-        } else if self.meta.is_some() {
+        } else if self.meta_key.is_some() {
             &q.list_meta
         } else {
             &q.list
@@ -250,8 +254,9 @@ impl<'a> ListArgs<'a> {
             params.push(&self.tag);
         } else if self.workflow.is_some() {
             params.push(&self.workflow);
-        } else if self.meta.is_some() {
-            params.push(&self.meta);
+        } else if self.meta_key.is_some() {
+            params.push(&self.meta_key);
+            params.push(&self.meta_value);
         }
         params
     }

@@ -489,9 +489,9 @@ async fn a_claim_beside_a_capped_backlog_does_not_read_it() {
     old.drop_schema().await;
 }
 
-/// A search for a metadata entry reads the jobs carrying it through the
-/// metadata index, not the table: with 20,000 jobs, 20 carrying the entry,
-/// a page reads those 20 (and no job without metadata has an entry).
+/// A search for a metadata entry reads the jobs carrying it through
+/// errand_job_meta, not the table: with 20,000 jobs, 20 carrying the entry
+/// and 10,000 another value of its key, a page reads those 20.
 #[tokio::test]
 async fn a_metadata_search_reads_the_jobs_carrying_the_entry() {
     let Some(old) = Old::at("a_metadata_search_reads_the_jobs_carrying_the_entry").await else {
@@ -507,21 +507,25 @@ async fn a_metadata_search_reads_the_jobs_carrying_the_entry() {
                     CASE WHEN i % 1000 = 0 THEN '{{\"tenant\": \"rare\"}}'::jsonb
                          WHEN i % 2 = 0 THEN '{{\"tenant\": \"common\"}}'::jsonb END
              FROM generate_series(1, 20000) i;
-             ANALYZE {quoted}.errand_jobs;"
+             INSERT INTO {quoted}.errand_job_meta (key, value, created_at, job_id)
+             SELECT 'tenant', meta->>'tenant', created_at, id FROM {quoted}.errand_jobs
+             WHERE meta IS NOT NULL;
+             ANALYZE {quoted}.errand_jobs;
+             ANALYZE {quoted}.errand_job_meta;"
         ))
         .await
         .unwrap();
     let queries = Queries::new(&quoted);
     let probe = Probe {
         begin: "BEGIN",
-        types: "text, text, text, text, timestamptz, timestamptz, bigint, text, text",
+        types: "text, text, text, text, timestamptz, timestamptz, bigint, text, text, text",
         sql: &queries.list_meta,
         explain: "EXPLAIN (ANALYZE, TIMING OFF)",
-        args: "NULL, NULL, NULL, NULL, NULL, NULL, 100, NULL, '{\"tenant\": \"rare\"}'",
+        args: "NULL, NULL, NULL, NULL, NULL, NULL, 100, NULL, 'tenant', 'rare'",
     };
     let plan = probe.plan(&old.client).await;
     let text = plan.join("\n");
-    assert!(text.contains("errand_jobs_meta"), "{text}");
+    assert!(text.contains("errand_job_meta_pkey"), "{text}");
     assert!(!text.contains("Seq Scan"), "{text}");
     let passed_over = plan
         .iter()
@@ -535,16 +539,6 @@ async fn a_metadata_search_reads_the_jobs_carrying_the_entry() {
             .any(|l| l.contains("Limit") && l.contains("rows=20 loops=1")),
         "{text}"
     );
-    let entries: i64 = old
-        .client
-        .query_one(
-            &format!("SELECT count(*) FROM {quoted}.errand_jobs WHERE meta IS NOT NULL"),
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(entries, 10_000);
     old.drop_schema().await;
 }
 

@@ -97,10 +97,11 @@ pub async fn enqueue_in(
         ));
     }
     // Only the statement this call runs, not the store's whole set.
-    // A workflow step's row in errand_workflow_steps goes in with the job.
+    // A workflow step's row in errand_workflow_steps and the metadata's
+    // rows in errand_job_meta go in with the job.
     let insert = Queries::fill(
         &crate::quote_schema(schema)?,
-        &if job.workflow.is_some() {
+        &if job.workflow.is_some() || !job.meta.is_empty() {
             crate::queries::side_rows(include_str!("../queries/insert.sql"))
         } else {
             include_str!("../queries/insert.sql").to_owned()

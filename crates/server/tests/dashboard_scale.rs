@@ -98,7 +98,9 @@ async fn fill(store: &Arc<dyn Store>, total: usize) -> Marks {
                 .with_max_attempts(1)
                 .unwrap()
                 .with_tag(&format!("t{}", i % 50))
-                .unwrap();
+                .unwrap()
+                .with_meta("tenant", &format!("t{}", i % 1000))
+                .with_meta("region", if i % 2 == 0 { "eu" } else { "us" });
                 if i % 100 == 7 {
                     job = job.with_tag("vip").unwrap();
                 }
@@ -348,6 +350,39 @@ async fn measure(backend: &str, store: &Arc<dyn Store>, total: usize, marks: &Ma
         (
             "jobs of a tag no job carries",
             "/dashboard/jobs?tag=none".to_owned(),
+        ),
+        (
+            "search: meta.tenant=t42 (0.1%), first page",
+            "/dashboard/jobs?q=meta.tenant%3Dt42".to_owned(),
+        ),
+        (
+            "search: meta.region=eu (50%), first page",
+            "/dashboard/jobs?q=meta.region%3Deu".to_owned(),
+        ),
+        (
+            "search: meta.tenant=t42, state=dead",
+            "/dashboard/jobs?state=dead&q=meta.tenant%3Dt42".to_owned(),
+        ),
+        (
+            "search: meta.tenant=nobody (no job)",
+            "/dashboard/jobs?q=meta.tenant%3Dnobody".to_owned(),
+        ),
+        (
+            "search: payload.to (0.01%), first page (stops at 100,000 read)",
+            "/dashboard/jobs?q=payload.to%3D%22user42%40example.com%22".to_owned(),
+        ),
+        (
+            "search: payload.n=999999 (the last job; stops at 100,000 read)",
+            "/dashboard/jobs?q=payload.n%3D999999".to_owned(),
+        ),
+        (
+            "search: payload.to, state=dead (stops at 100,000 read)",
+            "/dashboard/dead?q=payload.to%3D%22user42%40example.com%22".to_owned(),
+        ),
+        (
+            "search: meta.tenant=t42 and payload.to",
+            "/dashboard/jobs?q=meta.tenant%3Dt42+payload.to%3D%22user42%40example.com%22"
+                .to_owned(),
         ),
         (
             "a workflow of 1,000 steps, first page",

@@ -213,6 +213,19 @@ CREATE TABLE errand_job_tags (
 
 CREATE INDEX errand_job_tags_job ON errand_job_tags (job_id);
 
+-- Metadata entries, one row per entry of a job, for searches by metadata
+-- in creation order (list_meta.sql); written once with the job, so claims
+-- and settlements never touch them.
+CREATE TABLE errand_job_meta (
+    key        TEXT    NOT NULL,
+    value      TEXT    NOT NULL,
+    created_at INTEGER NOT NULL,
+    job_id     TEXT    NOT NULL REFERENCES errand_jobs (id) ON DELETE CASCADE,
+    PRIMARY KEY (key, value, created_at, job_id)
+) STRICT, WITHOUT ROWID;
+
+CREATE INDEX errand_job_meta_job ON errand_job_meta (job_id);
+
 -- Batches: sealed once every job is in, with the callbacks to enqueue when
 -- they have all finished (on_finish) or all succeeded (on_success).
 CREATE TABLE errand_batches (

@@ -94,7 +94,17 @@ impl AdminStore for SqliteStore {
 
     async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
         let filter = filter.clone();
-        self.read(move |c| reads::list(c, &filter)).await
+        self.read(move |c| reads::list(c, &filter, &errand_core::Meta::new()))
+            .await
+    }
+
+    async fn search_candidates(
+        &self,
+        filter: &JobFilter,
+        meta: &errand_core::Meta,
+    ) -> Result<Vec<Job>> {
+        let (filter, meta) = (filter.clone(), meta.clone());
+        self.read(move |c| reads::list(c, &filter, &meta)).await
     }
 
     async fn workflow_counts(

@@ -18,6 +18,7 @@ use crate::rows::{get, job_from_row};
 const INSERT: &str = include_str!("../queries/insert.sql");
 const INSERT_MANY: &str = include_str!("../queries/insert_many.sql");
 const INSERT_TAGS: &str = include_str!("../queries/insert_tags.sql");
+const INSERT_META: &str = include_str!("../queries/insert_meta.sql");
 const FIND_UNIQUE: &str = include_str!("../queries/find_unique.sql");
 const DEBOUNCE: &str = include_str!("../queries/debounce.sql");
 const DEPENDENCY_STATES: &str = include_str!("../queries/dependency_states.sql");
@@ -40,6 +41,7 @@ pub fn insert(conn: &Connection, job: &NewJob, now: Timestamp) -> Result<Inserte
     // savepoint of its own (a transaction when the caller has none).
     if !job.depends_on.is_empty()
         || !job.tags.is_empty()
+        || !job.meta.is_empty()
         || job.batch.is_some()
         || job.unique.is_some()
         || job.wait.is_some()
@@ -256,6 +258,7 @@ fn insert_many_statements(
         link_dependencies(conn, &edges, now)?;
     }
     insert_tags(conn, jobs, &ids, &made, now)?;
+    insert_meta(conn, jobs, &ids, &made, now)?;
     in_input_order(conn, jobs, ids, created, now)
 }
 
@@ -369,6 +372,37 @@ fn insert_tags(
     let rows = serde_json::to_string(&tag_rows)
         .map_err(|e| Error::storage(format!("encoding tags: {e}")))?;
     conn.prepare_cached(INSERT_TAGS)
+        .map_err(map_err)?
+        .execute(named_params! {":rows": rows, ":now": now.as_millis()})
+        .map_err(map_err)?;
+    Ok(())
+}
+
+/// The metadata rows of the jobs just made (`made`, by position).
+fn insert_meta(
+    conn: &Connection,
+    jobs: &[NewJob],
+    ids: &[JobId],
+    made: &[bool],
+    now: Timestamp,
+) -> Result<()> {
+    let meta_rows: Vec<(&str, &str, &str)> = jobs
+        .iter()
+        .zip(ids)
+        .zip(made)
+        .filter(|(_, made)| **made)
+        .flat_map(|((job, id), _)| {
+            job.meta
+                .iter()
+                .map(move |(k, v)| (id.as_str(), k.as_str(), v.as_str()))
+        })
+        .collect();
+    if meta_rows.is_empty() {
+        return Ok(());
+    }
+    let rows = serde_json::to_string(&meta_rows)
+        .map_err(|e| Error::storage(format!("encoding metadata: {e}")))?;
+    conn.prepare_cached(INSERT_META)
         .map_err(map_err)?
         .execute(named_params! {":rows": rows, ":now": now.as_millis()})
         .map_err(map_err)?;

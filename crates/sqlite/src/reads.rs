@@ -5,7 +5,7 @@ use std::sync::LazyLock;
 
 use errand_core::{
     AttemptRecord, AuditRecord, Dependency, Error, Job, JobDetail, JobFilter, JobId, JobState,
-    Name, Payload, Result, Timestamp, WorkflowId,
+    Meta, Name, Payload, Result, Timestamp, WorkflowId,
 };
 use rusqlite::{Connection, named_params};
 
@@ -20,6 +20,7 @@ const LIST: &str = include_str!("../queries/list.sql");
 const LIST_MEMBER: &str = include_str!("../queries/list_member.sql");
 const LIST_WORKFLOW: &str = include_str!("../queries/list_workflow.sql");
 const LIST_TAG: &str = include_str!("../queries/list_tag.sql");
+const LIST_META: &str = include_str!("../queries/list_meta.sql");
 const DEPENDENCIES_OF: &str = include_str!("../queries/dependencies_of.sql");
 const DEPENDENTS_OF: &str = include_str!("../queries/dependents_of.sql");
 
@@ -225,8 +226,9 @@ pub(crate) static LIST_STATEMENT: LazyLock<String> = LazyLock::new(|| {
     LIST.replace("$members", &members.join("\n  UNION ALL\n  "))
 });
 
-/// Jobs matching `filter`.
-pub(crate) fn list(conn: &Connection, filter: &JobFilter) -> Result<Vec<Job>> {
+/// Jobs matching `filter`; with `meta` (a search's metadata terms), and
+/// neither a tag nor a workflow, only jobs carrying its first entry.
+pub(crate) fn list(conn: &Connection, filter: &JobFilter, meta: &Meta) -> Result<Vec<Job>> {
     let state = filter.state.map(JobState::as_str);
     let queue = filter.queue.as_ref().map(Name::as_str);
     let kind = filter.kind.as_ref().map(Name::as_str);
@@ -247,8 +249,9 @@ pub(crate) fn list(conn: &Connection, filter: &JobFilter) -> Result<Vec<Job>> {
         (":limit", &limit),
         (":after", &after),
     ];
-    // A tag or a workflow is read through its own index; the statement
-    // for a tag filters on the workflow too.
+    // A tag, a workflow or a metadata entry is read through its own
+    // index; the statement for a tag filters on the workflow too.
+    let entry = meta.iter().next();
     let sql = if tag.is_some() {
         params.push((":tag", &tag));
         params.push((":workflow", &workflow));
@@ -256,6 +259,10 @@ pub(crate) fn list(conn: &Connection, filter: &JobFilter) -> Result<Vec<Job>> {
     } else if workflow.is_some() {
         params.push((":workflow", &workflow));
         LIST_WORKFLOW
+    } else if let Some((key, value)) = &entry {
+        params.push((":key", key));
+        params.push((":value", value));
+        LIST_META
     } else {
         LIST_STATEMENT.as_str()
     };

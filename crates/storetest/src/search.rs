@@ -19,7 +19,11 @@ fn order(n: u32) -> NewJob {
         n % 3,
         n % 2
     );
-    let tenant = if n % 4 == 0 { "acme" } else { "globex" };
+    let tenant = if n.is_multiple_of(4) {
+        "acme"
+    } else {
+        "globex"
+    };
     NewJob::new("order", Payload::from_json_text(payload).unwrap())
         .unwrap()
         .with_id(JobId::new(format!("o{n:02}")).unwrap())
@@ -134,6 +138,25 @@ pub async fn a_search_returns_exactly_the_jobs_meeting_every_term(
     let mut other_queue = search(&[("tenant", "acme")], &[], 100);
     other_queue.filter.queue = Some(errand_core::Name::parse("queue", "elsewhere").unwrap());
     assert_eq!(all_pages(&store, other_queue).await.0, Vec::<String>::new());
+
+    // Jobs enqueued together and a copy are found by their metadata too.
+    clock.advance(Duration::from_millis(1));
+    store.insert_many(vec![order(32), order(36)]).await.unwrap();
+    clock.advance(Duration::from_millis(1));
+    let copied = admin(&store)
+        .copy_jobs(&errand_core::CopyRequest {
+            ids: vec![JobId::new("o00").unwrap()],
+            operator: "ops".into(),
+            reason: None,
+        })
+        .await
+        .unwrap();
+    let copy = copied[0].job.id.as_str().to_owned();
+    let mut ready_acme = search(&[("tenant", "acme")], &[], 2);
+    ready_acme.filter.state = Some(JobState::Ready);
+    let mut want = ids(&[4, 12, 16, 20, 32, 36]);
+    want.push(copy);
+    assert_eq!(all_pages(&store, ready_acme).await.0, want);
 
     // A claimed job is still found, in its place.
     let claimed = store

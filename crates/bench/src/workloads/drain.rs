@@ -23,7 +23,7 @@ pub(super) async fn burn_down(
     let fail_first = shape == Shape::FailFirst;
     let phase = target.phase().await?;
     let start = Instant::now();
-    let inserted = preinsert(&phase.store, n, shape).await;
+    let inserted = preinsert(&phase.store, n, shape, &r.meta).await;
     let insert_time = start.elapsed();
     target.finish(phase).await?;
     inserted?;

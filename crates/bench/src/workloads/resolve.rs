@@ -29,6 +29,7 @@ pub(super) struct Resolved {
     pub(super) job_time: Duration,
     pub(super) rows: u64,
     pub(super) stall: Duration,
+    pub(super) meta: errand::core::Meta,
 }
 
 /// Checks every flag of `c` against its workload and fills in the defaults the flags leave.
@@ -65,6 +66,13 @@ pub(super) fn resolve(c: &BenchConfig) -> Result<Resolved> {
     if let Some(r) = c.rows {
         check_rows(w, r)?;
     }
+    if !c.meta.is_empty() && !matches!(w, BurnDown | RetryHeavy | Workflow) {
+        return Err(invalid(format!(
+            "--meta applies to the drains (burn-down, retry-heavy, workflow), not to {}",
+            w.as_str()
+        )));
+    }
+    errand::core::check_meta(&c.meta).map_err(|e| invalid(format!("--meta: {e}")))?;
     if c.stall.is_zero() {
         return Err(invalid("the stall timeout must be longer than zero"));
     }
@@ -97,6 +105,7 @@ pub(super) fn resolve(c: &BenchConfig) -> Result<Resolved> {
         job_time: c.job_time,
         rows: c.rows.unwrap_or(DEFAULT_ROWS),
         stall: c.stall,
+        meta: c.meta.clone(),
     })
 }
 

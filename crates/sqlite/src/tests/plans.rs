@@ -219,7 +219,7 @@ fn jobs_created_together_are_listed_in_the_order_stored() {
                 after: after.clone(),
                 ..JobFilter::default()
             };
-            let page = list(&conn, &filter).unwrap();
+            let page = list(&conn, &filter, &errand_core::Meta::new()).unwrap();
             assert!(page.len() <= limit as usize);
             let Some(last) = page.last() else {
                 return seen;
