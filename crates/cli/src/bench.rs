@@ -127,7 +127,7 @@ pub(crate) async fn bench(
         job_time: a.job_time.unwrap_or_default(),
         rows: a.rows,
         stall: a.stall,
-        meta: crate::jobs::meta_pairs(&a.meta)?,
+        meta: crate::flags::meta_pairs(&a.meta)?,
     };
     // On a terminal (stdout and stderr both) the drains draw a bar towards
     // the job count (a count without --jobs), the others a spinner; with

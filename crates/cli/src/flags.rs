@@ -24,3 +24,17 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
         other => other.to_string(),
     })
 }
+
+/// `--meta KEY=VALUE` flags as a map; a key given twice is refused.
+pub(crate) fn meta_pairs(pairs: &[String]) -> Result<errand::core::Meta, Error> {
+    let mut meta = errand::core::Meta::new();
+    for pair in pairs {
+        let (key, value) = errand::core::parse_meta_pair(pair)?;
+        if meta.insert(key.clone(), value).is_some() {
+            return Err(Error::invalid(format!(
+                "the metadata key {key:?} is given twice"
+            )));
+        }
+    }
+    Ok(meta)
+}

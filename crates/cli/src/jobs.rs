@@ -50,7 +50,7 @@ pub(crate) async fn enqueue(store: Arc<dyn Store>, a: EnqueueArgs) -> Result<Exi
         on_dependency_failure: a.on_dependency_failure,
         workflow: a.workflow,
         tags: a.tags,
-        meta: meta_pairs(&a.meta)?,
+        meta: crate::flags::meta_pairs(&a.meta)?,
         unique_for: a.unique_for,
         unique_while: a.unique_while,
         debounce: a.debounce,
@@ -78,18 +78,6 @@ pub(crate) async fn enqueue(store: Arc<dyn Store>, a: EnqueueArgs) -> Result<Exi
     Ok(ExitCode::SUCCESS)
 }
 
-/// `--meta KEY=VALUE` flags as a map; a key given twice is refused.
-pub(crate) fn meta_pairs(pairs: &[String]) -> Result<errand::core::Meta, Failure> {
-    let mut meta = errand::core::Meta::new();
-    for pair in pairs {
-        let (key, value) = errand::core::parse_meta_pair(pair)?;
-        if meta.insert(key.clone(), value).is_some() {
-            return Err(Error::invalid(format!("the metadata key {key:?} is given twice")).into());
-        }
-    }
-    Ok(meta)
-}
-
 pub(crate) async fn jobs(admin: &errand::Admin, a: JobsArgs) -> Result<ExitCode, Failure> {
     if let Some(tag) = &a.tag {
         errand::core::check_tag(tag)?;
@@ -106,7 +94,7 @@ pub(crate) async fn jobs(admin: &errand::Admin, a: JobsArgs) -> Result<ExitCode,
             max_bytes: Some(errand::core::DEFAULT_PAGE_BYTES),
             ..JobFilter::default()
         },
-        meta: meta_pairs(&a.meta)?,
+        meta: crate::flags::meta_pairs(&a.meta)?,
         payload: a
             .terms
             .iter()

@@ -122,8 +122,14 @@ impl JobSearch {
     }
 }
 
-/// How many candidates a search reads a round trip.
-const CHUNK: u32 = 1_000;
+/// How many candidates a search reads in its first round trip: enough
+/// for a page when most jobs match; each further round trip reads twice
+/// as many as the last, up to [`LAST_CHUNK`] (every listing round trip
+/// has a cost of its own, which a long search then pays rarely).
+const FIRST_CHUNK: u32 = 200;
+/// The most candidates one round trip reads (a listing's largest page; the
+/// page's byte budget bounds its memory).
+const LAST_CHUNK: u32 = 10_000;
 
 /// Reads `search`'s candidates chunk by chunk in the listing's order and
 /// keeps those meeting every term, until the page is full (by rows or by
@@ -137,9 +143,13 @@ pub(crate) async fn scan(store: &dyn AdminStore, search: &JobSearch) -> Result<S
         ..search.filter.clone()
     };
     let mut page = SearchPage::default();
+    let mut size = FIRST_CHUNK
+        .max(search.filter.effective_limit())
+        .min(LAST_CHUNK);
     loop {
         let left = bound - page.scanned;
-        chunk.limit = Some(u32::try_from(left.min(u64::from(CHUNK))).unwrap_or(CHUNK));
+        chunk.limit = Some(u32::try_from(left.min(u64::from(size))).unwrap_or(size));
+        size = size.saturating_mul(2).min(LAST_CHUNK);
         let rows = store.search_candidates(&chunk, &search.meta).await?;
         let more = chunk.next_after(&rows).cloned();
         for job in rows {
