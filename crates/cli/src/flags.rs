@@ -27,14 +27,5 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// `--meta KEY=VALUE` flags as a map; a key given twice is refused.
 pub(crate) fn meta_pairs(pairs: &[String]) -> Result<errand::core::Meta, Error> {
-    let mut meta = errand::core::Meta::new();
-    for pair in pairs {
-        let (key, value) = errand::core::parse_meta_pair(pair)?;
-        if meta.insert(key.clone(), value).is_some() {
-            return Err(Error::invalid(format!(
-                "the metadata key {key:?} is given twice"
-            )));
-        }
-    }
-    Ok(meta)
+    errand::core::meta_from_pairs(pairs.iter().map(String::as_str))
 }

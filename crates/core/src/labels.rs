@@ -213,6 +213,24 @@ pub fn parse_meta_pair(pair: &str) -> Result<(String, String), Error> {
     }
 }
 
+/// `KEY=VALUE` pairs (flags, query parameters) as metadata; a key given
+/// twice is refused.
+///
+/// # Errors
+/// [`Error::Invalid`] for a pair without `=` or a key given twice.
+pub fn meta_from_pairs<'a>(pairs: impl IntoIterator<Item = &'a str>) -> Result<Meta, Error> {
+    let mut meta = Meta::new();
+    for pair in pairs {
+        let (key, value) = parse_meta_pair(pair)?;
+        if meta.insert(key.clone(), value).is_some() {
+            return Err(Error::invalid(format!(
+                "the metadata key {key:?} is given twice"
+            )));
+        }
+    }
+    Ok(meta)
+}
+
 /// Tags as stored (a JSON array), read leniently: they describe the job
 /// and never stop it from being read, so a stored value that is not an
 /// array of strings reads as no tags.

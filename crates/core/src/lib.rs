@@ -100,8 +100,8 @@ pub use job::{
 pub use job_json::{AwaitJson, JobJson, duration_field, jobs_from_json_lines};
 pub use labels::{
     MAX_META_ENTRIES, MAX_META_KEY_BYTES, MAX_META_VALUE_BYTES, MAX_TAG_BYTES, MAX_TAGS, Meta,
-    WorkflowId, check_meta, check_tag, check_tags, meta_from_stored, meta_to_stored,
-    parse_meta_pair, tags_from_stored, tags_to_stored,
+    WorkflowId, check_meta, check_tag, check_tags, meta_from_pairs, meta_from_stored,
+    meta_to_stored, parse_meta_pair, tags_from_stored, tags_to_stored,
 };
 pub use minutes::{
     ChartWindow, Charts, HISTOGRAM_BUCKETS, MINUTES_KEPT, MinuteCount, MinuteQuery, MinuteRow,

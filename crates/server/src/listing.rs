@@ -89,15 +89,7 @@ fn search_of(mut q: Params) -> Result<JobSearch, Problem> {
     if let Some(tag) = &tag {
         errand::core::check_tag(tag)?;
     }
-    let mut meta = errand::core::Meta::new();
-    for pair in &q.meta {
-        let (key, value) = errand::core::parse_meta_pair(pair)?;
-        if meta.insert(key.clone(), value).is_some() {
-            return Err(Problem::invalid(format!(
-                "the metadata key {key:?} is searched twice"
-            )));
-        }
-    }
+    let meta = errand::core::meta_from_pairs(q.meta.iter().map(String::as_str))?;
     let search = JobSearch {
         filter: JobFilter {
             tag,

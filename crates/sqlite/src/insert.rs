@@ -359,23 +359,10 @@ fn insert_tags(
     made: &[bool],
     now: Timestamp,
 ) -> Result<()> {
-    let tag_rows: Vec<(&str, &str)> = jobs
-        .iter()
-        .zip(ids)
-        .zip(made)
-        .filter(|(_, made)| **made)
-        .flat_map(|((job, id), _)| job.tags.iter().map(move |t| (id.as_str(), t.as_str())))
+    let rows: Vec<(&str, &str)> = made_jobs(jobs, ids, made)
+        .flat_map(|(job, id)| job.tags.iter().map(move |t| (id.as_str(), t.as_str())))
         .collect();
-    if tag_rows.is_empty() {
-        return Ok(());
-    }
-    let rows = serde_json::to_string(&tag_rows)
-        .map_err(|e| Error::storage(format!("encoding tags: {e}")))?;
-    conn.prepare_cached(INSERT_TAGS)
-        .map_err(map_err)?
-        .execute(named_params! {":rows": rows, ":now": now.as_millis()})
-        .map_err(map_err)?;
-    Ok(())
+    insert_side_rows(conn, INSERT_TAGS, "tags", &rows, now)
 }
 
 /// The metadata rows of the jobs just made (`made`, by position).
@@ -386,23 +373,44 @@ fn insert_meta(
     made: &[bool],
     now: Timestamp,
 ) -> Result<()> {
-    let meta_rows: Vec<(&str, &str, &str)> = jobs
-        .iter()
-        .zip(ids)
-        .zip(made)
-        .filter(|(_, made)| **made)
-        .flat_map(|((job, id), _)| {
+    let rows: Vec<(&str, &str, &str)> = made_jobs(jobs, ids, made)
+        .flat_map(|(job, id)| {
             job.meta
                 .iter()
                 .map(move |(k, v)| (id.as_str(), k.as_str(), v.as_str()))
         })
         .collect();
-    if meta_rows.is_empty() {
+    insert_side_rows(conn, INSERT_META, "metadata", &rows, now)
+}
+
+/// The jobs of an insert that were made, with their ids.
+fn made_jobs<'a>(
+    jobs: &'a [NewJob],
+    ids: &'a [JobId],
+    made: &'a [bool],
+) -> impl Iterator<Item = (&'a NewJob, &'a JobId)> {
+    jobs.iter()
+        .zip(ids)
+        .zip(made)
+        .filter(|(_, made)| **made)
+        .map(|(pair, _)| pair)
+}
+
+/// Writes a job's side rows (tags, metadata entries): `sql` takes them as
+/// one JSON array (`:rows`) stamped with the jobs' creation time (`:now`).
+fn insert_side_rows<T: serde::Serialize>(
+    conn: &Connection,
+    sql: &str,
+    what: &str,
+    rows: &[T],
+    now: Timestamp,
+) -> Result<()> {
+    if rows.is_empty() {
         return Ok(());
     }
-    let rows = serde_json::to_string(&meta_rows)
-        .map_err(|e| Error::storage(format!("encoding metadata: {e}")))?;
-    conn.prepare_cached(INSERT_META)
+    let rows =
+        serde_json::to_string(rows).map_err(|e| Error::storage(format!("encoding {what}: {e}")))?;
+    conn.prepare_cached(sql)
         .map_err(map_err)?
         .execute(named_params! {":rows": rows, ":now": now.as_millis()})
         .map_err(map_err)?;
