@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 #[cfg(feature = "bench")]
 use crate::bench;
 use crate::flags::{OperatorArgs, parse_duration};
-use crate::{admin, queue, schedule, select, stats, workflow};
+use crate::{admin, keys, queue, schedule, select, stats, workflow};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -42,6 +42,13 @@ pub(crate) struct Cli {
         default_value = "full"
     )]
     pub(crate) synchronous: errand::Synchronous,
+
+    /// Encryption keys, one `ID:BASE64` a line, the first one encrypting
+    /// (read instead of ERRAND_ENCRYPTION_KEYS, `k1:BASE64,k2:BASE64`):
+    /// payloads, outputs and signal payloads are stored encrypted and read
+    /// back decrypted (docs/encryption.md).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub(crate) keys_file: Option<std::path::PathBuf>,
 
     #[command(subcommand)]
     pub(crate) command: Command,
@@ -100,6 +107,9 @@ pub(crate) enum Command {
     Queue(queue::QueueArgs),
     /// The audit log of operator actions, newest first.
     Audit(admin::AuditArgs),
+    /// Encryption keys: `keys generate` prints a fresh one, `keys rotate
+    /// --to KEY` re-encrypts everything stored under it.
+    Keys(keys::KeysArgs),
     /// Periodic jobs: `schedule add|list|remove|pause|resume` keep
     /// schedules in the database, run by every `errand work` service
     /// (exactly one job per tick however many run); `schedule --name N

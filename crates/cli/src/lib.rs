@@ -25,6 +25,7 @@ mod connect;
 mod exit;
 mod flags;
 mod jobs;
+mod keys;
 mod output;
 mod progress;
 mod queue;
@@ -162,7 +163,15 @@ async fn run(cli: Cli, hooks: Hooks) -> Result<ExitCode, Failure> {
         schema: Some(cli.schema.clone()),
         allow_public_schema: cli.allow_public_schema,
         clock: hooks.clock,
+        keys: None,
     };
+    if let Command::Keys(keys::KeysArgs {
+        command: keys::KeysCommand::Generate(args),
+    }) = &cli.command
+    {
+        return keys::generate(args);
+    }
+    options.keys = keys::given(cli.keys_file.as_deref())?;
     if let Command::Migrate(args) = &cli.command {
         options.create_and_migrate = true;
         let shown = progress::Progress::spinner(args.json, "migrating the schema");
@@ -218,6 +227,7 @@ async fn run(cli: Cli, hooks: Hooks) -> Result<ExitCode, Failure> {
         Command::Queues(args) => admin::queues(&admin, args.json).await,
         Command::Queue(args) => queue::run(&admin, args).await,
         Command::Audit(args) => admin::audit(&admin, args).await,
+        Command::Keys(args) => keys::run(&admin, options.keys.clone(), args).await,
         Command::Schedule(args) => schedule::run(store, args).await,
         #[cfg(feature = "bench")]
         Command::Bench(_) => Err(anyhow::anyhow!("errand bench opens its own database").into()),

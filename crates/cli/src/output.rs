@@ -285,9 +285,9 @@ fn job_content(j: &Job) {
             .map(|c| format!(" ({c})"))
             .unwrap_or_default()
     );
-    outln!("payload:      {}", escaped(j.payload.as_str()));
+    outln!("payload:      {}", escaped(&j.payload.shown()));
     if let Some(output) = &j.output {
-        outln!("output:       {}", escaped(output.as_str()));
+        outln!("output:       {}", escaped(&output.shown()));
     }
     if let Some(p) = &j.progress {
         outln!(

@@ -26,7 +26,9 @@ pub(crate) async fn wait(store: Arc<dyn Store>, a: WaitArgs) -> Result<ExitCode,
             Ok(job) => jobs.push(job),
             Err(Error::TimedOut(_)) => {
                 timed_out = true;
-                jobs.push(store.get(id).await?);
+                let mut job = store.get(id).await?;
+                errand::encryption::open_job(store.keyring(), &mut job);
+                jobs.push(job);
             }
             Err(e) => return Err(e.into()),
         }

@@ -40,6 +40,7 @@ mod clock;
 mod counted;
 mod cron;
 mod deps;
+pub mod encryption;
 mod error;
 mod error_class;
 mod filter;
@@ -67,7 +68,7 @@ mod unique;
 mod workflow;
 mod zone;
 
-pub use admin::{Admin, BulkAction, BulkOutcome, BulkRequest, Planned};
+pub use admin::{Admin, BulkAction, BulkOutcome, BulkRequest, MAX_ROTATE_BATCH, Planned, Rotation};
 pub use args::{IntoNewJob, JobArgs, JobOptions};
 pub use batch::{
     Batch, BatchId, BatchSeal, BatchView, Callbacks, MAX_BATCH_JOBS, check_batch_size,

@@ -134,7 +134,11 @@ const LAST_CHUNK: u32 = 10_000;
 /// Reads `search`'s candidates chunk by chunk in the listing's order and
 /// keeps those meeting every term, until the page is full (by rows or by
 /// its byte budget), the listing ends, or the scan bound is spent.
-pub(crate) async fn scan(store: &dyn AdminStore, search: &JobSearch) -> Result<SearchPage> {
+pub(crate) async fn scan(
+    store: &dyn AdminStore,
+    keys: Option<&crate::encryption::Keyring>,
+    search: &JobSearch,
+) -> Result<SearchPage> {
     let bound = u64::from(search.scan_bound()?);
     let want = search.filter.effective_limit() as usize;
     let mut budget = search.filter.page_budget();
@@ -152,8 +156,11 @@ pub(crate) async fn scan(store: &dyn AdminStore, search: &JobSearch) -> Result<S
         size = size.saturating_mul(2).min(LAST_CHUNK);
         let rows = store.search_candidates(&chunk, &search.meta).await?;
         let more = chunk.next_after(&rows).cloned();
-        for job in rows {
+        for mut job in rows {
             page.scanned += 1;
+            // Terms read the clear payload; one that does not open matches
+            // no payload term.
+            crate::encryption::open_job(keys, &mut job);
             if search.matches(&job) {
                 let id = job.id.clone();
                 let spent = budget.spend(&job);

@@ -256,6 +256,13 @@ pub trait WorkSignal: Send + fmt::Debug {
 /// changes nothing.
 #[async_trait]
 pub trait JobStore: Send + Sync + fmt::Debug {
+    /// The keys this store seals payloads, outputs and signal payloads
+    /// with as it writes them (see [`crate::encryption`]); its reads
+    /// return them as stored, and readers open them with these keys.
+    fn keyring(&self) -> Option<&crate::encryption::Keyring> {
+        None
+    }
+
     /// Inserts a job, or returns the existing job with the same id. An id
     /// is taken while its job's row exists: once [`JobStore::prune`] or
     /// [`AdminStore::purge_jobs`] has deleted the job, the id names a new job.
@@ -565,6 +572,26 @@ pub trait AdminStore: Send + Sync + fmt::Debug {
     /// calls it once a minute while some count passes the cap, never a
     /// page view.
     async fn count_exactly(&self) -> Result<Vec<ExactCount>>;
+
+    /// The payloads, outputs and signal payloads of at most `limit` jobs
+    /// after `after` in id order, as stored (for `errand keys rotate`).
+    async fn stored_values(
+        &self,
+        _after: Option<&JobId>,
+        _limit: u32,
+    ) -> Result<crate::encryption::ValuePage> {
+        Err(crate::Error::invalid(
+            "this store cannot re-encrypt its values",
+        ))
+    }
+
+    /// Replaces stored values in one transaction, each only where it still
+    /// holds what was read; returns how many were replaced.
+    async fn rewrite_values(&self, _rewrites: &[crate::encryption::Rewrite]) -> Result<u64> {
+        Err(crate::Error::invalid(
+            "this store cannot re-encrypt its values",
+        ))
+    }
 
     /// One job with its attempt history and audit entries.
     async fn detail(&self, id: &JobId) -> Result<JobDetail>;

@@ -85,6 +85,9 @@ impl Client {
     /// A dead or cancelled job can still be replayed by an operator; the
     /// wait ends at the first end it sees.
     ///
+    /// The job's payload and output come opened with the store's keys
+    /// (see [`crate::encryption`]) where it holds them.
+    ///
     /// # Errors
     /// [`Error::TimedOut`] when `timeout` passes first (the job is not
     /// changed), [`Error::NotFound`] when no job has that id (or it was
@@ -95,8 +98,10 @@ impl Client {
         let until = Instant::now().checked_add(timeout);
         let mut signal = self.store.finish_signal(id).await?;
         loop {
-            let job = self.store.get(id).await?;
+            let mut job = self.store.get(id).await?;
             if job.state.is_final() {
+                // Its payload and output opened with the store's keys.
+                errand_core::encryption::open_job(self.store.keyring(), &mut job);
                 return Ok(job);
             }
             let left = until.map_or(Duration::MAX, |u| {

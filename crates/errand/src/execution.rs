@@ -45,9 +45,10 @@ impl Execution {
     pub(crate) async fn execute(
         &self,
         handler: Arc<dyn Handler>,
-        claimed: ClaimedJob,
+        mut claimed: ClaimedJob,
         abort: CancellationToken,
     ) -> Option<Attempted> {
+        let handler = opened(self.store.keyring(), &mut claimed, handler);
         let lease = claimed.lease.clone();
         let lost = CancellationToken::new();
         let progress = ProgressSlot::default();
@@ -372,6 +373,32 @@ fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
         s.clone()
     } else {
         "non-text panic payload".to_owned()
+    }
+}
+
+/// The claimed job's payload opened with the store's keys, and the handler
+/// to run: `handler`, or, when the payload does not open, one that fails
+/// the attempt for good saying why (no later attempt could read it either).
+fn opened(
+    keys: Option<&errand_core::encryption::Keyring>,
+    claimed: &mut ClaimedJob,
+    handler: Arc<dyn Handler>,
+) -> Arc<dyn Handler> {
+    let job = &mut claimed.job;
+    match errand_core::encryption::open_in_place(
+        keys,
+        errand_core::encryption::Field::Payload,
+        &job.id,
+        &mut job.payload,
+    ) {
+        Ok(()) => handler,
+        Err(why) => {
+            let message = format!("the payload of job `{}` cannot be read: {why}", job.id);
+            Arc::new(crate::handler::handler_fn(move |_ctx| {
+                let message = message.clone();
+                async move { Outcome::permanent(message) }
+            }))
+        }
     }
 }
 

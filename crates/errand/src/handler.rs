@@ -2,6 +2,7 @@
 //! progress, cancellation, and its dependencies' outputs) and the handler
 //! trait with its closure form.
 
+use errand_core::encryption::{Field, open_in_place};
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
@@ -142,7 +143,7 @@ impl JobContext {
     /// The store cannot be read.
     pub async fn dependency_outputs(&self) -> Result<Vec<(JobId, Option<errand_core::Payload>)>> {
         match self.outputs_store()? {
-            Some(store) => store.dependency_outputs(&self.job.id).await,
+            Some(store) => opened_outputs(store, store.dependency_outputs(&self.job.id).await?),
             None => Ok(Vec::new()),
         }
     }
@@ -172,9 +173,10 @@ impl JobContext {
     ) -> Result<Vec<(JobId, Option<errand_core::Payload>)>> {
         match self.outputs_store()? {
             Some(store) => {
-                store
+                let outputs = store
                     .dependency_outputs_after(&self.job.id, after, limit)
-                    .await
+                    .await?;
+                opened_outputs(store, outputs)
             }
             None => Ok(Vec::new()),
         }
@@ -193,7 +195,20 @@ impl JobContext {
             return Ok(None);
         }
         match &self.reader.0 {
-            Some(store) => store.received_signal(&self.job.id).await,
+            Some(store) => {
+                let mut signal = store.received_signal(&self.job.id).await?;
+                if let Some(payload) = signal.as_mut().and_then(|s| s.payload.as_mut()) {
+                    open_in_place(store.keyring(), Field::Signal, &self.job.id, payload).map_err(
+                        |why| {
+                            Error::invalid(format!(
+                                "the payload of the signal to job `{}` cannot be read: {why}",
+                                self.job.id
+                            ))
+                        },
+                    )?;
+                }
+                Ok(signal)
+            }
             None => Err(Error::invalid(
                 "this context has no store to read the job's signal from",
             )),
@@ -320,4 +335,20 @@ where
     async fn handle(&self, ctx: JobContext) -> Outcome {
         (self.f)(ctx).await
     }
+}
+/// Dependencies' outputs opened with the store's keys.
+fn opened_outputs(
+    store: &Arc<dyn JobStore>,
+    mut outputs: Vec<(JobId, Option<errand_core::Payload>)>,
+) -> Result<Vec<(JobId, Option<errand_core::Payload>)>> {
+    for (id, output) in &mut outputs {
+        if let Some(output) = output {
+            open_in_place(store.keyring(), Field::Output, id, output).map_err(|why| {
+                Error::invalid(format!(
+                    "the output of dependency `{id}` cannot be read: {why}"
+                ))
+            })?;
+        }
+    }
+    Ok(outputs)
 }

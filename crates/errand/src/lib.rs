@@ -77,6 +77,7 @@ mod worker;
 
 use std::sync::Arc;
 
+pub use errand_core::encryption;
 pub use errand_core::{
     self as core, AttemptRecord, AuditRecord, CancelRequest, ClaimRate, ClaimRequest, ClaimedJob,
     Clock, Error, ErrorClass, Failure, Inserted, IntoNewJob, Job, JobArgs, JobDetail, JobFilter,
@@ -187,6 +188,9 @@ pub struct ConnectOptions {
     /// SQLite only: the clock lease and due decisions use (default: the
     /// host's). PostgreSQL always uses the server's.
     pub clock: Option<Arc<dyn Clock>>,
+    /// The keys payloads, outputs and signal payloads are encrypted with
+    /// (see [`encryption`]); `None` stores them as given.
+    pub keys: Option<Arc<encryption::Keyring>>,
 }
 
 /// Opens the store a `--db` string names.
@@ -252,6 +256,7 @@ fn open_sqlite(path: std::path::PathBuf, options: &ConnectOptions) -> Result<Arc
         migrate: options.create_and_migrate,
         synchronous: options.synchronous,
         clock: options.clock.clone().unwrap_or(defaults.clock.clone()),
+        keys: options.keys.clone(),
         ..defaults
     };
     Ok(Arc::new(SqliteStore::open(path, sqlite)?))
@@ -278,6 +283,7 @@ async fn connect_postgres(url: &str, options: &ConnectOptions) -> Result<Arc<dyn
         schema: options.schema.clone().unwrap_or(defaults.schema),
         allow_public_schema: options.allow_public_schema,
         migrate: options.create_and_migrate,
+        keys: options.keys.clone(),
         ..defaults
     };
     Ok(Arc::new(PgStore::connect(url, pg).await?))

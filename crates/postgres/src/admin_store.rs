@@ -29,9 +29,13 @@ impl AdminStore for PgStore {
     }
 
     async fn copy_jobs(&self, copies: &[(JobId, NewJob)], by: &AuditStamp) -> Result<Vec<Job>> {
+        let mut copies = copies.to_vec();
+        for (_, copy) in &mut copies {
+            self.seal_jobs(std::slice::from_mut(copy))?;
+        }
         let _written = self.touched();
         let mut client = self.client().await?;
-        admin::copy(&mut client, &self.queries, self.now(), copies, by).await
+        admin::copy(&mut client, &self.queries, self.now(), &copies, by).await
     }
 
     async fn reschedule_jobs(
@@ -85,6 +89,20 @@ impl AdminStore for PgStore {
     async fn count_exactly(&self) -> Result<Vec<errand_core::ExactCount>> {
         let mut client = self.client().await?;
         counts::count_exactly(&mut client, &self.queries, self.now()).await
+    }
+
+    async fn stored_values(
+        &self,
+        after: Option<&JobId>,
+        limit: u32,
+    ) -> Result<errand_core::encryption::ValuePage> {
+        let client = self.client().await?;
+        crate::rekey::page(&client, &self.queries, after, limit).await
+    }
+
+    async fn rewrite_values(&self, rewrites: &[errand_core::encryption::Rewrite]) -> Result<u64> {
+        let mut client = self.client().await?;
+        crate::rekey::rewrite(&mut client, &self.queries, rewrites).await
     }
 
     async fn detail(&self, id: &JobId) -> Result<JobDetail> {

@@ -18,7 +18,12 @@ use crate::{
 
 #[async_trait]
 impl JobStore for PgStore {
-    async fn insert(&self, job: NewJob) -> Result<Inserted> {
+    fn keyring(&self) -> Option<&errand_core::encryption::Keyring> {
+        self.keys.as_deref()
+    }
+
+    async fn insert(&self, mut job: NewJob) -> Result<Inserted> {
+        self.seal_jobs(std::slice::from_mut(&mut job))?;
         let _written = self.touched();
         // Dependencies and uniqueness are judged inside a transaction.
         if !job.depends_on.is_empty() || job.unique.is_some() || job.batch.is_some() {
@@ -32,7 +37,8 @@ impl JobStore for PgStore {
         insert::insert(&client, &self.queries, self.now(), &job).await
     }
 
-    async fn insert_many(&self, jobs: Vec<NewJob>) -> Result<Vec<Inserted>> {
+    async fn insert_many(&self, mut jobs: Vec<NewJob>) -> Result<Vec<Inserted>> {
+        self.seal_jobs(&mut jobs)?;
         let _written = self.touched();
         if jobs
             .iter()
@@ -76,7 +82,8 @@ impl JobStore for PgStore {
     async fn complete_with_output(&self, lease: &Lease, output: &Payload) -> Result<Job> {
         let mut client = self.client().await?;
         let q = &self.queries;
-        let output = Some(output.as_str());
+        let sealed = self.seal_output(&lease.id, Some(output))?;
+        let output = sealed.as_ref().map(Payload::as_str);
         settle::settle(&mut client, q, self.now(), &q.complete, lease, &[&output]).await
     }
 
@@ -88,6 +95,8 @@ impl JobStore for PgStore {
     ) -> Result<errand_core::ChildrenAdded> {
         let mut children = children.to_vec();
         errand_core::check_children(&mut children)?;
+        self.seal_jobs(&mut children)?;
+        let output = self.seal_output(&lease.id, output)?;
         let _written = self.touched();
         let mut client = self.client().await?;
         // Read committed: the edges are added on a snapshot taken after
@@ -98,7 +107,7 @@ impl JobStore for PgStore {
             &self.queries,
             self.now(),
             lease,
-            output,
+            output.as_ref(),
             children,
         )
         .await?;
@@ -233,6 +242,7 @@ impl JobStore for PgStore {
     }
 
     async fn signal(&self, signal: &errand_core::NewSignal) -> Result<errand_core::Signalled> {
+        let signal = &*errand_core::encryption::seal_signal(self.keyring(), signal)?;
         let _written = self.touched();
         let mut client = self.client().await?;
         if !signal.buffer {

@@ -41,6 +41,7 @@ mod minutes;
 mod queries;
 mod queues;
 mod reads;
+mod rekey;
 mod rows;
 mod schedules;
 mod settle;
@@ -63,6 +64,7 @@ use tokio_postgres::NoTls;
 
 use crate::claim::Resume;
 use crate::error::{map_err, pool_err};
+use errand_core::encryption::Keyring;
 
 pub use conn::{Conn, Param};
 pub use listen::PgSignal;
@@ -92,6 +94,10 @@ pub struct PgOptions {
     pub pool_size: usize,
     /// A test clock; `None` uses the database server's `now()`.
     pub clock: Option<Arc<dyn Clock>>,
+    /// The keys payloads, outputs and signal payloads are sealed with as
+    /// they are written (see `errand_core::encryption`); `None` stores
+    /// them as given.
+    pub keys: Option<Arc<Keyring>>,
 }
 
 impl Default for PgOptions {
@@ -102,6 +108,7 @@ impl Default for PgOptions {
             migrate: false,
             pool_size: 8,
             clock: None,
+            keys: None,
         }
     }
 }
@@ -170,6 +177,8 @@ pub struct PgStore {
     clock: Option<Arc<dyn Clock>>,
     schema: String,
     resume: Arc<Resume>,
+    /// What payloads, outputs and signal payloads are sealed with.
+    keys: Option<Arc<Keyring>>,
 }
 
 impl fmt::Debug for PgStore {
@@ -235,6 +244,7 @@ impl PgStore {
             clock: options.clock,
             schema: options.schema,
             resume: Arc::new(Resume::default()),
+            keys: options.keys,
         })
     }
 
@@ -255,7 +265,8 @@ impl PgStore {
     /// application's rows. An existing id returns the existing job and
     /// creates nothing. The same call as `SqliteStore::enqueue_in`, awaited.
     pub async fn enqueue_in<C: Conn>(&self, conn: &C, job: impl IntoNewJob) -> Result<Inserted> {
-        let job = job.into_new_job()?;
+        let mut job = job.into_new_job()?;
+        self.seal_jobs(std::slice::from_mut(&mut job))?;
         let _written = self.touched();
         insert::insert(conn, &self.queries, self.now(), &job).await
     }
@@ -292,6 +303,8 @@ impl PgStore {
     ) -> Result<errand_core::ChildrenAdded> {
         let mut children = children.to_vec();
         errand_core::check_children(&mut children)?;
+        self.seal_jobs(&mut children)?;
+        let output = self.seal_output(&lease.id, output)?;
         if !conn::in_transaction(conn).await? {
             return Err(Error::invalid(
                 "a completion that adds children runs inside a transaction (BEGIN, \
@@ -300,7 +313,15 @@ impl PgStore {
             ));
         }
         let _written = self.touched();
-        children::complete_adding(conn, &self.queries, self.now(), lease, output, children).await
+        children::complete_adding(
+            conn,
+            &self.queries,
+            self.now(),
+            lease,
+            output.as_ref(),
+            children,
+        )
+        .await
     }
 
     /// Sends a signal on `conn` — the application's own open transaction
@@ -317,8 +338,9 @@ impl PgStore {
         conn: &C,
         signal: &errand_core::NewSignal,
     ) -> Result<errand_core::Signalled> {
+        let signal = errand_core::encryption::seal_signal(self.keys.as_deref(), signal)?;
         let _written = self.touched();
-        signals::signal(conn, &self.queries, self.now(), signal).await
+        signals::signal(conn, &self.queries, self.now(), &signal).await
     }
 
     /// Enqueues many jobs on `conn` in one statement (one round trip).
@@ -327,13 +349,30 @@ impl PgStore {
         conn: &C,
         jobs: &[NewJob],
     ) -> Result<Vec<Inserted>> {
+        let mut jobs = jobs.to_vec();
+        self.seal_jobs(&mut jobs)?;
         if jobs
             .iter()
             .any(|j| !j.depends_on.is_empty() || j.batch.is_some())
         {
-            return insert::insert_linked(conn, &self.queries, self.now(), jobs).await;
+            return insert::insert_linked(conn, &self.queries, self.now(), &jobs).await;
         }
-        insert::insert_many(conn, &self.queries, self.now(), jobs).await
+        insert::insert_many(conn, &self.queries, self.now(), &jobs).await
+    }
+
+    /// Seals the payloads of jobs about to be written (with the store's
+    /// keys, if any).
+    pub(crate) fn seal_jobs(&self, jobs: &mut [NewJob]) -> Result<()> {
+        errand_core::encryption::seal_new_jobs(self.keys.as_deref(), jobs)
+    }
+
+    /// The output job `id` completes with, sealed with the store's keys.
+    pub(crate) fn seal_output(
+        &self,
+        id: &errand_core::JobId,
+        output: Option<&errand_core::Payload>,
+    ) -> Result<Option<errand_core::Payload>> {
+        errand_core::encryption::seal_output(self.keys.as_deref(), id, output)
     }
 
     /// Inserts jobs of which some have dependencies, in a transaction.

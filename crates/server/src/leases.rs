@@ -14,6 +14,7 @@
 //! other worker uses; `retry_in`/`retry_at` is the worker's own hint (a
 //! provider's Retry-After).
 
+use errand::encryption::{Field, open_in_place};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -186,11 +187,12 @@ pub(crate) async fn lease(State(app): State<App>, headers: HeaderMap, body: Body
         .transpose()?;
     let claimed = claim_waiting(&app, &claim, wait).await?;
     app.minutes.started(&claimed);
+    let claimed = readable(&app, claimed).await?;
     // The signals of jobs a signal resumed, read for those alone.
     let mut jobs = Vec::with_capacity(claimed.len());
     for c in &claimed {
         let signal = match c.job.resumed_by {
-            Some(_) => app.store.received_signal(&c.job.id).await?,
+            Some(_) => opened_signal(&app, &c.job.id).await?,
             None => None,
         };
         jobs.push(LeasedJob::of(c, signal));
@@ -603,4 +605,40 @@ pub(crate) async fn cancel(
     audit_text("reason", &req.reason, MAX_REASON_BYTES, true)?;
     let job = fenced(&lease, app.store.cancel_running(&lease, &req.reason).await)?;
     settled(WorkOutcome::Cancelled, &job)
+}
+
+/// The claimed jobs with their payloads opened with the store's keys; a
+/// job whose payload does not open is failed for good at once, saying
+/// why (no worker given it could read it), and left out.
+async fn readable(app: &App, claimed: Vec<ClaimedJob>) -> Result<Vec<ClaimedJob>, Problem> {
+    let keys = app.store.keyring();
+    let mut readable = Vec::with_capacity(claimed.len());
+    for mut c in claimed {
+        let job = &mut c.job;
+        match open_in_place(keys, Field::Payload, &job.id, &mut job.payload) {
+            Ok(()) => readable.push(c),
+            Err(why) => {
+                let failure = errand::Failure {
+                    error: format!("the payload of job `{}` cannot be read: {why}", job.id),
+                    class: errand::ErrorClass::Permanent,
+                    retry: None,
+                };
+                app.store.fail(&c.lease, failure).await?;
+            }
+        }
+    }
+    Ok(readable)
+}
+
+/// The signal that ended job `id`'s latest wait, its payload opened.
+async fn opened_signal(app: &App, id: &JobId) -> Result<Option<errand::ReceivedSignal>, Problem> {
+    let mut signal = app.store.received_signal(id).await?;
+    if let Some(payload) = signal.as_mut().and_then(|s| s.payload.as_mut()) {
+        open_in_place(app.store.keyring(), Field::Signal, id, payload).map_err(|why| {
+            Problem::invalid(format!(
+                "the payload of the signal to job `{id}` cannot be read: {why}"
+            ))
+        })?;
+    }
+    Ok(signal)
 }

@@ -32,7 +32,10 @@ impl AdminStore for SqliteStore {
     }
 
     async fn copy_jobs(&self, copies: &[(JobId, NewJob)], by: &AuditStamp) -> Result<Vec<Job>> {
-        let (copies, by) = (copies.to_vec(), by.clone());
+        let (mut copies, by) = (copies.to_vec(), by.clone());
+        for (_, copy) in &mut copies {
+            self.seal_jobs(std::slice::from_mut(copy))?;
+        }
         self.write(move |c, now| admin::copy(c, &copies, &by, now))
             .await
     }
@@ -73,6 +76,22 @@ impl AdminStore for SqliteStore {
 
     async fn queue_limits(&self) -> Result<Vec<QueueLimit>> {
         self.read(queues::limits).await
+    }
+
+    async fn stored_values(
+        &self,
+        after: Option<&JobId>,
+        limit: u32,
+    ) -> Result<errand_core::encryption::ValuePage> {
+        let after = after.cloned();
+        self.read(move |c| in_one_read(c, |c| crate::rekey::page(c, after.as_ref(), limit)))
+            .await
+    }
+
+    async fn rewrite_values(&self, rewrites: &[errand_core::encryption::Rewrite]) -> Result<u64> {
+        let rewrites = rewrites.to_vec();
+        self.submit(move |c, _| crate::rekey::rewrite(c, &rewrites))
+            .await
     }
 
     async fn count_exactly(&self) -> Result<Vec<errand_core::ExactCount>> {

@@ -16,11 +16,17 @@ use crate::{claim, insert, maintenance, minutes, reads, rows, seal, settle, stat
 
 #[async_trait]
 impl JobStore for SqliteStore {
-    async fn insert(&self, job: NewJob) -> Result<Inserted> {
+    fn keyring(&self) -> Option<&errand_core::encryption::Keyring> {
+        self.inner.options.keys.as_deref()
+    }
+
+    async fn insert(&self, mut job: NewJob) -> Result<Inserted> {
+        self.seal_jobs(std::slice::from_mut(&mut job))?;
         self.write(move |c, now| insert::insert(c, &job, now)).await
     }
 
-    async fn insert_many(&self, jobs: Vec<NewJob>) -> Result<Vec<Inserted>> {
+    async fn insert_many(&self, mut jobs: Vec<NewJob>) -> Result<Vec<Inserted>> {
+        self.seal_jobs(&mut jobs)?;
         self.write(move |c, now| insert::insert_many(c, &jobs, now))
             .await
     }
@@ -39,8 +45,9 @@ impl JobStore for SqliteStore {
     }
 
     async fn complete_with_output(&self, lease: &Lease, output: &Payload) -> Result<Job> {
-        let (lease, output) = (lease.clone(), output.clone());
-        self.op(move |c, now| settle::complete_at(c, &lease, Some(&output), now))
+        let output = self.seal_output(&lease.id, Some(output))?;
+        let lease = lease.clone();
+        self.op(move |c, now| settle::complete_at(c, &lease, output.as_ref(), now))
             .await
     }
 
@@ -52,7 +59,9 @@ impl JobStore for SqliteStore {
     ) -> Result<errand_core::ChildrenAdded> {
         let mut children = children.to_vec();
         errand_core::check_children(&mut children)?;
-        let (lease, output) = (lease.clone(), output.cloned());
+        self.seal_jobs(&mut children)?;
+        let output = self.seal_output(&lease.id, output)?;
+        let lease = lease.clone();
         let added = self
             .op(move |c, now| {
                 crate::children::complete_adding(c, &lease, output.as_ref(), children, now)
@@ -173,7 +182,7 @@ impl JobStore for SqliteStore {
     }
 
     async fn signal(&self, signal: &errand_core::NewSignal) -> Result<errand_core::Signalled> {
-        let signal = signal.clone();
+        let signal = errand_core::encryption::seal_signal(self.keyring(), signal)?.into_owned();
         self.op(move |c, now| crate::signals::signal(c, &signal, now.at))
             .await
     }

@@ -40,6 +40,7 @@ mod maintenance;
 mod minutes;
 mod queues;
 mod reads;
+mod rekey;
 mod release;
 mod rows;
 mod schedules;
@@ -76,6 +77,8 @@ pub use settle::complete as complete_in;
 pub use signals::signal as signal_in;
 
 use writer::Writer;
+
+use errand_core::encryption::Keyring;
 
 /// How durable a commit is (`PRAGMA synchronous`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -123,6 +126,10 @@ pub struct SqliteOptions {
     pub busy_timeout: Duration,
     /// The clock for every due and lease decision.
     pub clock: Arc<dyn Clock>,
+    /// The keys payloads, outputs and signal payloads are sealed with as
+    /// they are written (see `errand_core::encryption`); `None` stores
+    /// them as given.
+    pub keys: Option<Arc<Keyring>>,
 }
 
 impl Default for SqliteOptions {
@@ -133,6 +140,7 @@ impl Default for SqliteOptions {
             synchronous: Synchronous::Full,
             busy_timeout: Duration::from_secs(5),
             clock: Arc::new(SystemClock),
+            keys: None,
         }
     }
 }
@@ -302,13 +310,32 @@ impl SqliteStore {
     /// idle workers at their next poll; one enqueued inside
     /// [`SqliteStore::write`] wakes them at once.
     pub fn enqueue_in(&self, conn: &Connection, job: impl IntoNewJob) -> Result<Inserted> {
-        insert::insert(conn, &job.into_new_job()?, self.now())
+        let mut job = job.into_new_job()?;
+        self.seal_jobs(std::slice::from_mut(&mut job))?;
+        insert::insert(conn, &job, self.now())
     }
 
     /// Enqueues many jobs on `conn`, all or none, like
     /// [`SqliteStore::enqueue_in`].
     pub fn enqueue_many_in(&self, conn: &Connection, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
-        insert::insert_many(conn, jobs, self.now())
+        let mut jobs = jobs.to_vec();
+        self.seal_jobs(&mut jobs)?;
+        insert::insert_many(conn, &jobs, self.now())
+    }
+
+    /// Seals the payloads of jobs about to be written (with the store's
+    /// keys, if any).
+    pub(crate) fn seal_jobs(&self, jobs: &mut [NewJob]) -> Result<()> {
+        errand_core::encryption::seal_new_jobs(self.inner.options.keys.as_deref(), jobs)
+    }
+
+    /// The output job `id` completes with, sealed with the store's keys.
+    pub(crate) fn seal_output(
+        &self,
+        id: &errand_core::JobId,
+        output: Option<&errand_core::Payload>,
+    ) -> Result<Option<errand_core::Payload>> {
+        errand_core::encryption::seal_output(self.inner.options.keys.as_deref(), id, output)
     }
 
     /// Acknowledges a claimed job on `conn` — the handler's own open
@@ -340,6 +367,9 @@ impl SqliteStore {
     ) -> Result<errand_core::ChildrenAdded> {
         let mut children = children.to_vec();
         errand_core::check_children(&mut children)?;
+        self.seal_jobs(&mut children)?;
+        let sealed = self.seal_output(&lease.id, output)?;
+        let output = sealed.as_ref();
         let now = self.lease_clock();
         if !conn.is_autocommit() {
             return children::complete_adding(conn, lease, output, children, now);
@@ -375,7 +405,9 @@ impl SqliteStore {
         conn: &Connection,
         signal: &errand_core::NewSignal,
     ) -> Result<errand_core::Signalled> {
-        signals::signal(conn, signal, self.now())
+        let signal =
+            errand_core::encryption::seal_signal(self.inner.options.keys.as_deref(), signal)?;
+        signals::signal(conn, &signal, self.now())
     }
 
     /// Runs `f` on the writer thread inside the shared write transaction

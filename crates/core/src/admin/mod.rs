@@ -6,12 +6,14 @@
 
 mod bulk;
 mod job_actions;
+mod key_actions;
 mod queue_actions;
 mod reads;
 mod schedule_actions;
 mod workflow_actions;
 
 pub use bulk::{BulkAction, BulkOutcome, BulkRequest, Planned};
+pub use key_actions::{MAX_ROTATE_BATCH, Rotation};
 
 use std::sync::Arc;
 
@@ -75,9 +77,21 @@ impl Admin {
     /// The copy of the job `id`, with its original's dependencies, or why
     /// it cannot be made.
     async fn copy_of(&self, id: &JobId) -> Result<NewJob> {
-        let original = self.jobs.get(id).await?;
+        let mut original = self.jobs.get(id).await?;
         if !CopyRequest::accepts(original.state) {
             return Err(refusal(&original, CopyRequest::REFUSED));
+        }
+        // A copy is sealed for its own id: the original's payload must open.
+        if let Err(why) = crate::encryption::open_in_place(
+            self.jobs.keyring(),
+            crate::encryption::Field::Payload,
+            &original.id,
+            &mut original.payload,
+        ) {
+            return Err(refusal(
+                &original,
+                &format!("its payload cannot be read to copy it: {why}"),
+            ));
         }
         if original.on_dependency_failure.is_none() {
             return NewJob::copy_of(&original, Vec::new());
@@ -94,7 +108,7 @@ impl Admin {
             ));
         }
         let depends_on = detail.dependencies.into_iter().map(|d| d.id).collect();
-        NewJob::copy_of(&detail.job, depends_on)
+        NewJob::copy_of(&original, depends_on)
     }
 
     /// Runs `step` (one all-or-none backend step over `ids`); when it

@@ -3,6 +3,7 @@
 
 use crate::brief::JobBrief;
 use crate::clock::Timestamp;
+use crate::encryption::open_job;
 use crate::error::{Error, Result};
 use crate::filter::JobFilter;
 use crate::ids::{JobId, Name};
@@ -17,12 +18,16 @@ use super::Admin;
 impl Admin {
     /// One job, or [`Error::NotFound`](crate::Error::NotFound).
     pub async fn job(&self, id: &JobId) -> Result<Job> {
-        self.jobs.get(id).await
+        let mut job = self.jobs.get(id).await?;
+        open_job(self.jobs.keyring(), &mut job);
+        Ok(job)
     }
 
     /// One job with its attempt history and audit entries.
     pub async fn detail(&self, id: &JobId) -> Result<JobDetail> {
-        self.store.detail(id).await
+        let mut detail = self.store.detail(id).await?;
+        open_job(self.jobs.keyring(), &mut detail.job);
+        Ok(detail)
     }
 
     /// What a bulk replay or purge by filter acts on: the jobs in the
@@ -103,7 +108,11 @@ impl Admin {
 
     /// Jobs matching the filter, oldest first.
     pub async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
-        self.store.list(filter).await
+        let mut jobs = self.store.list(filter).await?;
+        for job in &mut jobs {
+            open_job(self.jobs.keyring(), job);
+        }
+        Ok(jobs)
     }
 
     /// One page of a search: the jobs of its listing that meet every term,
@@ -116,7 +125,7 @@ impl Admin {
     pub async fn search(&self, search: &crate::JobSearch) -> Result<crate::SearchPage> {
         search.validate()?;
         if !search.has_terms() {
-            let jobs = self.store.list(&search.filter).await?;
+            let jobs = self.list(&search.filter).await?;
             let next = search.filter.next_after(&jobs).cloned();
             let scanned = jobs.len() as u64;
             return Ok(crate::SearchPage {
@@ -126,7 +135,7 @@ impl Admin {
                 stopped: false,
             });
         }
-        crate::search::scan(self.store.as_ref(), search).await
+        crate::search::scan(self.store.as_ref(), self.jobs.keyring(), search).await
     }
 
     /// A batch: whether it is sealed, its counts by state, and its

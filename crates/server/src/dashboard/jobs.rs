@@ -270,7 +270,7 @@ fn tag_query(tag: &str) -> String {
 }
 
 fn pretty_payload(job: &Job) -> String {
-    pretty_json(job.payload.as_str())
+    pretty_json(&job.payload.shown())
 }
 
 /// JSON text indented, or as stored if it does not parse.
@@ -368,7 +368,7 @@ fn job_view(detail: &JobDetail) -> Markup {
         pre.payload { (pretty_payload(job)) }
         @if let Some(output) = &job.output {
             h2 { "Output" }
-            pre.payload.output { (pretty_json(output.as_str())) }
+            pre.payload.output { (pretty_json(&output.shown())) }
         }
         @if !detail.signals.is_empty() {
             h2 { "Signals" }
