@@ -67,7 +67,7 @@ pub(crate) fn given(keys_file: Option<&Path>) -> Result<Option<Arc<Keyring>>, Fa
     let keys = match keys_file {
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|e| {
-                anyhow::anyhow!("cannot read the keys file {}: {e}", path.display())
+                Failure::Usage(format!("cannot read the keys file {}: {e}", path.display()))
             })?;
             Keyring::from_file_text(&text)?
         }
@@ -106,12 +106,11 @@ async fn rotate(
     args: &RotateArgs,
 ) -> Result<ExitCode, Failure> {
     let Some(keys) = keys else {
-        return Err(anyhow::anyhow!(
+        return Err(Failure::Usage(format!(
             "no keys are given: set {KEYS_ENV} (k1:BASE64,k2:BASE64) or pass --keys-file, with \
              `{}` among them",
             args.to
-        )
-        .into());
+        )));
     };
     let keys = Keyring::clone(&keys).encrypting_with(&args.to)?;
     let total: u64 = admin.count_exactly().await?.iter().map(|c| c.n).sum();
@@ -140,6 +139,17 @@ async fn rotate(
         if done.changed > 0 {
             outln!("run it again to rewrite the values that changed meanwhile");
         }
+    }
+    if done.unreadable > 0 {
+        // Not done: say so to scripts too.
+        return Err(Failure::Coded(
+            crate::exit::RUNTIME,
+            format!(
+                "{} values are under keys not given (or do not decrypt): give those keys too \
+                 and rotate again; `errand show ID` names a value's key",
+                done.unreadable
+            ),
+        ));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -80,6 +80,7 @@ impl Backend {
             .env_remove("ERRAND_DB")
             .env_remove("ERRAND_SCHEMA")
             .env_remove("ERRAND_TOKEN")
+            .env_remove("ERRAND_ENCRYPTION_KEYS")
             // No span export from the developer's environment (it would
             // change stored trace contexts and slow every exit).
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
