@@ -44,7 +44,15 @@ impl Client {
         let [job] = jobs;
         let result = self.store.insert(job).instrument(span.clone()).await;
         spans::record_enqueued(&span, result.as_ref().map(Some));
-        result
+        let mut inserted = result?;
+        self.opened(&mut inserted);
+        Ok(inserted)
+    }
+
+    /// The job as enqueued, its payload opened with the store's keys (a
+    /// store that encrypts answers with what it stored).
+    fn opened(&self, inserted: &mut Inserted) {
+        errand_core::encryption::open_job(self.store.keyring(), &mut inserted.job);
     }
 
     /// Inserts many jobs in one transaction (in one `enqueue` span).
@@ -54,7 +62,11 @@ impl Client {
         spans::link_jobs(&span, &mut jobs);
         let result = self.store.insert_many(jobs).instrument(span.clone()).await;
         spans::record_enqueued(&span, result.as_ref().map(|v| v.first()));
-        result
+        let mut inserted = result?;
+        for one in &mut inserted {
+            self.opened(one);
+        }
+        Ok(inserted)
     }
 
     /// Inserts every step of a workflow in one transaction: all or none

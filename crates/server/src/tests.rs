@@ -16,6 +16,7 @@ use crate::problem::{PROBLEM_JSON, Problem, TYPE_BASE};
 use crate::{AccessToken, ServeError, Server, ServerConfig, router};
 
 mod admin;
+mod encryption;
 mod leases;
 mod openapi;
 mod schedules;

@@ -2123,3 +2123,36 @@ async fn past_the_cap_the_queues_page_shows_the_counted_number() {
         counted.body
     );
 }
+
+#[tokio::test]
+async fn a_payload_the_server_cannot_decrypt_is_shown_by_its_key() {
+    let mut b = Browser::new();
+    let keys = errand::encryption::Keyring::parse(&format!(
+        "k7:{}",
+        errand::encryption::Keyring::generate_key()
+    ))
+    .expect("keys");
+    let keyed = errand::SqliteStore::open(
+        b.q.sqlite().path(),
+        errand::SqliteOptions {
+            clock: std::sync::Arc::new(b.q.clock().clone()),
+            keys: Some(std::sync::Arc::new(keys)),
+            ..errand::SqliteOptions::default()
+        },
+    )
+    .expect("keyed store");
+    let job = NewJob::new(
+        "charge",
+        Payload::from_json_text(r#"{"card":"4242"}"#).expect("json"),
+    )
+    .expect("job");
+    let id = errand::JobStore::insert(&keyed, job)
+        .await
+        .expect("insert")
+        .job
+        .id;
+    let p = b.get(&format!("/dashboard/jobs/{id}")).await;
+    p.html(StatusCode::OK);
+    assert!(p.body.contains("encrypted (key k7)"), "{}", p.body);
+    assert!(!p.body.contains("4242"));
+}
