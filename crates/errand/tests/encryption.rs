@@ -32,8 +32,8 @@ impl Db {
         }
     }
 
-    fn postgres(url: &str) -> Db {
-        let pg = PgSchema::new(url, "encryption");
+    fn postgres(url: &str, tag: &str) -> Db {
+        let pg = PgSchema::new(url, tag);
         Db {
             db: url.to_owned(),
             schema: Some(pg.name.clone()),
@@ -220,6 +220,61 @@ async fn run(db: &Db) {
     assert!(admin.rotate_keys(&both, 0, |_| ()).await.is_err());
 }
 
+/// A dependent reads its dependency's sealed output clear; a search by a
+/// payload field reads sealed payloads with the keys, and without them
+/// finds nothing.
+async fn outputs_and_searches(db: &Db) {
+    let k1 = Keyring::parse(&format!("k1:{}", Keyring::generate_key())).unwrap();
+    let sealing = db.store(Some(&k1)).await;
+    let keyless = db.store(None).await;
+    sealing.insert(job("first", r#"{"step":1}"#)).await.unwrap();
+    sealing
+        .insert(job("second", r#"{"step":2}"#).depends_on(id("first")))
+        .await
+        .unwrap();
+    let claimed = sealing.claim(&claim_one()).await.unwrap().pop().unwrap();
+    sealing
+        .complete_with_output(&claimed.lease, &payload(r#"{"rows":12}"#))
+        .await
+        .unwrap();
+    let read = Arc::new(std::sync::Mutex::new(None));
+    let seen = read.clone();
+    let handler = Arc::new(handler_fn(move |ctx| {
+        let seen = seen.clone();
+        async move {
+            let outputs = ctx.dependency_outputs().await.unwrap();
+            *seen.lock().unwrap() = outputs[0].1.as_ref().map(|p| p.as_str().to_owned());
+            Outcome::Success
+        }
+    }));
+    let worker = errand::Worker::new(sealing.clone(), common::config(0.5));
+    worker.run_once(handler).await.unwrap();
+    assert_eq!(read.lock().unwrap().as_deref(), Some(r#"{"rows":12}"#));
+
+    let search = errand::JobSearch {
+        payload: vec![errand::PayloadTerm::parse("payload.step=2").unwrap()],
+        ..errand::JobSearch::default()
+    };
+    let found = Admin::new(sealing.clone()).search(&search).await.unwrap();
+    assert_eq!(found.jobs.len(), 1);
+    assert_eq!(found.jobs[0].id, id("second"));
+    let found = Admin::new(keyless.clone()).search(&search).await.unwrap();
+    assert!(found.jobs.is_empty());
+}
+
+#[tokio::test]
+async fn sqlite_opens_outputs_and_searches_with_the_keys() {
+    outputs_and_searches(&Db::sqlite()).await;
+}
+
+#[tokio::test]
+async fn postgres_opens_outputs_and_searches_with_the_keys() {
+    let Some(url) = postgres_url("encryption on PostgreSQL") else {
+        return;
+    };
+    outputs_and_searches(&Db::postgres(&url, "encryption_outputs")).await;
+}
+
 #[tokio::test]
 async fn sqlite_stores_values_encrypted_and_rotates_them() {
     run(&Db::sqlite()).await;
@@ -230,5 +285,5 @@ async fn postgres_stores_values_encrypted_and_rotates_them() {
     let Some(url) = postgres_url("encryption on PostgreSQL") else {
         return;
     };
-    run(&Db::postgres(&url)).await;
+    run(&Db::postgres(&url, "encryption")).await;
 }
