@@ -232,6 +232,9 @@ pub struct BenchConfig {
     /// Burn-down, retry-heavy, workflow: metadata every job carries (what
     /// metadata costs a drain; none by default).
     pub meta: errand::core::Meta,
+    /// The keys the benchmark's stores encrypt payloads and outputs with
+    /// (what encryption costs; none by default).
+    pub keys: Option<std::sync::Arc<errand::encryption::Keyring>>,
 }
 
 impl BenchConfig {
@@ -251,6 +254,7 @@ impl BenchConfig {
             rows: None,
             stall: Duration::from_secs(60),
             meta: errand::core::Meta::new(),
+            keys: None,
         }
     }
 }

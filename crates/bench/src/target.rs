@@ -38,6 +38,8 @@ pub(crate) enum Target {
         baseline_backends: i64,
         /// The server's postmaster, when the server runs on this machine.
         postmaster: Option<u32>,
+        /// What the phases' stores encrypt with.
+        keys: Option<Arc<errand::encryption::Keyring>>,
     },
 }
 
@@ -246,7 +248,12 @@ fn quote_schema(schema: &str) -> Result<String> {
 impl Target {
     /// Opens (creating and migrating) the database `db` names and checks
     /// that it holds no jobs yet.
-    pub(crate) async fn open(db: &str, schema: &str, synchronous: Synchronous) -> Result<Target> {
+    pub(crate) async fn open(
+        db: &str,
+        schema: &str,
+        synchronous: Synchronous,
+        keys: Option<Arc<errand::encryption::Keyring>>,
+    ) -> Result<Target> {
         let target = match DbTarget::parse(db)? {
             DbTarget::Sqlite(path) => {
                 if path.exists() && !path.is_file() {
@@ -259,6 +266,7 @@ impl Target {
                     create: true,
                     migrate: true,
                     synchronous,
+                    keys,
                     ..SqliteOptions::default()
                 };
                 let store = SqliteStore::open(&path, options)?;
@@ -292,6 +300,7 @@ impl Target {
                     schema: schema.to_owned(),
                     baseline_backends,
                     postmaster,
+                    keys,
                 }
             }
         };
@@ -394,6 +403,7 @@ impl Target {
                 url,
                 schema,
                 postmaster,
+                keys,
                 ..
             } => {
                 let (commits_before, _) = self.settled_counters().await?;
@@ -401,6 +411,7 @@ impl Target {
                 let options = PgOptions {
                     schema: schema.clone(),
                     migrate: false,
+                    keys: keys.clone(),
                     ..PgOptions::default()
                 };
                 let store: Arc<dyn Store> = Arc::new(PgStore::connect(url, options).await?);

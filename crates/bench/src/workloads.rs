@@ -80,7 +80,13 @@ const TOP_UP_MAX: u64 = 5_000;
 
 pub(crate) async fn run(config: &BenchConfig, progress: Option<Progress>) -> Result<Report> {
     let r = resolve(config)?;
-    let target = Target::open(&config.db, &config.schema, config.synchronous).await?;
+    let target = Target::open(
+        &config.db,
+        &config.schema,
+        config.synchronous,
+        config.keys.clone(),
+    )
+    .await?;
     let mut report = Report {
         workload: config.workload,
         backend: target.backend(),

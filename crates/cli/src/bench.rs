@@ -112,6 +112,7 @@ pub(crate) async fn bench(
     db: &str,
     schema: &str,
     synchronous: errand::Synchronous,
+    keys: Option<std::sync::Arc<errand::encryption::Keyring>>,
     a: &BenchArgs,
 ) -> Result<ExitCode, Failure> {
     let config = errand_bench::BenchConfig {
@@ -128,6 +129,7 @@ pub(crate) async fn bench(
         rows: a.rows,
         stall: a.stall,
         meta: crate::flags::meta_pairs(&a.meta)?,
+        keys,
     };
     // On a terminal (stdout and stderr both) the drains draw a bar towards
     // the job count (a count without --jobs), the others a spinner; with

@@ -191,7 +191,14 @@ async fn run(cli: Cli, hooks: Hooks) -> Result<ExitCode, Failure> {
     }
     #[cfg(feature = "bench")]
     if let Command::Bench(args) = &cli.command {
-        return bench::bench(&cli.db, &cli.schema, cli.synchronous, args).await;
+        return bench::bench(
+            &cli.db,
+            &cli.schema,
+            cli.synchronous,
+            options.keys.clone(),
+            args,
+        )
+        .await;
     }
     // A refused server configuration is reported before the database is
     // opened: the operator's mistake comes first.
