@@ -472,7 +472,9 @@ CREATE TRIGGER errand_jobs_notify_finished
 
 -- Enqueue from SQL: triggers, and programs in any language, inside their
 -- own transaction. Same rules as the Rust API; returns the job id. An
--- existing id returns that id and creates nothing.
+-- existing id returns that id and creates nothing. It stores the payload
+-- it is given: where payloads are encrypted (docs/encryption.md), the
+-- caller seals it first, for the id it passes.
 --   SELECT errand.enqueue('receipt', '{"payment": "p-1"}', id => 'p-1');
 -- A unique enqueue takes the same transaction-scoped advisory lock on its
 -- key as the library's (hashtextextended(key, 7266140), as

@@ -33,7 +33,7 @@ impl Admin {
                 || self.store.replay_jobs(&ids, &by),
             )
             .await?;
-        Ok(in_order(&ids, jobs, |j| &j.id))
+        Ok(self.opened(in_order(&ids, jobs, |j| &j.id)))
     }
 
     /// Cancels ready or running jobs, a `cancel` audit entry each; a
@@ -54,7 +54,7 @@ impl Admin {
                 || self.store.cancel_jobs(&ids, &by),
             )
             .await?;
-        Ok(in_order(&ids, jobs, |j| &j.id))
+        Ok(self.opened(in_order(&ids, jobs, |j| &j.id)))
     }
 
     /// Deletes dead jobs for good, with their attempt history; the audit
@@ -103,7 +103,10 @@ impl Admin {
                 return Ok(ids
                     .into_iter()
                     .zip(copied)
-                    .map(|(from, job)| Copied { from, job })
+                    .map(|(from, job)| Copied {
+                        from,
+                        job: self.opened_one(job),
+                    })
                     .collect());
             }
             if !copied.is_empty() {
@@ -138,6 +141,6 @@ impl Admin {
                 || self.store.reschedule_jobs(&ids, &to, &by),
             )
             .await?;
-        Ok(in_order(&ids, jobs, |j| &j.id))
+        Ok(self.opened(in_order(&ids, jobs, |j| &j.id)))
     }
 }

@@ -74,6 +74,21 @@ impl Admin {
         &self.jobs
     }
 
+    /// Jobs an action answers with, their payloads and outputs opened with
+    /// the store's keys where it holds them.
+    fn opened(&self, mut jobs: Vec<Job>) -> Vec<Job> {
+        for job in &mut jobs {
+            crate::encryption::open_job(self.jobs.keyring(), job);
+        }
+        jobs
+    }
+
+    /// One job, opened as [`Admin::opened`] does.
+    fn opened_one(&self, mut job: Job) -> Job {
+        crate::encryption::open_job(self.jobs.keyring(), &mut job);
+        job
+    }
+
     /// The copy of the job `id`, with its original's dependencies, or why
     /// it cannot be made.
     async fn copy_of(&self, id: &JobId) -> Result<NewJob> {

@@ -3,7 +3,6 @@
 
 use crate::brief::JobBrief;
 use crate::clock::Timestamp;
-use crate::encryption::open_job;
 use crate::error::{Error, Result};
 use crate::filter::JobFilter;
 use crate::ids::{JobId, Name};
@@ -18,15 +17,13 @@ use super::Admin;
 impl Admin {
     /// One job, or [`Error::NotFound`](crate::Error::NotFound).
     pub async fn job(&self, id: &JobId) -> Result<Job> {
-        let mut job = self.jobs.get(id).await?;
-        open_job(self.jobs.keyring(), &mut job);
-        Ok(job)
+        Ok(self.opened_one(self.jobs.get(id).await?))
     }
 
     /// One job with its attempt history and audit entries.
     pub async fn detail(&self, id: &JobId) -> Result<JobDetail> {
         let mut detail = self.store.detail(id).await?;
-        open_job(self.jobs.keyring(), &mut detail.job);
+        detail.job = self.opened_one(detail.job);
         Ok(detail)
     }
 
@@ -108,11 +105,7 @@ impl Admin {
 
     /// Jobs matching the filter, oldest first.
     pub async fn list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
-        let mut jobs = self.store.list(filter).await?;
-        for job in &mut jobs {
-            open_job(self.jobs.keyring(), job);
-        }
-        Ok(jobs)
+        Ok(self.opened(self.store.list(filter).await?))
     }
 
     /// One page of a search: the jobs of its listing that meet every term,
