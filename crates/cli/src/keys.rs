@@ -41,6 +41,9 @@ pub struct GenerateArgs {
     /// The new key's id (1 to 32 letters, digits, `_` or `-`).
     #[arg(long, default_value = "k1")]
     pub id: String,
+    /// Print `{"id": …, "key": …, "entry": "ID:BASE64"}`.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `errand keys rotate`.
@@ -81,10 +84,15 @@ pub(crate) fn given(keys_file: Option<&Path>) -> Result<Option<Arc<Keyring>>, Fa
 
 /// `errand keys generate`: needs no database.
 pub(crate) fn generate(args: &GenerateArgs) -> Result<ExitCode, Failure> {
-    let entry = format!("{}:{}", args.id, Keyring::generate_key());
+    let key = Keyring::generate_key();
+    let entry = format!("{}:{key}", args.id);
     // Checked as the keyring will read it (the id's form).
     Keyring::parse(&entry)?;
-    outln!("{entry}");
+    if args.json {
+        output::json(&serde_json::json!({"id": args.id, "key": key, "entry": entry}))?;
+    } else {
+        outln!("{entry}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 

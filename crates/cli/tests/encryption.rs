@@ -160,6 +160,14 @@ fn bad_keys_are_refused_before_anything_is_written() {
         assert!(!err.contains(&k1[3..]), "a key leaks into: {err}");
     }
     assert_eq!(b.ok(&["jobs", "--json"]), serde_json::json!([]));
+    let made = b.ok(&["keys", "generate", "--id", "k5", "--json"]);
+    assert_eq!(
+        made["entry"],
+        format!("k5:{}", made["key"].as_str().unwrap())
+    );
+    let out = b.run(&["keys", "generate", "--id", "bad id"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("letters, digits"));
     let out = b.keyed(&k1, &["keys", "rotate", "--to", "k9"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no key `k9` is given"));
