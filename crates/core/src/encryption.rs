@@ -438,14 +438,37 @@ pub fn seal_signal<'a>(
 ///
 /// # Errors
 /// See [`Keyring::seal`].
-pub fn seal_output(
+pub fn seal_output<'a>(
     keys: Option<&Keyring>,
     job: &JobId,
-    output: Option<&Payload>,
-) -> Result<Option<Payload>> {
-    output
-        .map(|o| seal_value(keys, Field::Output, job, o))
-        .transpose()
+    output: Option<&'a Payload>,
+) -> Result<Option<std::borrow::Cow<'a, Payload>>> {
+    match (keys, output) {
+        (Some(keys), Some(output)) => Ok(Some(std::borrow::Cow::Owned(keys.seal(
+            Field::Output,
+            job,
+            output,
+        )?))),
+        (None, Some(output)) => Ok(Some(std::borrow::Cow::Borrowed(output))),
+        (_, None) => Ok(None),
+    }
+}
+
+/// Jobs about to be stored, their payloads sealed when there is a keyring
+/// (borrowed as they are otherwise).
+///
+/// # Errors
+/// See [`Keyring::seal`].
+pub fn sealed_jobs<'a>(
+    keys: Option<&Keyring>,
+    jobs: &'a [NewJob],
+) -> Result<std::borrow::Cow<'a, [NewJob]>> {
+    if keys.is_none() {
+        return Ok(std::borrow::Cow::Borrowed(jobs));
+    }
+    let mut owned = jobs.to_vec();
+    seal_new_jobs(keys, &mut owned)?;
+    Ok(std::borrow::Cow::Owned(owned))
 }
 
 /// Opens a job's payload and output where `keys` can; a value that does

@@ -83,7 +83,7 @@ impl JobStore for PgStore {
         let mut client = self.client().await?;
         let q = &self.queries;
         let sealed = self.seal_output(&lease.id, Some(output))?;
-        let output = sealed.as_ref().map(Payload::as_str);
+        let output = sealed.as_deref().map(Payload::as_str);
         settle::settle(&mut client, q, self.now(), &q.complete, lease, &[&output]).await
     }
 
@@ -107,7 +107,7 @@ impl JobStore for PgStore {
             &self.queries,
             self.now(),
             lease,
-            output.as_ref(),
+            output.as_deref(),
             children,
         )
         .await?;

@@ -318,7 +318,7 @@ impl PgStore {
             &self.queries,
             self.now(),
             lease,
-            output.as_ref(),
+            output.as_deref(),
             children,
         )
         .await
@@ -349,8 +349,7 @@ impl PgStore {
         conn: &C,
         jobs: &[NewJob],
     ) -> Result<Vec<Inserted>> {
-        let mut jobs = jobs.to_vec();
-        self.seal_jobs(&mut jobs)?;
+        let jobs = errand_core::encryption::sealed_jobs(self.keys.as_deref(), jobs)?;
         if jobs
             .iter()
             .any(|j| !j.depends_on.is_empty() || j.batch.is_some())
@@ -367,11 +366,11 @@ impl PgStore {
     }
 
     /// The output job `id` completes with, sealed with the store's keys.
-    pub(crate) fn seal_output(
+    pub(crate) fn seal_output<'a>(
         &self,
         id: &errand_core::JobId,
-        output: Option<&errand_core::Payload>,
-    ) -> Result<Option<errand_core::Payload>> {
+        output: Option<&'a errand_core::Payload>,
+    ) -> Result<Option<std::borrow::Cow<'a, errand_core::Payload>>> {
         errand_core::encryption::seal_output(self.keys.as_deref(), id, output)
     }
 

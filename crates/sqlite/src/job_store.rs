@@ -45,7 +45,9 @@ impl JobStore for SqliteStore {
     }
 
     async fn complete_with_output(&self, lease: &Lease, output: &Payload) -> Result<Job> {
-        let output = self.seal_output(&lease.id, Some(output))?;
+        let output = self
+            .seal_output(&lease.id, Some(output))?
+            .map(std::borrow::Cow::into_owned);
         let lease = lease.clone();
         self.op(move |c, now| settle::complete_at(c, &lease, output.as_ref(), now))
             .await
@@ -60,7 +62,9 @@ impl JobStore for SqliteStore {
         let mut children = children.to_vec();
         errand_core::check_children(&mut children)?;
         self.seal_jobs(&mut children)?;
-        let output = self.seal_output(&lease.id, output)?;
+        let output = self
+            .seal_output(&lease.id, output)?
+            .map(std::borrow::Cow::into_owned);
         let lease = lease.clone();
         let added = self
             .op(move |c, now| {

@@ -318,8 +318,7 @@ impl SqliteStore {
     /// Enqueues many jobs on `conn`, all or none, like
     /// [`SqliteStore::enqueue_in`].
     pub fn enqueue_many_in(&self, conn: &Connection, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
-        let mut jobs = jobs.to_vec();
-        self.seal_jobs(&mut jobs)?;
+        let jobs = errand_core::encryption::sealed_jobs(self.inner.options.keys.as_deref(), jobs)?;
         insert::insert_many(conn, &jobs, self.now())
     }
 
@@ -330,11 +329,11 @@ impl SqliteStore {
     }
 
     /// The output job `id` completes with, sealed with the store's keys.
-    pub(crate) fn seal_output(
+    pub(crate) fn seal_output<'a>(
         &self,
         id: &errand_core::JobId,
-        output: Option<&errand_core::Payload>,
-    ) -> Result<Option<errand_core::Payload>> {
+        output: Option<&'a errand_core::Payload>,
+    ) -> Result<Option<std::borrow::Cow<'a, errand_core::Payload>>> {
         errand_core::encryption::seal_output(self.inner.options.keys.as_deref(), id, output)
     }
 
@@ -369,7 +368,7 @@ impl SqliteStore {
         errand_core::check_children(&mut children)?;
         self.seal_jobs(&mut children)?;
         let sealed = self.seal_output(&lease.id, output)?;
-        let output = sealed.as_ref();
+        let output = sealed.as_deref();
         let now = self.lease_clock();
         if !conn.is_autocommit() {
             return children::complete_adding(conn, lease, output, children, now);
