@@ -30,7 +30,7 @@ use crate::ids::JobId;
 use crate::job::Job;
 use crate::new_job::NewJob;
 use crate::payload::Payload;
-use crate::signal::NewSignal;
+use crate::signal::{NewSignal, ReceivedSignal};
 
 /// The environment variable the `errand` command reads its keys from:
 /// `k1:BASE64,k2:BASE64`, the first one encrypting.
@@ -382,21 +382,23 @@ pub fn open_in_place(
     Ok(())
 }
 
-/// `value` sealed for `field` of job `job` when there is a keyring, as it
-/// is otherwise.
+/// Opens the payload of the signal job `job` received, if it carries one.
 ///
 /// # Errors
-/// See [`Keyring::seal`].
-pub fn seal_value(
+/// [`Error::Invalid`] saying why the payload does not open.
+pub fn open_signal(
     keys: Option<&Keyring>,
-    field: Field,
     job: &JobId,
-    value: &Payload,
-) -> Result<Payload> {
-    match keys {
-        Some(keys) => keys.seal(field, job, value),
-        None => Ok(value.clone()),
+    signal: &mut Option<ReceivedSignal>,
+) -> Result<()> {
+    if let Some(payload) = signal.as_mut().and_then(|s| s.payload.as_mut()) {
+        open_in_place(keys, Field::Signal, job, payload).map_err(|why| {
+            Error::invalid(format!(
+                "the payload of the signal to job `{job}` cannot be read: {why}"
+            ))
+        })?;
     }
+    Ok(())
 }
 
 /// Seals the payloads of jobs about to be stored (nothing without a

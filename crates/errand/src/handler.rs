@@ -2,7 +2,7 @@
 //! progress, cancellation, and its dependencies' outputs) and the handler
 //! trait with its closure form.
 
-use errand_core::encryption::{Field, open_in_place};
+use errand_core::encryption::{Field, open_in_place, open_signal};
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
@@ -197,16 +197,7 @@ impl JobContext {
         match &self.reader.0 {
             Some(store) => {
                 let mut signal = store.received_signal(&self.job.id).await?;
-                if let Some(payload) = signal.as_mut().and_then(|s| s.payload.as_mut()) {
-                    open_in_place(store.keyring(), Field::Signal, &self.job.id, payload).map_err(
-                        |why| {
-                            Error::invalid(format!(
-                                "the payload of the signal to job `{}` cannot be read: {why}",
-                                self.job.id
-                            ))
-                        },
-                    )?;
-                }
+                open_signal(store.keyring(), &self.job.id, &mut signal)?;
                 Ok(signal)
             }
             None => Err(Error::invalid(

@@ -14,7 +14,7 @@
 //! other worker uses; `retry_in`/`retry_at` is the worker's own hint (a
 //! provider's Retry-After).
 
-use errand::encryption::{Field, open_in_place};
+use errand::encryption::{Field, open_in_place, open_signal};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -633,12 +633,6 @@ async fn readable(app: &App, claimed: Vec<ClaimedJob>) -> Result<Vec<ClaimedJob>
 /// The signal that ended job `id`'s latest wait, its payload opened.
 async fn opened_signal(app: &App, id: &JobId) -> Result<Option<errand::ReceivedSignal>, Problem> {
     let mut signal = app.store.received_signal(id).await?;
-    if let Some(payload) = signal.as_mut().and_then(|s| s.payload.as_mut()) {
-        open_in_place(app.store.keyring(), Field::Signal, id, payload).map_err(|why| {
-            Problem::invalid(format!(
-                "the payload of the signal to job `{id}` cannot be read: {why}"
-            ))
-        })?;
-    }
+    open_signal(app.store.keyring(), id, &mut signal)?;
     Ok(signal)
 }
