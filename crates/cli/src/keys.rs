@@ -121,12 +121,17 @@ async fn rotate(
         )));
     };
     let keys = Keyring::clone(&keys).encrypting_with(&args.to)?;
-    let total: u64 = admin.count_exactly().await?.iter().map(|c| c.n).sum();
-    let bar = Progress::bar(
-        args.json,
-        total,
-        format!("re-encrypting under {}", keys.current()),
-    );
+    // The bar's length is a whole count: made only when a bar is drawn.
+    let bar = if crate::progress::shown(args.json) {
+        let total: u64 = admin.count_exactly().await?.iter().map(|c| c.n).sum();
+        Progress::bar(
+            args.json,
+            total,
+            format!("re-encrypting under {}", keys.current()),
+        )
+    } else {
+        Progress::none()
+    };
     let done = admin
         .rotate_keys(&keys, args.batch, |so_far| bar.set(so_far.jobs))
         .await?;
