@@ -78,9 +78,8 @@ queues AS (
     FROM queues q WHERE q.queue IS NOT NULL
 ),
 ranged AS (
-    SELECT j.id, 1 AS src, j.priority, j.available_at AS due, j.queue
-    FROM __SCHEMA__.errand_jobs j
-    WHERE j.id = ANY (ARRAY(
+    SELECT r.id, 1 AS src, r.priority, r.due, r.queue
+    FROM unnest(ARRAY(
             SELECT c.id
             FROM queues q
             CROSS JOIN LATERAL (
@@ -94,12 +93,22 @@ ranged AS (
               AND q.queue <> ALL (ARRAY(SELECT p.queue FROM __SCHEMA__.errand_paused_queues p
                                         UNION ALL SELECT l.queue FROM __SCHEMA__.errand_queue_limits l))
             ORDER BY c.priority DESC, c.available_at, c.id
-            LIMIT $2))
-      AND j.state = 'ready' AND j.key_name IS NULL
-      AND j.available_at <= coalesce($1::timestamptz, now())
-    -- No order here: the ids are at most $2, found by the primary key
-    -- (ordered, the plan walked the due index to them); `picked` orders.
-    FOR UPDATE OF j SKIP LOCKED
+            LIMIT $2)) AS h(id)
+    -- Each id looked up on its own, by the primary key, and rechecked. (As
+    -- one `id = ANY (…)` scan, a generic plan made before the table had
+    -- statistics walked the due index instead — every ready job, at every
+    -- claim.) No order here: `picked` orders.
+    CROSS JOIN LATERAL (
+        SELECT j.id, j.priority, j.available_at AS due, j.queue
+        FROM __SCHEMA__.errand_jobs j
+        WHERE j.id = h.id
+          AND j.state = 'ready' AND j.key_name IS NULL
+          AND j.available_at <= coalesce($1::timestamptz, now())
+        FOR UPDATE OF j SKIP LOCKED
+    ) r
+    -- Only while paused or capped queues have due jobs: otherwise never
+    -- started (a one-time filter).
+    WHERE $9::boolean
 ),
 caps AS (
     SELECT l.queue,
