@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 #[cfg(feature = "bench")]
 use crate::bench;
 use crate::flags::{OperatorArgs, parse_duration};
-use crate::{admin, keys, queue, schedule, select, stats, workflow};
+use crate::{admin, keys, queue, schedule, select, stats, transfer, workflow};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -110,6 +110,10 @@ pub(crate) enum Command {
     /// Encryption keys: `keys generate` prints a fresh one, `keys rotate
     /// --to KEY` re-encrypts everything stored under it.
     Keys(keys::KeysArgs),
+    /// Move this SQLite database to PostgreSQL: `transfer --from PATH.db
+    /// --to postgres://… [--schema S] [--dry-run]` copies every table while
+    /// no worker runs (resumable after a kill), then compares both sides.
+    Transfer(transfer::TransferArgs),
     /// Periodic jobs: `schedule add|list|remove|pause|resume` keep
     /// schedules in the database, run by every `errand work` service
     /// (exactly one job per tick however many run); `schedule --name N

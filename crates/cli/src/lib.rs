@@ -36,6 +36,7 @@ mod serve_loop;
 mod signal;
 mod stats;
 mod telemetry;
+mod transfer;
 mod wait;
 mod work;
 mod workflow;
@@ -189,6 +190,9 @@ async fn run(cli: Cli, hooks: Hooks) -> Result<ExitCode, Failure> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    if let Command::Transfer(args) = &cli.command {
+        return transfer::run(args, &cli.schema, cli.allow_public_schema).await;
+    }
     #[cfg(feature = "bench")]
     if let Command::Bench(args) = &cli.command {
         return bench::bench(
@@ -238,6 +242,9 @@ async fn run(cli: Cli, hooks: Hooks) -> Result<ExitCode, Failure> {
         Command::Schedule(args) => schedule::run(store, args).await,
         #[cfg(feature = "bench")]
         Command::Bench(_) => Err(anyhow::anyhow!("errand bench opens its own database").into()),
+        Command::Transfer(_) => {
+            Err(anyhow::anyhow!("errand transfer opens its own databases").into())
+        }
         Command::Serve(_) => match serve_config {
             Some(config) => serve(store, config).await,
             None => Err(anyhow::anyhow!("the server configuration went missing").into()),

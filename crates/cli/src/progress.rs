@@ -91,6 +91,13 @@ impl Progress {
         }
     }
 
+    /// Sets where the work ends.
+    pub(crate) fn set_length(&self, total: u64) {
+        if let Some(bar) = &self.0 {
+            bar.set_length(total);
+        }
+    }
+
     /// Clears the display (also when dropped).
     pub(crate) fn finish(self) {}
 }
