@@ -136,6 +136,7 @@ impl Target {
         let store = PgStore::connect(url, options).await?;
         let quoted = errand_postgres::quote_schema(schema)?;
         let target = Target { store, quoted };
+        target.check_columns(schema).await?;
         if *found == Found::Empty {
             target.start(source).await?;
         }
@@ -148,6 +149,38 @@ impl Target {
             .get()
             .await
             .map_err(|e| Error::storage(format!("cannot reach PostgreSQL: {e}")))
+    }
+
+    /// Checks that every column of the schema's tables is one this
+    /// program writes — but `errand_jobs.awaited`, false for every job
+    /// moved (no process waits on them) — so none is left at its default
+    /// unnoticed.
+    async fn check_columns(&self, schema: &str) -> Result<()> {
+        let client = self.client().await?;
+        for t in TABLES.iter().chain([&STEPS]) {
+            let rows = client
+                .query(
+                    "SELECT column_name::text FROM information_schema.columns
+                     WHERE table_schema = $1 AND table_name = $2 ORDER BY column_name",
+                    &[&schema, &t.name],
+                )
+                .await
+                .map_err(pg_error)?;
+            let found: Vec<String> = rows
+                .iter()
+                .map(|r| r.get::<_, String>(0))
+                .filter(|c| !(t.name == "errand_jobs" && c == "awaited"))
+                .collect();
+            let mut written: Vec<&str> = t.columns.iter().map(|c| c.name).collect();
+            written.sort_unstable();
+            if found != written {
+                return Err(Error::storage(format!(
+                    "{schema}.{} has the columns {found:?}; this program writes {written:?}",
+                    t.name
+                )));
+            }
+        }
+        Ok(())
     }
 
     async fn start(&self, source: &Path) -> Result<()> {
