@@ -171,6 +171,14 @@ fn check(options: &TransferOptions) -> Result<()> {
             options.batch
         )));
     }
+    // The schema's name and `public` refused as every command refuses
+    // them, dry runs included.
+    errand_postgres::PgOptions {
+        schema: options.schema.clone(),
+        allow_public_schema: options.allow_public_schema,
+        ..errand_postgres::PgOptions::default()
+    }
+    .quoted_schema()?;
     if !(options.to.starts_with("postgres://") || options.to.starts_with("postgresql://")) {
         return Err(Error::invalid(format!(
             "--to {:?} is not a PostgreSQL URL: give postgres://USER@HOST:PORT/DATABASE",

@@ -166,11 +166,13 @@ impl Target {
                 )
                 .await
                 .map_err(pg_error)?;
-            let found: Vec<String> = rows
+            let mut found: Vec<String> = rows
                 .iter()
                 .map(|r| r.get::<_, String>(0))
                 .filter(|c| !(t.name == "errand_jobs" && c == "awaited"))
                 .collect();
+            // Byte order, as below (the database's collation may differ).
+            found.sort_unstable();
             let mut written: Vec<&str> = t.columns.iter().map(|c| c.name).collect();
             written.sort_unstable();
             if found != written {
