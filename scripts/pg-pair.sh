@@ -5,17 +5,23 @@
 #   scripts/pg-pair.sh start DIR [sync|async]   # both running; prints the URL
 #   scripts/pg-pair.sh url DIR                   # the multi-host URL
 #   scripts/pg-pair.sh promote DIR               # the primary killed, the standby promoted
+#   scripts/pg-pair.sh rejoin DIR                # the old primary rebuilt as the new one's standby
 #   scripts/pg-pair.sh stop DIR                  # both stopped (DIR is left to the caller)
 #
 # DIR must not exist yet (start creates it). Each server gets a free port on
 # 127.0.0.1, trust authentication and its own socket directory inside DIR.
 # `sync` makes every commit wait until the standby has it
-# (synchronous_standby_names = '*', given on the primary's command line only,
-# so the promoted standby does not wait for a standby of its own); `async`
-# (the default) does not. `promote` is a failover, not a switch-over: the
+# (synchronous_standby_names = '*', set on the primary by ALTER SYSTEM once
+# its standby streams, so no base backup carries it and a promoted standby
+# does not wait for a standby of its own); `async` (the default) does not. `promote` is a failover, not a switch-over: the
 # primary is stopped with `-m immediate` (no shutdown checkpoint, clients
 # cut off), as a crash or a lost host would leave it, then the standby is
-# promoted and waited for.
+# promoted and waited for; in sync mode the promoted server commits without
+# waiting (it has no standby) until `rejoin`. `rejoin` rebuilds the killed
+# server as a standby of the promoted one (a fresh base backup, its old
+# port), so the pair can fail over again; in sync mode commits wait for it
+# once it streams. The servers live in DIR/a and DIR/b, DIR/primary names
+# the one taking writes, and the URL stays the same throughout.
 #
 # The URL names both servers with target_session_attrs=read-write, so a
 # client (libpq, tokio-postgres) connects to whichever of them accepts
@@ -26,7 +32,7 @@
 set -euo pipefail
 
 usage() {
-    sed -n '2,8p' "$0" >&2
+    sed -n '2,9p' "$0" >&2
     exit 2
 }
 
@@ -54,6 +60,11 @@ free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
+# The servers live in DIR/a and DIR/b; DIR/primary names the one that takes
+# writes (directories are never renamed under a running server).
+primary_of() { cat "$1/primary"; }
+standby_of() { if [[ $(primary_of "$1") == a ]]; then echo b; else echo a; fi; }
+
 # pg_ctl for the server in DIR/NAME, on the port recorded for it.
 ctl() {
     local dir=$1 name=$2
@@ -66,7 +77,7 @@ ctl() {
 
 url() {
     local dir=$1
-    echo "postgres://postgres@127.0.0.1:$(cat "$dir/primary.port"),127.0.0.1:$(cat "$dir/standby.port")/postgres?target_session_attrs=read-write"
+    echo "postgres://postgres@127.0.0.1:$(cat "$dir/a.port"),127.0.0.1:$(cat "$dir/b.port")/postgres?target_session_attrs=read-write"
 }
 
 start() {
@@ -78,42 +89,80 @@ start() {
     fi
     mkdir -p "$dir"
     if [[ $(id -u) -eq 0 ]]; then chown postgres "$dir"; fi
-    free_port >"$dir/primary.port"
-    free_port >"$dir/standby.port"
+    free_port >"$dir/a.port"
+    free_port >"$dir/b.port"
     echo "$mode" >"$dir/mode"
-    as_pg "$BIN/initdb" -D "$dir/primary" -A trust -U postgres >/dev/null
+    echo a >"$dir/primary"
+    as_pg "$BIN/initdb" -D "$dir/a" -A trust -U postgres >/dev/null
+    ctl "$dir" a start >/dev/null
+    as_pg "$BIN/pg_basebackup" -h 127.0.0.1 -p "$(cat "$dir/a.port")" -U postgres \
+        -D "$dir/b" -R -X stream -c fast >/dev/null
+    ctl "$dir" b start >/dev/null
+    # Streaming before the pair is handed out.
+    await_streaming "$dir"
     if [[ $mode == sync ]]; then
-        EXTRA="-c synchronous_standby_names=*" ctl "$dir" primary start >/dev/null
-    else
-        ctl "$dir" primary start >/dev/null
+        synchronous "$dir" "'*'"
     fi
-    as_pg "$BIN/pg_basebackup" -h 127.0.0.1 -p "$(cat "$dir/primary.port")" -U postgres \
-        -D "$dir/standby" -R -X stream -c fast >/dev/null
-    ctl "$dir" standby start >/dev/null
-    # Streaming before the pair is handed out (and, in sync mode, the
-    # standby counted as synchronous).
-    local want=streaming i
+    url "$dir"
+}
+
+# psql on the server in DIR/NAME.
+sql() {
+    local dir=$1 name=$2
+    as_pg "$BIN/psql" -h 127.0.0.1 -p "$(cat "$dir/$name.port")" -U postgres -Atqc "$3" postgres
+}
+
+# Sets the primary's synchronous_standby_names (ALTER SYSTEM: it stays
+# with the server, not on its command line) and reloads.
+synchronous() {
+    local dir=$1 p
+    p=$(primary_of "$dir")
+    sql "$dir" "$p" "ALTER SYSTEM SET synchronous_standby_names = $2" >/dev/null
+    sql "$dir" "$p" "SELECT pg_reload_conf()" >/dev/null
+}
+
+# Waits until the primary has a standby streaming.
+await_streaming() {
+    local dir=$1 i
     for i in $(seq 1 100); do
-        if [[ $(as_pg "$BIN/psql" -h 127.0.0.1 -p "$(cat "$dir/primary.port")" -U postgres -Atqc \
-            "SELECT state FROM pg_stat_replication LIMIT 1" postgres 2>/dev/null) == "$want" ]]; then
-            url "$dir"
+        if [[ $(sql "$dir" "$(primary_of "$dir")" "SELECT state FROM pg_stat_replication LIMIT 1" 2>/dev/null) == streaming ]]; then
             return
         fi
         sleep 0.1
     done
-    echo "pg-pair: the standby did not start streaming; see $dir/standby.log" >&2
+    echo "pg-pair: the standby did not start streaming; see $dir/$(standby_of "$dir").log" >&2
     exit 1
 }
 
 promote() {
-    local dir=$1
-    ctl "$dir" primary -m immediate stop >/dev/null
-    ctl "$dir" standby promote >/dev/null
+    local dir=$1 old new
+    old=$(primary_of "$dir")
+    new=$(standby_of "$dir")
+    ctl "$dir" "$old" -m immediate stop >/dev/null
+    ctl "$dir" "$new" promote >/dev/null
+    echo "$new" >"$dir/primary"
+}
+
+rejoin() {
+    local dir=$1 old
+    old=$(standby_of "$dir")
+    if [[ -f $dir/$old/postmaster.pid ]] && sql "$dir" "$old" "SELECT 1" >/dev/null 2>&1; then
+        echo "pg-pair: both servers run: promote before rejoin" >&2
+        exit 2
+    fi
+    rm -rf "${dir:?}/$old"
+    as_pg "$BIN/pg_basebackup" -h 127.0.0.1 -p "$(cat "$dir/$(primary_of "$dir").port")" -U postgres \
+        -D "$dir/$old" -R -X stream -c fast >/dev/null
+    ctl "$dir" "$old" start >/dev/null
+    await_streaming "$dir"
+    if [[ $(cat "$dir/mode") == sync ]]; then
+        synchronous "$dir" "'*'"
+    fi
 }
 
 stop() {
     local dir=$1 name
-    for name in primary standby; do
+    for name in a b; do
         if [[ -f $dir/$name/postmaster.pid ]]; then
             ctl "$dir" "$name" -m immediate stop >/dev/null 2>&1 || true
         fi
@@ -126,6 +175,7 @@ case $1 in
 start) start "$2" "${3:-async}" ;;
 url) url "$2" ;;
 promote) promote "$2" ;;
+rejoin) rejoin "$2" ;;
 stop) stop "$2" ;;
 *) usage ;;
 esac
