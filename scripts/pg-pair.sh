@@ -4,24 +4,30 @@
 #
 #   scripts/pg-pair.sh start DIR [sync|async]   # both running; prints the URL
 #   scripts/pg-pair.sh url DIR                   # the multi-host URL
-#   scripts/pg-pair.sh promote DIR               # the primary killed, the standby promoted
+#   scripts/pg-pair.sh promote DIR [LAG_MS]      # the primary killed, the standby promoted
 #   scripts/pg-pair.sh rejoin DIR                # the old primary rebuilt as the new one's standby
 #   scripts/pg-pair.sh stop DIR                  # both stopped (DIR is left to the caller)
 #
 # DIR must not exist yet (start creates it). Each server gets a free port on
-# 127.0.0.1, trust authentication and its own socket directory inside DIR.
+# 127.0.0.1, trust authentication and its own socket directory inside DIR;
+# they live in DIR/a and DIR/b, DIR/primary names the one taking writes, and
+# the URL stays the same throughout.
+#
 # `sync` makes every commit wait until the standby has it
 # (synchronous_standby_names = '*', set on the primary by ALTER SYSTEM once
 # its standby streams, so no base backup carries it and a promoted standby
-# does not wait for a standby of its own); `async` (the default) does not. `promote` is a failover, not a switch-over: the
-# primary is stopped with `-m immediate` (no shutdown checkpoint, clients
-# cut off), as a crash or a lost host would leave it, then the standby is
-# promoted and waited for; in sync mode the promoted server commits without
-# waiting (it has no standby) until `rejoin`. `rejoin` rebuilds the killed
-# server as a standby of the promoted one (a fresh base backup, its old
-# port), so the pair can fail over again; in sync mode commits wait for it
-# once it streams. The servers live in DIR/a and DIR/b, DIR/primary names
-# the one taking writes, and the URL stays the same throughout.
+# does not wait for a standby of its own); `async` (the default) does not.
+#
+# `promote` is a failover, not a switch-over: the primary is stopped with
+# `-m immediate` (no shutdown checkpoint, clients cut off), as a crash or a
+# lost host would leave it, then the standby is promoted and waited for.
+# With LAG_MS the standby stops receiving (the primary's WAL sender
+# SIGSTOPped) for that long before the kill: in async mode the primary's last commits die
+# with it, as with a standby that fell behind; in sync mode those commits
+# wait, and their clients see the connection break instead. The promoted
+# server commits without waiting (it has no standby) until `rejoin`
+# rebuilds the killed one as its standby (a fresh base backup, its old
+# port), after which the pair can fail over again.
 #
 # The URL names both servers with target_session_attrs=read-write, so a
 # client (libpq, tokio-postgres) connects to whichever of them accepts
@@ -135,9 +141,19 @@ await_streaming() {
 }
 
 promote() {
-    local dir=$1 old new
+    local dir=$1 lag=${2:-0} old new sender
     old=$(primary_of "$dir")
     new=$(standby_of "$dir")
+    if [[ $lag -gt 0 ]]; then
+        # The primary's WAL sender stopped, then killed before it runs
+        # again: what was committed meanwhile never leaves the primary.
+        # (Stopping the standby's receiver instead would not do: the
+        # kernel goes on taking the stream into its socket buffer.)
+        sender=$(sql "$dir" "$old" "SELECT pid FROM pg_stat_replication")
+        kill -STOP "$sender"
+        sleep "$(awk "BEGIN {print $lag / 1000}")"
+        kill -KILL "$sender"
+    fi
     ctl "$dir" "$old" -m immediate stop >/dev/null
     ctl "$dir" "$new" promote >/dev/null
     echo "$new" >"$dir/primary"
@@ -174,7 +190,7 @@ BIN=$(bin_dir)
 case $1 in
 start) start "$2" "${3:-async}" ;;
 url) url "$2" ;;
-promote) promote "$2" ;;
+promote) promote "$2" "${3:-0}" ;;
 rejoin) rejoin "$2" ;;
 stop) stop "$2" ;;
 *) usage ;;

@@ -126,6 +126,12 @@ pub struct Require {
     pub http_failures: bool,
     /// Signals plan: a signal sender killed.
     pub signals: bool,
+    /// Failover with asynchronous replication: the last commits the
+    /// standby had not received are lost with the primary — acknowledged
+    /// enqueues (`lost`) and acknowledged settlements
+    /// (`acks_not_recorded`, whose jobs run again). Counted and shown,
+    /// not violations.
+    pub replication_losses: bool,
 }
 
 /// The checker's figures.
@@ -219,10 +225,12 @@ impl Figures {
 
     /// Why the run failed, if it did.
     pub fn violations(&self, require: &Require) -> Vec<String> {
+        let lost_with_the_primary =
+            |name: &str| require.replication_losses && matches!(name, "lost" | "acks_not_recorded");
         let mut v: Vec<String> = self
             .safety()
             .iter()
-            .filter(|(_, n)| *n != 0)
+            .filter(|(name, n)| *n != 0 && !lost_with_the_primary(name))
             .map(|(name, n)| format!("{name} = {n} (must be 0)"))
             .collect();
         if self.integrity_check != "ok" && self.integrity_check != "n/a" {
@@ -558,7 +566,7 @@ fn recovery_latency(h: &History, starts_of: &HashMap<&str, Vec<&Start>>, f: &mut
 }
 
 /// The human table.
-pub fn table(f: &Figures) -> String {
+pub fn table(f: &Figures, require: &Require) -> String {
     let opt = |v: Option<u64>| v.map_or("-".to_owned(), |v| format!("{v} ms"));
     let mut rows: Vec<(String, String)> = vec![
         (
@@ -619,7 +627,12 @@ pub fn table(f: &Figures) -> String {
         rows.push(("crash-point kills".into(), kills.join(", ")));
     }
     for (name, n) in f.safety() {
-        rows.push((format!("{name} (must be 0)"), n.to_string()));
+        let rule = if require.replication_losses && matches!(name, "lost" | "acks_not_recorded") {
+            "lost with the primary: counted"
+        } else {
+            "must be 0"
+        };
+        rows.push((format!("{name} ({rule})"), n.to_string()));
     }
     rows.push((
         format!("recovery p50 / p99 / max (n={})", f.recovery_samples),
@@ -758,6 +771,29 @@ mod tests {
             .is_empty(),
             "stale tokens required"
         );
+    }
+
+    #[test]
+    fn an_asynchronous_failover_counts_its_losses_and_judges_the_rest() {
+        let f = Figures {
+            lost: 2,
+            acks_not_recorded: 1,
+            integrity_check: "n/a".into(),
+            ..Figures::default()
+        };
+        let sync = f.violations(&Require::default());
+        assert_eq!(
+            sync,
+            ["lost = 2 (must be 0)", "acks_not_recorded = 1 (must be 0)"]
+        );
+        let losses = Require {
+            replication_losses: true,
+            ..Require::default()
+        };
+        assert!(f.violations(&losses).is_empty());
+        assert!(table(&f, &losses).contains("lost (lost with the primary: counted)"));
+        let stuck = Figures { stuck: 1, ..f };
+        assert_eq!(stuck.violations(&losses), ["stuck = 1 (must be 0)"]);
     }
 
     #[test]

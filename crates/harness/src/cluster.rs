@@ -96,3 +96,97 @@ impl Drop for Cluster {
         let _ = self.ctl(&["-m", "immediate", "stop"]);
     }
 }
+
+/// How a pair's standby replicates (the failover plan).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Replication {
+    /// A commit returns once the standby has it: nothing acknowledged is
+    /// lost in a failover.
+    Sync,
+    /// A commit returns at once: the last ones may be lost in a failover.
+    Async,
+}
+
+impl std::fmt::Display for Replication {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Replication::Sync => "sync",
+            Replication::Async => "async",
+        })
+    }
+}
+
+/// A private primary and streaming standby made by `scripts/pg-pair.sh`,
+/// reached through a multi-host URL; stopped on drop.
+#[derive(Debug)]
+pub struct Pair {
+    dir: tempfile::TempDir,
+    url: String,
+}
+
+impl Pair {
+    /// The repository's pair script.
+    fn script() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/pg-pair.sh")
+    }
+
+    fn pair_dir(&self) -> PathBuf {
+        self.dir.path().join("pair")
+    }
+
+    fn run(&self, action: &str, extra: &[&str]) -> Result<String> {
+        let out = Command::new("bash")
+            .arg(Self::script())
+            .arg(action)
+            .arg(self.pair_dir())
+            .args(extra)
+            .output()
+            .with_context(|| format!("run pg-pair.sh {action}"))?;
+        if !out.status.success() {
+            bail!(
+                "pg-pair.sh {action} failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+
+    /// Starts both servers. Needs root and the server binaries.
+    pub fn start(mode: Replication) -> Result<Pair> {
+        let dir = tempfile::Builder::new()
+            .prefix("errand-harness-pair-")
+            .tempdir()
+            .context("create the pair's directory")?;
+        // The server tools run as `postgres` and must reach it.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+            .context("open the pair's directory to postgres")?;
+        let mut pair = Pair {
+            dir,
+            url: String::new(),
+        };
+        pair.url = pair.run("start", &[&mode.to_string()])?;
+        Ok(pair)
+    }
+
+    /// Both servers, the one that takes writes chosen by the client.
+    pub fn url(&self) -> String {
+        self.url.clone()
+    }
+
+    /// A failover: the standby's receiving stopped for `lag_ms`, the
+    /// primary killed, the standby promoted, then the old primary rebuilt
+    /// as the new one's standby, ready for the next.
+    pub fn fail_over(&self, lag_ms: u64) -> Result<()> {
+        self.run("promote", &[&lag_ms.to_string()])?;
+        self.run("rejoin", &[])?;
+        Ok(())
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        let _ = self.run("stop", &[]);
+    }
+}

@@ -64,7 +64,7 @@ fn main() -> ExitCode {
                     for line in &result.nemesis {
                         eprintln!("  {line}");
                     }
-                    let table = check::table(&result.figures);
+                    let table = check::table(&result.figures, &run::required(&opts));
                     let head = format!(
                         "errand-harness: {} plan {:?}, seed {}, {} ms, logs in {}",
                         result.backend, result.plan, result.seed, result.elapsed_ms, result.dir

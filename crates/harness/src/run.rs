@@ -57,6 +57,10 @@ pub enum Fault {
     /// Enqueue through an `errand serve` process and SIGKILL it mid-enqueue;
     /// clients retry with the same id.
     Http,
+    /// Kill the primary of a private primary/standby pair (`--pg-pair`) with
+    /// `pg_ctl stop -m immediate`, promote the standby, and rebuild the old
+    /// primary as the new one's standby; the workers hold a multi-host URL.
+    Failover,
     /// One job in four suspends itself on its first run until a signal;
     /// `errand signal` processes, a third of them SIGKILLed mid-send, send
     /// it until the job is no longer waiting.
@@ -75,6 +79,7 @@ impl Fault {
             Fault::Clock => "clock",
             Fault::Http => "http",
             Fault::Signals => "signals",
+            Fault::Failover => "failover",
         }
     }
 }
@@ -83,15 +88,21 @@ impl Fault {
 #[derive(Clone, Debug, clap::Args)]
 pub struct RunOptions {
     /// SQLite database file (default: jobs.db in the run directory).
-    #[arg(long, conflicts_with_all = ["pg", "pg_cluster"])]
+    #[arg(long, conflicts_with_all = ["pg", "pg_cluster", "pg_pair"])]
     pub db: Option<PathBuf>,
     /// A PostgreSQL URL; the run uses a fresh schema (dropped at the end).
-    #[arg(long, conflicts_with = "pg_cluster")]
+    #[arg(long, conflicts_with_all = ["pg_cluster", "pg_pair"])]
     pub pg: Option<String>,
     /// Start a private PostgreSQL cluster (root, initdb) and run on it;
     /// required by the restart plan.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "pg_pair")]
     pub pg_cluster: bool,
+    /// Start a private primary and streaming standby (root, initdb;
+    /// `scripts/pg-pair.sh`) replicating synchronously or asynchronously,
+    /// and run on both through a multi-host URL; required by the failover
+    /// plan.
+    #[arg(long)]
+    pub pg_pair: Option<crate::cluster::Replication>,
     /// The PostgreSQL schema (default: a fresh `harness_<seed>_<pid>`).
     #[arg(long)]
     pub schema: Option<String>,
@@ -141,6 +152,15 @@ pub struct RunOptions {
     /// Crash-restarts (restart plan).
     #[arg(long, default_value_t = 1)]
     pub restarts: u32,
+    /// Failovers (failover plan), each a kill of the primary, a promotion
+    /// and a rebuilt standby.
+    #[arg(long, default_value_t = 2)]
+    pub failovers: u32,
+    /// Failover plan: how long the standby stops receiving before each
+    /// kill of the primary, in ms (with asynchronous replication the
+    /// commits of that time are lost with the primary).
+    #[arg(long, default_value_t = 0)]
+    pub lag_ms: u64,
     /// Worker spawns armed with a crash point (crash plan); the points are
     /// taken in turn.
     #[arg(long, default_value_t = 8)]
@@ -197,7 +217,12 @@ impl RunOptions {
         if self.fan_in {
             line.push_str(" --fan-in");
         }
-        if self.pg_cluster {
+        if let Some(mode) = self.pg_pair {
+            line.push_str(&format!(
+                " --pg-pair {mode} --failovers {} --lag-ms {}",
+                self.failovers, self.lag_ms
+            ));
+        } else if self.pg_cluster {
             line.push_str(" --pg-cluster");
         } else if self.pg.is_some() {
             line.push_str(" --pg URL");
@@ -309,7 +334,7 @@ fn run_dir(opts: &RunOptions) -> Result<(tempfile::TempDir, PathBuf)> {
 }
 
 /// What the plan's faults require of the run's figures.
-fn required(opts: &RunOptions) -> check::Require {
+pub(crate) fn required(opts: &RunOptions) -> check::Require {
     let has = |f: Fault| opts.plan.contains(&f);
     check::Require {
         stale_tokens: has(Fault::Pause),
@@ -319,6 +344,7 @@ fn required(opts: &RunOptions) -> check::Require {
         no_live_reclaims: has(Fault::Clock),
         http_failures: has(Fault::Http),
         signals: has(Fault::Signals),
+        replication_losses: opts.pg_pair == Some(crate::cluster::Replication::Async),
     }
 }
 
@@ -328,9 +354,18 @@ fn check_plan(opts: &RunOptions) -> Result<()> {
     if has(Fault::Restart) && !opts.pg_cluster {
         bail!("the restart plan needs --pg-cluster (a cluster the harness may crash)");
     }
-    if (has(Fault::DiskFull) || has(Fault::Clock)) && (opts.pg.is_some() || opts.pg_cluster) {
+    if has(Fault::Failover) != opts.pg_pair.is_some() {
         bail!(
-            "the disk-full and clock plans are SQLite's (PostgreSQL judges leases by the server's clock): drop --pg / --pg-cluster"
+            "the failover plan and --pg-pair go together (a pair the harness may fail over, and something to do with it)"
+        );
+    }
+    if has(Fault::Restart) && opts.pg_pair.is_some() {
+        bail!("the restart plan runs on --pg-cluster, not on a pair: use the failover plan");
+    }
+    let postgres = opts.pg.is_some() || opts.pg_cluster || opts.pg_pair.is_some();
+    if (has(Fault::DiskFull) || has(Fault::Clock)) && postgres {
+        bail!(
+            "the disk-full and clock plans are SQLite's (PostgreSQL judges leases by the server's clock): drop --pg / --pg-cluster / --pg-pair"
         );
     }
     if opts.workers == 0 || opts.jobs == 0 {

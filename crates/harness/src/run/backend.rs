@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 
 use super::{Fault, RunOptions};
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, Pair};
 
 async fn drop_schema(url: &str, schema: &str) -> Result<()> {
     let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
@@ -31,6 +31,8 @@ async fn drop_schema(url: &str, schema: &str) -> Result<()> {
 pub(super) struct Backend {
     pub(super) disk: Option<crate::disk::SmallDisk>,
     pub(super) cluster: Option<Cluster>,
+    /// The failover plan's primary and standby.
+    pub(super) pair: Option<Pair>,
     pg_url: Option<String>,
     /// The `--db` string.
     pub(super) db: String,
@@ -51,18 +53,26 @@ impl Backend {
         } else {
             None
         };
-        let pg_url = cluster.as_ref().map(Cluster::url).or(opts.pg.clone());
+        let pair = match opts.pg_pair {
+            Some(mode) => Some(Pair::start(mode)?),
+            None => None,
+        };
+        let pg_url = cluster
+            .as_ref()
+            .map(Cluster::url)
+            .or(pair.as_ref().map(Pair::url))
+            .or(opts.pg.clone());
         let (db, schema, name) = match &pg_url {
             Some(url) => {
                 let schema = opts.schema.clone().unwrap_or_else(|| {
                     format!("harness_{}_{}", seed % 1_000_000, std::process::id())
                 });
-                let name = if cluster.is_some() {
-                    "postgres (private cluster)"
-                } else {
-                    "postgres"
+                let name = match (&cluster, opts.pg_pair) {
+                    (Some(_), _) => "postgres (private cluster)".to_owned(),
+                    (None, Some(mode)) => format!("postgres (primary and {mode} standby)"),
+                    (None, None) => "postgres".to_owned(),
                 };
-                (url.clone(), Some(schema), name.to_owned())
+                (url.clone(), Some(schema), name)
             }
             None => {
                 let path = match &disk {
@@ -75,6 +85,7 @@ impl Backend {
         Ok(Backend {
             disk,
             cluster,
+            pair,
             pg_url,
             db,
             schema,
@@ -114,6 +125,7 @@ impl Backend {
         if let (Some(url), Some(s)) = (&self.pg_url, &self.schema)
             && !opts.keep
             && self.cluster.is_none()
+            && self.pair.is_none()
         {
             drop_schema(url, s).await?;
         }

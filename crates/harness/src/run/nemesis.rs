@@ -1,6 +1,6 @@
 //! The fault phase: the nemesis starts the workers (and the http plan's
 //! server), strikes as planned (kill, pause, fill, clock step, server
-//! kill, cluster restart) while the load runs, tends what it struck, heals,
+//! kill, cluster restart, failover) while the load runs, tends what it struck, heals,
 //! waits for the drain and stops everything.
 
 use std::collections::VecDeque;
@@ -212,6 +212,17 @@ impl<'a> Nemesis<'a> {
             Action::Jump(step) => self.jump(t, step, elapsed),
             Action::KillServer => {
                 self.kill_server(t, shared).await;
+                Ok(Strike::Done)
+            }
+            Action::Failover => {
+                if let Some(p) = &self.backend.pair {
+                    let lag = self.opts.lag_ms;
+                    let r = tokio::task::block_in_place(|| p.fail_over(lag));
+                    self.log.push(format!(
+                        "{t} ms: standby stopped receiving for {lag} ms, primary killed (pg_ctl stop -m immediate), standby promoted, old primary rebuilt as its standby: {r:?}"
+                    ));
+                    r?;
+                }
                 Ok(Strike::Done)
             }
             Action::Restart => {

@@ -17,6 +17,7 @@ pub(super) enum Action {
     Kill(usize),
     Pause(usize, u64),
     Restart,
+    Failover,
     Fill(u64),
     Jump(i64),
     KillServer,
@@ -238,6 +239,11 @@ fn plan_actions(opts: &RunOptions, rng: &mut StdRng, fault_ms: u64) -> Vec<(u64,
     if has(Fault::Restart) {
         for _ in 0..opts.restarts {
             actions.push((at(rng, 0.15, 0.5), Action::Restart));
+        }
+    }
+    if has(Fault::Failover) {
+        for _ in 0..opts.failovers {
+            actions.push((at(rng, 0.1, 0.7), Action::Failover));
         }
     }
     actions.sort_by_key(|(t, _)| *t);
