@@ -263,18 +263,7 @@ fn postgres_a_job_that_kills_its_worker_every_time_is_quarantined() {
 
 #[test]
 fn postgres_crash_restart_mid_run_with_kills_loses_nothing() {
-    let can = is_root()
-        && std::fs::read_dir("/usr/lib/postgresql")
-            .map(|d| {
-                d.filter_map(Result::ok)
-                    .any(|e| e.path().join("bin/initdb").exists())
-            })
-            .unwrap_or(false);
-    if !can {
-        errand_testsupport::skip(
-            "the restart plan",
-            "a private PostgreSQL cluster needs root and the server binaries (/usr/lib/postgresql/*/bin)",
-        );
+    if !can_start_servers("the restart plan") {
         return;
     }
     harness(&["--plan", "restart,kill", "--kills", "2", "--pg-cluster"]);
@@ -323,9 +312,10 @@ fn postgres_suspended_jobs_take_one_signal_each_while_senders_and_workers_are_ki
     }
 }
 
-/// Whether a primary and standby can be started (root and the server
-/// binaries); says SKIPPED otherwise (a failure under CI).
-fn can_start_a_pair(what: &str) -> bool {
+/// Whether private PostgreSQL servers — a cluster, a primary and standby —
+/// can be started (root and the server binaries); says SKIPPED otherwise
+/// (a failure under CI).
+fn can_start_servers(what: &str) -> bool {
     let can = is_root()
         && std::fs::read_dir("/usr/lib/postgresql")
             .map(|d| {
@@ -336,7 +326,7 @@ fn can_start_a_pair(what: &str) -> bool {
     if !can {
         errand_testsupport::skip(
             what,
-            "a primary and standby need root and the server binaries (/usr/lib/postgresql/*/bin)",
+            "private PostgreSQL servers need root and the server binaries (/usr/lib/postgresql/*/bin)",
         );
     }
     can
@@ -365,7 +355,7 @@ fn failover_args(mode: &'static str) -> [&'static str; 10] {
 /// effect once — the checker's every safety figure 0.
 #[test]
 fn postgres_failovers_with_synchronous_replication_lose_nothing() {
-    if can_start_a_pair("the synchronous failover plan") {
+    if can_start_servers("the synchronous failover plan") {
         harness_of(1500, &failover_args("sync"));
     }
 }
@@ -378,7 +368,7 @@ fn postgres_failovers_with_synchronous_replication_lose_nothing() {
 /// twice, no overlapping leases.
 #[test]
 fn postgres_failovers_with_asynchronous_replication_lose_only_what_was_not_replicated() {
-    if !can_start_a_pair("the asynchronous failover plan") {
+    if !can_start_servers("the asynchronous failover plan") {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
