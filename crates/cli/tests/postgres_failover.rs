@@ -1,12 +1,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! Failover to a streaming standby: workers connected with a multi-host
-//! URL (`target_session_attrs=read-write`) go on after the primary is
-//! killed and the standby promoted, with no restart, while an enqueuer
-//! keeps adding jobs. The pair is started by `scripts/pg-pair.sh` (it needs
+//! Failover to a streaming standby: workers and `errand serve` connected
+//! with a multi-host URL (`target_session_attrs=read-write`) go on after
+//! the primary is killed and the standby promoted, with no restart, while
+//! an enqueuer keeps adding jobs. The pair is started by `scripts/pg-pair.sh` (it needs
 //! root, to run the server tools as `postgres`, and the server binaries);
 //! the test says SKIPPED where it cannot, and fails under CI.
 
 use std::collections::HashSet;
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -130,6 +131,35 @@ fn worker(url: &str, dir: &Path) -> Child {
         .unwrap()
 }
 
+/// `errand serve` on a free port; its child and address.
+fn serve(url: &str) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_errand"))
+        .args([
+            "--db",
+            url,
+            "--schema",
+            "errand",
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+        ])
+        .env("ERRAND_LOG", "error")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned();
+    (child, addr)
+}
+
 /// Enqueues `extra-N` jobs one at a time until told to stop; the ids whose
 /// enqueue was acknowledged (psql succeeded: the commit returned).
 fn enqueuer(url: String, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<String>> {
@@ -174,6 +204,8 @@ fn failover(mode: &str) -> Option<Duration> {
     let work = tempfile::tempdir().unwrap();
     std::fs::create_dir(work.path().join("sink")).unwrap();
     let mut workers: Vec<Child> = (0..2).map(|_| worker(&url, work.path())).collect();
+    let (mut server, api) = serve(&url);
+    let http = reqwest::blocking::Client::new();
     let stop = Arc::new(AtomicBool::new(false));
     let adding = enqueuer(url.clone(), stop.clone());
 
@@ -215,6 +247,21 @@ fn failover(mode: &str) -> Option<Duration> {
         },
     );
     let listening = promoted.elapsed();
+    // The server finds the new primary too: an enqueue through the API
+    // (a write) succeeds.
+    wait_for(
+        "an enqueue through errand serve",
+        Duration::from_secs(60),
+        || {
+            http.post(format!("{api}/v1/jobs"))
+                .json(&serde_json::json!({"kind": "k", "id": "through-the-api"}))
+                .send()
+                .is_ok_and(|r| r.status().is_success())
+        },
+    );
+    let serving = promoted.elapsed();
+    let _ = server.kill();
+    let _ = server.wait();
     // The enqueuer goes on a while on the new primary.
     std::thread::sleep(Duration::from_secs(2));
     stop.store(true, Ordering::Relaxed);
@@ -263,7 +310,8 @@ fn failover(mode: &str) -> Option<Duration> {
     }
     eprintln!(
         "failover ({mode}): kill and promotion {promotion:?}, first job done {recovered:?} \
-         after it, both listening {listening:?} after it; {} jobs, {} \
+         after it, both listening {listening:?} after it, the API writing {serving:?} after it; \
+         {} jobs, {} \
          executions; {} enqueues acknowledged, {} of them lost",
         stored.len(),
         executions.lines().count(),
