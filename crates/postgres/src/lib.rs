@@ -38,6 +38,7 @@ mod job_store;
 mod listen;
 mod maintenance;
 mod minutes;
+mod pooler;
 mod queries;
 mod queues;
 mod reads;
@@ -216,6 +217,14 @@ impl PgStore {
         // unreachable, and the migrations run on it.
         let (mut client, driver) = connect_direct(&config).await?;
         let result = async {
+            // Before anything is written: a transaction pooler is refused.
+            let (second, second_driver) = connect_direct(&config).await?;
+            let probed =
+                pooler::refuse_transaction_pooling(&client, &second, &describe_target(&config))
+                    .await;
+            drop(second);
+            second_driver.abort();
+            probed?;
             if options.migrate {
                 migrate(&mut client, &options.schema, &quoted).await?;
             }
