@@ -35,8 +35,10 @@ fn harness(args: &[&str]) -> Value {
     harness_of(300, args)
 }
 
-/// [`harness`] with `leaves` jobs: `--fan-in` adds its root and sink.
-fn harness_of(leaves: u64, args: &[&str]) -> Value {
+/// Runs the harness with `leaves` jobs; its whole JSON result and its
+/// report, failing with its whole output unless it passed with no
+/// violation.
+fn run_harness(leaves: u64, args: &[&str]) -> (Value, String) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let out = Command::new(env!("CARGO_BIN_EXE_errand-harness"))
         .args([
@@ -50,7 +52,7 @@ fn harness_of(leaves: u64, args: &[&str]) -> Value {
         .args(args)
         .output()
         .expect("run errand-harness");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     eprintln!("{stderr}");
     assert!(
         out.status.success(),
@@ -59,6 +61,12 @@ fn harness_of(leaves: u64, args: &[&str]) -> Value {
     );
     let result: Value = serde_json::from_slice(&out.stdout).expect("the JSON result");
     assert_eq!(result["violations"], Value::Array(vec![]), "{result}");
+    (result, stderr)
+}
+
+/// [`harness`] with `leaves` jobs: `--fan-in` adds its root and sink.
+fn harness_of(leaves: u64, args: &[&str]) -> Value {
+    let (result, _) = run_harness(leaves, args);
     let f = result["figures"].clone();
     for name in [
         "lost",
@@ -371,17 +379,7 @@ fn postgres_failovers_with_asynchronous_replication_lose_only_what_was_not_repli
     if !can_start_servers("the asynchronous failover plan") {
         return;
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let out = Command::new(env!("CARGO_BIN_EXE_errand-harness"))
-        .args(["run", "--json", "--jobs", "1500", "--fault-secs", "8"])
-        .args(failover_args("async"))
-        .output()
-        .expect("run errand-harness");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    eprintln!("{stderr}");
-    assert!(out.status.success(), "{}:\n{stderr}", out.status);
-    let result: Value = serde_json::from_slice(&out.stdout).expect("the JSON result");
-    assert_eq!(result["violations"], Value::Array(vec![]), "{result}");
+    let (result, stderr) = run_harness(1500, &failover_args("async"));
     let f = &result["figures"];
     for name in [
         "duplicate_jobs",

@@ -7,19 +7,13 @@
 
 use errand_core::{Error, Result};
 
-/// A PostgreSQL error with the server's message, when it sent one.
-fn describe(e: &tokio_postgres::Error) -> String {
-    e.as_db_error()
-        .map_or_else(|| e.to_string(), |db| db.message().to_owned())
-}
-
 /// A session's backend process id, read without a prepared statement (the
 /// simple protocol), which any pooler passes through.
 async fn backend_pid(client: &tokio_postgres::Client, sql: &str) -> Result<String> {
     let messages = client
         .simple_query(sql)
         .await
-        .map_err(|e| Error::storage(format!("the pooling probe failed: {}", describe(&e))))?;
+        .map_err(crate::error::map_err)?;
     messages
         .iter()
         .find_map(|m| match m {
@@ -54,7 +48,7 @@ pub(crate) async fn refuse_transaction_pooling(
     first
         .simple_query("COMMIT")
         .await
-        .map_err(|e| Error::storage(format!("the pooling probe failed: {e}")))?;
+        .map_err(crate::error::map_err)?;
     let before = before?;
     let after = backend_pid(second, "SELECT pg_backend_pid()").await?;
     if before != after {

@@ -351,8 +351,7 @@ async fn an_all_queue_claim_reads_the_due_index_once_the_table_is_analyzed() {
         .await
         .unwrap();
     let queries = Queries::new(&quoted);
-    let tokens: Vec<String> = (0..256).map(|i| format!("t{i}")).collect();
-    let tokens = format!("'{{{}}}'", tokens.join(","));
+    let tokens = claim_tokens();
     for (name, sql, types, args) in [
         (
             "claim_ready from the start",
@@ -425,8 +424,7 @@ async fn a_claim_beside_a_capped_backlog_does_not_read_it() {
         .await
         .unwrap();
     let queries = Queries::new(&quoted);
-    let tokens: Vec<String> = (0..256).map(|i| format!("t{i}")).collect();
-    let tokens = format!("'{{{}}}'", tokens.join(","));
+    let tokens = claim_tokens();
     for (name, sql, types, args) in [
         (
             "claim holding the capped queue's lock",
@@ -487,6 +485,12 @@ async fn a_claim_beside_a_capped_backlog_does_not_read_it() {
     old.drop_schema().await;
 }
 
+/// 256 lease tokens as a text-array literal, for a claim of 256.
+fn claim_tokens() -> String {
+    let tokens: Vec<String> = (0..256).map(|i| format!("t{i}")).collect();
+    format!("'{{{}}}'", tokens.join(","))
+}
+
 /// The most rows any step of an analyzed plan passed over by filter.
 fn most_passed_over(plan: &[String]) -> u64 {
     plan.iter()
@@ -522,8 +526,7 @@ async fn a_claim_planned_before_statistics_does_not_walk_the_backlog() {
         .await
         .unwrap();
     let queries = Queries::new(&quoted);
-    let tokens: Vec<String> = (0..256).map(|i| format!("t{i}")).collect();
-    let tokens = format!("'{{{}}}'", tokens.join(","));
+    let tokens = claim_tokens();
     for (name, ranged) in [("reclaiming", "false"), ("reclaiming, by ranges", "true")] {
         let args = format!("NULL, 256, NULL, {tokens}, 30000, false, true, '{{}}', {ranged}, NULL");
         let probe = Probe {

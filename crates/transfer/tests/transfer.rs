@@ -106,6 +106,22 @@ async fn postgres(url: &str, schema: &str, create: bool) -> Arc<dyn Store> {
     errand::connect(url, &options).await.unwrap()
 }
 
+/// Fails `claimed`'s attempt with `error` of `class`.
+async fn fail(
+    store: &dyn Store,
+    claimed: &ClaimedJob,
+    error: &str,
+    class: ErrorClass,
+    retry: Option<RetryAt>,
+) -> errand::Job {
+    let failure = Failure {
+        error: error.into(),
+        class,
+        retry,
+    };
+    store.fail(&claimed.lease, failure).await.unwrap()
+}
+
 /// Claims the one due job of `on`.
 async fn claim(store: &Arc<dyn Store>, on: &str, lease: Duration) -> ClaimedJob {
     let mut claimed = store
@@ -223,31 +239,25 @@ async fn fixture(path: &Path) -> Fixture {
         .unwrap();
     let c = claim(&store, "work", Duration::from_secs(60)).await;
     tick();
-    store
-        .fail(
-            &c.lease,
-            Failure {
-                error: "provider busy".into(),
-                class: ErrorClass::Retryable,
-                retry: Some(RetryAt::After(Duration::from_secs(1))),
-            },
-        )
-        .await
-        .unwrap();
+    fail(
+        store.as_ref(),
+        &c,
+        "provider busy",
+        ErrorClass::Retryable,
+        Some(RetryAt::After(Duration::from_secs(1))),
+    )
+    .await;
     clock.advance(Duration::from_secs(5));
     let c = claim(&store, "work", Duration::from_secs(60)).await;
     tick();
-    let dead = store
-        .fail(
-            &c.lease,
-            Failure {
-                error: "no such account".into(),
-                class: ErrorClass::Permanent,
-                retry: None,
-            },
-        )
-        .await
-        .unwrap();
+    let dead = fail(
+        store.as_ref(),
+        &c,
+        "no such account",
+        ErrorClass::Permanent,
+        None,
+    )
+    .await;
     assert_eq!(dead.state, JobState::Dead);
     tick();
 
@@ -262,17 +272,14 @@ async fn fixture(path: &Path) -> Fixture {
         .unwrap();
     let c = claim(&store, "work", Duration::from_secs(60)).await;
     tick();
-    store
-        .fail(
-            &c.lease,
-            Failure {
-                error: "timed out".into(),
-                class: ErrorClass::Timeout,
-                retry: Some(RetryAt::After(Duration::from_secs(1))),
-            },
-        )
-        .await
-        .unwrap();
+    fail(
+        store.as_ref(),
+        &c,
+        "timed out",
+        ErrorClass::Timeout,
+        Some(RetryAt::After(Duration::from_secs(1))),
+    )
+    .await;
     tick();
 
     // Running, its lease long expired at real time, with a progress report.
@@ -803,17 +810,14 @@ async fn every_kind_of_row_moves_and_reads_the_same_through_admin() {
     let c = claim(&target, "claimable", Duration::from_secs(30)).await;
     assert_eq!(c.job.id, fixture.ready);
     assert_eq!(c.job.tags, ["vip", "region:eu"]);
-    let failed = target
-        .fail(
-            &c.lease,
-            Failure {
-                error: "the printer is out of paper".into(),
-                class: ErrorClass::Retryable,
-                retry: Some(RetryAt::After(Duration::from_secs(3600))),
-            },
-        )
-        .await
-        .unwrap();
+    let failed = fail(
+        target.as_ref(),
+        &c,
+        "the printer is out of paper",
+        ErrorClass::Retryable,
+        Some(RetryAt::After(Duration::from_secs(3600))),
+    )
+    .await;
     assert_eq!(failed.state, JobState::Ready);
     let history = pa.detail(&fixture.ready).await.unwrap().history;
     assert_eq!(history.len(), 1);
